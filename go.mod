@@ -1,0 +1,3 @@
+module github.com/backfill-dev/backfill
+
+go 1.26

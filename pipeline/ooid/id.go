@@ -1,0 +1,177 @@
+package ooid
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ID is a 64-bit OOID. The zero value is not a valid OOID of either layout
+// that the backfill produces, but it formats and decodes like any other.
+type ID uint64
+
+// TextLen is the length of the canonical text form of an ID.
+const TextLen = 16
+
+const (
+	// MaxCollectorID is the largest collector id a collector-stamped OOID
+	// may carry; larger ids would alias the backfilled 0xF nibble.
+	MaxCollectorID = 0xEF
+	// MaxCollectorCounter is the largest per-second counter of a
+	// collector-stamped OOID.
+	MaxCollectorCounter = 1<<24 - 1
+
+	backfillNibble = 0xF << 28
+)
+
+var (
+	// ErrSyntax is returned (wrapped) by Parse for text that is not 16 hex
+	// digits.
+	ErrSyntax = errors.New("not an OOID: want 16 hex digits")
+	// ErrRange is returned (wrapped) when a field does not fit its layout.
+	ErrRange = errors.New("value out of range")
+)
+
+const hexDigits = "0123456789abcdef"
+
+// AppendText appends the canonical form, 16 lowercase hex digits, to dst.
+func (id ID) AppendText(dst []byte) []byte {
+	var b [TextLen]byte
+	v := uint64(id)
+	for i := TextLen - 1; i >= 0; i-- {
+		b[i] = hexDigits[v&0xF]
+		v >>= 4
+	}
+	return append(dst, b[:]...)
+}
+
+// String returns the canonical form, 16 lowercase hex digits.
+func (id ID) String() string {
+	var b [TextLen]byte
+	return string(id.AppendText(b[:0]))
+}
+
+// MarshalText implements encoding.TextMarshaler, so that JSON carries an
+// OOID as its hex string and never as a number.
+func (id ID) MarshalText() ([]byte, error) { return id.AppendText(nil), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler with [Parse].
+func (id *ID) UnmarshalText(b []byte) error {
+	v, err := parse(b)
+	if err != nil {
+		return err
+	}
+	*id = v
+	return nil
+}
+
+// Parse reads an OOID in text form: exactly 16 hex digits. Upper-case
+// digits are accepted; [ID.String] always gives lower case.
+func Parse(s string) (ID, error) { return parse([]byte(s)) }
+
+func parse(b []byte) (ID, error) {
+	if len(b) != TextLen {
+		return 0, fmt.Errorf("%w: %q has %d characters", ErrSyntax, clip(b), len(b))
+	}
+	var v uint64
+	for i, c := range b {
+		var d byte
+		switch {
+		case '0' <= c && c <= '9':
+			d = c - '0'
+		case 'a' <= c && c <= 'f':
+			d = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return 0, fmt.Errorf("%w: %q has %q at position %d", ErrSyntax, clip(b), c, i)
+		}
+		v = v<<4 | uint64(d)
+	}
+	return ID(v), nil
+}
+
+// clip shortens garbage for error messages.
+func clip(b []byte) string {
+	const max = 40
+	if len(b) > max {
+		return string(b[:max]) + "..."
+	}
+	return string(b)
+}
+
+// Int64 returns the same 64 bits as a signed integer, as stored in a
+// PostgreSQL bigint. IDs whose ts is 2^31 or more are negative.
+func (id ID) Int64() int64 { return int64(id) }
+
+// FromInt64 is the inverse of [ID.Int64].
+func FromInt64(v int64) ID { return ID(v) }
+
+// TS returns the 32-bit Unix time in the high word.
+func (id ID) TS() uint32 { return uint32(id >> 32) }
+
+// Namespace tells which layout an ID uses.
+type Namespace uint8
+
+const (
+	// Backfilled IDs have 0xF in the top nibble of the low word.
+	Backfilled Namespace = iota
+	// Collector IDs carry a collector id 0x00..0xEF in the top byte of the
+	// low word.
+	Collector
+)
+
+// String returns "backfilled" or "collector".
+func (n Namespace) String() string {
+	if n == Collector {
+		return "collector"
+	}
+	return "backfilled"
+}
+
+// Decoded holds the fields of an OOID.
+type Decoded struct {
+	ID        ID
+	Namespace Namespace
+	// Unix is the ts of the high word, seconds since the epoch.
+	Unix uint32
+	// Counter is the low 28 bits of a backfilled ID (the counter, whatever
+	// the counter width of its scheme, since unused bits are zero) or the
+	// low 24 bits of a collector ID.
+	Counter uint32
+	// CollectorID is set for collector IDs only.
+	CollectorID uint8
+}
+
+// Time returns Unix as a UTC time.
+func (d Decoded) Time() time.Time { return time.Unix(int64(d.Unix), 0).UTC() }
+
+// Decode splits an ID into its fields. Every 64-bit value decodes: a low
+// word whose top nibble is 0xF is backfilled, anything else is a collector
+// ID.
+func (id ID) Decode() Decoded {
+	low := uint32(id)
+	d := Decoded{ID: id, Unix: id.TS()}
+	if low>>28 == 0xF {
+		d.Namespace = Backfilled
+		d.Counter = low & (1<<28 - 1)
+		return d
+	}
+	d.Namespace = Collector
+	d.CollectorID = uint8(low >> 24)
+	d.Counter = low & MaxCollectorCounter
+	return d
+}
+
+// NewCollectorID builds a collector-stamped OOID (32:8:24). It fails when
+// collector exceeds [MaxCollectorID] or counter exceeds
+// [MaxCollectorCounter].
+func NewCollectorID(ts uint32, collector uint8, counter uint32) (ID, error) {
+	if collector > MaxCollectorID {
+		return 0, fmt.Errorf("collector id %#02x: %w (max %#02x)", collector, ErrRange, MaxCollectorID)
+	}
+	if counter > MaxCollectorCounter {
+		return 0, fmt.Errorf("collector counter %d: %w (max %d)", counter, ErrRange, MaxCollectorCounter)
+	}
+	return ID(uint64(ts)<<32 | uint64(collector)<<24 | uint64(counter)), nil
+}
