@@ -24,7 +24,7 @@ var (
 		`(?P<report_id>no_report_id|(?P<ridyear>20[0-9]{2})(?P<ridmon>[01][0-9])(?P<ridday>[0123][0-9])T(?P<ridhr>[012][0-9])(?P<ridmin>[0-5][0-9])(?P<ridsec>[0-5][0-9])Z_AS(?P<ridasn>[0-9]{1,10})_[0-9A-Za-z]{50}|[A-Za-z0-9]{64})-` +
 		`0\.[12]\.0-probe\.(?:yaml|json)$`)
 	// canning.py REPORT_FNAME_RE, applied to the basename.
-	refCanning = regexp.MustCompile(`^(\d{4})([0-1][0-9])([0-3][0-9])T([0-2][0-9])([0-5][0-9])([0-5][0-9])Z-[A-Z]{2}-AS(\d+)-(?P<test_name>[^-]+)-([^-]+)-[.0-9]+-probe\.(?:yaml|json)$`)
+	refCanning  = regexp.MustCompile(`^(\d{4})([0-1][0-9])([0-3][0-9])T([0-2][0-9])([0-5][0-9])([0-5][0-9])Z-[A-Z]{2}-AS(\d+)-(?P<test_name>[^-]+)-([^-]+)-[.0-9]+-probe\.(?:yaml|json)$`)
 	refTimedRID = regexp.MustCompile(`^20[0-9]{2}[01][0-9][0123][0-9]T[012][0-9][0-5][0-9][0-5][0-9]Z_AS([0-9]{1,10})_[0-9A-Za-z]{50}$`)
 )
 
