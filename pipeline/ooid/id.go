@@ -69,6 +69,9 @@ func (id *ID) UnmarshalText(b []byte) error {
 // digits are accepted; [ID.String] always gives lower case.
 func Parse(s string) (ID, error) { return parse([]byte(s)) }
 
+// ParseBytes is Parse for a byte slice.
+func ParseBytes(b []byte) (ID, error) { return parse(b) }
+
 func parse(b []byte) (ID, error) {
 	if len(b) != TextLen {
 		return 0, fmt.Errorf("%w: %q has %d characters", ErrSyntax, clip(b), len(b))

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/tools/txtar"
+)
+
+// TestCLI runs the scenarios of testdata/cli/*.txtar in process. The
+// archive comment holds "args: ..." (split at spaces) and "exit: N"; the
+// files are stdin, stdout (compared exactly), stdout-contains and stderr
+// (each of their lines must appear in that output).
+func TestCLI(t *testing.T) {
+	files, err := filepath.Glob("testdata/cli/*.txtar")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios: %v", err)
+	}
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".txtar"), func(t *testing.T) {
+			ar, err := txtar.ParseFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			args, wantExit := scenarioHeader(t, ar.Comment)
+			parts := map[string][]byte{}
+			for _, f := range ar.Files {
+				parts[f.Name] = f.Data
+			}
+			var stdout, stderr bytes.Buffer
+			err = run(context.Background(), args, stdio{in: bytes.NewReader(parts["stdin"]), out: &stdout, err: &stderr})
+			code := exitCode(err, &stderr)
+			if code != wantExit {
+				t.Errorf("backfill %s: exit %d, want %d\nstderr:\n%s", strings.Join(args, " "), code, wantExit, stderr.String())
+			}
+			if want, ok := parts["stdout"]; ok && stdout.String() != string(want) {
+				t.Errorf("stdout:\n%s\nwant:\n%s", stdout.String(), want)
+			}
+			containsLines(t, "stdout", stdout.String(), parts["stdout-contains"])
+			containsLines(t, "stderr", stderr.String(), parts["stderr"])
+		})
+	}
+}
+
+func containsLines(t *testing.T, name, got string, want []byte) {
+	t.Helper()
+	for _, line := range strings.Split(strings.TrimSpace(string(want)), "\n") {
+		if line != "" && !strings.Contains(got, line) {
+			t.Errorf("%s does not contain %q:\n%s", name, line, got)
+		}
+	}
+}
+
+func scenarioHeader(t *testing.T, comment []byte) (args []string, exit int) {
+	t.Helper()
+	exit = -1
+	for _, line := range strings.Split(string(comment), "\n") {
+		if v, ok := strings.CutPrefix(line, "args:"); ok {
+			args = strings.Fields(v)
+		}
+		if v, ok := strings.CutPrefix(line, "exit:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				t.Fatalf("bad exit line %q", line)
+			}
+			exit = n
+		}
+	}
+	if args == nil || exit < 0 {
+		t.Fatalf("scenario comment lacks args: or exit: lines:\n%s", comment)
+	}
+	return args, exit
+}
+
+// TestBinary checks what only the real process shows: main's exit statuses
+// and the help on standard error for -h.
+func TestBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "backfill")
+	build := exec.Command("go", "build", "-ldflags", "-X main.version=v9.9.9-test", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, tc := range []struct {
+		args       []string
+		stdin      string
+		exit       int
+		out, err   string
+		outMissing bool
+	}{
+		{args: []string{"--version"}, exit: 0, out: "backfill v9.9.9-test\n"},
+		{args: []string{"ooid", "-h"}, exit: 0, err: "EXIT STATUS"},
+		{args: []string{"-h"}, exit: 0, err: "Commands:"},
+		{args: []string{}, exit: 2, err: "no command given"},
+		{args: []string{"ooid", "-"}, stdin: "bad\n", exit: 3, err: "line 1:"},
+		{args: []string{"decode", "50bef44df29c69e2"}, exit: 0, out: `"unix":1354691661`},
+	} {
+		cmd := exec.Command(bin, tc.args...)
+		cmd.Stdin = strings.NewReader(tc.stdin)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != tc.exit || !strings.Contains(stdout.String(), tc.out) || !strings.Contains(stderr.String(), tc.err) {
+			t.Errorf("backfill %q: exit %d, stdout %q, stderr %q; want exit %d, stdout with %q, stderr with %q",
+				tc.args, code, stdout.String(), stderr.String(), tc.exit, tc.out, tc.err)
+		}
+	}
+	_ = os.Remove(bin)
+}

@@ -1,0 +1,34 @@
+/*
+Backfill stamps stable 64-bit IDs (OOIDs) onto archived OONI measurements,
+proves there are no collisions, and loads the result.
+
+Usage:
+
+	backfill COMMAND [flags] [arguments]
+	backfill help COMMAND
+
+Commands:
+
+	ooid      compute backfilled OOIDs for textnames and measurement indexes
+	decode    decode OOIDs into their fields, as JSON lines
+	version   print the version
+
+Flags go before or between the arguments; "--" ends them. Every command
+takes -h for its own help. Results go to standard output; errors, rejected
+lines and progress go to standard error.
+
+Examples:
+
+	backfill ooid 2012-12-05/20121205T071421Z-MM-AS18399-http_invalid_request_line-no_report_id-0.1.0-probe.yaml 0 1
+	printf '%s\t%d\n' "$TEXTNAME" 7 | backfill ooid -
+	backfill decode 50bef44df29c69e2
+
+EXIT STATUS
+
+	0    success
+	1    failure: nothing is guaranteed
+	2    usage error
+	3    completed, but some inputs were rejected (each one reported)
+	130  interrupted
+*/
+package main

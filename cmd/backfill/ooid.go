@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/backfill-dev/backfill/pipeline/ooid"
+)
+
+const ooidHelp = `Usage: backfill ooid [--counter-bits N] [--sha1-offset N] TEXTNAME [NDX...]
+       backfill ooid [--counter-bits N] [--sha1-offset N] -
+
+Compute backfilled OOIDs (32 bits ts : 4 bits 0xF : counter) for the
+measurements of a report, identified by the report's textname
+"YYYY-MM-DD/<basename>" and the 0-based measurement index NDX.
+
+With TEXTNAME, print one OOID per NDX (NDX defaults to 0), one per line.
+
+With "-", read lines "TEXTNAME" or "TEXTNAME<TAB>NDX" from standard input
+and write "OOID<TAB>TEXTNAME<TAB>NDX" lines to standard output, in input
+order, streaming in constant memory. A bad line (bad textname, bad NDX,
+extra fields, longer than 64 KiB) is reported on standard error with its
+line number and reason; the other lines are still processed.
+
+The ts comes from the textname: the report_id timestamp when there is one,
+else the filename timestamp; textnames outside the ooni-uuid.md grammar but
+inside the canning grammar use the filename timestamp. The counter is
+(int(sha1(TEXTNAME).hexdigest()[off:off+7], 16) + NDX) mod 2^bits.
+
+Flags:
+
+	--counter-bits N   counter width, 20..28 (default 28); with fewer bits
+	                   the bits between counter and nibble are zero
+	--sha1-offset N    first hex digit of the 7-digit SHA-1 window, 0..33
+	                   (default 33, the last 7 digits)
+
+Changing either flag gives another ID scheme: record it with the output.
+NDX must be below 2^bits: a larger one would repeat another NDX's OOID.
+
+Examples:
+
+	backfill ooid 2012-12-05/20121205T071421Z-MM-AS18399-http_invalid_request_line-no_report_id-0.1.0-probe.yaml 0 1
+	  50bef44df29c69e2
+	  50bef44df29c69e3
+	cut -f1,2 measurements.tsv | backfill ooid - > ooids.tsv
+
+EXIT STATUS
+
+	0    every OOID printed
+	1    failure (e.g. standard output closed)
+	2    usage error
+	3    some textnames, NDX values or lines were rejected
+	130  interrupted
+`
+
+func schemeFlags(fs interface {
+	IntVar(p *int, name string, value int, usage string)
+}, s *ooid.Scheme) {
+	fs.IntVar(&s.CounterBits, "counter-bits", ooid.DefaultCounterBits, "counter width `N`, 20..28")
+	fs.IntVar(&s.SHA1Offset, "sha1-offset", ooid.DefaultSHA1Offset, "SHA-1 hex window offset `N`, 0..33")
+}
+
+func runOOID(ctx context.Context, args []string, std stdio) error {
+	fs := newFlagSet("ooid", ooidHelp, std)
+	scheme := ooid.DefaultScheme
+	schemeFlags(fs, &scheme)
+	args, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := scheme.Validate(); err != nil {
+		return usagef("ooid: %v", err)
+	}
+	if len(args) == 0 {
+		return usagef("ooid: no TEXTNAME given")
+	}
+	if args[0] == "-" {
+		if len(args) > 1 {
+			return usagef("ooid: no arguments allowed after -")
+		}
+		return ooidStream(ctx, scheme, std)
+	}
+	return ooidArgs(scheme, args[0], args[1:], std)
+}
+
+func ooidArgs(scheme ooid.Scheme, textname string, ndxs []string, std stdio) error {
+	r, err := scheme.Report(textname)
+	if err != nil {
+		fmt.Fprintf(std.err, "backfill: %v\n", err)
+		return &rejectsError{n: 1, what: "textname"}
+	}
+	if len(ndxs) == 0 {
+		ndxs = []string{"0"}
+	}
+	w := bufio.NewWriter(std.out)
+	bad := 0
+	var buf []byte
+	for _, s := range ndxs {
+		ndx, err := parseNDX([]byte(s), scheme)
+		if err != nil {
+			fmt.Fprintf(std.err, "backfill: NDX %q: %v\n", s, err)
+			bad++
+			continue
+		}
+		buf = append(r.ID(ndx).AppendText(buf[:0]), '\n')
+		w.Write(buf)
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	if bad > 0 {
+		return &rejectsError{n: bad, what: "NDX values"}
+	}
+	return nil
+}
+
+var (
+	errNDXSyntax = errors.New("not a decimal integer")
+	errNDXRange  = errors.New("too large")
+)
+
+// parseNDX parses a decimal NDX below 2^CounterBits.
+func parseNDX(b []byte, scheme ooid.Scheme) (uint32, error) {
+	if len(b) == 0 || len(b) > 10 {
+		if len(b) > 10 && allDigits(b) {
+			return 0, fmt.Errorf("%w: the counter space is 2^%d", errNDXRange, scheme.CounterBits)
+		}
+		return 0, errNDXSyntax
+	}
+	var v uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, errNDXSyntax
+		}
+		v = v*10 + uint64(c-'0')
+	}
+	if v > uint64(scheme.Mask()) {
+		return 0, fmt.Errorf("%w: %d, the counter space is 2^%d", errNDXRange, v, scheme.CounterBits)
+	}
+	return uint32(v), nil
+}
+
+func allDigits(b []byte) bool {
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// ooidStream is "backfill ooid -". It allocates nothing per line once its
+// buffers have grown; consecutive lines of one report share its textname
+// parse and hash.
+func ooidStream(ctx context.Context, scheme ooid.Scheme, std stdio) error {
+	in := newLineReader(std.in)
+	out := bufio.NewWriterSize(std.out, 256<<10)
+	var (
+		last   []byte // textname of the cached report
+		rep    ooid.Report
+		repErr error
+		cached bool
+		buf    []byte
+		bad    int
+	)
+	reject := func(lineNo int, format string, args ...any) {
+		bad++
+		fmt.Fprintf(std.err, "backfill: line %d: %s\n", lineNo, fmt.Sprintf(format, args...))
+	}
+	for {
+		line, n, err := in.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if errors.Is(err, errLineTooLong) {
+			reject(n, "%v", err)
+			continue
+		}
+		if err != nil {
+			out.Flush()
+			return fmt.Errorf("read standard input: %w", err)
+		}
+		if n&0xFFFF == 0 && ctx.Err() != nil {
+			out.Flush()
+			return ctx.Err()
+		}
+		if len(line) == 0 {
+			reject(n, "empty line")
+			continue
+		}
+		name, ndxField, hasNDX := bytes.Cut(line, []byte{'\t'})
+		var ndx uint32
+		if hasNDX {
+			if bytes.IndexByte(ndxField, '\t') >= 0 {
+				reject(n, "more than two tab-separated fields")
+				continue
+			}
+			if ndx, err = parseNDX(ndxField, scheme); err != nil {
+				reject(n, "NDX %q: %v", clip(ndxField), err)
+				continue
+			}
+		}
+		if !cached || !bytes.Equal(name, last) {
+			last = append(last[:0], name...)
+			rep, repErr = scheme.ReportBytes(last)
+			cached = true
+		}
+		if repErr != nil {
+			reject(n, "%v", repErr)
+			continue
+		}
+		buf = rep.ID(ndx).AppendText(buf[:0])
+		buf = append(buf, '\t')
+		buf = append(buf, name...)
+		buf = append(buf, '\t')
+		buf = strconv.AppendUint(buf, uint64(ndx), 10)
+		buf = append(buf, '\n')
+		if _, err := out.Write(buf); err != nil {
+			return fmt.Errorf("write output: %w", err)
+		}
+	}
+	if err := out.Flush(); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	if bad > 0 {
+		return &rejectsError{n: bad, what: "lines"}
+	}
+	return nil
+}
+
+func clip(b []byte) string {
+	if len(b) > 40 {
+		return string(b[:40]) + "..."
+	}
+	return string(b)
+}

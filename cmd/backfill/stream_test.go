@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/backfill-dev/backfill/pipeline/ooid"
+)
+
+// lineGen is an io.Reader of n "TEXTNAME<TAB>NDX" lines, generated on the
+// fly: reports of perReport measurements, each with its own textname.
+type lineGen struct {
+	n, perReport, i int
+	buf             []byte
+	off             int // read position in buf
+}
+
+func (g *lineGen) Read(p []byte) (int, error) {
+	for g.off == len(g.buf) {
+		if g.i == g.n {
+			return 0, io.EOF
+		}
+		// No fmt here: boxing its arguments would allocate per line.
+		rep, ndx := g.i/g.perReport, g.i%g.perReport
+		b := append(g.buf[:0], "2016-07-07/20160706T"...)
+		h, m, s := rep/3600%24, rep/60%60, rep%60
+		b = append(b, byte('0'+h/10), byte('0'+h%10), byte('0'+m/10), byte('0'+m%10), byte('0'+s/10), byte('0'+s%10))
+		b = append(b, "Z-CH-AS"...)
+		b = strconv.AppendInt(b, int64(100+rep), 10)
+		b = append(b, "-web_connectivity-no_report_id-0.2.0-probe.json\t"...)
+		b = strconv.AppendInt(b, int64(ndx), 10)
+		g.buf, g.off = append(b, '\n'), 0
+		g.i++
+	}
+	n := copy(p, g.buf[g.off:])
+	g.off += n
+	return n, nil
+}
+
+// TestOOIDStream_Output checks every output line of a generated stream
+// against the library.
+func TestOOIDStream_Output(t *testing.T) {
+	var out bytes.Buffer
+	err := ooidStream(context.Background(), ooid.DefaultScheme, stdio{in: &lineGen{n: 20000, perReport: 37}, out: &out, err: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(&out)
+	lines := 0
+	for sc.Scan() {
+		f := strings.Split(sc.Text(), "\t")
+		r, err := ooid.DefaultScheme.Report(f[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		ndx, _ := strconv.Atoi(f[2])
+		if want := r.ID(uint32(ndx)).String(); f[0] != want || ndx != lines%37 {
+			t.Fatalf("line %d: %q, want OOID %s and ndx %d", lines+1, sc.Text(), want, lines%37)
+		}
+		lines++
+	}
+	if lines != 20000 {
+		t.Errorf("%d lines out, want 20000", lines)
+	}
+}
+
+// TestOOIDStream_ConstantMemory: memory allocated by "backfill ooid -" does
+// not grow with the number of lines.
+func TestOOIDStream_ConstantMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("streams 1.1 M lines")
+	}
+	alloc := func(n int) uint64 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		err := ooidStream(context.Background(), ooid.DefaultScheme, stdio{in: &lineGen{n: n, perReport: 40}, out: io.Discard, err: io.Discard})
+		runtime.ReadMemStats(&after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	small, large := alloc(100_000), alloc(1_000_000)
+	t.Logf("allocated %d bytes for 100k lines, %d bytes for 1M lines", small, large)
+	// The generator allocates nothing per line either; allow slack for
+	// runtime noise only.
+	if large > small+64<<10 {
+		t.Errorf("1M lines allocated %d bytes, 100k lines %d: memory grows with input", large, small)
+	}
+}
+
+func TestLineReader(t *testing.T) {
+	long := strings.Repeat("x", 3*maxLine+17)
+	in := "a\r\n" + long + "\nb\n\n" + long + "\nc"
+	lr := newLineReader(strings.NewReader(in))
+	type got struct {
+		line string
+		n    int
+		long bool
+	}
+	var all []got
+	for {
+		line, n, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil && !errors.Is(err, errLineTooLong) {
+			t.Fatal(err)
+		}
+		all = append(all, got{string(line), n, errors.Is(err, errLineTooLong)})
+	}
+	want := []got{{"a", 1, false}, {"", 2, true}, {"b", 3, false}, {"", 4, false}, {"", 5, true}, {"c", 6, false}}
+	if fmt.Sprint(all) != fmt.Sprint(want) {
+		t.Errorf("lines = %v, want %v", all, want)
+	}
+}
