@@ -81,8 +81,8 @@ func mainHelp() string {
 }
 
 type command struct {
-	name  string
-	help  string // full help text, with EXIT STATUS
+	name string
+	help string // full help text, with EXIT STATUS
 	run  func(ctx context.Context, args []string, std stdio) error
 }
 
