@@ -123,3 +123,23 @@ func TestLineReader(t *testing.T) {
 		t.Errorf("lines = %v, want %v", all, want)
 	}
 }
+
+// BenchmarkOOIDStream measures "backfill ooid -" in process, lines/s, for
+// reports of 1 line (a textname parse and SHA-1 per line) and of 40 lines.
+//
+//	go test -run '^$' -bench OOIDStream -benchmem ./cmd/backfill/
+func BenchmarkOOIDStream(b *testing.B) {
+	for _, per := range []int{1, 40} {
+		b.Run(fmt.Sprintf("lines_per_report=%d", per), func(b *testing.B) {
+			const n = 1_000_000
+			b.ReportAllocs()
+			for b.Loop() {
+				err := ooidStream(context.Background(), ooid.DefaultScheme, stdio{in: &lineGen{n: n, perReport: per}, out: io.Discard, err: io.Discard})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "lines/s")
+		})
+	}
+}

@@ -1,0 +1,157 @@
+// Package bench holds the end-to-end benchmarks: the built backfill binary
+// run on generated inputs, each beside a baseline measured in the same run.
+//
+// Run them with
+//
+//	make bench-e2e
+//	go test -run '^$' -bench . -benchtime 1x ./bench/
+//
+// Inputs are generated once and cached in -bench.dir (default
+// $TMPDIR/backfill-bench).
+package bench
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var benchDir = flag.String("bench.dir", filepath.Join(os.TempDir(), "backfill-bench"), "cache `dir` for generated inputs")
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// binary builds cmd/backfill once per process.
+func binary(b *testing.B) string {
+	buildOnce.Do(func() {
+		if err := os.MkdirAll(*benchDir, 0o755); err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(*benchDir, "backfill")
+		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/backfill").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		b.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// run executes name with args, stdin from inPath and stdout to /dev/null,
+// and returns the wall time and peak RSS of the child.
+func run(b *testing.B, inPath, name string, args ...string) (time.Duration, int64) {
+	b.Helper()
+	in, err := os.Open(inPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer in.Close()
+	cmd := exec.Command(name, args...)
+	cmd.Stdin = in
+	cmd.Stderr = os.Stderr
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("%s %v: %v", name, args, err)
+	}
+	elapsed := time.Since(start)
+	maxRSS := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss * 1024
+	return elapsed, maxRSS
+}
+
+// ooidLines writes n "TEXTNAME<TAB>NDX" lines: reports of 1 to 80
+// measurements, one in fifty of up to 5000, with a mix of report_id forms.
+func ooidLines(b *testing.B, n int) string {
+	path := filepath.Join(*benchDir, fmt.Sprintf("ooid-lines-%d.tsv", n))
+	if _, err := os.Stat(path); err == nil {
+		return path
+	}
+	if err := os.MkdirAll(*benchDir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.Create(path + ".tmp")
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := bufio.NewWriter(f)
+	rng := rand.New(rand.NewPCG(1, 2))
+	const alnum = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	rnd := func(k int) string {
+		s := make([]byte, k)
+		for i := range s {
+			s[i] = alnum[rng.IntN(len(alnum))]
+		}
+		return string(s)
+	}
+	for written, rep := 0, 0; written < n; rep++ {
+		day := time.Date(2013, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(rep) * 97 * time.Second)
+		stamp := day.Format("20060102T150405Z")
+		asn := 1 + rng.IntN(60000)
+		var rid string
+		switch rep % 3 {
+		case 0:
+			rid = "no_report_id"
+		case 1:
+			rid = rnd(64)
+		default:
+			rid = fmt.Sprintf("%s_AS%d_%s", day.Add(2*time.Second).Format("20060102T150405Z"), asn, rnd(50))
+		}
+		name := fmt.Sprintf("%s/%s-CH-AS%d-web_connectivity-%s-0.2.0-probe.json", day.Format("2006-01-02"), stamp, asn, rid)
+		size := 1 + rng.IntN(80)
+		if rng.IntN(50) == 0 {
+			size = 1 + rng.IntN(5000)
+		}
+		for ndx := 0; ndx < size && written < n; ndx++ {
+			fmt.Fprintf(w, "%s\t%d\n", name, ndx)
+			written++
+		}
+	}
+	if err := w.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+// BenchmarkOOIDStdin: "backfill ooid -" on 1 M lines, against the
+// ooni-uuid.md definition in plain Python on the same file.
+func BenchmarkOOIDStdin(b *testing.B) {
+	const n = 1_000_000
+	in := ooidLines(b, n)
+	bin := binary(b)
+	for _, impl := range []struct{ name, cmd string }{{"backfill", bin}, {"python-reference", "python3"}} {
+		b.Run("impl="+impl.name+"/lines=1e6", func(b *testing.B) {
+			var total time.Duration
+			var rss int64
+			for b.Loop() {
+				args := []string{"ooid", "-"}
+				if impl.name != "backfill" {
+					args = []string{"ooid_reference.py"}
+				}
+				d, r := run(b, in, impl.cmd, args...)
+				total += d
+				rss = max(rss, r)
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/total.Seconds(), "lines/s")
+			b.ReportMetric(float64(rss)/(1<<20), "maxrss_MiB")
+		})
+	}
+}
