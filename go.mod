@@ -3,3 +3,5 @@ module github.com/backfill-dev/backfill
 go 1.26.0
 
 require golang.org/x/tools v0.52.0
+
+require golang.org/x/sync v0.24.0

@@ -2,12 +2,9 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"strconv"
 
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 )
@@ -152,85 +149,6 @@ func allDigits(b []byte) bool {
 		}
 	}
 	return true
-}
-
-// ooidStream is "backfill ooid -". It allocates nothing per line once its
-// buffers have grown; consecutive lines of one report share its textname
-// parse and hash.
-func ooidStream(ctx context.Context, scheme ooid.Scheme, std stdio) error {
-	in := newLineReader(std.in)
-	out := bufio.NewWriterSize(std.out, 256<<10)
-	var (
-		last   []byte // textname of the cached report
-		rep    ooid.Report
-		repErr error
-		cached bool
-		buf    []byte
-		bad    int
-	)
-	reject := func(lineNo int, format string, args ...any) {
-		bad++
-		fmt.Fprintf(std.err, "backfill: line %d: %s\n", lineNo, fmt.Sprintf(format, args...))
-	}
-	for {
-		line, n, err := in.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if errors.Is(err, errLineTooLong) {
-			reject(n, "%v", err)
-			continue
-		}
-		if err != nil {
-			out.Flush()
-			return fmt.Errorf("read standard input: %w", err)
-		}
-		if n&0xFFFF == 0 && ctx.Err() != nil {
-			out.Flush()
-			return ctx.Err()
-		}
-		if len(line) == 0 {
-			reject(n, "empty line")
-			continue
-		}
-		name, ndxField, hasNDX := bytes.Cut(line, []byte{'\t'})
-		var ndx uint32
-		if hasNDX {
-			if bytes.IndexByte(ndxField, '\t') >= 0 {
-				reject(n, "more than two tab-separated fields")
-				continue
-			}
-			if ndx, err = parseNDX(ndxField, scheme); err != nil {
-				reject(n, "NDX %q: %v", clip(ndxField), err)
-				continue
-			}
-		}
-		if !cached || !bytes.Equal(name, last) {
-			last = append(last[:0], name...)
-			rep, repErr = scheme.ReportBytes(last)
-			cached = true
-		}
-		if repErr != nil {
-			reject(n, "%v", repErr)
-			continue
-		}
-		buf = rep.ID(ndx).AppendText(buf[:0])
-		buf = append(buf, '\t')
-		buf = append(buf, name...)
-		buf = append(buf, '\t')
-		buf = strconv.AppendUint(buf, uint64(ndx), 10)
-		buf = append(buf, '\n')
-		if _, err := out.Write(buf); err != nil {
-			return fmt.Errorf("write output: %w", err)
-		}
-	}
-	if err := out.Flush(); err != nil {
-		return fmt.Errorf("write output: %w", err)
-	}
-	if bad > 0 {
-		return &rejectsError{n: bad, what: "lines"}
-	}
-	return nil
 }
 
 func clip(b []byte) string {

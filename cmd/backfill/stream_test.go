@@ -143,3 +143,46 @@ func BenchmarkOOIDStream(b *testing.B) {
 		})
 	}
 }
+
+// TestOOIDStream_LongLines: lines longer than maxLine, and longer than a
+// whole chunk, are rejected with their numbers; the lines around them, and a
+// last line without "\n", come out right and in order.
+func TestOOIDStream_LongLines(t *testing.T) {
+	const name = "2012-12-05/20121205T071421Z-MM-AS18399-http_invalid_request_line-no_report_id-0.1.0-probe.yaml"
+	var in strings.Builder
+	for i := range 5000 {
+		switch i {
+		case 10:
+			in.WriteString(strings.Repeat("y", maxLine+1) + "\n")
+		case 2000:
+			in.WriteString(strings.Repeat("z", 3*chunkSize+5) + "\n")
+		case 2001:
+			in.WriteString(strings.Repeat("z", chunkSize) + "\n")
+		default:
+			fmt.Fprintf(&in, "%s\t%d\r\n", name, i)
+		}
+	}
+	in.WriteString(name) // no final newline: ndx 0
+	var out, errs bytes.Buffer
+	err := ooidStream(context.Background(), ooid.DefaultScheme, stdio{in: strings.NewReader(in.String()), out: &out, err: &errs})
+	var rejects *rejectsError
+	if !errors.As(err, &rejects) || rejects.n != 3 {
+		t.Fatalf("err = %v, want 3 rejected lines", err)
+	}
+	for _, want := range []string{"line 11: longer than", "line 2001: longer than", "line 2002: longer than"} {
+		if !strings.Contains(errs.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errs.String())
+		}
+	}
+	r, _ := ooid.DefaultScheme.Report(name)
+	var want strings.Builder
+	for i := range 5000 {
+		if i != 10 && i != 2000 && i != 2001 {
+			fmt.Fprintf(&want, "%s\t%s\t%d\n", r.ID(uint32(i)), name, i)
+		}
+	}
+	fmt.Fprintf(&want, "%s\t%s\t0\n", r.ID(0), name)
+	if out.String() != want.String() {
+		t.Errorf("output differs from the expected %d bytes (got %d)", want.Len(), out.Len())
+	}
+}

@@ -3,6 +3,7 @@ package ooid
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -36,13 +37,15 @@ const hexDigits = "0123456789abcdef"
 
 // AppendText appends the canonical form, 16 lowercase hex digits, to dst.
 func (id ID) AppendText(dst []byte) []byte {
-	var b [TextLen]byte
+	n := len(dst)
+	dst = slices.Grow(dst, TextLen)[:n+TextLen]
+	b := dst[n : n+TextLen]
 	v := uint64(id)
-	for i := TextLen - 1; i >= 0; i-- {
-		b[i] = hexDigits[v&0xF]
-		v >>= 4
+	for i := TextLen - 2; i >= 0; i -= 2 {
+		b[i], b[i+1] = hexDigits[v>>4&0xF], hexDigits[v&0xF]
+		v >>= 8
 	}
-	return append(dst, b[:]...)
+	return dst
 }
 
 // String returns the canonical form, 16 lowercase hex digits.
