@@ -121,3 +121,23 @@ func TestBinary(t *testing.T) {
 	}
 	_ = os.Remove(bin)
 }
+
+// TestDocsListCommands: every command has a README section, a line in the
+// main help, and an EXIT STATUS section in its own help.
+func TestDocsListCommands(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range commands() {
+		if !strings.Contains(string(readme), "### `backfill "+c.name+"`") {
+			t.Errorf("README has no section for %s", c.name)
+		}
+		if !strings.Contains(mainHelp(), "\t"+c.name+" ") {
+			t.Errorf("main help does not list %s", c.name)
+		}
+		if !strings.Contains(c.help, "EXIT STATUS") || !strings.HasPrefix(c.help, "Usage: backfill "+c.name) {
+			t.Errorf("help of %s lacks its usage line or EXIT STATUS", c.name)
+		}
+	}
+}

@@ -9,9 +9,10 @@ Usage:
 
 Commands:
 
-	ooid      compute backfilled OOIDs for textnames and measurement indexes
-	decode    decode OOIDs into their fields, as JSON lines
-	version   print the version
+	ooid         compute backfilled OOIDs for textnames and measurement indexes
+	decode       decode OOIDs into their fields, as JSON lines
+	granule-id   NASA Cumulus unique granule IDs, payloads and collision risk
+	version      print the version
 
 Flags go before or between the arguments; "--" ends them. Every command
 takes -h for its own help. Results go to standard output; errors, rejected

@@ -90,6 +90,7 @@ func commands() []command {
 	return []command{
 		{name: "ooid", help: ooidHelp, run: runOOID},
 		{name: "decode", help: decodeHelp, run: runDecode},
+		{name: "granule-id", help: granuleHelp, run: runGranuleID},
 		{name: "version", help: versionHelp, run: runVersion},
 	}
 }
