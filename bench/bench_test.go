@@ -86,18 +86,12 @@ func run(b *testing.B, inPath, name string, args ...string) (time.Duration, int6
 // ooidLines writes n "TEXTNAME<TAB>NDX" lines: reports of 1 to 80
 // measurements, one in fifty of up to 5000, with a mix of report_id forms.
 func ooidLines(b *testing.B, n int) string {
-	path := filepath.Join(*benchDir, fmt.Sprintf("ooid-lines-%d.tsv", n))
-	if _, err := os.Stat(path); err == nil {
-		return path
-	}
-	if err := os.MkdirAll(*benchDir, 0o755); err != nil {
-		b.Fatal(err)
-	}
-	f, err := os.Create(path + ".tmp")
-	if err != nil {
-		b.Fatal(err)
-	}
-	w := bufio.NewWriter(f)
+	return cachedFile(b, fmt.Sprintf("ooid-lines-%d.tsv", n), func(w *bufio.Writer) {
+		writeOOIDLines(w, n)
+	})
+}
+
+func writeOOIDLines(w *bufio.Writer, n int) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	const alnum = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 	rnd := func(k int) string {
@@ -130,6 +124,24 @@ func ooidLines(b *testing.B, n int) string {
 			written++
 		}
 	}
+}
+
+// cachedFile returns the path of name in -bench.dir, writing it with write
+// (to a temporary file, then renamed) when it is not there yet.
+func cachedFile(b *testing.B, name string, write func(w *bufio.Writer)) string {
+	path := filepath.Join(*benchDir, name)
+	if _, err := os.Stat(path); err == nil {
+		return path
+	}
+	if err := os.MkdirAll(*benchDir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.Create(path + ".tmp")
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := bufio.NewWriter(f)
+	write(w)
 	if err := w.Flush(); err != nil {
 		b.Fatal(err)
 	}
@@ -170,31 +182,11 @@ func BenchmarkOOIDStdin(b *testing.B) {
 // granuleLines writes n "ID<TAB>COLLECTION_ID" lines in batches of 1000 IDs
 // per collection.
 func granuleLines(b *testing.B, n int) string {
-	path := filepath.Join(*benchDir, fmt.Sprintf("granule-lines-%d.tsv", n))
-	if _, err := os.Stat(path); err == nil {
-		return path
-	}
-	if err := os.MkdirAll(*benchDir, 0o755); err != nil {
-		b.Fatal(err)
-	}
-	f, err := os.Create(path + ".tmp")
-	if err != nil {
-		b.Fatal(err)
-	}
-	w := bufio.NewWriter(f)
-	for i := range n {
-		fmt.Fprintf(w, "MOD09GQ.A2017%03d.h%02dv%02d.006.2017227165020\tMOD09GQ___%03d\n", i%366, i%36, i%18, i/1000)
-	}
-	if err := w.Flush(); err != nil {
-		b.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		b.Fatal(err)
-	}
-	if err := os.Rename(path+".tmp", path); err != nil {
-		b.Fatal(err)
-	}
-	return path
+	return cachedFile(b, fmt.Sprintf("granule-lines-%d.tsv", n), func(w *bufio.Writer) {
+		for i := range n {
+			fmt.Fprintf(w, "MOD09GQ.A2017%03d.h%02dv%02d.006.2017227165020\tMOD09GQ___%03d\n", i%366, i%36, i%18, i/1000)
+		}
+	})
 }
 
 // BenchmarkGranuleStdin: "backfill granule-id -" on 1 M lines, deterministic

@@ -3,9 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"time"
 
@@ -67,26 +65,18 @@ func runDecode(ctx context.Context, args []string, std stdio) error {
 		out.Write(buf)
 	}
 	if len(args) == 1 && args[0] == "-" {
-		in := newLineReader(std.in)
-		for {
-			line, n, err := in.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if errors.Is(err, errLineTooLong) {
+		err := eachLine(ctx, std.in, func(line []byte, n int, tooLong error) error {
+			if tooLong != nil {
 				bad++
-				fmt.Fprintf(std.err, "backfill: line %d: %v\n", n, err)
-				continue
-			}
-			if err != nil {
-				out.Flush()
-				return fmt.Errorf("read standard input: %w", err)
-			}
-			if n&0xFFFF == 0 && ctx.Err() != nil {
-				out.Flush()
-				return ctx.Err()
+				fmt.Fprintf(std.err, "backfill: line %d: %v\n", n, tooLong)
+				return nil
 			}
 			emit(line, "line "+strconv.Itoa(n))
+			return nil
+		})
+		if err != nil {
+			out.Flush()
+			return err
 		}
 	} else {
 		for _, a := range args {

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -175,7 +174,6 @@ func runGranuleID(ctx context.Context, args []string, std stdio) error {
 }
 
 func granuleStream(ctx context.Context, gen *granule.Generator, defaultCollection string, hasDefault bool, std stdio) error {
-	in := newLineReader(std.in)
 	out := bufio.NewWriterSize(std.out, 256<<10)
 	var buf []byte
 	bad := 0
@@ -183,38 +181,27 @@ func granuleStream(ctx context.Context, gen *granule.Generator, defaultCollectio
 		bad++
 		fmt.Fprintf(std.err, "backfill: line %d: %s\n", n, fmt.Sprintf(format, args...))
 	}
-	for {
-		line, n, err := in.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if errors.Is(err, errLineTooLong) {
-			reject(n, "%v", err)
-			continue
-		}
-		if err != nil {
-			out.Flush()
-			return fmt.Errorf("read standard input: %w", err)
-		}
-		if n&0xFFFF == 0 && ctx.Err() != nil {
-			out.Flush()
-			return ctx.Err()
+	err := eachLine(ctx, std.in, func(line []byte, n int, tooLong error) error {
+		if tooLong != nil {
+			reject(n, "%v", tooLong)
+			return nil
 		}
 		id, collection, hasCollection := bytes.Cut(line, []byte{'\t'})
 		switch {
 		case hasCollection && bytes.IndexByte(collection, '\t') >= 0:
 			reject(n, "more than two tab-separated fields")
-			continue
+			return nil
 		case !hasCollection && !hasDefault:
 			reject(n, "no collection ID: want ID<TAB>COLLECTION_ID, or give --collection-id")
-			continue
+			return nil
 		case !hasCollection:
 			collection = []byte(defaultCollection)
 		}
+		var err error
 		buf, err = gen.Append(buf[:0], id, collection)
 		if err != nil {
 			reject(n, "%v", err)
-			continue
+			return nil
 		}
 		buf = append(buf, '\t')
 		buf = append(buf, id...)
@@ -224,6 +211,11 @@ func granuleStream(ctx context.Context, gen *granule.Generator, defaultCollectio
 		if _, err := out.Write(buf); err != nil {
 			return fmt.Errorf("write output: %w", err)
 		}
+		return nil
+	})
+	if err != nil {
+		out.Flush()
+		return err
 	}
 	if err := out.Flush(); err != nil {
 		return fmt.Errorf("write output: %w", err)

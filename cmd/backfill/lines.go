@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -53,5 +54,29 @@ func (lr *lineReader) Next() (line []byte, n int, err error) {
 		lr.n++
 		line = bytes.TrimSuffix(line, []byte{'\n'})
 		return bytes.TrimSuffix(line, []byte{'\r'}), lr.n, nil
+	}
+}
+
+// eachLine calls fn with every line of r and its number; for a line longer
+// than maxLine it passes a nil line and errLineTooLong. It stops at the end
+// of input, at the first error of fn, at a read error, or when ctx is done
+// (checked every 65536 lines).
+func eachLine(ctx context.Context, r io.Reader, fn func(line []byte, n int, tooLong error) error) error {
+	lr := newLineReader(r)
+	for {
+		line, n, err := lr.Next()
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case errors.Is(err, errLineTooLong):
+		case err != nil:
+			return fmt.Errorf("read standard input: %w", err)
+		}
+		if n&0xFFFF == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err := fn(line, n, err); err != nil {
+			return err
+		}
 	}
 }
