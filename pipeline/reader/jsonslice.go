@@ -1,0 +1,133 @@
+package reader
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Blob is one measurement document of a raw report: its byte range in the
+// report. For JSON reports the range excludes the line's "\n".
+type Blob struct {
+	Offset int64
+	Size   int64
+}
+
+// Why a slicer gave up on the rest of a report, as the OONI pipeline named
+// it.
+const (
+	ReasonBrokenFrame     = "broken_frame"     // garbage between documents (BrokenFrameError)
+	ReasonTruncatedReport = "truncated_report" // unterminated last document (TruncatedReportError)
+)
+
+// ErrSlice is wrapped by every SliceError.
+var ErrSlice = errors.New("report cut off")
+
+// SliceError ends a report early: the blobs before Offset were read, the
+// bytes from Offset on are not measurements.
+type SliceError struct {
+	Reason string // ReasonBrokenFrame or ReasonTruncatedReport
+	Offset int64  // the cutoff (src_cutoff)
+	Detail string
+}
+
+func (e *SliceError) Error() string {
+	return fmt.Sprintf("%s at byte %d: %s", e.Reason, e.Offset, e.Detail)
+}
+
+func (e *SliceError) Unwrap() error { return ErrSlice }
+
+// JSONSlicer cuts a JSON-lines report into blobs as the autoclaving step
+// did: a blob starts with '{' and ends at the first "}\n"; anything else
+// where a blob should start (a blank line, say) is a broken frame, and a
+// last blob without its "}\n" is a truncated report. It reads in constant
+// memory whatever the size of a blob.
+type JSONSlicer struct {
+	r   *bufio.Reader
+	off int64
+	// Content, when set, receives the bytes of each blob (without the
+	// "\n") as they are read, e.g. to hash or validate it.
+	Content io.Writer
+	done    bool
+}
+
+// NewJSONSlicer returns a slicer of r.
+func NewJSONSlicer(r io.Reader) *JSONSlicer {
+	return &JSONSlicer{r: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// Next returns the next blob. At the end of the report it returns io.EOF;
+// when the rest of the report is not blobs it returns a *SliceError, and
+// io.EOF after that. Errors of the underlying reader are returned as they
+// are.
+func (s *JSONSlicer) Next() (Blob, error) {
+	if s.done {
+		return Blob{}, io.EOF
+	}
+	first, err := s.r.ReadByte()
+	if errors.Is(err, io.EOF) {
+		s.done = true
+		return Blob{}, io.EOF
+	}
+	if err != nil {
+		return Blob{}, err
+	}
+	start := s.off
+	if first != '{' {
+		s.done = true
+		return Blob{}, &SliceError{Reason: ReasonBrokenFrame, Offset: start, Detail: fmt.Sprintf("a document starts with %q, not '{'", first)}
+	}
+	s.off++
+	if err := s.emit([]byte{'{'}); err != nil {
+		return Blob{}, err
+	}
+	prev := byte('{')
+	for {
+		chunk, err := s.r.ReadSlice('\n')
+		if len(chunk) > 0 && chunk[len(chunk)-1] == '\n' {
+			last := prev
+			if len(chunk) > 1 {
+				last = chunk[len(chunk)-2]
+			}
+			s.off += int64(len(chunk))
+			if err := s.emit(chunk[:len(chunk)-1]); err != nil {
+				return Blob{}, err
+			}
+			if last == '}' {
+				return Blob{Offset: start, Size: s.off - 1 - start}, nil
+			}
+			// A newline inside the document: it goes on, and the newline is
+			// part of it.
+			if err := s.emit([]byte{'\n'}); err != nil {
+				return Blob{}, err
+			}
+			prev = '\n'
+			continue
+		}
+		s.off += int64(len(chunk))
+		if err := s.emit(chunk); err != nil {
+			return Blob{}, err
+		}
+		if len(chunk) > 0 {
+			prev = chunk[len(chunk)-1]
+		}
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF):
+			s.done = true
+			return Blob{}, &SliceError{Reason: ReasonTruncatedReport, Offset: start, Detail: "the last document has no closing \"}\\n\""}
+		default:
+			return Blob{}, err
+		}
+	}
+}
+
+func (s *JSONSlicer) emit(p []byte) error {
+	if s.Content == nil || len(p) == 0 {
+		return nil
+	}
+	_, err := s.Content.Write(p)
+	return err
+}
