@@ -265,12 +265,14 @@ func granulePayload(c granuleConfig, std stdio) error {
 	}
 	out, err := granule.AddUniqueGranuleIDs(payload, cfg)
 	if err != nil {
-		var n int
-		for _, line := range strings.Split(err.Error(), "\n") {
-			fmt.Fprintf(std.err, "backfill: payload %s: %s\n", c.payload, line)
-			n++
+		problems := []error{err}
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			problems = joined.Unwrap()
 		}
-		return &rejectsError{n: n, what: "payload problems; payload"}
+		for _, p := range problems {
+			fmt.Fprintf(std.err, "backfill: payload %s: %v\n", c.payload, p)
+		}
+		return &rejectsError{n: len(problems), what: "payload problems; payload"}
 	}
 	if _, err := std.out.Write(append(out, '\n')); err != nil {
 		return fmt.Errorf("write output: %w", err)

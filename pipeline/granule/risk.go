@@ -103,7 +103,7 @@ func SimulateCollisions(hashLength, n, trials int, rng *rand.Rand) (Simulation, 
 		collection := []byte("SIM___" + randomToken(rng))
 		for range n {
 			var s [MaxHashLength]byte
-			timestampedSuffix(&s, string(collection), hashLength)
+			timestampedSuffix(&s, collection, hashLength)
 			if _, dup := seen[s]; dup {
 				sim.Colliding++
 				break

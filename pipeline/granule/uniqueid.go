@@ -90,7 +90,7 @@ func hashSuffix(dst *[MaxHashLength]byte, input []byte, hashLength int) int {
 	return n
 }
 
-func timestampedSuffix(dst *[MaxHashLength]byte, collectionID string, hashLength int) int {
+func timestampedSuffix[T ~string | ~[]byte](dst *[MaxHashLength]byte, collectionID T, hashLength int) int {
 	var buf [256]byte
 	in := append(buf[:0], collectionID...)
 	in = append(in, '_')
@@ -150,7 +150,7 @@ func (g *Generator) Append(dst, id, collectionID []byte) ([]byte, error) {
 	var n int
 	switch {
 	case g.includeTimestamp:
-		n = timestampedSuffix(&suffix, string(collectionID), g.hashLength)
+		n = timestampedSuffix(&suffix, collectionID, g.hashLength)
 	case g.cached && string(collectionID) == string(g.lastCollection):
 		suffix, n = g.lastSuffix, g.lastN
 	default:
