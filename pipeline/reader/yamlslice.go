@@ -1,0 +1,130 @@
+package reader
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// YAMLSlicer cuts a multi-document YAML report into blobs as the
+// autoclaving step did (stream_yaml_blobs): a blob starts with "---\n" at
+// a line start and ends at the first "\n...\n", both markers included.
+// Between documents, lines starting with '#' and extra "...\n" trailers
+// are skipped; anything else is a broken frame, and a document without its
+// "...\n" (or fewer than four bytes left over) is a truncated report. The
+// header document is returned like any other: telling it apart, and
+// skipping documents that load as a falsy value, is the caller's business.
+// It reads in constant memory whatever the size of a document.
+type YAMLSlicer struct {
+	r   *bufio.Reader
+	off int64
+	// Content, when set, receives the bytes of each blob, markers included,
+	// as they are read.
+	Content io.Writer
+	done    bool
+}
+
+// NewYAMLSlicer returns a slicer of r.
+func NewYAMLSlicer(r io.Reader) *YAMLSlicer {
+	return &YAMLSlicer{r: bufio.NewReaderSize(r, 64<<10)}
+}
+
+var (
+	docStart = []byte("---\n")
+	docEnd   = []byte("...\n")
+)
+
+// Next returns the next blob. At the end of the report it returns io.EOF;
+// when the rest of the report is not blobs it returns a *SliceError, and
+// io.EOF after that. Errors of the underlying reader are returned as they
+// are.
+func (s *YAMLSlicer) Next() (Blob, error) {
+	if s.done {
+		return Blob{}, io.EOF
+	}
+	for {
+		prefix, err := s.r.Peek(4)
+		switch {
+		case len(prefix) == 0 && errors.Is(err, io.EOF):
+			s.done = true
+			return Blob{}, io.EOF
+		case len(prefix) < 4 && errors.Is(err, io.EOF):
+			return Blob{}, s.cut(ReasonTruncatedReport, s.off, fmt.Sprintf("%d bytes left over after the last document", len(prefix)))
+		case err != nil && len(prefix) < 4:
+			return Blob{}, err
+		case bytes.Equal(prefix, docStart):
+			return s.document()
+		case bytes.Equal(prefix, docEnd):
+			s.discard(4)
+		case prefix[0] == '#':
+			start := s.off
+			for {
+				line, err := s.r.ReadSlice('\n')
+				s.off += int64(len(line))
+				if err == nil {
+					break
+				}
+				if errors.Is(err, bufio.ErrBufferFull) {
+					continue
+				}
+				if errors.Is(err, io.EOF) {
+					return Blob{}, s.cut(ReasonTruncatedReport, start, "a comment line has no newline")
+				}
+				return Blob{}, err
+			}
+		default:
+			return Blob{}, s.cut(ReasonBrokenFrame, s.off, fmt.Sprintf("a document starts with %q, not \"---\\n\"", prefix))
+		}
+	}
+}
+
+// document reads one blob from its "---\n" to its "\n...\n".
+func (s *YAMLSlicer) document() (Blob, error) {
+	start := s.off
+	// The "\n" of "---\n" may begin the end marker: "---\n...\n" is a
+	// whole (empty) document, so every line after the first is checked.
+	atLineStart := false
+	for {
+		line, err := s.r.ReadSlice('\n')
+		s.off += int64(len(line))
+		if werr := s.emit(line); werr != nil {
+			return Blob{}, werr
+		}
+		if err == nil {
+			if atLineStart && bytes.Equal(line, docEnd) {
+				return Blob{Offset: start, Size: s.off - start}, nil
+			}
+			atLineStart = true
+			continue
+		}
+		atLineStart = false
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF):
+			return Blob{}, s.cut(ReasonTruncatedReport, start, "the last document has no closing \"...\\n\"")
+		default:
+			return Blob{}, err
+		}
+	}
+}
+
+func (s *YAMLSlicer) discard(n int) {
+	d, _ := s.r.Discard(n)
+	s.off += int64(d)
+}
+
+func (s *YAMLSlicer) cut(reason string, off int64, detail string) error {
+	s.done = true
+	return &SliceError{Reason: reason, Offset: off, Detail: detail}
+}
+
+func (s *YAMLSlicer) emit(p []byte) error {
+	if s.Content == nil || len(p) == 0 {
+		return nil
+	}
+	_, err := s.Content.Write(p)
+	return err
+}
