@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
 )
 
 // Blob is one measurement document of a raw report: its byte range in the
@@ -17,8 +19,8 @@ type Blob struct {
 // Why a slicer gave up on the rest of a report, as the OONI pipeline named
 // it.
 const (
-	ReasonBrokenFrame     = "broken_frame"     // garbage between documents (BrokenFrameError)
-	ReasonTruncatedReport = "truncated_report" // unterminated last document (TruncatedReportError)
+	ReasonBrokenFrame     = deadletter.BrokenFrame     // garbage between documents (BrokenFrameError)
+	ReasonTruncatedReport = deadletter.TruncatedReport // unterminated last document (TruncatedReportError)
 )
 
 // ErrSlice is wrapped by every SliceError.
@@ -55,6 +57,12 @@ type JSONSlicer struct {
 // NewJSONSlicer returns a slicer of r.
 func NewJSONSlicer(r io.Reader) *JSONSlicer {
 	return &JSONSlicer{r: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// Reset makes s slice r from its start, keeping its buffer and Content.
+func (s *JSONSlicer) Reset(r io.Reader) {
+	s.r.Reset(r)
+	s.off, s.done = 0, false
 }
 
 // Next returns the next blob. At the end of the report it returns io.EOF;

@@ -31,6 +31,12 @@ func NewYAMLSlicer(r io.Reader) *YAMLSlicer {
 	return &YAMLSlicer{r: bufio.NewReaderSize(r, 64<<10)}
 }
 
+// Reset makes s slice r from its start, keeping its buffer and Content.
+func (s *YAMLSlicer) Reset(r io.Reader) {
+	s.r.Reset(r)
+	s.off, s.done = 0, false
+}
+
 var (
 	docStart = []byte("---\n")
 	docEnd   = []byte("...\n")

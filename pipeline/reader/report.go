@@ -1,0 +1,326 @@
+package reader
+
+import (
+	"crypto/sha1"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
+)
+
+// Kind is the raw format of a report, from its textname's extension.
+type Kind uint8
+
+// Report kinds.
+const (
+	KindUnknown Kind = iota
+	KindJSON
+	KindYAML
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindJSON:
+		return "json"
+	case KindYAML:
+		return "yaml"
+	}
+	return "unknown"
+}
+
+// KindOf tells the format of a report from its textname.
+func KindOf(textname string) Kind {
+	switch {
+	case strings.HasSuffix(textname, ".json"):
+		return KindJSON
+	case strings.HasSuffix(textname, ".yaml"):
+		return KindYAML
+	}
+	return KindUnknown
+}
+
+// Measurement is one measurement of a report: its ndx and the byte range
+// of its blob in the raw report.
+type Measurement struct {
+	Ndx uint32
+	Blob
+}
+
+// ReportStats is what reading one raw report found.
+type ReportStats struct {
+	N     uint32 // measurements counted: the next ndx
+	Size  int64  // bytes of the raw report read
+	SHA1  [20]byte
+	CRC32 int32 // signed, as the canned index writes it
+	// Rejected is set when the report as a whole gets no IDs (a bad YAML
+	// header); N is then 0.
+	Rejected bool
+}
+
+// Limits of what a report may hold.
+const (
+	DefaultMaxBlob = 64 << 20 // blobs over this are counted but flagged oversized_blob
+	MaxHeader      = 1 << 20  // a YAML header over this is a bad header
+	falsyProbe     = 512      // documents up to this size are checked for a falsy value
+)
+
+// ReportReader reads raw reports one after the other, reusing its buffers.
+// Measurements are numbered as DESIGN.md §2 says: the YAML header is not a
+// measurement, YAML documents that load as a falsy value are skipped, and
+// every other blob counts, whether it would parse or not. Blob contents
+// are not parsed; they are checked for valid UTF-8 and size only, which is
+// all the IDs need.
+type ReportReader struct {
+	// MaxBlob is the size over which a blob is flagged oversized_blob; 0
+	// means DefaultMaxBlob.
+	MaxBlob int64
+
+	sha   hash.Hash
+	crc   hash.Hash32
+	count int64
+	blob  blobCheck
+	json  *JSONSlicer
+	yaml  *YAMLSlicer
+}
+
+// NewReportReader returns a ReportReader.
+func NewReportReader() *ReportReader {
+	rr := &ReportReader{sha: sha1.New(), crc: crc32.NewIEEE()}
+	rr.json = NewJSONSlicer(nil)
+	rr.json.Content = &rr.blob
+	rr.yaml = NewYAMLSlicer(nil)
+	rr.yaml.Content = &rr.blob
+	return rr
+}
+
+// Write feeds the report's hashes: the raw bytes pass through here.
+func (rr *ReportReader) Write(p []byte) (int, error) {
+	rr.sha.Write(p)
+	rr.crc.Write(p)
+	rr.count += int64(len(p))
+	return len(p), nil
+}
+
+// Read slices the raw report r of the given kind. It calls onBlob (when
+// not nil) for each measurement in order and problem for each thing wrong
+// with the report; every problem is a dead-letter record with Textname,
+// Offset (in the report), Reason and Message set. The error is that of r,
+// e.g. a truncated container: the measurements before it were counted
+// and the stats say so.
+func (rr *ReportReader) Read(r io.Reader, kind Kind, onBlob func(Measurement), problem func(deadletter.Record)) (ReportStats, error) {
+	rr.sha.Reset()
+	rr.crc.Reset()
+	rr.count = 0
+	maxBlob := rr.MaxBlob
+	if maxBlob <= 0 {
+		maxBlob = DefaultMaxBlob
+	}
+	tee := io.TeeReader(r, rr)
+	var next func() (Blob, error)
+	switch kind {
+	case KindJSON:
+		rr.json.Reset(tee)
+		next = rr.json.Next
+	case KindYAML:
+		rr.yaml.Reset(tee)
+		next = rr.yaml.Next
+	default:
+		return rr.finish(tee, ReportStats{Rejected: true})
+	}
+	var st ReportStats
+	header := kind == KindYAML
+	flag := func(reason string, off int64, msg string) {
+		problem(deadletter.Record{Offset: off, Reason: reason, Message: msg})
+	}
+	for {
+		rr.blob.reset(header)
+		b, err := next()
+		var cut *SliceError
+		switch {
+		case errors.Is(err, io.EOF):
+			if st.N == 0 {
+				flag(deadletter.EmptyReport, 0, "the report holds no measurements")
+			}
+			return rr.finish(tee, st)
+		case errors.As(err, &cut):
+			flag(cut.Reason, cut.Offset, fmt.Sprintf("%s; the %d measurements before it are kept", cut.Detail, st.N))
+			return rr.finish(tee, st)
+		case err != nil:
+			st, _ = rr.finish(nil, st)
+			return st, err
+		}
+		if header {
+			header = false
+			if msg := checkHeader(&rr.blob, b.Size); msg != "" {
+				flag(deadletter.BadYAMLHeader, b.Offset, msg)
+				st.Rejected = true
+				return rr.finish(tee, st)
+			}
+			continue
+		}
+		if kind == KindYAML && b.Size <= falsyProbe && falsy(rr.blob.head) {
+			continue
+		}
+		m := Measurement{Ndx: st.N, Blob: b}
+		st.N++
+		if st.N == 0 {
+			// 2^32 blobs: the ndx would wrap; nothing real comes close.
+			flag(deadletter.OversizedBlob, b.Offset, "more than 2^32 measurements in one report")
+			st.Rejected = true
+			return rr.finish(tee, st)
+		}
+		if b.Size > maxBlob {
+			flag(deadletter.OversizedBlob, b.Offset, fmt.Sprintf("measurement %d is %d bytes, over the %d-byte limit; it keeps its ID", m.Ndx, b.Size, maxBlob))
+		} else if !rr.blob.valid() {
+			flag(deadletter.InvalidUTF8, b.Offset, fmt.Sprintf("measurement %d is not valid UTF-8; it keeps its ID", m.Ndx))
+		}
+		if onBlob != nil {
+			onBlob(m)
+		}
+	}
+}
+
+// finish drains what the slicer left of the report into the hashes.
+func (rr *ReportReader) finish(rest io.Reader, st ReportStats) (ReportStats, error) {
+	var err error
+	if rest != nil {
+		_, err = io.Copy(io.Discard, rest)
+	}
+	if st.Rejected {
+		st.N = 0
+	}
+	st.Size = rr.count
+	rr.sha.Sum(st.SHA1[:0])
+	st.CRC32 = int32(rr.crc.Sum32())
+	return st, err
+}
+
+func checkHeader(b *blobCheck, size int64) string {
+	if size > MaxHeader {
+		return fmt.Sprintf("the header document is %d bytes, over the %d-byte limit", size, MaxHeader)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b.head, &doc); err != nil {
+		return "the header document does not parse: " + err.Error()
+	}
+	if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return "the header document is not a mapping"
+	}
+	return ""
+}
+
+// falsy reports whether a YAML document (markers included) loads as a
+// value Python finds false: null, false (YAML 1.1 spellings too), zero,
+// an empty string, mapping or list. A document that does not parse is a
+// badblob, not falsy.
+func falsy(doc []byte) bool {
+	var n yaml.Node
+	if err := yaml.Unmarshal(doc, &n); err != nil {
+		return false
+	}
+	if len(n.Content) == 0 {
+		return true // an empty document is null
+	}
+	v := n.Content[0]
+	switch v.Kind {
+	case yaml.MappingNode, yaml.SequenceNode:
+		return len(v.Content) == 0
+	case yaml.ScalarNode:
+	default:
+		return false
+	}
+	switch v.Tag {
+	case "!!null":
+		return true
+	case "!!bool":
+		return strings.EqualFold(v.Value, "false")
+	case "!!int":
+		i, err := strconv.ParseInt(strings.ReplaceAll(v.Value, "_", ""), 0, 64)
+		return err == nil && i == 0
+	case "!!float":
+		f, err := strconv.ParseFloat(v.Value, 64)
+		return err == nil && f == 0
+	case "!!str":
+		if v.Value == "" {
+			return true
+		}
+		if v.Style == 0 {
+			switch v.Value {
+			case "no", "No", "NO", "off", "Off", "OFF":
+				return true // YAML 1.1 booleans, as PyYAML reads them
+			}
+		}
+	}
+	return false
+}
+
+// blobCheck receives the bytes of one blob: it keeps its head (the whole
+// blob up to a limit) and checks it is UTF-8 across write boundaries.
+type blobCheck struct {
+	head    []byte
+	keep    int
+	pending [utf8.UTFMax]byte
+	npend   int
+	bad     bool
+}
+
+func (c *blobCheck) reset(header bool) {
+	c.head = c.head[:0]
+	c.keep = falsyProbe
+	if header {
+		c.keep = MaxHeader
+	}
+	c.npend, c.bad = 0, false
+}
+
+func (c *blobCheck) Write(p []byte) (int, error) {
+	n := len(p)
+	if room := c.keep - len(c.head); room > 0 {
+		c.head = append(c.head, p[:min(room, len(p))]...)
+	}
+	if c.bad {
+		return n, nil
+	}
+	// Complete a rune split by the previous write.
+	for c.npend > 0 && len(p) > 0 {
+		c.pending[c.npend] = p[0]
+		c.npend++
+		p = p[1:]
+		if utf8.FullRune(c.pending[:c.npend]) {
+			if r, size := utf8.DecodeRune(c.pending[:c.npend]); r == utf8.RuneError && size <= 1 {
+				c.bad = true
+				return n, nil
+			}
+			c.npend = 0
+		}
+	}
+	if c.npend > 0 {
+		return n, nil // p was all spent on the split rune
+	}
+	// Hold back a rune cut by the end of p.
+	tail := 0
+	for i := len(p) - 1; i >= 0 && i >= len(p)-utf8.UTFMax+1; i-- {
+		if utf8.RuneStart(p[i]) {
+			if !utf8.FullRune(p[i:]) {
+				tail = len(p) - i
+			}
+			break
+		}
+	}
+	if !utf8.Valid(p[:len(p)-tail]) {
+		c.bad = true
+		return n, nil
+	}
+	c.npend = copy(c.pending[:], p[len(p)-tail:])
+	return n, nil
+}
+
+func (c *blobCheck) valid() bool { return !c.bad && c.npend == 0 }

@@ -1,0 +1,174 @@
+package reader
+
+import (
+	"bytes"
+	"crypto/sha1"
+	"hash/crc32"
+	"io"
+	"runtime"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
+)
+
+type readResult struct {
+	st       ReportStats
+	ms       []Measurement
+	problems []deadletter.Record
+	err      error
+}
+
+func readReport(t testing.TB, rr *ReportReader, r io.Reader, kind Kind) readResult {
+	t.Helper()
+	var res readResult
+	res.st, res.err = rr.Read(r, kind, func(m Measurement) { res.ms = append(res.ms, m) },
+		func(p deadletter.Record) { res.problems = append(res.problems, p) })
+	return res
+}
+
+func reasons(ps []deadletter.Record) string {
+	var rs []string
+	for _, p := range ps {
+		rs = append(rs, p.Reason)
+	}
+	return strings.Join(rs, ",")
+}
+
+func TestFalsy(t *testing.T) {
+	for doc, want := range map[string]bool{
+		"": true, "null": true, "~": true, "Null": true, "{}": true, "[]": true, "false": true,
+		"False": true, "no": true, "off": true, "0": true, "0x0": true, "-0": true, "0.0": true,
+		"''": true, `""`: true, "# only a comment": true,
+		"true": false, "1": false, "a: 1": false, "[0]": false, "'no'": false, "x": false,
+		"{a: [": false, // does not parse: a badblob, counted
+	} {
+		if got := falsy([]byte("---\n" + doc + "\n...\n")); got != want {
+			t.Errorf("falsy(%q) = %v, want %v", doc, got, want)
+		}
+	}
+}
+
+// The real YAML samples hold one measurement each (realdata MANIFEST §1),
+// and the stats hash the raw bytes as the canned index does.
+func TestReportReader_RealYAML(t *testing.T) {
+	rr := NewReportReader()
+	for name, data := range realYAML(t) {
+		res := readReport(t, rr, bytes.NewReader(data), KindYAML)
+		if res.err != nil || res.st.N != 1 || len(res.ms) != 1 || len(res.problems) != 0 {
+			t.Errorf("%s: n=%d %v problems %v", name, res.st.N, res.err, res.problems)
+		}
+		if res.st.SHA1 != sha1.Sum(data) || res.st.CRC32 != int32(crc32.ChecksumIEEE(data)) || res.st.Size != int64(len(data)) {
+			t.Errorf("%s: hashes or size differ from the raw bytes", name)
+		}
+	}
+}
+
+func TestReportReader_Rules(t *testing.T) {
+	yamlRep, _ := realYAML(t)["http_invalid_request_line.yaml"], 0
+	header := yamlRep[:bytes.Index(yamlRep, []byte("\n...\n"))+5]
+	body := yamlRep[len(header):]
+	jsonRep, lines := realReport(t)
+	badUTF8 := "{\"a\": \"\xed\xa0\x80\"}\n" // a lone surrogate
+	for _, tc := range []struct {
+		name    string
+		data    string
+		kind    Kind
+		n       uint32
+		reasons string
+	}{
+		{"yaml", string(yamlRep), KindYAML, 1, ""},
+		{"yaml null documents skipped", string(header) + "---\nnull\n...\n" + string(body) + "---\n...\n" + string(body), KindYAML, 2, ""},
+		{"yaml header only", string(header), KindYAML, 0, deadletter.EmptyReport},
+		{"yaml bad header", "---\na: [\n...\n" + string(body), KindYAML, 0, deadletter.BadYAMLHeader},
+		{"yaml scalar header", "---\nnull\n...\n" + string(body), KindYAML, 0, deadletter.BadYAMLHeader},
+		{"yaml badblob counts", string(header) + "---\n{a: [\n...\n" + string(body), KindYAML, 2, ""},
+		{"yaml truncated", string(header) + string(body) + string(body[:40]), KindYAML, 1, deadletter.TruncatedReport},
+		{"yaml garbage", string(header) + string(body) + "garbage\n" + string(body), KindYAML, 1, deadletter.BrokenFrame},
+		{"json", string(jsonRep), KindJSON, uint32(len(lines)), ""},
+		{"json invalid utf-8 keeps its ID", string(jsonRep) + badUTF8 + "{}\n", KindJSON, uint32(len(lines)) + 2, deadletter.InvalidUTF8},
+		{"json blank line", string(jsonRep) + "\n{}\n", KindJSON, uint32(len(lines)), deadletter.BrokenFrame},
+		{"json empty", "", KindJSON, 0, deadletter.EmptyReport},
+		{"unknown kind", "{}\n", KindUnknown, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := readReport(t, NewReportReader(), smallReader{strings.NewReader(tc.data), 7}, tc.kind)
+			if res.err != nil {
+				t.Fatal(res.err)
+			}
+			if res.st.N != tc.n || uint32(len(res.ms)) != tc.n || reasons(res.problems) != tc.reasons {
+				t.Errorf("n=%d (%d blobs) problems %q; want n=%d problems %q", res.st.N, len(res.ms), reasons(res.problems), tc.n, tc.reasons)
+			}
+			for i, m := range res.ms {
+				if m.Ndx != uint32(i) {
+					t.Fatalf("measurement %d has ndx %d", i, m.Ndx)
+				}
+			}
+			if res.st.Size != int64(len(tc.data)) || res.st.SHA1 != sha1.Sum([]byte(tc.data)) {
+				t.Errorf("stats cover %d bytes of %d", res.st.Size, len(tc.data))
+			}
+		})
+	}
+}
+
+// blobCheck agrees with utf8.Valid however the blob is cut into writes.
+func TestBlobCheck_Boundaries(t *testing.T) {
+	for _, s := range []string{"aé€𝄞z", "a\xed\xa0\x80", "\xf0\x9d\x84", "\xef\xbf\xbd", "ab\xff", "\xc3"} {
+		for step := 1; step <= 4; step++ {
+			var c blobCheck
+			c.reset(false)
+			for i := 0; i < len(s); i += step {
+				c.Write([]byte(s[i:min(i+step, len(s))]))
+			}
+			if c.valid() != utf8.ValidString(s) {
+				t.Errorf("%q in writes of %d: valid %v", s, step, c.valid())
+			}
+		}
+	}
+}
+
+// lineOf streams one JSON line of n bytes without holding it.
+type lineOf struct{ n, off int64 }
+
+func (l *lineOf) Read(p []byte) (int, error) {
+	if l.off >= l.n {
+		return 0, io.EOF
+	}
+	k := int(min(int64(len(p)), l.n-l.off))
+	for i := range p[:k] {
+		switch pos := l.off + int64(i); pos {
+		case 0:
+			p[i] = '{'
+		case l.n - 2:
+			p[i] = '}'
+		case l.n - 1:
+			p[i] = '\n'
+		default:
+			p[i] = ' '
+		}
+	}
+	l.off += int64(k)
+	return k, nil
+}
+
+// A single measurement line of 1 GiB is counted, flagged oversized, and
+// read in constant memory.
+func TestReportReader_HugeLine(t *testing.T) {
+	size := int64(1 << 30)
+	if raceEnabled || testing.Short() {
+		size = 64 << 20
+	}
+	rr := NewReportReader()
+	rr.MaxBlob = 16 << 20
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	res := readReport(t, rr, &lineOf{n: size}, KindJSON)
+	runtime.ReadMemStats(&after)
+	if res.err != nil || res.st.N != 1 || reasons(res.problems) != deadletter.OversizedBlob || res.st.Size != size {
+		t.Fatalf("n=%d size=%d problems %v err %v", res.st.N, res.st.Size, res.problems, res.err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4<<20 {
+		t.Errorf("reading a %d-byte line allocated %d bytes", size, alloc)
+	}
+}
