@@ -1,0 +1,212 @@
+package corpus_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/backfill-dev/backfill/pipeline/corpus"
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/reader"
+)
+
+// smallConfig is a corpus with every corruption kind, small enough for a
+// unit test.
+func smallConfig() corpus.Config {
+	cfg := corpus.DefaultConfig()
+	cfg.Buckets, cfg.Reports, cfg.CanSize, cfg.MaxMeasurements = 2, 120, 64<<10, 3000
+	cfg.HugeBlob, cfg.MaxBlob = 300<<10, 256<<10
+	cfg.Corrupt = map[string]float64{}
+	for _, k := range corpus.ReportKinds {
+		cfg.Corrupt[k] = 0.03
+	}
+	for _, k := range corpus.ContainerKinds {
+		cfg.Corrupt[k] = 0.08
+	}
+	return cfg
+}
+
+func readTruth(t testing.TB, dir string) []corpus.Truth {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, corpus.TruthName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []corpus.Truth
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var tr corpus.Truth
+		if err := json.Unmarshal(sc.Bytes(), &tr); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, tr)
+	}
+	return out
+}
+
+type key struct{ file, textname string }
+
+// The reader, run over a generated corpus, finds exactly the measurements
+// and the dead letters of the ground truth (all but bad_textname, which
+// is the job's to find).
+func TestGenerate_ReaderMatchesTruth(t *testing.T) {
+	dir := t.TempDir()
+	st, err := corpus.Generate(dir, smallConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	truth := readTruth(t, dir)
+	seen := map[string]int{}
+	want := map[key]corpus.Truth{}
+	for _, tr := range truth {
+		for _, r := range tr.Reasons {
+			seen[r]++
+		}
+		want[key{tr.File, tr.Textname}] = tr
+	}
+	for _, k := range append(corpus.ReportKinds, corpus.ContainerKinds...) {
+		if k == corpus.KindHugeBlob {
+			k = deadletter.OversizedBlob
+		}
+		if seen[k] == 0 {
+			t.Errorf("no %s in the corpus (%v)", k, seen)
+		}
+	}
+	got := map[key]*corpus.Truth{}
+	entry := func(file, textname string) *corpus.Truth {
+		k := key{file, textname}
+		if got[k] == nil {
+			got[k] = &corpus.Truth{File: file, Textname: textname}
+		}
+		return got[k]
+	}
+	cr := reader.NewContainerReader()
+	cr.Reports.MaxBlob = 256 << 10
+	{
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if !e.IsDir() {
+				continue
+			}
+			bk, err := reader.OpenBucket(filepath.Join(dir, e.Name()))
+			if err != nil || len(bk.Problems) != 0 {
+				t.Fatalf("%s: %v %v", e.Name(), err, bk.Problems)
+			}
+			for _, c := range bk.Containers {
+				_, err := cr.Read(context.Background(), bk, c, reader.Handler{
+					Report: func(r reader.ContainerReport) { entry(c.Name, r.Textname).N += int(r.Stats.N) },
+					Problem: func(p deadletter.Record) {
+						e := entry(p.File, p.Textname)
+						e.Reasons = append(e.Reasons, p.Reason)
+					},
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	n := 0
+	for k, w := range want {
+		g := got[k]
+		if g == nil {
+			g = &corpus.Truth{}
+		}
+		sort.Strings(g.Reasons)
+		var wr []string
+		for _, r := range w.Reasons {
+			if r != corpus.KindBadTextname {
+				wr = append(wr, r)
+			}
+		}
+		if g.N != w.N && !(w.N == 0 && strings.Join(w.Reasons, ",") == corpus.KindBadTextname) || strings.Join(g.Reasons, ",") != strings.Join(wr, ",") {
+			t.Errorf("%s %s: n=%d %v, truth n=%d %v", k.file, k.textname, g.N, g.Reasons, w.N, w.Reasons)
+		}
+		n += w.N
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s %s: read, not in the truth: %+v", k.file, k.textname, got[k])
+		}
+	}
+	if n != st.Measurements {
+		t.Errorf("truth holds %d measurements, stats say %d", n, st.Measurements)
+	}
+}
+
+// The generator is deterministic: the same seed writes the same bytes.
+func TestGenerate_Deterministic(t *testing.T) {
+	cfg := smallConfig()
+	cfg.Buckets = 1
+	a, b := t.TempDir(), t.TempDir()
+	if _, err := corpus.Generate(a, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := corpus.Generate(b, cfg); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(a, "*", "*"))
+	if len(files) < 3 {
+		t.Fatalf("only %d files", len(files))
+	}
+	files = append(files, filepath.Join(a, corpus.TruthName))
+	for _, fa := range files {
+		rel, _ := filepath.Rel(a, fa)
+		x, _ := os.ReadFile(fa)
+		y, err := os.ReadFile(filepath.Join(b, rel))
+		if err != nil || !bytes.Equal(x, y) {
+			t.Errorf("%s differs between two runs (%v)", rel, err)
+		}
+	}
+}
+
+// The containers are what the lz4 CLI and GNU tar read: frame header as
+// lz4 writes it, member names (LongLink) as the index lists them.
+func TestGenerate_ReadByLZ4AndTar(t *testing.T) {
+	if _, err := exec.LookPath("lz4"); err != nil {
+		t.Fatal("the lz4 CLI is needed (apt-get install lz4)")
+	}
+	cfg := corpus.DefaultConfig()
+	cfg.Buckets, cfg.Reports, cfg.CanSize, cfg.MaxMeasurements = 1, 40, 256<<10, 500
+	dir := t.TempDir()
+	if _, err := corpus.Generate(dir, cfg); err != nil {
+		t.Fatal(err)
+	}
+	bk, err := reader.OpenBucket(filepath.Join(dir, "2017-06-01"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tars := 0
+	for _, c := range bk.Containers {
+		raw, _ := os.ReadFile(c.Path)
+		if !bytes.HasPrefix(raw, []byte{0x04, 0x22, 0x4d, 0x18, 0x64, 0x70, 0xb9}) {
+			t.Errorf("%s: frame header % x, want the lz4 CLI's 04 22 4d 18 64 70 b9", c.Name, raw[:7])
+		}
+		if !c.Tar {
+			continue
+		}
+		tars++
+		out, err := exec.Command("sh", "-c", "lz4 -dc < '"+c.Path+"' | tar -tf -").Output()
+		if err != nil {
+			t.Fatalf("%s: lz4 | tar: %v", c.Name, err)
+		}
+		var names []string
+		for _, tx := range c.Entry.Texts {
+			names = append(names, tx.Textname)
+		}
+		if got := strings.Fields(string(out)); strings.Join(got, " ") != strings.Join(names, " ") {
+			t.Errorf("%s: tar lists %v, index %v", c.Name, got, names)
+		}
+	}
+	if tars == 0 {
+		t.Error("no tar container generated")
+	}
+}

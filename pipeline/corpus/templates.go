@@ -1,0 +1,60 @@
+package corpus
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"path"
+	"regexp"
+	"sort"
+)
+
+// The templates are real OONI samples (see testdata/ooni and the realdata
+// MANIFEST): compact JSON measurements, and YAML reports of a header and
+// one measurement. Generated reports repeat their measurements.
+//
+//go:embed templates
+var templateFS embed.FS
+
+type template struct {
+	name     string
+	testName string
+	kind     string // "json" or "yaml"
+	header   []byte // YAML header document, markers included
+	blob     []byte // one measurement: a JSON line without "\n", or a YAML document with markers
+}
+
+var testNameRe = regexp.MustCompile(`(?m)"?test_name"?\s*:\s*"?([a-z_]+)`)
+
+func loadTemplates() (json, yaml []template, err error) {
+	ents, err := templateFS.ReadDir("templates")
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, e := range ents {
+		data, err := templateFS.ReadFile(path.Join("templates", e.Name()))
+		if err != nil {
+			return nil, nil, err
+		}
+		m := testNameRe.FindSubmatch(data)
+		if m == nil {
+			return nil, nil, fmt.Errorf("template %s: no test_name", e.Name())
+		}
+		t := template{name: e.Name(), testName: string(m[1])}
+		switch path.Ext(e.Name()) {
+		case ".json":
+			t.kind, t.blob = "json", bytes.TrimSpace(data)
+			json = append(json, t)
+		case ".yaml":
+			end := bytes.Index(data, []byte("\n...\n"))
+			if end < 0 || !bytes.HasSuffix(data, []byte("\n...\n")) {
+				return nil, nil, fmt.Errorf("template %s: not a header and a measurement", e.Name())
+			}
+			t.kind, t.header, t.blob = "yaml", data[:end+5], data[end+5:]
+			yaml = append(yaml, t)
+		}
+	}
+	sort.Slice(json, func(i, j int) bool { return json[i].name < json[j].name })
+	sort.Slice(yaml, func(i, j int) bool { return yaml[i].name < yaml[j].name })
+	return json, yaml, nil
+}

@@ -1,0 +1,439 @@
+package reader
+
+import (
+	"archive/tar"
+	"bufio"
+	"context"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/pierrec/lz4/v4"
+
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
+)
+
+// IndexName is the name of a bucket's index file.
+const IndexName = "index.json.gz"
+
+var bucketRe = regexp.MustCompile(`^20[0-9]{2}-[01][0-9]-[0-3][0-9]$`)
+
+// IsBucketName reports whether name looks like a bucket folder (YYYY-MM-DD).
+func IsBucketName(name string) bool { return bucketRe.MatchString(name) }
+
+// Container is one .lz4 file of a bucket, with its index row when the
+// index lists it.
+type Container struct {
+	Name    string // as the index names it: "YYYY-MM-DD/<name>.lz4"
+	Path    string // on disk
+	Size    int64  // on disk; for a missing file, the index's size
+	Tar     bool
+	Indexed bool
+	Missing bool       // listed by the index, not on disk
+	Entry   CannedFile // the index row, when Indexed
+}
+
+// Bucket is a canned bucket folder: its containers in name order, the
+// problems found in its index, and a fingerprint of its input.
+type Bucket struct {
+	Date       string
+	Dir        string
+	Containers []Container
+	Problems   []deadletter.Record
+	// Fingerprint changes when the index or any file's name, size or
+	// modification time changes.
+	Fingerprint string
+	Bytes       int64 // compressed bytes of the containers on disk
+}
+
+// OpenBucket lists the bucket folder dir and reads its index. Problems
+// with the index or with files are in Bucket.Problems; the error is only
+// for a folder that cannot be listed.
+func OpenBucket(dir string) (*Bucket, error) {
+	date := filepath.Base(dir)
+	b := &Bucket{Date: date, Dir: dir}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	fp := sha256.New()
+	onDisk := map[string]os.FileInfo{}
+	for _, e := range ents {
+		info, err := e.Info()
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(fp, "%s\x00%d\x00%d\x00", e.Name(), info.Size(), info.ModTime().UnixNano())
+		if e.Name() == IndexName {
+			continue
+		}
+		if !info.Mode().IsRegular() || !strings.HasSuffix(e.Name(), ".lz4") {
+			b.Problems = append(b.Problems, deadletter.Record{Bucket: date, File: date + "/" + e.Name(),
+				Reason: deadletter.NotInIndex, Message: "not a container (.lz4 regular file); ignored"})
+			continue
+		}
+		onDisk[e.Name()] = info
+	}
+	indexed := b.readIndex(fp)
+	b.Fingerprint = hex.EncodeToString(fp.Sum(nil))
+	for _, f := range indexed {
+		base := strings.TrimPrefix(f.Filename, date+"/")
+		c := Container{Name: f.Filename, Path: filepath.Join(dir, base), Size: f.Size, Tar: f.Tar, Indexed: true, Entry: f}
+		if info, ok := onDisk[base]; ok && f.Filename == date+"/"+base && !strings.Contains(base, "/") {
+			c.Size = info.Size()
+			delete(onDisk, base)
+		} else {
+			c.Missing = true
+		}
+		b.Containers = append(b.Containers, c)
+	}
+	for base, info := range onDisk {
+		b.Containers = append(b.Containers, Container{Name: date + "/" + base, Path: filepath.Join(dir, base),
+			Size: info.Size(), Tar: strings.HasSuffix(base, ".tar.lz4")})
+		b.Problems = append(b.Problems, deadletter.Record{Bucket: date, File: date + "/" + base,
+			Reason: deadletter.NotInIndex, Message: "the index does not list this container; it is read unchecked"})
+	}
+	sort.Slice(b.Containers, func(i, j int) bool { return b.Containers[i].Name < b.Containers[j].Name })
+	for _, c := range b.Containers {
+		if !c.Missing {
+			b.Bytes += c.Size
+		}
+	}
+	return b, nil
+}
+
+// readIndex returns the good rows of the bucket's index, each container
+// once, and feeds the index bytes to fp.
+func (b *Bucket) readIndex(fp hash.Hash) []CannedFile {
+	path := filepath.Join(b.Dir, IndexName)
+	problem := func(reason, msg string) {
+		b.Problems = append(b.Problems, deadletter.Record{Bucket: b.Date, File: b.Date + "/" + IndexName, Reason: reason, Message: msg})
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		problem(deadletter.IndexMissing, "no "+IndexName+"; every container is read without checks")
+		return nil
+	}
+	if err != nil {
+		problem(deadletter.Unreadable, err.Error())
+		return nil
+	}
+	defer f.Close()
+	ir, err := NewCannedIndexReader(io.TeeReader(f, fp))
+	if err != nil {
+		problem(deadletter.BadIndexRow, err.Error()+"; every container is read without checks")
+		return nil
+	}
+	var rows []CannedFile
+	seen := map[string]bool{}
+	for {
+		row, err := ir.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			problem(deadletter.BadIndexRow, err.Error()+"; the row is skipped")
+			continue
+		}
+		if seen[row.Filename] {
+			problem(deadletter.BadIndexRow, fmt.Sprintf("%s is listed twice; the second row is skipped", row.Filename))
+			continue
+		}
+		seen[row.Filename] = true
+		rows = append(rows, row)
+	}
+	io.Copy(fp, f) // whatever the index reader left unread
+	return rows
+}
+
+// ContainerReport is one report read from a container.
+type ContainerReport struct {
+	Textname string
+	Kind     Kind
+	// Offset is the member's header in the decompressed container (0 for
+	// an as-is file).
+	Offset int64
+	Stats  ReportStats
+	// IndexSHA1 is the index's text_sha1, when the index lists the report.
+	IndexSHA1 *[20]byte
+}
+
+// ContainerStats counts what reading a container consumed.
+type ContainerStats struct {
+	BytesIn  int64 // compressed bytes read from the file
+	BytesOut int64 // decompressed bytes
+}
+
+// Handler receives what a ContainerReader finds. Report is called once
+// per report that yields measurements or was read whole (not for rejected
+// or lost reports), in container order; Blob, when not nil, once per
+// measurement; Problem once per dead-letter record.
+type Handler struct {
+	Report  func(ContainerReport)
+	Blob    func(textname string, m Measurement)
+	Problem func(deadletter.Record)
+}
+
+// ContainerReader reads canned containers one after the other, reusing
+// its decompressor, buffers and hashes: keep one per worker.
+type ContainerReader struct {
+	Reports *ReportReader
+	lz      *lz4.Reader
+	in      countingReader
+	out     countingReader
+	fileSHA hash.Hash
+	fileCRC hash.Hash32
+	bufIn   *bufio.Reader
+}
+
+// NewContainerReader returns a ContainerReader.
+func NewContainerReader() *ContainerReader {
+	return &ContainerReader{
+		Reports: NewReportReader(),
+		lz:      lz4.NewReader(nil),
+		fileSHA: sha1.New(),
+		fileCRC: crc32.NewIEEE(),
+		bufIn:   bufio.NewReaderSize(nil, 256<<10),
+	}
+}
+
+// streamError is an error of the container stream with the reason it
+// gives to the dead-letter archive.
+type streamError struct {
+	reason string
+	offset int64
+	err    error
+}
+
+func (e *streamError) Error() string { return e.err.Error() }
+
+// Read reads container c of bucket b and reports to h. Every problem with
+// the data is a dead-letter record; the error is only ctx's.
+func (cr *ContainerReader) Read(ctx context.Context, b *Bucket, c Container, h Handler) (ContainerStats, error) {
+	problem := func(textname string, off int64, reason, msg string) {
+		h.Problem(deadletter.Record{Bucket: b.Date, File: c.Name, Textname: textname, Offset: off, Reason: reason, Message: msg})
+	}
+	// What the index expects, in order, and what has been read of it.
+	var want []Text
+	if c.Indexed {
+		want = c.Entry.Texts
+	}
+	pending := make(map[string]int, len(want))
+	for i, t := range want {
+		pending[t.Textname] = i
+	}
+	lost := func(reason, why string) {
+		for _, t := range want {
+			if _, ok := pending[t.Textname]; ok {
+				problem(t.Textname, 0, reason, why)
+			}
+		}
+	}
+	if c.Missing {
+		lost(deadletter.MissingContainer, "the index lists this report in "+c.Name+", which is not in the bucket")
+		if len(want) == 0 {
+			problem("", 0, deadletter.MissingContainer, "the index lists "+c.Name+", which is not in the bucket")
+		}
+		return ContainerStats{}, nil
+	}
+	f, err := os.Open(c.Path)
+	if err != nil {
+		problem("", 0, deadletter.Unreadable, err.Error())
+		lost(deadletter.Unreadable, "its container cannot be opened")
+		return ContainerStats{}, nil
+	}
+	defer f.Close()
+	cr.fileSHA.Reset()
+	cr.fileCRC.Reset()
+	cr.bufIn.Reset(io.TeeReader(f, io.MultiWriter(cr.fileSHA, cr.fileCRC)))
+	cr.in = countingReader{r: cr.bufIn}
+	cr.lz.Reset(&cr.in)
+	cr.out = countingReader{r: cr.lz}
+	stream := &errTagger{r: &cr.out, in: &cr.in, claimed: claimedSize(cr.bufIn)}
+
+	var serr *streamError
+	readReport := func(r io.Reader, textname string, offset int64) {
+		kind := KindOf(textname)
+		st, err := cr.Reports.Read(r, kind, func(m Measurement) {
+			if h.Blob != nil {
+				h.Blob(textname, m)
+			}
+		}, func(p deadletter.Record) {
+			p.Bucket, p.File, p.Textname = b.Date, c.Name, textname
+			h.Problem(p)
+		})
+		rep := ContainerReport{Textname: textname, Kind: kind, Offset: offset, Stats: st}
+		i, listed := pending[textname]
+		if listed {
+			delete(pending, textname)
+			rep.IndexSHA1 = &want[i].SHA1
+		}
+		if err != nil {
+			serr = stream.classify(err)
+			problem("", serr.offset, serr.reason, serr.Error())
+			problem(textname, serr.offset, serr.reason, fmt.Sprintf("the container stream fails inside this report (%v); the %d measurements read are kept", err, st.N))
+		} else if listed {
+			t := want[i]
+			switch {
+			case st.Size != t.Size:
+				problem(textname, offset, deadletter.SizeMismatch, fmt.Sprintf("the report is %d bytes, the index says %d", st.Size, t.Size))
+			case st.SHA1 != t.SHA1:
+				problem(textname, offset, deadletter.ChecksumMismatch, fmt.Sprintf("the report's SHA-1 is %s, the index says %s", b64(st.SHA1[:]), b64(t.SHA1[:])))
+			case st.CRC32 != t.CRC32:
+				problem(textname, offset, deadletter.ChecksumMismatch, fmt.Sprintf("the report's CRC-32 is %d, the index says %d", st.CRC32, t.CRC32))
+			}
+		} else if c.Indexed {
+			problem(textname, offset, deadletter.NotInIndex, "the index row of this container does not list this report; it is read unchecked")
+		}
+		if kind == KindUnknown {
+			problem(textname, offset, deadletter.BadTextname, "the textname ends in neither .json nor .yaml")
+		}
+		if !st.Rejected && kind != KindUnknown {
+			h.Report(rep)
+		}
+	}
+
+	if c.Tar {
+		tr := tar.NewReader(stream)
+		for serr == nil {
+			if err := ctx.Err(); err != nil {
+				return ContainerStats{}, err
+			}
+			off := cr.out.n
+			hdr, err := tr.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				serr = stream.classify(err)
+				if serr.reason == deadletter.TarTruncated && errors.Is(err, io.ErrUnexpectedEOF) && cr.out.n == off {
+					serr.err = errors.New("the tar ends without its end-of-archive blocks")
+				}
+				problem("", serr.offset, serr.reason, serr.Error())
+				break
+			}
+			if hdr.Typeflag != tar.TypeReg {
+				problem(hdr.Name, off, deadletter.TarCorrupt, fmt.Sprintf("member of type %q is not a regular file; skipped", hdr.Typeflag))
+				continue
+			}
+			readReport(tr, hdr.Name, off)
+		}
+	} else {
+		textname := b.Date + "/" + strings.TrimSuffix(filepath.Base(c.Name), ".lz4")
+		if len(want) == 1 {
+			textname = want[0].Textname
+		}
+		readReport(stream, textname, 0)
+	}
+	// Read what is left of the stream (tar end blocks and padding), so the
+	// LZ4 content checksum is checked and the sizes are whole.
+	if serr == nil {
+		if _, err := io.Copy(io.Discard, stream); err != nil {
+			serr = stream.classify(err)
+			problem("", serr.offset, serr.reason, serr.Error())
+		}
+	}
+	if serr == nil && cr.in.n == 0 {
+		serr = &streamError{reason: deadletter.LZ4Truncated, err: errors.New("lz4: the file is empty")}
+		problem("", 0, serr.reason, serr.Error())
+	}
+	io.Copy(io.Discard, cr.bufIn) // the rest of the file, for its hashes
+	st := ContainerStats{BytesIn: cr.in.n, BytesOut: cr.out.n}
+	if serr != nil {
+		lost(serr.reason, fmt.Sprintf("lost: %s fails before this report (%v)", c.Name, serr.err))
+	} else {
+		for _, t := range want {
+			if _, ok := pending[t.Textname]; ok {
+				problem(t.Textname, 0, deadletter.NotInContainer, "the index lists this report, the container does not hold it")
+			}
+		}
+		if c.Indexed && st.BytesOut != c.Entry.TextSize {
+			problem("", 0, deadletter.SizeMismatch, fmt.Sprintf("the container decompresses to %d bytes, the index says %d", st.BytesOut, c.Entry.TextSize))
+		}
+	}
+	if c.Indexed {
+		var sum [20]byte
+		cr.fileSHA.Sum(sum[:0])
+		switch {
+		case c.Size != c.Entry.Size:
+			problem("", 0, deadletter.SizeMismatch, fmt.Sprintf("the file is %d bytes, the index says %d", c.Size, c.Entry.Size))
+		case sum != c.Entry.SHA1:
+			problem("", 0, deadletter.ChecksumMismatch, fmt.Sprintf("the file's SHA-1 is %s, the index says %s", b64(sum[:]), b64(c.Entry.SHA1[:])))
+		case int32(cr.fileCRC.Sum32()) != c.Entry.CRC32:
+			problem("", 0, deadletter.ChecksumMismatch, fmt.Sprintf("the file's CRC-32 is %d, the index says %d", int32(cr.fileCRC.Sum32()), c.Entry.CRC32))
+		}
+	}
+	return st, nil
+}
+
+func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// errTagger sits on the decompressed stream and remembers the first error
+// it passed on, so a tar or report error can be traced to the LZ4 layer.
+type errTagger struct {
+	r       *countingReader
+	in      *countingReader
+	err     error
+	inAt    int64
+	claimed int64 // the first frame's content-size field, 0 when absent
+}
+
+// claimedSize peeks at the frame header for its content-size field.
+func claimedSize(r *bufio.Reader) int64 {
+	h, _ := r.Peek(14)
+	if len(h) < 14 || binary.LittleEndian.Uint32(h) != 0x184D2204 || h[4]&0x08 == 0 {
+		return 0
+	}
+	return int64(binary.LittleEndian.Uint64(h[6:]))
+}
+
+func (t *errTagger) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) && t.err == nil {
+		t.err, t.inAt = err, t.in.n
+	}
+	return n, err
+}
+
+// classify names the reason of an error met while reading the stream.
+func (t *errTagger) classify(err error) *streamError {
+	if t.err != nil {
+		// The LZ4 layer failed: a short read is a truncated frame, a
+		// frame longer or shorter than its content-size field says is
+		// that, anything else corrupt data.
+		if t.claimed > 0 && strings.Contains(t.err.Error(), "content size") {
+			return &streamError{reason: deadletter.LZ4ContentSize, offset: 4, err: fmt.Errorf("lz4: the frame claims %d bytes of content, it holds %d (%w)", t.claimed, t.r.n, t.err)}
+		}
+		if errors.Is(t.err, io.ErrUnexpectedEOF) {
+			return &streamError{reason: deadletter.LZ4Truncated, offset: t.inAt, err: fmt.Errorf("lz4: %w", t.err)}
+		}
+		return &streamError{reason: deadletter.LZ4Corrupt, offset: t.inAt, err: fmt.Errorf("lz4: %w", t.err)}
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return &streamError{reason: deadletter.TarTruncated, offset: t.r.n, err: fmt.Errorf("tar: %w", err)}
+	}
+	return &streamError{reason: deadletter.TarCorrupt, offset: t.r.n, err: fmt.Errorf("tar: %w", err)}
+}
