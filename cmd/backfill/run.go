@@ -88,6 +88,8 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{name: "run", help: runHelp, run: runRun},
+		{name: "gen", help: genHelp, run: runGen},
 		{name: "ooid", help: ooidHelp, run: runOOID},
 		{name: "decode", help: decodeHelp, run: runDecode},
 		{name: "granule-id", help: granuleHelp, run: runGranuleID},

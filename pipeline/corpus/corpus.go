@@ -136,7 +136,7 @@ func Generate(dir string, cfg Config) (Stats, error) {
 		return st, fmt.Errorf("corpus: bad config %+v", cfg)
 	}
 	for k, r := range cfg.Corrupt {
-		if !known(k) || r < 0 || r > 1 {
+		if !IsKind(k) || r < 0 || r > 1 {
 			return st, fmt.Errorf("corpus: corruption %s=%g: unknown kind or rate outside [0, 1]", k, r)
 		}
 	}
@@ -171,7 +171,8 @@ func Generate(dir string, cfg Config) (Stats, error) {
 	return st, tf.Close()
 }
 
-func known(kind string) bool {
+// IsKind reports whether kind is a corruption kind.
+func IsKind(kind string) bool {
 	for _, k := range append(ReportKinds[:len(ReportKinds):len(ReportKinds)], ContainerKinds...) {
 		if k == kind {
 			return true

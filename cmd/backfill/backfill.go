@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/backfill-dev/backfill/pipeline/job"
+	"github.com/backfill-dev/backfill/pipeline/ooid"
+	"github.com/backfill-dev/backfill/pipeline/reader"
+	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
+)
+
+const runHelp = `Usage: backfill run --in DIR --out DIR [flags] [BUCKET...]
+
+Backfill OOIDs onto every measurement of the OONI canned buckets in DIR
+(folders named YYYY-MM-DD holding *.tar.lz4, *.lz4 and index.json.gz), or
+only of the BUCKETs named. Per bucket it writes, under --out:
+
+	measurements/BUCKET.parquet  ooid (INT64), textname, ndx (INT32), bucket_date
+	reports/BUCKET.parquet       textname, ts, ts_source, counter_base, n, ...
+	dead-letters/BUCKET.jsonl    every rejected or flagged input, with its
+	                             bucket, file, textname, offset, reason, message
+	ledger/BUCKET.json           the commit record: input fingerprint, scheme,
+	                             counts
+
+Each file appears atomically; the ledger entry is written last. The output
+does not depend on --workers. A progress bar goes to standard error on a
+terminal, a line every few seconds otherwise; the summary goes to standard
+output.
+
+Flags:
+
+	--in DIR            the folder of bucket folders (required)
+	--out DIR           the output folder (required)
+	--workers N         containers read at once (default: the number of CPUs)
+	--resume            skip buckets committed with the same input and scheme
+	--counter-bits N    counter width, 20..28 (default 28)
+	--sha1-offset N     SHA-1 hex window offset, 0..33 (default 33)
+	--max-blob SIZE     flag measurements over SIZE bytes (default 64MiB)
+	--json              print the summary as JSON
+	-q                  no progress output
+
+Examples:
+
+	backfill gen --out corpus && backfill run --in corpus --out out
+	backfill run --in /data/canned --out out --resume 2017-06-01 2017-06-02
+
+EXIT STATUS
+
+	0    every input was taken as it is
+	1    failure: the buckets committed so far are whole, the others absent
+	2    usage error
+	3    completed, with dead-letter records (see dead-letters/)
+	130  interrupted: committed buckets are whole; rerun with --resume
+`
+
+func runRun(ctx context.Context, args []string, std stdio) error {
+	fs := newFlagSet("run", runHelp, std)
+	cfg := job.Config{Scheme: ooid.DefaultScheme, Version: buildVersion()}
+	var out string
+	var asJSON, quiet bool
+	maxBlob := byteSize(reader.DefaultMaxBlob)
+	fs.StringVar(&cfg.In, "in", "", "")
+	fs.StringVar(&out, "out", "", "")
+	fs.IntVar(&cfg.Workers, "workers", runtime.NumCPU(), "")
+	fs.BoolVar(&cfg.Resume, "resume", false, "")
+	fs.Var(&maxBlob, "max-blob", "")
+	fs.BoolVar(&asJSON, "json", false, "")
+	fs.BoolVar(&quiet, "q", false, "")
+	schemeFlags(fs, &cfg.Scheme)
+	buckets, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case cfg.In == "" || out == "":
+		return usagef("run: --in and --out are required")
+	case cfg.Workers < 1:
+		return usagef("run: --workers must be at least 1")
+	case maxBlob <= 0:
+		return usagef("run: --max-blob must be positive")
+	}
+	if err := cfg.Scheme.Validate(); err != nil {
+		return usagef("run: %v", err)
+	}
+	for _, b := range buckets {
+		if !reader.IsBucketName(b) {
+			return usagef("run: %q is not a bucket name (YYYY-MM-DD)", b)
+		}
+	}
+	cfg.Buckets, cfg.MaxBlob = buckets, int64(maxBlob)
+	s, err := parquetfile.Open(out)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if !quiet {
+		p := newProgress(std.err)
+		defer p.finish()
+		cfg.Progress = p.update
+	}
+	sum, err := job.Run(ctx, cfg, s)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		printSummaryJSON(std.out, sum)
+	} else {
+		printSummary(std.out, sum)
+	}
+	if sum.DeadLetters > 0 {
+		return &rejectsError{n: int(sum.DeadLetters), what: "inputs (dead-letter records in " + out + "/dead-letters/)"}
+	}
+	return nil
+}
+
+func printSummary(w io.Writer, s job.Summary) {
+	secs := max(s.Elapsed.Seconds(), 1e-9)
+	fmt.Fprintf(w, "buckets        %d committed, %d skipped\n", s.Buckets, s.Skipped)
+	fmt.Fprintf(w, "reports        %d\n", s.Reports)
+	fmt.Fprintf(w, "measurements   %d\n", s.Measurements)
+	fmt.Fprintf(w, "dead letters   %d\n", s.DeadLetters)
+	reasons := make([]string, 0, len(s.Reasons))
+	for r := range s.Reasons {
+		reasons = append(reasons, r)
+	}
+	sort.Strings(reasons)
+	for _, r := range reasons {
+		fmt.Fprintf(w, "  %-20s %d\n", r, s.Reasons[r])
+	}
+	fmt.Fprintf(w, "bytes in       %s compressed, %s decompressed\n", humanBytes(s.BytesIn), humanBytes(s.BytesOut))
+	fmt.Fprintf(w, "elapsed        %.2fs\n", s.Elapsed.Seconds())
+	fmt.Fprintf(w, "throughput     %.1f MB/s decompressed, %.0f measurements/s\n", float64(s.BytesOut)/secs/1e6, float64(s.Measurements)/secs)
+}
+
+func printSummaryJSON(w io.Writer, s job.Summary) {
+	secs := max(s.Elapsed.Seconds(), 1e-9)
+	out := struct {
+		job.Summary
+		ElapsedSeconds  float64 `json:"elapsed_seconds"`
+		MBPerSecond     float64 `json:"mb_per_second"`
+		MeasurementsPer float64 `json:"measurements_per_second"`
+	}{s, s.Elapsed.Seconds(), float64(s.BytesOut) / secs / 1e6, float64(s.Measurements) / secs}
+	b, _ := json.Marshal(out)
+	fmt.Fprintf(w, "%s\n", b)
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// progress shows a bar on a terminal and a line every few seconds
+// elsewhere.
+type progress struct {
+	w     io.Writer
+	bar   *progressbar.ProgressBar
+	mu    sync.Mutex
+	last  time.Time
+	start time.Time
+	p     job.Progress
+}
+
+func newProgress(w io.Writer) *progress {
+	p := &progress{w: w, start: time.Now(), last: time.Now()}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.bar = progressbar.NewOptions64(-1, progressbar.OptionSetWriter(w), progressbar.OptionShowBytes(true),
+			progressbar.OptionSetDescription("backfill"), progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true),
+			progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
+	}
+	return p
+}
+
+func (p *progress) update(j job.Progress) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.p = j
+	if p.bar != nil {
+		p.bar.ChangeMax64(max(j.BytesTotal, 1))
+		p.bar.Describe(fmt.Sprintf("bucket %d/%d, %d measurements", j.Buckets, j.BucketsTotal, j.Measurements))
+		p.bar.Set64(j.BytesIn)
+		return
+	}
+	if time.Since(p.last) >= 5*time.Second {
+		p.last = time.Now()
+		p.line()
+	}
+}
+
+func (p *progress) line() {
+	j := p.p
+	secs := max(time.Since(p.start).Seconds(), 1e-9)
+	rate := float64(j.BytesIn) / secs
+	eta := "?"
+	if rate > 0 {
+		eta = (time.Duration(float64(j.BytesTotal-j.BytesIn)/rate) * time.Second).Round(time.Second).String()
+	}
+	fmt.Fprintf(p.w, "backfill: %d/%d buckets, %s of %s in (%.1f MB/s), %d measurements (%.0f/s), ETA %s\n",
+		j.Buckets, j.BucketsTotal, humanBytes(j.BytesIn), humanBytes(j.BytesTotal), rate/1e6, j.Measurements, float64(j.Measurements)/secs, eta)
+}
+
+func (p *progress) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bar != nil {
+		p.bar.Finish()
+		return
+	}
+	if time.Since(p.start) >= 5*time.Second {
+		p.line()
+	}
+}
+
+// byteSize is a flag value of bytes: 1048576, 64k, 64KiB, 1M, 1GiB (binary
+// multiples).
+type byteSize int64
+
+func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+
+func (b *byteSize) Set(s string) error {
+	n, err := parseBytes(s)
+	if err != nil {
+		return err
+	}
+	*b = byteSize(n)
+	return nil
+}
+
+func parseBytes(s string) (int64, error) {
+	num := strings.TrimRight(s, "KMGTkmgtiIbB")
+	mult := int64(1)
+	switch strings.ToUpper(strings.TrimSuffix(strings.TrimSuffix(s[len(num):], "B"), "b")) {
+	case "":
+	case "K", "KI":
+		mult = 1 << 10
+	case "M", "MI":
+		mult = 1 << 20
+	case "G", "GI":
+		mult = 1 << 30
+	case "T", "TI":
+		mult = 1 << 40
+	default:
+		return 0, fmt.Errorf("bad size %q", s)
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("bad size %q", s)
+	}
+	return n * mult, nil
+}

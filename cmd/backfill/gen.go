@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/backfill-dev/backfill/pipeline/corpus"
+)
+
+const genHelp = `Usage: backfill gen --out DIR [flags]
+
+Write a synthetic corpus of OONI canned buckets into DIR, byte-faithful to
+the real format (GNU tar with LongLink headers in LZ4 frames as the lz4 CLI
+writes them, as-is .lz4 reports, index.json.gz with sort_keys JSON, base64
+SHA-1 and signed CRC-32), built from real OONI samples. The same flags and
+seed always write the same bytes.
+
+DIR/ground-truth.jsonl says, for every report (and every damaged
+container), how many measurements a correct run gives IDs to and which
+dead-letter reasons it must record.
+
+Flags:
+
+	--out DIR               where to write (required)
+	--seed N                random seed (default 1)
+	--start DATE            first bucket (default 2017-06-01)
+	--buckets N             number of buckets (default 3)
+	--reports N             reports per bucket (default 200)
+	--json-fraction F       share of JSON reports, the rest YAML (default 0.6)
+	--min-measurements N    measurements per report follow a Pareto law
+	--alpha A               with this minimum and shape (default 10, 1.2):
+	                        most reports have tens, a few tens of thousands
+	--max-measurements N    cap (default 1000003, the real maximum)
+	--can-size SIZE         tar slices stay under SIZE (default 64MiB)
+	--corrupt KIND=RATE     damage inputs of KIND at RATE (0..1); repeat the
+	                        flag; KIND "all" sets every kind. Report kinds:
+	                        bad_textname truncated_report broken_frame
+	                        bad_yaml_header empty_report invalid_utf8 huge_blob
+	                        not_in_index not_in_container; container kinds:
+	                        lz4_truncated lz4_corrupt lz4_content_size
+	                        tar_truncated
+	--huge-blob SIZE        size of a huge_blob measurement (default 1GiB)
+	--max-blob SIZE         the run's --max-blob the truth assumes (default 64MiB)
+
+Examples:
+
+	backfill gen --out corpus
+	backfill gen --out corpus --buckets 10 --reports 2000 --corrupt all=0.01
+
+EXIT STATUS
+
+	0    success
+	1    failure
+	2    usage error
+`
+
+func runGen(_ context.Context, args []string, std stdio) error {
+	fs := newFlagSet("gen", genHelp, std)
+	cfg := corpus.DefaultConfig()
+	var out, start string
+	canSize, huge, maxBlob := byteSize(cfg.CanSize), byteSize(cfg.HugeBlob), byteSize(cfg.MaxBlob)
+	cfg.Corrupt = map[string]float64{}
+	fs.StringVar(&out, "out", "", "")
+	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "")
+	fs.StringVar(&start, "start", cfg.Start.Format("2006-01-02"), "")
+	fs.IntVar(&cfg.Buckets, "buckets", cfg.Buckets, "")
+	fs.IntVar(&cfg.Reports, "reports", cfg.Reports, "")
+	fs.Float64Var(&cfg.JSONFraction, "json-fraction", cfg.JSONFraction, "")
+	fs.IntVar(&cfg.MinMeasurements, "min-measurements", cfg.MinMeasurements, "")
+	fs.Float64Var(&cfg.Alpha, "alpha", cfg.Alpha, "")
+	fs.IntVar(&cfg.MaxMeasurements, "max-measurements", cfg.MaxMeasurements, "")
+	fs.Var(&canSize, "can-size", "")
+	fs.Var(&huge, "huge-blob", "")
+	fs.Var(&maxBlob, "max-blob", "")
+	fs.Func("corrupt", "", func(s string) error {
+		kind, rate, ok := strings.Cut(s, "=")
+		r, err := strconv.ParseFloat(rate, 64)
+		if !ok || err != nil || r < 0 || r > 1 {
+			return fmt.Errorf("want KIND=RATE with RATE in 0..1, got %q", s)
+		}
+		kinds := []string{kind}
+		if kind == "all" {
+			kinds = append(append([]string(nil), corpus.ReportKinds...), corpus.ContainerKinds...)
+		}
+		for _, k := range kinds {
+			cfg.Corrupt[k] = r
+		}
+		return nil
+	})
+	rest, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usagef("gen: unexpected argument %q", rest[0])
+	}
+	if out == "" {
+		return usagef("gen: --out is required")
+	}
+	if cfg.Start, err = time.Parse("2006-01-02", start); err != nil {
+		return usagef("gen: --start: %v", err)
+	}
+	if cfg.Buckets < 1 || cfg.Reports < 0 || cfg.MinMeasurements < 1 || cfg.Alpha <= 0 || cfg.MaxMeasurements < 1 ||
+		cfg.JSONFraction < 0 || cfg.JSONFraction > 1 || canSize < 1 || huge < 16 {
+		return usagef("gen: a count, size or fraction is out of range")
+	}
+	cfg.CanSize, cfg.HugeBlob, cfg.MaxBlob = int64(canSize), int64(huge), int64(maxBlob)
+	for k := range cfg.Corrupt {
+		if !corpus.IsKind(k) {
+			return usagef("gen: unknown corruption kind %q", k)
+		}
+	}
+	st, err := corpus.Generate(out, cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(std.out, "buckets        %d\ncontainers     %d\nreports        %d\nmeasurements   %d (that get IDs)\nbytes          %s compressed, %s uncompressed\nground truth   %s\n",
+		st.Buckets, st.Containers, st.Reports, st.Measurements, humanBytes(st.Bytes), humanBytes(st.TextBytes), out+"/"+corpus.TruthName)
+	return nil
+}

@@ -1,0 +1,329 @@
+// Package job is the orchestrator of a backfill run: it walks the bucket
+// folders, reads their containers on a pool of workers, stamps every
+// measurement with its OOID and hands each bucket, in a deterministic
+// order, to a sink that commits it atomically.
+//
+// Three kinds of goroutine share the work, under one errgroup:
+//
+//	feeder ──tasks──▶ workers (N) ──result per container──▶ writer ──▶ sink
+//	   └──────────────── buckets, in order ─────────────────▶ ┘
+//
+// The feeder opens one bucket at a time and queues its containers; each
+// worker reads a container with its own reader and decompressor; the
+// writer takes the buckets in name order and each bucket's containers in
+// name order, so the output does not depend on the number of workers. A
+// semaphore bounds the containers between feeder and writer, which bounds
+// memory whatever the corpus size.
+package job
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/ooid"
+	"github.com/backfill-dev/backfill/pipeline/reader"
+	"github.com/backfill-dev/backfill/pipeline/sink"
+)
+
+// NdxBlobs is the ndx policy of DESIGN.md §2: every blob after the YAML
+// header counts, badblobs included.
+const NdxBlobs = "blobs"
+
+// Config says what to run.
+type Config struct {
+	In      string   // the folder of bucket folders
+	Buckets []string // to run; all bucket folders when empty
+	Workers int      // containers read at once; 0 means 1
+	Scheme  ooid.Scheme
+	Resume  bool  // skip buckets the sink has committed with the same input and scheme
+	MaxBlob int64 // blob size over which a measurement is flagged; 0 for the default
+	Version string
+	// Progress, when set, is called by one goroutine after every
+	// container.
+	Progress func(Progress)
+}
+
+// Progress is how far a run is.
+type Progress struct {
+	Buckets, BucketsTotal int
+	BytesIn, BytesTotal   int64 // compressed
+	Reports, Measurements int64
+}
+
+// Summary is what a run did.
+type Summary struct {
+	Buckets      int              `json:"buckets"` // committed
+	Skipped      int              `json:"skipped"` // already committed (--resume)
+	Reports      int64            `json:"reports"`
+	Measurements int64            `json:"measurements"`
+	DeadLetters  int64            `json:"dead_letters"`
+	Reasons      map[string]int64 `json:"dead_letters_by_reason"`
+	BytesIn      int64            `json:"bytes_in"`  // compressed
+	BytesOut     int64            `json:"bytes_out"` // decompressed
+	Elapsed      time.Duration    `json:"-"`
+}
+
+// ListBuckets returns the bucket folders of dir (YYYY-MM-DD names) in
+// order.
+func ListBuckets(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() && reader.IsBucketName(e.Name()) {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
+
+type bucketJob struct {
+	meta     sink.Meta
+	bucket   *reader.Bucket
+	skip     bool
+	results  []chan containerResult
+	problems []deadletter.Record
+}
+
+type containerResult struct {
+	reports  []sink.Report
+	problems []deadletter.Record
+	stats    reader.ContainerStats
+}
+
+type task struct {
+	job *bucketJob
+	i   int
+}
+
+// Run runs the backfill into s. Problems with the data become dead-letter
+// records; the error is for the run itself (a sink failure, ctx).
+func Run(ctx context.Context, cfg Config, s sink.Sink) (Summary, error) {
+	start := time.Now()
+	sum := Summary{Reasons: map[string]int64{}}
+	if err := cfg.Scheme.Validate(); err != nil {
+		return sum, err
+	}
+	names := cfg.Buckets
+	if len(names) == 0 {
+		var err error
+		if names, err = ListBuckets(cfg.In); err != nil {
+			return sum, err
+		}
+	}
+	names = append([]string(nil), names...)
+	sort.Strings(names)
+	prog := Progress{BucketsTotal: len(names)}
+	for _, n := range names {
+		if !reader.IsBucketName(n) {
+			return sum, fmt.Errorf("%q is not a bucket name (YYYY-MM-DD)", n)
+		}
+		st, err := os.Stat(filepath.Join(cfg.In, n))
+		if err != nil || !st.IsDir() {
+			return sum, fmt.Errorf("bucket %s: no folder %s", n, filepath.Join(cfg.In, n))
+		}
+		ents, _ := os.ReadDir(filepath.Join(cfg.In, n))
+		for _, e := range ents {
+			if info, err := e.Info(); err == nil && e.Name() != reader.IndexName {
+				prog.BytesTotal += info.Size()
+			}
+		}
+	}
+	workers := max(cfg.Workers, 1)
+	g, ctx := errgroup.WithContext(ctx)
+	tasks := make(chan task)
+	jobs := make(chan *bucketJob, 2)
+	sem := make(chan struct{}, 2*workers+2)
+
+	g.Go(func() error { // feeder
+		defer close(tasks)
+		defer close(jobs)
+		for _, name := range names {
+			j := &bucketJob{meta: sink.Meta{Bucket: name, Scheme: cfg.Scheme, NdxPolicy: NdxBlobs, Version: cfg.Version}}
+			b, err := reader.OpenBucket(filepath.Join(cfg.In, name))
+			if err != nil {
+				j.problems = []deadletter.Record{{Bucket: name, Reason: deadletter.Unreadable, Message: err.Error()}}
+				j.meta.Fingerprint = "unreadable"
+			} else {
+				j.bucket, j.problems, j.meta.Fingerprint = b, b.Problems, b.Fingerprint
+			}
+			if cfg.Resume && j.bucket != nil {
+				ok, err := s.Committed(ctx, j.meta)
+				if err != nil {
+					return err
+				}
+				j.skip = ok
+			}
+			if j.bucket != nil && !j.skip {
+				j.results = make([]chan containerResult, len(b.Containers))
+				for i := range j.results {
+					j.results[i] = make(chan containerResult, 1)
+				}
+			}
+			select {
+			case jobs <- j:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			for i := range j.results {
+				select {
+				case sem <- struct{}{}:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				select {
+				case tasks <- task{j, i}:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+		}
+		return nil
+	})
+	for range workers {
+		g.Go(func() error {
+			cr := reader.NewContainerReader()
+			cr.Reports.MaxBlob = cfg.MaxBlob
+			for t := range tasks {
+				res, err := readContainer(ctx, cr, cfg.Scheme, t.job.bucket, t.job.bucket.Containers[t.i])
+				if err != nil {
+					return err
+				}
+				t.job.results[t.i] <- res
+			}
+			return nil
+		})
+	}
+	g.Go(func() error { // writer
+		for j := range jobs {
+			if j.skip {
+				sum.Skipped++
+				prog.Buckets++
+				prog.BytesIn += j.bucket.Bytes
+				report(cfg, prog)
+				continue
+			}
+			if err := writeBucket(ctx, s, j, &sum, &prog, sem, cfg); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	err := g.Wait()
+	sum.Elapsed = time.Since(start)
+	return sum, err
+}
+
+func report(cfg Config, p Progress) {
+	if cfg.Progress != nil {
+		cfg.Progress(p)
+	}
+}
+
+// writeBucket takes a bucket's container results in order into the sink
+// and commits it.
+func writeBucket(ctx context.Context, s sink.Sink, j *bucketJob, sum *Summary, prog *Progress, sem chan struct{}, cfg Config) (err error) {
+	bw, err := s.Begin(ctx, j.meta)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			bw.Abort()
+		}
+	}()
+	counts := sink.Counts{DeadLetters: map[string]int64{}}
+	dead := func(d deadletter.Record) error {
+		counts.DeadLetters[d.Reason]++
+		return bw.DeadLetter(d)
+	}
+	for _, p := range j.problems {
+		if err := dead(p); err != nil {
+			return err
+		}
+	}
+	for i := range j.results {
+		var res containerResult
+		select {
+		case res = <-j.results[i]:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		<-sem
+		for _, p := range res.problems {
+			if err := dead(p); err != nil {
+				return err
+			}
+		}
+		for k := range res.reports {
+			r := &res.reports[k]
+			if err := bw.Report(r); err != nil {
+				return err
+			}
+			counts.Reports++
+			counts.Measurements += int64(r.N)
+		}
+		counts.BytesIn += res.stats.BytesIn
+		counts.BytesOut += res.stats.BytesOut
+		prog.BytesIn += j.bucket.Containers[i].Size
+		prog.Reports += int64(len(res.reports))
+		for _, r := range res.reports {
+			prog.Measurements += int64(r.N)
+		}
+		report(cfg, *prog)
+	}
+	if err := bw.Commit(ctx, counts); err != nil {
+		return err
+	}
+	sum.Buckets++
+	prog.Buckets++
+	sum.Reports += counts.Reports
+	sum.Measurements += counts.Measurements
+	sum.BytesIn += counts.BytesIn
+	sum.BytesOut += counts.BytesOut
+	for r, n := range counts.DeadLetters {
+		sum.Reasons[r] += n
+		sum.DeadLetters += n
+	}
+	report(cfg, *prog)
+	return nil
+}
+
+// readContainer reads one container and stamps its reports.
+func readContainer(ctx context.Context, cr *reader.ContainerReader, scheme ooid.Scheme, b *reader.Bucket, c reader.Container) (containerResult, error) {
+	var res containerResult
+	problem := func(p deadletter.Record) { res.problems = append(res.problems, p) }
+	st, err := cr.Read(ctx, b, c, reader.Handler{
+		Problem: problem,
+		Report: func(r reader.ContainerReport) {
+			reject := func(reason, msg string) {
+				problem(deadletter.Record{Bucket: b.Date, File: c.Name, Textname: r.Textname, Offset: r.Offset, Reason: reason, Message: msg})
+			}
+			id, err := scheme.Report(r.Textname)
+			switch {
+			case err != nil:
+				reject(deadletter.BadTextname, err.Error())
+				return
+			case id.Bucket.String() != b.Date:
+				reject(deadletter.BadTextname, fmt.Sprintf("the textname's bucket is %s, the report is in bucket %s", id.Bucket, b.Date))
+				return
+			case uint64(r.Stats.N) > uint64(scheme.Mask())+1:
+				reject(deadletter.Collision, fmt.Sprintf("%d measurements: more than the 2^%d counter values, so the report's IDs would collide with each other", r.Stats.N, scheme.CounterBits))
+				return
+			}
+			res.reports = append(res.reports, sink.Report{Textname: r.Textname, Container: c.Name, Offset: r.Offset,
+				Size: r.Stats.Size, SHA1: r.Stats.SHA1, ID: id, N: r.Stats.N})
+		},
+	})
+	res.stats = st
+	return res, err
+}

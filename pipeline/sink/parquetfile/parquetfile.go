@@ -1,0 +1,325 @@
+// Package parquetfile is the embedded sink: per bucket, Parquet files of
+// measurements and reports, a JSON-lines dead-letter archive and a ledger
+// entry, each made visible by an atomic rename.
+//
+// Layout under the output folder, for bucket B:
+//
+//	measurements/B.parquet   ooid INT64, textname, ndx INT32, bucket_date DATE
+//	reports/B.parquet        textname, ts, ts_source, counter_base, n, bucket_date,
+//	                         container, offset, size, sha1
+//	dead-letters/B.jsonl     one deadletter.Record per line
+//	ledger/B.json            Meta, Counts and times: the commit record
+//
+// The Parquet key-value metadata carries the scheme (backfill.counter_bits,
+// backfill.sha1_offset), backfill.ndx_policy, backfill.version,
+// backfill.bucket and backfill.input_fingerprint. The ooid column holds the
+// same 64 bits as the Postgres bigint (two's complement).
+//
+// The ledger entry is written last: a bucket whose ledger entry is
+// missing or stale is redone by --resume, and every file is replaced
+// whole, so a run killed at any point leaves either the old or the new
+// version of each file, never a part of one.
+package parquetfile
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/snappy"
+
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/sink"
+)
+
+// Measurement is a row of measurements/B.parquet.
+type Measurement struct {
+	OOID       int64  `parquet:"ooid,delta"`
+	Textname   string `parquet:"textname,dict"`
+	Ndx        int32  `parquet:"ndx,delta"`
+	BucketDate int32  `parquet:"bucket_date,date"`
+}
+
+// Report is a row of reports/B.parquet.
+type Report struct {
+	Textname    string `parquet:"textname"`
+	TS          int64  `parquet:"ts"` // seconds since the Unix epoch
+	TSSource    string `parquet:"ts_source,dict"`
+	CounterBase int32  `parquet:"counter_base"`
+	N           int64  `parquet:"n"`
+	BucketDate  int32  `parquet:"bucket_date,date"`
+	Container   string `parquet:"container,dict"`
+	Offset      int64  `parquet:"offset"`
+	Size        int64  `parquet:"size"`
+	SHA1        string `parquet:"sha1"` // hex, of the raw report
+}
+
+// Ledger is the content of ledger/B.json.
+type Ledger struct {
+	Bucket      string      `json:"bucket"`
+	Fingerprint string      `json:"input_fingerprint"`
+	CounterBits int         `json:"counter_bits"`
+	SHA1Offset  int         `json:"sha1_offset"`
+	NdxPolicy   string      `json:"ndx_policy"`
+	Version     string      `json:"version"`
+	Counts      sink.Counts `json:"counts"`
+	Started     time.Time   `json:"started"`
+	Finished    time.Time   `json:"finished"`
+}
+
+// Dirs are the sub-folders of the output folder.
+var Dirs = []string{"measurements", "reports", "dead-letters", "ledger"}
+
+// rowGroup bounds the rows buffered before a row group is written.
+const rowGroup = 128 << 10
+
+// Sink writes under a folder.
+type Sink struct {
+	dir string
+}
+
+// Open prepares dir and clears the temporary folders of runs that died.
+func Open(dir string) (*Sink, error) {
+	for _, d := range append(Dirs, ".tmp") {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	ents, err := os.ReadDir(filepath.Join(dir, ".tmp"))
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(strings.SplitN(e.Name(), "-", 2)[0])
+		if err == nil && pid != os.Getpid() && syscall.Kill(pid, 0) == nil {
+			continue // a live run's
+		}
+		os.RemoveAll(filepath.Join(dir, ".tmp", e.Name()))
+	}
+	return &Sink{dir: dir}, nil
+}
+
+// Close does nothing: every bucket is committed or aborted on its own.
+func (s *Sink) Close() error { return nil }
+
+func (s *Sink) path(sub, bucket, ext string) string {
+	return filepath.Join(s.dir, sub, bucket+ext)
+}
+
+// ReadLedger reads a bucket's ledger entry.
+func (s *Sink) ReadLedger(bucket string) (Ledger, error) {
+	var l Ledger
+	b, err := os.ReadFile(s.path("ledger", bucket, ".json"))
+	if err != nil {
+		return l, err
+	}
+	return l, json.Unmarshal(b, &l)
+}
+
+// Committed implements sink.Sink.
+func (s *Sink) Committed(_ context.Context, m sink.Meta) (bool, error) {
+	l, err := s.ReadLedger(m.Bucket)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, nil // unreadable: redo it
+	}
+	if l.Fingerprint != m.Fingerprint || l.CounterBits != m.Scheme.CounterBits || l.SHA1Offset != m.Scheme.SHA1Offset || l.NdxPolicy != m.NdxPolicy {
+		return false, nil
+	}
+	for _, f := range []string{s.path("measurements", m.Bucket, ".parquet"), s.path("reports", m.Bucket, ".parquet"), s.path("dead-letters", m.Bucket, ".jsonl")} {
+		if _, err := os.Stat(f); err != nil {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// Begin implements sink.Sink.
+func (s *Sink) Begin(_ context.Context, m sink.Meta) (sink.BucketWriter, error) {
+	day, err := time.Parse("2006-01-02", m.Bucket)
+	if err != nil {
+		return nil, fmt.Errorf("parquetfile: bucket %q: %w", m.Bucket, err)
+	}
+	tmp, err := os.MkdirTemp(filepath.Join(s.dir, ".tmp"), fmt.Sprintf("%d-%s-", os.Getpid(), m.Bucket))
+	if err != nil {
+		return nil, err
+	}
+	w := &bucketWriter{s: s, m: m, tmp: tmp, days: int32(day.Unix() / 86400), started: time.Now().UTC()}
+	opts := []parquet.WriterOption{
+		parquet.CreatedBy("backfill", m.Version, ""),
+		parquet.Compression(&snappy.Codec{}),
+		parquet.MaxRowsPerRowGroup(rowGroup),
+		parquet.KeyValueMetadata("backfill.bucket", m.Bucket),
+		parquet.KeyValueMetadata("backfill.counter_bits", strconv.Itoa(m.Scheme.CounterBits)),
+		parquet.KeyValueMetadata("backfill.sha1_offset", strconv.Itoa(m.Scheme.SHA1Offset)),
+		parquet.KeyValueMetadata("backfill.ndx_policy", m.NdxPolicy),
+		parquet.KeyValueMetadata("backfill.version", m.Version),
+		parquet.KeyValueMetadata("backfill.input_fingerprint", m.Fingerprint),
+	}
+	if w.mf, err = w.create("measurements.parquet"); err != nil {
+		w.Abort()
+		return nil, err
+	}
+	if w.rf, err = w.create("reports.parquet"); err != nil {
+		w.Abort()
+		return nil, err
+	}
+	if w.df, err = w.create("dead-letters.jsonl"); err != nil {
+		w.Abort()
+		return nil, err
+	}
+	w.mbuf, w.rbuf, w.dbuf = bufio.NewWriterSize(w.mf, 1<<20), bufio.NewWriterSize(w.rf, 256<<10), bufio.NewWriterSize(w.df, 64<<10)
+	w.mw = parquet.NewGenericWriter[Measurement](w.mbuf, opts...)
+	w.rw = parquet.NewGenericWriter[Report](w.rbuf, opts...)
+	w.dl = json.NewEncoder(w.dbuf)
+	w.dl.SetEscapeHTML(false)
+	return w, nil
+}
+
+type bucketWriter struct {
+	s                *Sink
+	m                sink.Meta
+	tmp              string
+	days             int32
+	started          time.Time
+	mf, rf, df       *os.File
+	mbuf, rbuf, dbuf *bufio.Writer
+	mw               *parquet.GenericWriter[Measurement]
+	rw               *parquet.GenericWriter[Report]
+	dl               *json.Encoder
+	rows             []Measurement
+	done             bool
+}
+
+func (w *bucketWriter) create(name string) (*os.File, error) {
+	return os.Create(filepath.Join(w.tmp, name))
+}
+
+// Report implements sink.BucketWriter: the report's row, and one row per
+// measurement.
+func (w *bucketWriter) Report(r *sink.Report) error {
+	_, err := w.rw.Write([]Report{{
+		Textname: r.Textname, TS: int64(r.ID.TS), TSSource: r.ID.Source.String(), CounterBase: int32(r.ID.CounterBase()),
+		N: int64(r.N), BucketDate: w.days, Container: r.Container, Offset: r.Offset, Size: r.Size, SHA1: hex.EncodeToString(r.SHA1[:]),
+	}})
+	if err != nil {
+		return err
+	}
+	const batch = 4096
+	for lo := uint32(0); lo < r.N; lo += batch {
+		hi := min(r.N, lo+batch)
+		w.rows = w.rows[:0]
+		for ndx := lo; ndx < hi; ndx++ {
+			w.rows = append(w.rows, Measurement{OOID: r.ID.ID(ndx).Int64(), Textname: r.Textname, Ndx: int32(ndx), BucketDate: w.days})
+		}
+		if _, err := w.mw.Write(w.rows); err != nil {
+			return err
+		}
+		if lo+batch < lo {
+			break // the last batch below 2^32
+		}
+	}
+	return nil
+}
+
+// DeadLetter implements sink.BucketWriter.
+func (w *bucketWriter) DeadLetter(d deadletter.Record) error { return w.dl.Encode(d) }
+
+// Commit implements sink.BucketWriter.
+func (w *bucketWriter) Commit(ctx context.Context, c sink.Counts) error {
+	if err := ctx.Err(); err != nil {
+		w.Abort()
+		return err
+	}
+	err := errors.Join(w.mw.Close(), w.rw.Close(), w.mbuf.Flush(), w.rbuf.Flush(), w.dbuf.Flush())
+	for _, f := range []*os.File{w.mf, w.rf, w.df} {
+		err = errors.Join(err, f.Sync(), f.Close())
+	}
+	if err != nil {
+		w.Abort()
+		return err
+	}
+	l := Ledger{Bucket: w.m.Bucket, Fingerprint: w.m.Fingerprint, CounterBits: w.m.Scheme.CounterBits, SHA1Offset: w.m.Scheme.SHA1Offset,
+		NdxPolicy: w.m.NdxPolicy, Version: w.m.Version, Counts: c, Started: w.started, Finished: time.Now().UTC()}
+	lb, _ := json.MarshalIndent(l, "", "  ")
+	if err := writeSynced(filepath.Join(w.tmp, "ledger.json"), append(lb, '\n')); err != nil {
+		w.Abort()
+		return err
+	}
+	// Drop the old ledger entry first: from here until the new one lands,
+	// --resume redoes the bucket.
+	if err := os.Remove(w.s.path("ledger", w.m.Bucket, ".json")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		w.Abort()
+		return err
+	}
+	for _, mv := range [][2]string{
+		{"measurements.parquet", w.s.path("measurements", w.m.Bucket, ".parquet")},
+		{"reports.parquet", w.s.path("reports", w.m.Bucket, ".parquet")},
+		{"dead-letters.jsonl", w.s.path("dead-letters", w.m.Bucket, ".jsonl")},
+		{"ledger.json", w.s.path("ledger", w.m.Bucket, ".json")},
+	} {
+		if err := os.Rename(filepath.Join(w.tmp, mv[0]), mv[1]); err != nil {
+			w.Abort()
+			return err
+		}
+		if err := syncDir(filepath.Dir(mv[1])); err != nil {
+			w.Abort()
+			return err
+		}
+	}
+	w.done = true
+	return os.RemoveAll(w.tmp)
+}
+
+// Abort implements sink.BucketWriter.
+func (w *bucketWriter) Abort() error {
+	if w.done {
+		return nil
+	}
+	w.done = true
+	for _, f := range []*os.File{w.mf, w.rf, w.df} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	return os.RemoveAll(w.tmp)
+}
+
+func writeSynced(path string, data []byte) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return errors.Join(f.Sync(), f.Close())
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return err
+	}
+	return nil
+}
+
+var _ io.Closer = (*Sink)(nil)

@@ -1,0 +1,64 @@
+// Package sink defines where a run puts its output: per bucket, the
+// measurements with their OOIDs, the reports, and the dead-letter
+// records, committed atomically. Backends live in sub-packages named after
+// what they write to (parquetfile, ...).
+package sink
+
+import (
+	"context"
+
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/ooid"
+)
+
+// Meta describes how a bucket's output was made. Two runs of a bucket
+// with equal Meta and Fingerprint produce the same output.
+type Meta struct {
+	Bucket      string // YYYY-MM-DD
+	Fingerprint string // of the bucket's input files
+	Scheme      ooid.Scheme
+	NdxPolicy   string // "blobs": every blob after the YAML header counts
+	Version     string // of the tool
+}
+
+// Report is one report of a bucket and the IDs of its measurements:
+// measurement ndx (0 <= ndx < N) has the OOID ID.ID(ndx).
+type Report struct {
+	Textname  string
+	Container string // the container file, as the index names it
+	Offset    int64  // of the report in the decompressed container
+	Size      int64  // of the raw report
+	SHA1      [20]byte
+	ID        ooid.Report
+	N         uint32
+}
+
+// Counts sums up a committed bucket.
+type Counts struct {
+	Reports      int64            `json:"reports"`
+	Measurements int64            `json:"measurements"`
+	DeadLetters  map[string]int64 `json:"dead_letters"` // by reason
+	BytesIn      int64            `json:"bytes_in"`     // compressed
+	BytesOut     int64            `json:"bytes_out"`    // decompressed
+}
+
+// Sink stores buckets.
+type Sink interface {
+	// Committed reports whether the bucket was committed with the same
+	// Meta (fingerprint, scheme, policy); --resume skips those.
+	Committed(ctx context.Context, m Meta) (bool, error)
+	// Begin starts writing a bucket. Nothing is visible until Commit.
+	Begin(ctx context.Context, m Meta) (BucketWriter, error)
+	Close() error
+}
+
+// BucketWriter receives one bucket's output in a deterministic order.
+type BucketWriter interface {
+	Report(r *Report) error
+	DeadLetter(d deadletter.Record) error
+	// Commit makes the bucket's output visible at once, replacing any
+	// earlier output of the bucket.
+	Commit(ctx context.Context, c Counts) error
+	// Abort drops what was written; it is safe after Commit (a no-op).
+	Abort() error
+}
