@@ -1,0 +1,338 @@
+package job_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/backfill-dev/backfill/pipeline/corpus"
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/job"
+	"github.com/backfill-dev/backfill/pipeline/ooid"
+	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
+)
+
+const maxBlob = 256 << 10
+
+// genCorpus writes a corpus with every corruption kind into a temporary
+// folder.
+func genCorpus(t testing.TB, buckets, reports int) string {
+	t.Helper()
+	cfg := corpus.DefaultConfig()
+	cfg.Buckets, cfg.Reports, cfg.CanSize, cfg.MaxMeasurements = buckets, reports, 64<<10, 3000
+	cfg.HugeBlob, cfg.MaxBlob = maxBlob+100, maxBlob
+	cfg.Corrupt = map[string]float64{}
+	for _, k := range corpus.ReportKinds {
+		cfg.Corrupt[k] = 0.03
+	}
+	for _, k := range corpus.ContainerKinds {
+		cfg.Corrupt[k] = 0.12
+	}
+	dir := t.TempDir()
+	if _, err := corpus.Generate(dir, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func runJob(t testing.TB, ctx context.Context, in, out string, workers int, buckets ...string) (job.Summary, error) {
+	t.Helper()
+	s, err := parquetfile.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	return job.Run(ctx, job.Config{In: in, Buckets: buckets, Workers: workers, Scheme: ooid.DefaultScheme, MaxBlob: maxBlob, Version: "test"}, s)
+}
+
+func readParquet[T any](t testing.TB, path string) []T {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	pf, err := parquet.OpenFile(f, st.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{"backfill.counter_bits": "28", "backfill.sha1_offset": "33", "backfill.ndx_policy": job.NdxBlobs, "backfill.version": "test"} {
+		if got, ok := pf.Lookup(key); !ok || got != want {
+			t.Errorf("%s: metadata %s = %q, want %q", path, key, got, want)
+		}
+	}
+	r := parquet.NewGenericReader[T](pf)
+	defer r.Close()
+	rows := make([]T, pf.NumRows())
+	n, err := r.Read(rows)
+	if err != nil && !errors.Is(err, io.EOF) {
+		t.Fatal(err)
+	}
+	return rows[:n]
+}
+
+func readDeadLetters(t testing.TB, path string) []deadletter.Record {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []deadletter.Record
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var d deadletter.Record
+		if err := json.Unmarshal(sc.Bytes(), &d); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func readTruth(t testing.TB, dir string) []corpus.Truth {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, corpus.TruthName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []corpus.Truth
+	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		var tr corpus.Truth
+		if err := json.Unmarshal(line, &tr); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, tr)
+	}
+	return out
+}
+
+// A run over a generated corpus matches its ground truth exactly: every
+// expected OOID once (as pipeline/ooid computes it), every dead letter
+// with its reason, and the summary's counts.
+func TestRun_GroundTruth(t *testing.T) {
+	in, out := genCorpus(t, 3, 150), t.TempDir()
+	sum, err := runJob(t, context.Background(), in, out, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truth := readTruth(t, in)
+	type key struct{ file, textname string }
+	wantN := map[string]int{}
+	wantReasons := map[key][]string{}
+	wantDead := map[string]int64{}
+	var wantMeas int64
+	reasonsSeen := map[string]bool{}
+	for _, tr := range truth {
+		if tr.Textname != "" {
+			wantN[tr.Textname] += tr.N
+			wantMeas += int64(tr.N)
+		}
+		wantReasons[key{tr.File, tr.Textname}] = append([]string(nil), tr.Reasons...)
+		for _, r := range tr.Reasons {
+			wantDead[r]++
+			reasonsSeen[r] = true
+		}
+	}
+	for _, k := range append(corpus.ReportKinds, corpus.ContainerKinds...) {
+		if k == corpus.KindHugeBlob {
+			k = deadletter.OversizedBlob
+		}
+		if !reasonsSeen[k] {
+			t.Errorf("the corpus has no %s case", k)
+		}
+	}
+	buckets, _ := job.ListBuckets(in)
+	gotN := map[string]int{}
+	seen := map[int64]bool{}
+	gotReasons := map[key][]string{}
+	for _, b := range buckets {
+		rows := readParquet[parquetfile.Measurement](t, filepath.Join(out, "measurements", b+".parquet"))
+		reports := map[string]ooid.Report{}
+		for _, m := range rows {
+			if seen[m.OOID] {
+				t.Fatalf("OOID %016x twice", uint64(m.OOID))
+			}
+			seen[m.OOID] = true
+			gotN[m.Textname]++
+			rep, ok := reports[m.Textname]
+			if !ok {
+				if rep, err = ooid.DefaultScheme.Report(m.Textname); err != nil {
+					t.Fatalf("row of a bad textname %s: %v", m.Textname, err)
+				}
+				reports[m.Textname] = rep
+			}
+			if want := rep.ID(uint32(m.Ndx)).Int64(); m.OOID != want {
+				t.Fatalf("%s #%d: ooid %016x, pipeline/ooid says %016x", m.Textname, m.Ndx, uint64(m.OOID), uint64(want))
+			}
+			if d := ooid.FromInt64(m.OOID); d.String()[:8] != rep.ID(0).String()[:8] {
+				t.Fatalf("%s: ts half differs", m.Textname)
+			}
+		}
+		for _, d := range readDeadLetters(t, filepath.Join(out, "dead-letters", b+".jsonl")) {
+			if d.Bucket != b || d.File == "" || d.Message == "" {
+				t.Errorf("dead letter without its location or message: %+v", d)
+			}
+			k := key{d.File, d.Textname}
+			gotReasons[k] = append(gotReasons[k], d.Reason)
+		}
+	}
+	for name, n := range wantN {
+		if gotN[name] != n {
+			t.Errorf("%s: %d measurements, truth %d", name, gotN[name], n)
+		}
+	}
+	for name := range gotN {
+		if _, ok := wantN[name]; !ok {
+			t.Errorf("%s: not in the truth", name)
+		}
+	}
+	for k, want := range wantReasons {
+		got := gotReasons[k]
+		sort.Strings(got)
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("%s %s: dead letters %v, truth %v", k.file, k.textname, got, want)
+		}
+	}
+	for k, got := range gotReasons {
+		if _, ok := wantReasons[k]; !ok {
+			t.Errorf("%s %s: unexpected dead letters %v", k.file, k.textname, got)
+		}
+	}
+	if sum.Measurements != wantMeas || int64(len(seen)) != wantMeas {
+		t.Errorf("summary %d measurements, %d rows, truth %d", sum.Measurements, len(seen), wantMeas)
+	}
+	var dead int64
+	for r, n := range wantDead {
+		dead += n
+		if sum.Reasons[r] != n {
+			t.Errorf("summary: %d %s, truth %d", sum.Reasons[r], r, n)
+		}
+	}
+	if sum.DeadLetters != dead || sum.Buckets != len(buckets) {
+		t.Errorf("summary: %d dead letters, %d buckets; truth %d, %d", sum.DeadLetters, sum.Buckets, dead, len(buckets))
+	}
+}
+
+func filesOf(t testing.TB, dir string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	for _, sub := range []string{"measurements", "reports", "dead-letters"} {
+		files, _ := filepath.Glob(filepath.Join(dir, sub, "*"))
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rel, _ := filepath.Rel(dir, f)
+			out[rel] = b
+		}
+	}
+	return out
+}
+
+func sameFiles(t testing.TB, what string, a, b map[string][]byte) {
+	t.Helper()
+	if len(a) != len(b) || len(a) == 0 {
+		t.Errorf("%s: %d files against %d", what, len(a), len(b))
+	}
+	for name, x := range a {
+		if !bytes.Equal(x, b[name]) {
+			t.Errorf("%s: %s differs", what, name)
+		}
+	}
+}
+
+// The output is byte-identical whatever the number of workers, and a
+// rerun over the same output folder replaces it with the same bytes.
+func TestRun_WorkersDeterministic(t *testing.T) {
+	in := genCorpus(t, 2, 120)
+	one, four := t.TempDir(), t.TempDir()
+	if _, err := runJob(t, context.Background(), in, one, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runJob(t, context.Background(), in, four, 4); err != nil {
+		t.Fatal(err)
+	}
+	sameFiles(t, "--workers 1 and 4", filesOf(t, one), filesOf(t, four))
+	before := filesOf(t, four)
+	if _, err := runJob(t, context.Background(), in, four, 3); err != nil {
+		t.Fatal(err)
+	}
+	sameFiles(t, "rerun", before, filesOf(t, four))
+}
+
+// Cancelling a run in the middle of a bucket leaves no partial file; a
+// rerun with --resume completes to the identical result.
+func TestRun_InterruptAndResume(t *testing.T) {
+	in := genCorpus(t, 3, 120)
+	clean := t.TempDir()
+	if _, err := runJob(t, context.Background(), in, clean, 2); err != nil {
+		t.Fatal(err)
+	}
+	want := filesOf(t, clean)
+	for _, stopAt := range []int{1, 7, 25} {
+		out := t.TempDir()
+		ctx, cancel := context.WithCancel(context.Background())
+		calls := 0
+		s, _ := parquetfile.Open(out)
+		_, err := job.Run(ctx, job.Config{In: in, Workers: 2, Scheme: ooid.DefaultScheme, MaxBlob: maxBlob, Version: "test",
+			Progress: func(job.Progress) {
+				if calls++; calls == stopAt {
+					cancel()
+				}
+			}}, s)
+		cancel()
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("stop at %d: %v, want context.Canceled", stopAt, err)
+		}
+		// What is there is whole: every file equals the clean run's.
+		for name, b := range filesOf(t, out) {
+			if !bytes.Equal(b, want[name]) {
+				t.Errorf("stop at %d: %s is partial or differs", stopAt, name)
+			}
+		}
+		if tmp, _ := os.ReadDir(filepath.Join(out, ".tmp")); len(tmp) != 0 {
+			t.Errorf("stop at %d: %d temporary folders left", stopAt, len(tmp))
+		}
+		s2, _ := parquetfile.Open(out)
+		sum, err := job.Run(context.Background(), job.Config{In: in, Workers: 2, Scheme: ooid.DefaultScheme, MaxBlob: maxBlob, Version: "test", Resume: true}, s2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Buckets+sum.Skipped != 3 {
+			t.Errorf("resume: %d committed + %d skipped, want 3", sum.Buckets, sum.Skipped)
+		}
+		sameFiles(t, "resumed", want, filesOf(t, out))
+	}
+	// A finished output is skipped whole by --resume, and redone when the
+	// scheme changes.
+	sum, err := runJobResume(t, in, clean, ooid.DefaultScheme)
+	if err != nil || sum.Skipped != 3 || sum.Buckets != 0 {
+		t.Errorf("resume over a complete output: %+v %v", sum, err)
+	}
+	sum, err = runJobResume(t, in, clean, ooid.Scheme{CounterBits: 24, SHA1Offset: 0})
+	if err != nil || sum.Skipped != 0 || sum.Buckets != 3 {
+		t.Errorf("resume with another scheme: %+v %v", sum, err)
+	}
+}
+
+func runJobResume(t testing.TB, in, out string, scheme ooid.Scheme) (job.Summary, error) {
+	s, err := parquetfile.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return job.Run(context.Background(), job.Config{In: in, Workers: 2, Scheme: scheme, MaxBlob: maxBlob, Version: "test", Resume: true}, s)
+}
