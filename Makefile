@@ -51,11 +51,16 @@ bench: ## micro benchmarks, 10 runs each, to bench.txt for benchstat
 bench-e2e: ## end-to-end benchmarks of the binary against their baselines
 	$(GO) test -run '^$$' -bench '$(TESTS)' -benchtime 1x -timeout 60m ./bench/
 
-demo: build ## the main job on the embedded default (see README)
-	@echo "backfill run (canned buckets to Parquet) is not built yet."
-	@echo "Until it lands, this demo shows the ID core:"
-	$(BIN) ooid 2012-12-05/20121205T071421Z-MM-AS18399-http_invalid_request_line-no_report_id-0.1.0-probe.yaml 0 1 2
-	$(BIN) decode 50bef44df29c69e2
+DEMO_DIR ?= demo
+
+demo: build ## the main job on the embedded default: generate a corpus, backfill it to Parquet
+	rm -rf $(DEMO_DIR)
+	$(BIN) gen --out $(DEMO_DIR)/corpus --buckets 3 --reports 300 --max-measurements 20000 \
+		--corrupt all=0.01 --huge-blob 80MiB
+	$(BIN) run --in $(DEMO_DIR)/corpus --out $(DEMO_DIR)/out; \
+		status=$$?; echo "exit status $$status (3: completed, with the dead letters listed above)"; \
+		[ $$status -eq 0 ] || [ $$status -eq 3 ]
+	@echo "Parquet in $(DEMO_DIR)/out/measurements, dead letters in $(DEMO_DIR)/out/dead-letters"
 
 clean: ## remove build outputs
-	rm -rf bin bench.txt
+	rm -rf bin bench.txt demo
