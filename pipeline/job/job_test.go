@@ -6,8 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -335,4 +337,111 @@ func runJobResume(t testing.TB, in, out string, scheme ooid.Scheme) (job.Summary
 		t.Fatal(err)
 	}
 	return job.Run(context.Background(), job.Config{In: in, Workers: 2, Scheme: scheme, MaxBlob: maxBlob, Version: "test", Resume: true}, s)
+}
+
+// The real OONI samples (testdata/ooni), packed into a bucket by GNU tar,
+// the lz4 CLI and a Python writer of the canning step's index, give the
+// measurement counts of the realdata MANIFEST: one per YAML report (after
+// its header) and one per JSON line; no dead letter.
+func TestRun_RealSamples(t *testing.T) {
+	for _, tool := range []string{"tar", "lz4", "python3"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is needed: %v", tool, err)
+		}
+	}
+	const bucket = "2019-04-07"
+	raw, in := t.TempDir(), t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(raw, bucket), 0o755))
+	must(os.MkdirAll(filepath.Join(in, bucket), 0o755))
+	want := map[string]int{} // textname -> measurements, per the MANIFEST
+	add := func(basename string, data []byte, n int) {
+		must(os.WriteFile(filepath.Join(raw, bucket, basename), data, 0o644))
+		want[bucket+"/"+basename] = n
+	}
+	yamls := map[string]string{
+		"binary_city.yaml":               "20151105T122936Z-IS-AS51896-http_requests-PqtugF8dGSTWXGIa4ao2Fs1hjVpjZVXXN4dUmaPIdFjR9kqqwbmVj6GiEonyfsUW-0.1.0-probe.yaml",
+		"dns_n_http_bin_body.yaml":       "20150903T223722Z-TR-AS15897-dns_n_http-no_report_id-0.1.0-probe.yaml",
+		"http_invalid_request_line.yaml": "20180726T233723Z-US-AS7922-http_invalid_request_line-no_report_id-0.1.0-probe.yaml",
+	}
+	for sample, basename := range yamls {
+		b, err := os.ReadFile(filepath.Join("../../testdata/ooni/yaml", sample))
+		must(err)
+		add(basename, b, 1)
+	}
+	jsons, _ := filepath.Glob("../../testdata/ooni/json/*.json")
+	var all []byte
+	for i, f := range jsons {
+		b, err := os.ReadFile(f)
+		must(err)
+		line := append(bytes.TrimRight(b, "\n"), '\n')
+		all = append(all, line...)
+		add(fmt.Sprintf("20190407T00000%dZ-US-AS3352-web_connectivity-no_report_id-0.2.0-probe.json", i), line, 1)
+	}
+	add("20190407T000009Z-US-AS3352-web_connectivity-no_report_id-0.2.0-probe.json", all, len(jsons))
+	// One report as-is, the others in a tar slice, as canning did.
+	var names []string
+	asis := ""
+	for name := range want {
+		if strings.HasSuffix(name, "T000009Z-US-AS3352-web_connectivity-no_report_id-0.2.0-probe.json") {
+			asis = name
+			continue
+		}
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	sh := func(script string) {
+		t.Helper()
+		cmd := exec.Command("sh", "-c", script)
+		cmd.Dir = raw
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", script, err, out)
+		}
+	}
+	must(os.WriteFile(filepath.Join(raw, "list"), []byte(strings.Join(names, "\x00")+"\x00"), 0o644))
+	sh("tar --create --format=gnu --null --files-from list | lz4 -5 -q > " + filepath.Join(in, bucket, "mixed.0.tar.lz4"))
+	sh("lz4 -5 -q < " + asis + " > " + filepath.Join(in, asis+".lz4"))
+	sh("python3 " + mustAbs(t, "../../testdata/tools/canned_index.py") + " " + filepath.Join(in, bucket))
+
+	out := t.TempDir()
+	sum, err := runJob(t, context.Background(), in, out, 2)
+	must(err)
+	if sum.DeadLetters != 0 {
+		t.Errorf("dead letters: %v\n%s", sum.Reasons, mustRead(t, filepath.Join(out, "dead-letters", bucket+".jsonl")))
+	}
+	got := map[string]int{}
+	for _, m := range readParquet[parquetfile.Measurement](t, filepath.Join(out, "measurements", bucket+".parquet")) {
+		got[m.Textname]++
+		rep, err := ooid.DefaultScheme.Report(m.Textname)
+		must(err)
+		if m.OOID != rep.ID(uint32(m.Ndx)).Int64() {
+			t.Errorf("%s #%d: wrong OOID", m.Textname, m.Ndx)
+		}
+	}
+	for name, n := range want {
+		if got[name] != n {
+			t.Errorf("%s: %d measurements, MANIFEST says %d", name, got[name], n)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d reports with rows, want %d", len(got), len(want))
+	}
+}
+
+func mustAbs(t testing.TB, p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func mustRead(t testing.TB, p string) string {
+	b, _ := os.ReadFile(p)
+	return string(b)
 }
