@@ -1,0 +1,108 @@
+package reader_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/backfill-dev/backfill/pipeline/corpus"
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/reader"
+)
+
+// sampleBucket generates one clean bucket and returns it with its first
+// tar container and that container's bytes.
+func sampleBucket(t testing.TB) (*reader.Bucket, reader.Container, []byte) {
+	t.Helper()
+	cfg := corpus.DefaultConfig()
+	cfg.Buckets, cfg.Reports, cfg.CanSize, cfg.MaxMeasurements = 1, 30, 24 << 10, 200
+	dir := t.TempDir()
+	if _, err := corpus.Generate(dir, cfg); err != nil {
+		t.Fatal(err)
+	}
+	b, err := reader.OpenBucket(filepath.Join(dir, "2017-06-01"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range b.Containers {
+		if c.Tar && len(c.Entry.Texts) > 2 {
+			data, err := os.ReadFile(c.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b, c, data
+		}
+	}
+	t.Fatal("no tar container with 3 reports")
+	return nil, reader.Container{}, nil
+}
+
+type outcome struct {
+	measurements int
+	dead         []deadletter.Record
+}
+
+// readAs reads data as if it were container c.
+func readAs(t testing.TB, cr *reader.ContainerReader, b *reader.Bucket, c reader.Container, data []byte) outcome {
+	t.Helper()
+	c.Path = filepath.Join(t.TempDir(), "c.lz4")
+	if err := os.WriteFile(c.Path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.Size = int64(len(data))
+	var o outcome
+	_, err := cr.Read(context.Background(), b, c, reader.Handler{
+		Report:  func(r reader.ContainerReport) { o.measurements += int(r.Stats.N) },
+		Problem: func(d deadletter.Record) { o.dead = append(o.dead, d) },
+	})
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	for _, d := range o.dead {
+		if d.Reason == "" || d.Message == "" || d.File != c.Name || d.Bucket != b.Date {
+			t.Fatalf("dead letter without reason, message or location: %+v", d)
+		}
+	}
+	return o
+}
+
+// Every truncation of a container, and random damage, gives dead letters
+// and fewer measurements, never a panic, a hang or an error.
+func TestContainerReader_Damage(t *testing.T) {
+	b, c, data := sampleBucket(t)
+	cr := reader.NewContainerReader()
+	whole := readAs(t, cr, b, c, data)
+	if len(whole.dead) != 0 || whole.measurements == 0 {
+		t.Fatalf("clean container: %d measurements, dead letters %v", whole.measurements, whole.dead)
+	}
+	step := max(len(data)/300, 1)
+	for cut := 0; cut < len(data); cut += step {
+		o := readAs(t, cr, b, c, data[:cut])
+		if len(o.dead) == 0 || o.measurements > whole.measurements {
+			t.Fatalf("cut at %d of %d: %d measurements, %d dead letters", cut, len(data), o.measurements, len(o.dead))
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 300 {
+		bad := append([]byte(nil), data...)
+		for range 1 + rng.IntN(4) {
+			bad[rng.IntN(len(bad))] ^= byte(1 + rng.IntN(255))
+		}
+		if o := readAs(t, cr, b, c, bad); len(o.dead) == 0 {
+			t.Fatal("a damaged container gave no dead letter")
+		}
+	}
+}
+
+func FuzzContainerReader(f *testing.F) {
+	b, c, data := sampleBucket(f)
+	f.Add(data)
+	f.Add(data[:len(data)/2])
+	f.Add([]byte{0x04, 0x22, 0x4d, 0x18, 0x64, 0x70, 0xb9})
+	cr := reader.NewContainerReader()
+	f.Fuzz(func(t *testing.T, in []byte) {
+		readAs(t, cr, b, c, in)
+	})
+}
