@@ -44,7 +44,10 @@ type Config struct {
 	Scheme  ooid.Scheme
 	Resume  bool  // skip buckets the sink has committed with the same input and scheme
 	MaxBlob int64 // blob size over which a measurement is flagged; 0 for the default
-	Version string
+	// VerifySHA1 checks every report's and file's SHA-1 against the index
+	// too (sizes and CRC-32s always are); it costs about half the CPU.
+	VerifySHA1 bool
+	Version    string
 	// Progress, when set, is called by one goroutine after every
 	// container.
 	Progress func(Progress)
@@ -193,8 +196,9 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (Summary, error) {
 		g.Go(func() error {
 			cr := reader.NewContainerReader()
 			cr.Reports.MaxBlob = cfg.MaxBlob
+			cr.VerifySHA1 = cfg.VerifySHA1
 			for t := range tasks {
-				res, err := readContainer(ctx, cr, cfg.Scheme, t.job.bucket, t.job.bucket.Containers[t.i])
+				res, err := readContainer(ctx, cr, cfg, t.job.bucket, t.job.bucket.Containers[t.i])
 				if err != nil {
 					return err
 				}
@@ -299,8 +303,9 @@ func writeBucket(ctx context.Context, s sink.Sink, j *bucketJob, sum *Summary, p
 }
 
 // readContainer reads one container and stamps its reports.
-func readContainer(ctx context.Context, cr *reader.ContainerReader, scheme ooid.Scheme, b *reader.Bucket, c reader.Container) (containerResult, error) {
+func readContainer(ctx context.Context, cr *reader.ContainerReader, cfg Config, b *reader.Bucket, c reader.Container) (containerResult, error) {
 	var res containerResult
+	scheme := cfg.Scheme
 	problem := func(p deadletter.Record) { res.problems = append(res.problems, p) }
 	st, err := cr.Read(ctx, b, c, reader.Handler{
 		Problem: problem,
@@ -320,8 +325,10 @@ func readContainer(ctx context.Context, cr *reader.ContainerReader, scheme ooid.
 				reject(deadletter.Collision, fmt.Sprintf("%d measurements: more than the 2^%d counter values, so the report's IDs would collide with each other", r.Stats.N, scheme.CounterBits))
 				return
 			}
+			// The SHA-1 is the index's, whether or not it was verified,
+			// so the output does not depend on --verify-sha1.
 			res.reports = append(res.reports, sink.Report{Textname: r.Textname, Container: c.Name, Offset: r.Offset,
-				Size: r.Stats.Size, SHA1: r.Stats.SHA1, ID: id, N: r.Stats.N})
+				Size: r.Stats.Size, SHA1: r.IndexSHA1, ID: id, N: r.Stats.N})
 		},
 	})
 	res.stats = st

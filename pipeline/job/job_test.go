@@ -48,13 +48,17 @@ func genCorpus(t testing.TB, buckets, reports int) string {
 }
 
 func runJob(t testing.TB, ctx context.Context, in, out string, workers int, buckets ...string) (job.Summary, error) {
+	return runJobSHA1(t, ctx, in, out, workers, false, buckets...)
+}
+
+func runJobSHA1(t testing.TB, ctx context.Context, in, out string, workers int, verify bool, buckets ...string) (job.Summary, error) {
 	t.Helper()
 	s, err := parquetfile.Open(out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	return job.Run(ctx, job.Config{In: in, Buckets: buckets, Workers: workers, Scheme: ooid.DefaultScheme, MaxBlob: maxBlob, Version: "test"}, s)
+	return job.Run(ctx, job.Config{In: in, Buckets: buckets, Workers: workers, Scheme: ooid.DefaultScheme, MaxBlob: maxBlob, Version: "test", VerifySHA1: verify}, s)
 }
 
 func readParquet[T any](t testing.TB, path string) []T {
@@ -126,7 +130,7 @@ func readTruth(t testing.TB, dir string) []corpus.Truth {
 // with its reason, and the summary's counts.
 func TestRun_GroundTruth(t *testing.T) {
 	in, out := genCorpus(t, 3, 150), t.TempDir()
-	sum, err := runJob(t, context.Background(), in, out, 2)
+	sum, err := runJobSHA1(t, context.Background(), in, out, 2, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,18 +261,19 @@ func sameFiles(t testing.TB, what string, a, b map[string][]byte) {
 	}
 }
 
-// The output is byte-identical whatever the number of workers, and a
-// rerun over the same output folder replaces it with the same bytes.
+// The output is byte-identical whatever the number of workers or SHA-1
+// checking, and a rerun over the same output folder replaces it with the
+// same bytes.
 func TestRun_WorkersDeterministic(t *testing.T) {
 	in := genCorpus(t, 2, 120)
 	one, four := t.TempDir(), t.TempDir()
 	if _, err := runJob(t, context.Background(), in, one, 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := runJob(t, context.Background(), in, four, 4); err != nil {
+	if _, err := runJobSHA1(t, context.Background(), in, four, 4, true); err != nil {
 		t.Fatal(err)
 	}
-	sameFiles(t, "--workers 1 and 4", filesOf(t, one), filesOf(t, four))
+	sameFiles(t, "--workers 1 and 4 --verify-sha1", filesOf(t, one), filesOf(t, four))
 	before := filesOf(t, four)
 	if _, err := runJob(t, context.Background(), in, four, 3); err != nil {
 		t.Fatal(err)

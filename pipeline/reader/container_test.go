@@ -17,7 +17,7 @@ import (
 func sampleBucket(t testing.TB) (*reader.Bucket, reader.Container, []byte) {
 	t.Helper()
 	cfg := corpus.DefaultConfig()
-	cfg.Buckets, cfg.Reports, cfg.CanSize, cfg.MaxMeasurements = 1, 30, 24 << 10, 200
+	cfg.Buckets, cfg.Reports, cfg.CanSize, cfg.MaxMeasurements = 1, 30, 24<<10, 200
 	dir := t.TempDir()
 	if _, err := corpus.Generate(dir, cfg); err != nil {
 		t.Fatal(err)
@@ -105,4 +105,27 @@ func FuzzContainerReader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		readAs(t, cr, b, c, in)
 	})
+}
+
+// A report whose SHA-1 differs from the index's is flagged when SHA-1s
+// are verified, and read as it is either way; a CRC-32 difference is
+// always flagged.
+func TestContainerReader_Checksums(t *testing.T) {
+	b, c, data := sampleBucket(t)
+	c.Entry.Texts = append([]reader.Text(nil), c.Entry.Texts...)
+	c.Entry.Texts[1].SHA1[0] ^= 1
+	cr := reader.NewContainerReader()
+	for _, verify := range []bool{false, true} {
+		cr.VerifySHA1 = verify
+		o := readAs(t, cr, b, c, data)
+		if got := len(o.dead); verify && (got != 1 || o.dead[0].Reason != deadletter.ChecksumMismatch || o.dead[0].Textname != c.Entry.Texts[1].Textname) || !verify && got != 0 {
+			t.Errorf("verify %v: dead letters %+v", verify, o.dead)
+		}
+	}
+	c.Entry.Texts[1].SHA1[0] ^= 1
+	c.Entry.Texts[2].CRC32++
+	cr.VerifySHA1 = false
+	if o := readAs(t, cr, b, c, data); len(o.dead) != 1 || o.dead[0].Reason != deadletter.ChecksumMismatch {
+		t.Errorf("CRC-32 mismatch: dead letters %+v", o.dead)
+	}
 }

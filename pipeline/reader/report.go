@@ -1,6 +1,7 @@
 package reader
 
 import (
+	"bytes"
 	"crypto/sha1"
 	"errors"
 	"fmt"
@@ -56,10 +57,10 @@ type Measurement struct {
 
 // ReportStats is what reading one raw report found.
 type ReportStats struct {
-	N     uint32 // measurements counted: the next ndx
-	Size  int64  // bytes of the raw report read
-	SHA1  [20]byte
-	CRC32 int32 // signed, as the canned index writes it
+	N     uint32   // measurements counted: the next ndx
+	Size  int64    // bytes of the raw report read
+	SHA1  [20]byte // zero unless ReportReader.SHA1 is set
+	CRC32 int32    // signed, as the canned index writes it
 	// Rejected is set when the report as a whole gets no IDs (a bad YAML
 	// header); N is then 0.
 	Rejected bool
@@ -82,6 +83,10 @@ type ReportReader struct {
 	// MaxBlob is the size over which a blob is flagged oversized_blob; 0
 	// means DefaultMaxBlob.
 	MaxBlob int64
+	// SHA1 makes the stats carry the report's SHA-1. It is the costliest
+	// step of reading a report (about half the CPU time); the CRC-32 and
+	// size are always computed.
+	SHA1 bool
 
 	sha   hash.Hash
 	crc   hash.Hash32
@@ -103,7 +108,9 @@ func NewReportReader() *ReportReader {
 
 // Write feeds the report's hashes: the raw bytes pass through here.
 func (rr *ReportReader) Write(p []byte) (int, error) {
-	rr.sha.Write(p)
+	if rr.SHA1 {
+		rr.sha.Write(p)
+	}
 	rr.crc.Write(p)
 	rr.count += int64(len(p))
 	return len(p), nil
@@ -198,7 +205,9 @@ func (rr *ReportReader) finish(rest io.Reader, st ReportStats) (ReportStats, err
 		st.N = 0
 	}
 	st.Size = rr.count
-	rr.sha.Sum(st.SHA1[:0])
+	if rr.SHA1 {
+		rr.sha.Sum(st.SHA1[:0])
+	}
 	st.CRC32 = int32(rr.crc.Sum32())
 	return st, err
 }
@@ -222,6 +231,9 @@ func checkHeader(b *blobCheck, size int64) string {
 // an empty string, mapping or list. A document that does not parse is a
 // badblob, not falsy.
 func falsy(doc []byte) bool {
+	if !short(doc) {
+		return false
+	}
 	var n yaml.Node
 	if err := yaml.Unmarshal(doc, &n); err != nil {
 		return false
@@ -260,6 +272,30 @@ func falsy(doc []byte) bool {
 		}
 	}
 	return false
+}
+
+// short reports whether the content of a YAML document, comment lines
+// and blanks aside, is short enough to be a falsy scalar or an empty
+// collection: the longest falsy spelling is a few bytes.
+func short(doc []byte) bool {
+	body := bytes.TrimPrefix(doc, docStart)
+	body = bytes.TrimSuffix(body, docEnd)
+	n := 0
+	for len(body) > 0 {
+		line := body
+		if i := bytes.IndexByte(body, '\n'); i >= 0 {
+			line, body = body[:i], body[i+1:]
+		} else {
+			body = nil
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) > 0 && line[0] != '#' {
+			if n += len(line); n > 32 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // blobCheck receives the bytes of one blob: it keeps its head (the whole

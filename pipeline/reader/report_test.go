@@ -23,6 +23,7 @@ type readResult struct {
 func readReport(t testing.TB, rr *ReportReader, r io.Reader, kind Kind) readResult {
 	t.Helper()
 	var res readResult
+	rr.SHA1 = true
 	res.st, res.err = rr.Read(r, kind, func(m Measurement) { res.ms = append(res.ms, m) },
 		func(p deadletter.Record) { res.problems = append(res.problems, p) })
 	return res

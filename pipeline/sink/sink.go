@@ -25,10 +25,10 @@ type Meta struct {
 // measurement ndx (0 <= ndx < N) has the OOID ID.ID(ndx).
 type Report struct {
 	Textname  string
-	Container string // the container file, as the index names it
-	Offset    int64  // of the report in the decompressed container
-	Size      int64  // of the raw report
-	SHA1      [20]byte
+	Container string    // the container file, as the index names it
+	Offset    int64     // of the report in the decompressed container
+	Size      int64     // of the raw report
+	SHA1      *[20]byte // of the raw report, from the index; nil when the index does not list it
 	ID        ooid.Report
 	N         uint32
 }

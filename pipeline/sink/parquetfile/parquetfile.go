@@ -62,7 +62,7 @@ type Report struct {
 	Container   string `parquet:"container,dict"`
 	Offset      int64  `parquet:"offset"`
 	Size        int64  `parquet:"size"`
-	SHA1        string `parquet:"sha1"` // hex, of the raw report
+	SHA1        string `parquet:"sha1"` // hex, of the raw report (from the index); "" when unknown
 }
 
 // Ledger is the content of ledger/B.json.
@@ -211,9 +211,13 @@ func (w *bucketWriter) create(name string) (*os.File, error) {
 // Report implements sink.BucketWriter: the report's row, and one row per
 // measurement.
 func (w *bucketWriter) Report(r *sink.Report) error {
+	sha := ""
+	if r.SHA1 != nil {
+		sha = hex.EncodeToString(r.SHA1[:])
+	}
 	_, err := w.rw.Write([]Report{{
 		Textname: r.Textname, TS: int64(r.ID.TS), TSSource: r.ID.Source.String(), CounterBase: int32(r.ID.CounterBase()),
-		N: int64(r.N), BucketDate: w.days, Container: r.Container, Offset: r.Offset, Size: r.Size, SHA1: hex.EncodeToString(r.SHA1[:]),
+		N: int64(r.N), BucketDate: w.days, Container: r.Container, Offset: r.Offset, Size: r.Size, SHA1: sha,
 	}})
 	if err != nil {
 		return err

@@ -1,0 +1,135 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// corpus generates (once, cached) a clean canned corpus of 4 buckets;
+// scale multiplies the reports per bucket. Scale 1 is about 1.3 GB
+// uncompressed.
+func corpus(b *testing.B, scale int) string {
+	b.Helper()
+	dir := filepath.Join(*benchDir, fmt.Sprintf("corpus-x%d", scale))
+	if _, err := os.Stat(filepath.Join(dir, "ground-truth.jsonl")); err == nil {
+		return dir
+	}
+	os.RemoveAll(dir)
+	out, err := exec.Command(binary(b), "gen", "--out", dir, "--seed", "7", "--buckets", "4",
+		"--reports", strconv.Itoa(700*scale), "--max-measurements", "20000").CombinedOutput()
+	if err != nil {
+		b.Fatalf("gen: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// timed runs a command and returns its wall time, peak RSS (of the
+// command, through /usr/bin/time) and standard output.
+func timed(b *testing.B, name string, args ...string) (time.Duration, int64, []byte) {
+	b.Helper()
+	rssFile := filepath.Join(b.TempDir(), "rss")
+	cmd := exec.Command("/usr/bin/time", append([]string{"-f", "%M", "-o", rssFile, name}, args...)...)
+	cmd.Stderr = os.Stderr
+	start := time.Now()
+	out, err := cmd.Output()
+	if err != nil {
+		b.Fatalf("%s %v: %v", name, args, err)
+	}
+	elapsed := time.Since(start)
+	raw, err := os.ReadFile(rssFile)
+	if err != nil {
+		b.Fatal(err)
+	}
+	kib, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+	if err != nil {
+		b.Fatalf("/usr/bin/time output %q: %v", raw, err)
+	}
+	return elapsed, kib * 1024, out
+}
+
+// lz4Baseline decompresses every container with the lz4 CLI to /dev/null,
+// one process per core at a time: the physical floor of a run.
+func lz4Baseline(b *testing.B, dir string) time.Duration {
+	files, _ := filepath.Glob(filepath.Join(dir, "*", "*.lz4"))
+	if len(files) == 0 {
+		b.Fatal("no containers")
+	}
+	list := filepath.Join(b.TempDir(), "files")
+	os.WriteFile(list, []byte(strings.Join(files, "\n")+"\n"), 0o644)
+	start := time.Now()
+	cmd := exec.Command("sh", "-c", `xargs -P 2 -n 1 sh -c 'lz4 -dc "$0" > /dev/null' < `+list)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(start)
+}
+
+type runSummary struct {
+	Measurements int64 `json:"measurements"`
+	BytesOut     int64 `json:"bytes_out"`
+	DeadLetters  int64 `json:"dead_letters"`
+}
+
+// BenchmarkRun runs backfill run over a generated corpus with 1 and 2
+// workers, beside the lz4 CLI decompressing the same containers on both
+// cores; it reports MB/s of uncompressed input, measurements/s, the share
+// of the lz4 baseline's throughput, and peak RSS. scale=4 is a corpus four
+// times larger, for the memory bound.
+func BenchmarkRun(b *testing.B) {
+	if _, err := exec.LookPath("lz4"); err != nil {
+		b.Fatal("the lz4 CLI is needed for the baseline")
+	}
+	for _, scale := range []int{1, 4} {
+		dir := corpus(b, scale)
+		var base time.Duration
+		b.Run(fmt.Sprintf("impl=lz4-cli/procs=2/scale=%d", scale), func(b *testing.B) {
+			for b.Loop() {
+				base = lz4Baseline(b, dir)
+			}
+			b.ReportMetric(base.Seconds(), "s")
+		})
+		for _, v := range []struct {
+			workers int
+			sha1    bool
+		}{{1, false}, {2, false}, {2, true}} {
+			workers := v.workers
+			if scale > 1 && (workers == 1 || v.sha1) {
+				continue
+			}
+			args := []string{"run", "--in", dir, "-q", "--json", "--workers", strconv.Itoa(workers)}
+			if v.sha1 {
+				args = append(args, "--verify-sha1")
+			}
+			b.Run(fmt.Sprintf("impl=backfill/workers=%d/sha1=%v/scale=%d", workers, v.sha1, scale), func(b *testing.B) {
+				var total time.Duration
+				var rss int64
+				var sum runSummary
+				for b.Loop() {
+					out := b.TempDir()
+					d, r, stdout := timed(b, binary(b), append(args, "--out", out)...)
+					total += d
+					rss = max(rss, r)
+					if err := json.Unmarshal(stdout, &sum); err != nil || sum.DeadLetters != 0 {
+						b.Fatalf("summary %s: %v", stdout, err)
+					}
+				}
+				secs := total.Seconds() / float64(b.N)
+				b.ReportMetric(float64(sum.BytesOut)/secs/1e6, "MB/s")
+				b.ReportMetric(float64(sum.Measurements)/secs, "measurements/s")
+				b.ReportMetric(float64(sum.BytesOut)/1e9, "GB_in")
+				b.ReportMetric(float64(rss)/(1<<20), "maxrss_MiB")
+				if base > 0 {
+					b.ReportMetric(100*base.Seconds()/secs, "pct_of_lz4")
+				}
+			})
+		}
+	}
+}
