@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -139,5 +140,37 @@ func TestDocsListCommands(t *testing.T) {
 		if !strings.Contains(c.help, "EXIT STATUS") || !strings.HasPrefix(c.help, "Usage: backfill "+c.name) {
 			t.Errorf("help of %s lacks its usage line or EXIT STATUS", c.name)
 		}
+	}
+}
+
+// gen then run, in process: a damaged corpus completes with exit 3 and a
+// summary on stdout; a clean one exits 0; --resume skips what is done.
+func TestGenRun(t *testing.T) {
+	dir := t.TempDir()
+	call := func(args ...string) (int, string) {
+		var out, errb bytes.Buffer
+		code := exitCode(run(context.Background(), args, stdio{in: strings.NewReader(""), out: &out, err: &errb}), &errb)
+		return code, out.String()
+	}
+	if code, out := call("gen", "--out", dir+"/bad", "--buckets", "2", "--reports", "60", "--can-size", "64KiB",
+		"--max-measurements", "2000", "--corrupt", "all=0.05", "--huge-blob", "2MiB", "--max-blob", "1MiB"); code != 0 || !strings.Contains(out, "ground truth") {
+		t.Fatalf("gen: exit %d\n%s", code, out)
+	}
+	code, out := call("run", "--in", dir+"/bad", "--out", dir+"/out", "-q", "--json", "--max-blob", "1MiB")
+	var sum struct {
+		Buckets      int              `json:"buckets"`
+		Measurements int64            `json:"measurements"`
+		DeadLetters  int64            `json:"dead_letters"`
+		Reasons      map[string]int64 `json:"dead_letters_by_reason"`
+	}
+	if err := json.Unmarshal([]byte(out), &sum); err != nil || code != exitRejects || sum.Buckets != 2 || sum.DeadLetters == 0 || sum.Measurements == 0 {
+		t.Fatalf("run over a damaged corpus: exit %d, %v\n%s", code, err, out)
+	}
+	call("gen", "--out", dir+"/good", "--buckets", "1", "--reports", "30", "--max-measurements", "500")
+	if code, out := call("run", "--in", dir+"/good", "--out", dir+"/out2", "-q"); code != exitOK || !strings.Contains(out, "1 committed, 0 skipped") {
+		t.Fatalf("run over a clean corpus: exit %d\n%s", code, out)
+	}
+	if code, out := call("run", "--in", dir+"/good", "--out", dir+"/out2", "-q", "--resume"); code != exitOK || !strings.Contains(out, "0 committed, 1 skipped") {
+		t.Fatalf("resume: exit %d\n%s", code, out)
 	}
 }
