@@ -14,6 +14,7 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -52,33 +53,43 @@ func binary(b *testing.B) string {
 	return binPath
 }
 
-// run executes name with args, stdin from inPath and stdout to /dev/null,
-// and returns the wall time and peak RSS of the child. The RSS comes from
-// /usr/bin/time: the rusage of a child forked by the test process itself
-// counts the pages it shared with its parent before exec.
+// run executes name with args, stdin from inPath and stdout discarded,
+// and returns the wall time and peak RSS of the child.
 func run(b *testing.B, inPath, name string, args ...string) (time.Duration, int64) {
 	b.Helper()
-	in, err := os.Open(inPath)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer in.Close()
+	return timed(b, inPath, nil, name, args...)
+}
+
+// timed executes name with args, stdin from inPath ("" for none) and
+// stdout to stdout (nil for /dev/null), and returns the wall time and the
+// peak RSS of the child. The RSS comes from /usr/bin/time: the rusage of a child forked
+// by the test process itself counts the pages it shared with its parent
+// before exec.
+func timed(b *testing.B, inPath string, stdout io.Writer, name string, args ...string) (time.Duration, int64) {
+	b.Helper()
 	rssFile := filepath.Join(b.TempDir(), "rss")
 	cmd := exec.Command("/usr/bin/time", append([]string{"-f", "%M", "-o", rssFile, name}, args...)...)
-	cmd.Stdin = in
-	cmd.Stderr = os.Stderr
+	if inPath != "" {
+		in, err := os.Open(inPath)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer in.Close()
+		cmd.Stdin = in
+	}
+	cmd.Stdout, cmd.Stderr = stdout, os.Stderr
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
 		b.Fatalf("%s %v: %v", name, args, err)
 	}
 	elapsed := time.Since(start)
-	out, err := os.ReadFile(rssFile)
+	raw, err := os.ReadFile(rssFile)
 	if err != nil {
 		b.Fatal(err)
 	}
-	kib, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	kib, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
 	if err != nil {
-		b.Fatalf("/usr/bin/time output %q: %v", out, err)
+		b.Fatalf("/usr/bin/time output %q: %v", raw, err)
 	}
 	return elapsed, kib * 1024
 }

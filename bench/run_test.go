@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -28,30 +29,6 @@ func corpus(b *testing.B, scale int) string {
 		b.Fatalf("gen: %v\n%s", err, out)
 	}
 	return dir
-}
-
-// timed runs a command and returns its wall time, peak RSS (of the
-// command, through /usr/bin/time) and standard output.
-func timed(b *testing.B, name string, args ...string) (time.Duration, int64, []byte) {
-	b.Helper()
-	rssFile := filepath.Join(b.TempDir(), "rss")
-	cmd := exec.Command("/usr/bin/time", append([]string{"-f", "%M", "-o", rssFile, name}, args...)...)
-	cmd.Stderr = os.Stderr
-	start := time.Now()
-	out, err := cmd.Output()
-	if err != nil {
-		b.Fatalf("%s %v: %v", name, args, err)
-	}
-	elapsed := time.Since(start)
-	raw, err := os.ReadFile(rssFile)
-	if err != nil {
-		b.Fatal(err)
-	}
-	kib, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
-	if err != nil {
-		b.Fatalf("/usr/bin/time output %q: %v", raw, err)
-	}
-	return elapsed, kib * 1024, out
 }
 
 // lz4Baseline decompresses every container with the lz4 CLI to /dev/null,
@@ -114,11 +91,12 @@ func BenchmarkRun(b *testing.B) {
 				var sum runSummary
 				for b.Loop() {
 					out := b.TempDir()
-					d, r, stdout := timed(b, binary(b), append(args, "--out", out)...)
+					var stdout bytes.Buffer
+					d, r := timed(b, "", &stdout, binary(b), append(args, "--out", out)...)
 					total += d
 					rss = max(rss, r)
-					if err := json.Unmarshal(stdout, &sum); err != nil || sum.DeadLetters != 0 {
-						b.Fatalf("summary %s: %v", stdout, err)
+					if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil || sum.DeadLetters != 0 {
+						b.Fatalf("summary %s: %v", stdout.Bytes(), err)
 					}
 				}
 				secs := total.Seconds() / float64(b.N)

@@ -115,6 +115,25 @@ type Truth struct {
 	Reasons  []string `json:"reasons"` // dead-letter reasons expected, sorted
 }
 
+// ReadTruth reads the ground truth of the corpus in dir.
+func ReadTruth(dir string) ([]Truth, error) {
+	f, err := os.Open(filepath.Join(dir, TruthName))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []Truth
+	dec := json.NewDecoder(bufio.NewReader(f))
+	for dec.More() {
+		var t Truth
+		if err := dec.Decode(&t); err != nil {
+			return nil, fmt.Errorf("%s: %w", TruthName, err)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
 // Stats counts what Generate wrote.
 type Stats struct {
 	Buckets, Containers, Reports, Measurements int

@@ -1,10 +1,8 @@
 package corpus_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,21 +33,11 @@ func smallConfig() corpus.Config {
 
 func readTruth(t testing.TB, dir string) []corpus.Truth {
 	t.Helper()
-	f, err := os.Open(filepath.Join(dir, corpus.TruthName))
+	truth, err := corpus.ReadTruth(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	var out []corpus.Truth
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var tr corpus.Truth
-		if err := json.Unmarshal(sc.Bytes(), &tr); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, tr)
-	}
-	return out
+	return truth
 }
 
 type key struct{ file, textname string }

@@ -275,14 +275,12 @@ func writeBucket(ctx context.Context, s sink.Sink, j *bucketJob, sum *Summary, p
 			}
 			counts.Reports++
 			counts.Measurements += int64(r.N)
+			prog.Reports++
+			prog.Measurements += int64(r.N)
 		}
 		counts.BytesIn += res.stats.BytesIn
 		counts.BytesOut += res.stats.BytesOut
 		prog.BytesIn += j.bucket.Containers[i].Size
-		prog.Reports += int64(len(res.reports))
-		for _, r := range res.reports {
-			prog.Measurements += int64(r.N)
-		}
 		report(cfg, *prog)
 	}
 	if err := bw.Commit(ctx, counts); err != nil {

@@ -110,19 +110,11 @@ func readDeadLetters(t testing.TB, path string) []deadletter.Record {
 
 func readTruth(t testing.TB, dir string) []corpus.Truth {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, corpus.TruthName))
+	truth, err := corpus.ReadTruth(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []corpus.Truth
-	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
-		var tr corpus.Truth
-		if err := json.Unmarshal(line, &tr); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, tr)
-	}
-	return out
+	return truth
 }
 
 // A run over a generated corpus matches its ground truth exactly: every

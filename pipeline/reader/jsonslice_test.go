@@ -2,7 +2,6 @@ package reader
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -28,51 +27,20 @@ func refSliceJSON(data []byte) (blobs []Blob, cut *SliceError) {
 	return blobs, nil
 }
 
+func newJSON(r io.Reader, content io.Writer) slicer {
+	s := NewJSONSlicer(r)
+	s.Content = content
+	return s
+}
+
 func sliceAll(t testing.TB, data []byte) ([]Blob, *SliceError, []byte) {
-	s := NewJSONSlicer(bytes.NewReader(data))
-	var content bytes.Buffer
-	s.Content = &content
-	var blobs []Blob
-	for {
-		b, err := s.Next()
-		if errors.Is(err, io.EOF) {
-			return blobs, nil, content.Bytes()
-		}
-		var se *SliceError
-		if errors.As(err, &se) {
-			if _, err := s.Next(); !errors.Is(err, io.EOF) {
-				t.Fatalf("Next after a SliceError = %v, want io.EOF", err)
-			}
-			return blobs, se, content.Bytes()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		blobs = append(blobs, b)
-	}
+	return sliceWith(t, newJSON, bytes.NewReader(data))
 }
 
 func checkAgainstRef(t testing.TB, data []byte) {
-	blobs, cut, content := sliceAll(t, data)
+	t.Helper()
 	want, wantCut := refSliceJSON(data)
-	if len(blobs) != len(want) {
-		t.Fatalf("%d blobs, reference %d", len(blobs), len(want))
-	}
-	var wantContent []byte
-	for i := range want {
-		if blobs[i] != want[i] {
-			t.Fatalf("blob %d = %+v, reference %+v", i, blobs[i], want[i])
-		}
-		wantContent = append(wantContent, data[want[i].Offset:want[i].Offset+want[i].Size]...)
-	}
-	if (cut == nil) != (wantCut == nil) || cut != nil && (cut.Reason != wantCut.Reason || cut.Offset != wantCut.Offset) {
-		t.Fatalf("cutoff %v, reference %v", cut, wantCut)
-	}
-	// Content carries the blobs; a truncated last blob may add its partial
-	// bytes after them.
-	if !bytes.HasPrefix(content, wantContent) || cut == nil && len(content) != len(wantContent) {
-		t.Fatalf("content differs from the blobs (%d vs %d bytes)", len(content), len(wantContent))
-	}
+	checkSlices(t, newJSON, data, want, wantCut)
 }
 
 // realReport joins the real compact JSON measurements into a report.

@@ -2,7 +2,6 @@ package reader
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -43,60 +42,20 @@ func refYAMLSlice(data []byte) (blobs []Blob, cut *SliceError) {
 	}
 }
 
-// smallReader hands out at most n bytes per Read, to cross every buffer
-// boundary.
-type smallReader struct {
-	r io.Reader
-	n int
+func newYAML(r io.Reader, content io.Writer) slicer {
+	s := NewYAMLSlicer(r)
+	s.Content = content
+	return s
 }
 
-func (s smallReader) Read(p []byte) (int, error) { return s.r.Read(p[:min(len(p), s.n)]) }
-
-func yamlSliceAll(t testing.TB, r io.Reader) (blobs []Blob, cut *SliceError, content []byte) {
-	t.Helper()
-	var buf bytes.Buffer
-	s := NewYAMLSlicer(r)
-	s.Content = &buf
-	for {
-		b, err := s.Next()
-		if errors.Is(err, io.EOF) {
-			return blobs, cut, buf.Bytes()
-		}
-		if errors.As(err, &cut) {
-			if _, err := s.Next(); !errors.Is(err, io.EOF) {
-				t.Fatalf("after a cut Next gives %v, not EOF", err)
-			}
-			return blobs, cut, buf.Bytes()
-		}
-		if err != nil {
-			t.Fatalf("Next: %v", err)
-		}
-		blobs = append(blobs, b)
-	}
+func yamlSliceAll(t testing.TB, r io.Reader) ([]Blob, *SliceError, []byte) {
+	return sliceWith(t, newYAML, r)
 }
 
 func checkYAMLAgainstRef(t testing.TB, data []byte) {
 	t.Helper()
 	want, wantCut := refYAMLSlice(data)
-	for _, r := range []io.Reader{bytes.NewReader(data), smallReader{bytes.NewReader(data), 3}} {
-		blobs, cut, content := yamlSliceAll(t, r)
-		if len(blobs) != len(want) {
-			t.Fatalf("%d blobs, reference %d", len(blobs), len(want))
-		}
-		var wantContent []byte
-		for i := range want {
-			if blobs[i] != want[i] {
-				t.Fatalf("blob %d = %+v, reference %+v", i, blobs[i], want[i])
-			}
-			wantContent = append(wantContent, data[want[i].Offset:want[i].Offset+want[i].Size]...)
-		}
-		if (cut == nil) != (wantCut == nil) || cut != nil && (cut.Reason != wantCut.Reason || cut.Offset != wantCut.Offset) {
-			t.Fatalf("cutoff %v, reference %v", cut, wantCut)
-		}
-		if !bytes.HasPrefix(content, wantContent) || cut == nil && len(content) != len(wantContent) {
-			t.Fatalf("content differs from the blobs (%d vs %d bytes)", len(content), len(wantContent))
-		}
-	}
+	checkSlices(t, newYAML, data, want, wantCut)
 }
 
 func realYAML(t testing.TB) map[string][]byte {

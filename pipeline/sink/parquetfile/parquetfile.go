@@ -28,7 +28,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -325,5 +324,3 @@ func syncDir(dir string) error {
 	}
 	return nil
 }
-
-var _ io.Closer = (*Sink)(nil)
