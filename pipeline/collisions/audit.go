@@ -1,0 +1,259 @@
+package collisions
+
+import (
+	"crypto/sha1"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/backfill-dev/backfill/pipeline/ooid"
+)
+
+// Pair is two colliding reports, by the references they were added with.
+// A report whose range wraps onto itself is a pair with itself.
+type Pair struct{ A, B uint32 }
+
+// Result is the outcome of one scheme over a set of reports.
+type Result struct {
+	Scheme ooid.Scheme
+	// Pairs is the number of colliding report pairs.
+	Pairs int64
+	// Measurements is the number of measurements of the reports in at
+	// least one pair.
+	Measurements int64
+	// First holds up to the auditor's Keep pairs: with the Index, in the
+	// order they were found; with the sweep, in timestamp order.
+	First []Pair
+	// Groups are the timestamps shared by two reports or more, for
+	// [Predict].
+	Groups []Group
+}
+
+// Group is the reports sharing one timestamp: K reports holding M
+// measurements in all.
+type Group struct{ K, M int64 }
+
+// Auditor counts the collisions of a set of reports under one or many
+// schemes. With a single scheme it adds every report to an [Index], the
+// structure `backfill run` uses; with several it keeps each report's
+// timestamp, size and SHA-1 and sweeps them once per scheme when
+// [Auditor.Finish] is called.
+type Auditor struct {
+	schemes []ooid.Scheme
+	keep    int
+
+	idx      *Index
+	ns       []uint32 // per ref, for Measurements
+	involved []bool
+	res      Result
+
+	reps []sweepRep
+
+	Reports, Measurements int64
+}
+
+type sweepRep struct {
+	ts, n uint32
+	sum   [sha1.Size]byte
+	ref   uint32
+}
+
+// NewAuditor returns an auditor for every combination of the counter
+// widths and SHA-1 offsets, keeping up to keep pairs of each.
+func NewAuditor(bits, offsets []int, keep int) (*Auditor, error) {
+	a := &Auditor{keep: keep}
+	for _, b := range bits {
+		for _, o := range offsets {
+			s := ooid.Scheme{CounterBits: b, SHA1Offset: o}
+			if err := s.Validate(); err != nil {
+				return nil, err
+			}
+			a.schemes = append(a.schemes, s)
+		}
+	}
+	if len(a.schemes) == 0 {
+		return nil, fmt.Errorf("collisions: no scheme to audit")
+	}
+	if len(a.schemes) == 1 {
+		a.idx = NewIndex(a.schemes[0].CounterBits)
+		a.res.Scheme = a.schemes[0]
+	}
+	return a, nil
+}
+
+// Add adds a report of n measurements. It fails, adding nothing, for a
+// textname that gets no IDs.
+func (a *Auditor) Add(textname []byte, n uint32) error {
+	t, err := ooid.ParseTextnameBytes(textname)
+	if err != nil {
+		return err
+	}
+	ref := uint32(a.Reports)
+	a.Reports++
+	a.Measurements += int64(n)
+	sum := sha1.Sum(textname)
+	if a.idx == nil {
+		a.reps = append(a.reps, sweepRep{ts: t.TS, n: n, sum: sum, ref: ref})
+		return nil
+	}
+	s := a.res.Scheme
+	rg := Range{TS: t.TS, Base: ooid.Window(&sum, s.SHA1Offset) & s.Mask(), N: n}
+	a.ns = append(a.ns, n)
+	a.involved = append(a.involved, false)
+	for _, h := range a.idx.Add(rg, ref) {
+		a.res.Pairs++
+		if len(a.res.First) < a.keep {
+			a.res.First = append(a.res.First, Pair{h, ref})
+		}
+		for _, r := range [2]uint32{h, ref} {
+			if !a.involved[r] {
+				a.involved[r] = true
+				a.res.Measurements += int64(a.ns[r])
+			}
+		}
+	}
+	return nil
+}
+
+// Finish returns one result per scheme, widths in the order given, then
+// offsets.
+func (a *Auditor) Finish() []Result {
+	if a.idx != nil {
+		a.res.Groups = a.idx.Groups()
+		return []Result{a.res}
+	}
+	return sweep(a.reps, a.schemes, a.keep)
+}
+
+// Groups returns the timestamps shared by two reports or more.
+func (x *Index) Groups() []Group {
+	var out []Group
+	var ents []entry
+	for i := range x.shards {
+		s := &x.shards[i]
+		s.mu.Lock()
+		ents = append(ents[:0], s.ents...)
+		s.mu.Unlock()
+		slices.SortFunc(ents, func(a, b entry) int { return int(int64(a.TS) - int64(b.TS)) })
+		out = appendGroups(out, len(ents), func(i int) (uint32, uint32) { return ents[i].TS, ents[i].N })
+	}
+	return out
+}
+
+func appendGroups(out []Group, n int, at func(int) (ts, n uint32)) []Group {
+	for i := 0; i < n; {
+		ts, _ := at(i)
+		g := Group{}
+		for ; i < n; i++ {
+			t, m := at(i)
+			if t != ts {
+				break
+			}
+			g.K++
+			g.M += int64(m)
+		}
+		if g.K > 1 {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// sweep evaluates every scheme on the reports, grouped by timestamp. Only
+// groups of two reports or more can collide, and a report too long for the
+// counter space collides with itself.
+func sweep(reps []sweepRep, schemes []ooid.Scheme, keep int) []Result {
+	slices.SortFunc(reps, func(a, b sweepRep) int {
+		if a.ts != b.ts {
+			return int(int64(a.ts) - int64(b.ts))
+		}
+		if c := slices.Compare(a.sum[:], b.sum[:]); c != 0 {
+			return c
+		}
+		return int(int64(a.ref) - int64(b.ref))
+	})
+	res := make([]Result, len(schemes))
+	for i, s := range schemes {
+		res[i].Scheme = s
+	}
+	groups := appendGroups(nil, len(reps), func(i int) (uint32, uint32) { return reps[i].ts, reps[i].n })
+	for i := range res {
+		res[i].Groups = groups
+	}
+	minBits := schemes[0].CounterBits
+	for _, s := range schemes {
+		minBits = min(minBits, s.CounterBits)
+	}
+	var rgs []Range
+	var inv []bool
+	for lo := 0; lo < len(reps); {
+		hi := lo + 1
+		for hi < len(reps) && reps[hi].ts == reps[lo].ts {
+			hi++
+		}
+		g := reps[lo:hi]
+		lo = hi
+		if len(g) == 1 && uint64(g[0].n) <= uint64(1)<<uint(minBits) {
+			continue
+		}
+		for si, s := range schemes {
+			r := &res[si]
+			rgs, inv = rgs[:0], inv[:0]
+			for _, p := range g {
+				rgs = append(rgs, Range{TS: p.ts, Base: ooid.Window(&p.sum, s.SHA1Offset) & s.Mask(), N: p.n})
+				inv = append(inv, false)
+			}
+			for x := range g {
+				if rgs[x].SelfOverlaps(s.CounterBits) {
+					r.add(Pair{g[x].ref, g[x].ref}, keep)
+					inv[x] = true
+				}
+				for y := x + 1; y < len(g); y++ {
+					if rgs[x].Overlaps(rgs[y], s.CounterBits) {
+						r.add(Pair{g[x].ref, g[y].ref}, keep)
+						inv[x], inv[y] = true, true
+					}
+				}
+			}
+			for x, in := range inv {
+				if in {
+					r.Measurements += int64(g[x].n)
+				}
+			}
+		}
+	}
+	return res
+}
+
+func (r *Result) add(p Pair, keep int) {
+	r.Pairs++
+	if len(r.First) < keep {
+		r.First = append(r.First, p)
+	}
+}
+
+// Predict returns log2 of the probability that no two reports collide
+// when every report of a group gets a uniformly random counter base in a
+// space of 2^bits values: the model of docs/ooid-hash-prob.ipynb,
+//
+//	P_group = C(2^bits − M + K, K) · K! / (2^bits)^K,   P = Π P_group,
+//
+// the number of placements of K non-overlapping intervals of total length
+// M on a line of 2^bits points over the number of all placements (it
+// ignores wrap-around, as the notebook does). The product is taken as a
+// sum of logarithms, so it neither underflows nor loses precision. A group
+// with more measurements than counter values gives -Inf.
+func Predict(groups []Group, bits int) float64 {
+	n := math.Ldexp(1, bits)
+	var ln float64
+	for _, g := range groups {
+		if float64(g.M) > n {
+			return math.Inf(-1)
+		}
+		// C(N−M+K, K)·K! = Π_{i=1..K} (N−M+i)
+		for i := int64(1); i <= g.K; i++ {
+			ln += math.Log1p((float64(i) - float64(g.M)) / n)
+		}
+	}
+	return ln / math.Ln2
+}

@@ -1,0 +1,98 @@
+package collisions
+
+import "fmt"
+
+// Resolver applies the collision policy of DESIGN.md §3 to reports as they
+// are added: of two reports whose IDs overlap, the one whose textname sorts
+// first keeps its IDs and the other is rejected whole.
+//
+// The rule is applied to every colliding pair, whether or not the
+// earlier-sorting report was itself rejected: a report is rejected exactly
+// when some report colliding with it sorts before it, and its winner is the
+// first-sorting of those. That makes the verdicts a function of the set of
+// reports, never of the order they were added in, and a verdict only
+// changes one way while reports are added (accepted → rejected, or to a
+// winner that sorts earlier). Equal textnames (the same report listed
+// twice) go to the one added first.
+//
+// A Resolver is not safe for concurrent use.
+type Resolver struct {
+	idx    *Index
+	names  []string
+	ranges []Range
+	tags   []uint32
+	winner []int32 // ref of the first-sorting colliding report that sorts before, or -1
+	hits   []uint32
+}
+
+// NewResolver returns an empty resolver for counters of bits bits.
+func NewResolver(bits int) *Resolver { return &Resolver{idx: NewIndex(bits)} }
+
+// Add adds a report, tagged with a number of the caller's (its bucket,
+// say), and returns its reference and the references of the reports whose
+// verdict changed, the new one included when it loses. A range that wraps
+// onto itself must be rejected by the caller before it gets here; Add
+// ignores the self-overlap.
+func (r *Resolver) Add(name string, rg Range, tag uint32) (ref uint32, changed []uint32) {
+	ref = uint32(len(r.names))
+	r.names = append(r.names, name)
+	r.ranges = append(r.ranges, rg)
+	r.tags = append(r.tags, tag)
+	r.winner = append(r.winner, -1)
+	r.hits = r.idx.add(rg, ref, r.hits[:0])
+	for _, h := range r.hits {
+		if h == ref {
+			continue
+		}
+		if r.before(h, ref) {
+			if w := r.winner[ref]; w < 0 || r.before(h, uint32(w)) {
+				r.winner[ref] = int32(h)
+			}
+			continue
+		}
+		if w := r.winner[h]; w < 0 || r.before(ref, uint32(w)) {
+			r.winner[h] = int32(ref)
+			changed = append(changed, h)
+		}
+	}
+	if r.winner[ref] >= 0 {
+		changed = append(changed, ref)
+	}
+	return ref, changed
+}
+
+// before reports whether a keeps its IDs over b.
+func (r *Resolver) before(a, b uint32) bool {
+	if r.names[a] != r.names[b] {
+		return r.names[a] < r.names[b]
+	}
+	return a < b
+}
+
+// Len returns the number of reports added.
+func (r *Resolver) Len() int { return len(r.names) }
+
+// Name returns the textname of a report.
+func (r *Resolver) Name(ref uint32) string { return r.names[ref] }
+
+// Range returns the range of a report.
+func (r *Resolver) Range(ref uint32) Range { return r.ranges[ref] }
+
+// Tag returns the tag a report was added with.
+func (r *Resolver) Tag(ref uint32) uint32 { return r.tags[ref] }
+
+// Winner returns the report that keeps the IDs a report shares with it
+// (the first-sorting one when there are several), and false when the
+// report keeps its own.
+func (r *Resolver) Winner(ref uint32) (uint32, bool) {
+	w := r.winner[ref]
+	return uint32(w), w >= 0
+}
+
+// Message says why loser lost to winner, as the dead-letter archive
+// records it. It depends only on the two reports, so every path to the
+// same verdict writes the same record.
+func Message(winner string, wr, lr Range, bits int) string {
+	return fmt.Sprintf("its IDs overlap those of %s (%s; this report %s; mod 2^%d): the textname that sorts first keeps its IDs",
+		winner, wr, lr, bits)
+}

@@ -1,0 +1,134 @@
+package collisions
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// referenceVerdicts is the policy written out over the whole set: a report
+// loses to the first-sorting of the reports it collides with that sort
+// before it.
+func referenceVerdicts(names []string, rgs []Range, bits int) map[string]string {
+	pairs, _ := bruteForce(rgs, bits)
+	out := map[string]string{}
+	for p := range pairs {
+		if p.A == p.B {
+			continue
+		}
+		a, b := names[p.A], names[p.B]
+		if b < a {
+			a, b = b, a
+		}
+		if w, ok := out[b]; !ok || a < w {
+			out[b] = a
+		}
+	}
+	return out
+}
+
+func resolve(names []string, rgs []Range, bits int, order []int) map[string]string {
+	r := NewResolver(bits)
+	for _, i := range order {
+		r.Add(names[i], rgs[i], uint32(i))
+	}
+	out := map[string]string{}
+	for ref := range r.Len() {
+		if w, ok := r.Winner(uint32(ref)); ok {
+			out[r.Name(uint32(ref))] = r.Name(w)
+		}
+	}
+	return out
+}
+
+func sameVerdicts(t *testing.T, what string, got, want map[string]string) {
+	t.Helper()
+	for l, w := range want {
+		if got[l] != w {
+			t.Errorf("%s: %s lost to %q, want %q", what, l, got[l], w)
+		}
+	}
+	for l, w := range got {
+		if _, ok := want[l]; !ok {
+			t.Errorf("%s: %s lost to %s but keeps its IDs by the policy", what, l, w)
+		}
+	}
+}
+
+// The verdicts equal the policy over the whole set, for every order of
+// adding the reports: chains (a beats b, b beats c) included.
+func TestResolverOrderIndependent(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	const bits = 20
+	var names []string
+	var rgs []Range
+	for i := range 400 {
+		names = append(names, fmt.Sprintf("2018-06-%02d/r%04d", 1+rng.IntN(28), rng.IntN(10000)*1000+i))
+		rgs = append(rgs, Range{TS: uint32(rng.IntN(4)), Base: rng.Uint32(), N: 1 + rng.Uint32N(20000)})
+	}
+	want := referenceVerdicts(names, rgs, bits)
+	if len(want) < 10 {
+		t.Fatalf("only %d losers: the test proves little", len(want))
+	}
+	chains := 0
+	for _, w := range want {
+		if _, lost := want[w]; lost {
+			chains++
+		}
+	}
+	if chains == 0 {
+		t.Fatal("no winner that itself lost: chains are not exercised")
+	}
+	for k := range 20 {
+		order := rng.Perm(len(names))
+		if k == 0 {
+			for i := range order {
+				order[i] = i
+			}
+		}
+		sameVerdicts(t, fmt.Sprint("order ", k), resolve(names, rgs, bits, order), want)
+	}
+}
+
+// Add reports every change of verdict as it happens, so a caller that
+// applies the changes ends with the final verdicts.
+func TestResolverChanges(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	const bits = 20
+	var names []string
+	var rgs []Range
+	for i := range 300 {
+		names = append(names, fmt.Sprintf("n%05d", rng.IntN(100000)*10+i%10))
+		rgs = append(rgs, Range{TS: uint32(rng.IntN(3)), Base: rng.Uint32(), N: 1 + rng.Uint32N(30000)})
+	}
+	r := NewResolver(bits)
+	applied := map[string]string{}
+	for _, i := range rng.Perm(len(names)) {
+		_, changed := r.Add(names[i], rgs[i], 0)
+		for _, c := range changed {
+			w, ok := r.Winner(c)
+			if !ok {
+				t.Fatalf("%s reported as changed but keeps its IDs", r.Name(c))
+			}
+			if old, had := applied[r.Name(c)]; had && old <= r.Name(w) {
+				t.Fatalf("%s: winner went from %s to %s, not to an earlier-sorting one", r.Name(c), old, r.Name(w))
+			}
+			applied[r.Name(c)] = r.Name(w)
+		}
+	}
+	sameVerdicts(t, "applied changes", applied, referenceVerdicts(names, rgs, bits))
+}
+
+// The same textname added twice (a report listed twice): the first added
+// keeps its IDs.
+func TestResolverSameName(t *testing.T) {
+	r := NewResolver(28)
+	a, _ := r.Add("2018-06-20/x", Range{TS: 1, Base: 10, N: 5}, 0)
+	b, changed := r.Add("2018-06-20/x", Range{TS: 1, Base: 10, N: 5}, 0)
+	if w, ok := r.Winner(b); !ok || w != a || len(changed) != 1 || changed[0] != b {
+		t.Errorf("second copy: winner %v %v, changed %v", w, ok, changed)
+	}
+	if _, ok := r.Winner(a); ok {
+		t.Error("the first copy lost")
+	}
+}
