@@ -3,80 +3,20 @@ package collisions
 import (
 	"math"
 	"testing"
+
+	"github.com/backfill-dev/backfill/pipeline/corpus"
 )
 
-// notebookGroups is a set of shared-timestamp groups honouring everything
-// docs/ooid-hash-prob.ipynb publishes of its input (its per-group file is
-// not published): 316,084 groups, 753,235 reports, 40,440,216 measurements,
-// at most 20 reports per group, and its first five rows. Group sizes fall
-// off geometrically; one group in 21 holds about 500 measurements per
-// report, the others about 31, with the same mean per report as the
-// corpus. Then measurements move, one at a time, from 2-report groups to
-// 20-report groups (totals unchanged) until Σ(K·M − K(K+1)/2) is 135.25 M,
-// the pair load that the notebook's 28-bit row implies. Nothing else is
-// fitted: the formula must then give the other twelve rows.
+// notebookGroups are the groups of corpus.NotebookGroups: they honour
+// everything the notebook publishes of its input, and one number (the pair
+// load, Σ K·M − K(K+1)/2) is set from its table; the formula must then give
+// all thirteen rows.
 func notebookGroups() []Group {
-	counts := map[int64]int64{2: 285555 - 3, 3: 7533, 4: 5682 - 2, 5: 4290, 6: 3239, 7: 2445, 8: 1846, 9: 1394, 10: 1052,
-		11: 795, 12: 600, 13: 453, 14: 342, 15: 258, 16: 195, 17: 147, 18: 111, 19: 84, 20: 63}
-	const msm, pairLoad = 40440216, 135.25e6
-	groups := []Group{{2, 1021}, {2, 1023}, {2, 999}, {4, 1002}, {4, 1002}}
-	var ks []int64
-	for k := int64(2); k <= 20; k++ {
-		for range counts[k] {
-			ks = append(ks, k)
-		}
+	var out []Group
+	for _, g := range corpus.NotebookGroups() {
+		out = append(out, Group{g.Reports, g.Measurements})
 	}
-	rest, smallK := int64(msm), int64(0)
-	for _, g := range groups {
-		rest -= g.M
-	}
-	for i, k := range ks {
-		if i%21 == 0 {
-			rest -= int64(math.Round(float64(k) * 500))
-		} else {
-			smallK += k
-		}
-	}
-	u1 := float64(rest) / float64(smallK)
-	acc, tot := 0.0, int64(0)
-	for i, k := range ks {
-		if i%21 == 0 {
-			groups = append(groups, Group{k, int64(math.Round(float64(k) * 500))})
-			continue
-		}
-		acc += float64(k) * u1
-		m := int64(acc) - tot
-		tot += m
-		groups = append(groups, Group{k, m})
-	}
-	var sumM, sumKM, half int64
-	for _, g := range groups {
-		sumM += g.M
-	}
-	groups[len(groups)-1].M += msm - sumM
-	for _, g := range groups {
-		sumKM += g.K * g.M
-		half += g.K * (g.K + 1) / 2
-	}
-	delta := (int64(pairLoad) + half - sumKM) / 18
-	var i2, i20 []int
-	for i, g := range groups {
-		switch g.K {
-		case 2:
-			i2 = append(i2, i)
-		case 20:
-			i20 = append(i20, i)
-		}
-	}
-	step := int64(1)
-	if delta < 0 {
-		step, delta = -1, -delta
-	}
-	for j := range delta {
-		groups[i2[j%int64(len(i2))]].M -= step
-		groups[i20[j%int64(len(i20))]].M += step
-	}
-	return groups
+	return out
 }
 
 // The notebook's table, cell 6: bits, −log2 P, P.

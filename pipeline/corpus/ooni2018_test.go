@@ -1,0 +1,147 @@
+package corpus
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha1"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/backfill-dev/backfill/pipeline/ooid"
+)
+
+// The full-scale manifest, read back and counted independently of the
+// generator's own statistics, has the published figures.
+func TestOONI2018Manifest(t *testing.T) {
+	if raceEnabled {
+		t.Skip("single-goroutine and CPU-bound: 20 s plain, many minutes under the race detector; the plain test run covers it")
+	}
+	path := filepath.Join(t.TempDir(), "ooni2018.tsv")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := GenerateOONI2018Manifest(f, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	f, err = os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	type tsStat struct{ k, m int64 }
+	perTS := map[uint32]tsStat{}
+	seen := make(map[uint64]struct{}, OONI2018Reports)
+	basenames := make(map[uint64]uint8, OONI2018Reports) // how many buckets hold each, for the re-uploads
+	var reports, kinds [3]int64
+	var msm int64
+	var ns []uint32
+	sc := bufio.NewScanner(f)
+	line := 0
+	for sc.Scan() {
+		line++
+		name, num, ok := bytes.Cut(sc.Bytes(), []byte{'\t'})
+		n, err := strconv.ParseUint(string(num), 10, 32)
+		if !ok || err != nil || n == 0 {
+			t.Fatalf("line %d: %q", line, sc.Bytes())
+		}
+		tn, err := ooid.ParseTextnameBytes(name)
+		if err != nil {
+			t.Fatalf("line %d: %v", line, err)
+		}
+		if tn.Source != ooid.SourceFilename && tn.Source != ooid.SourceReportID {
+			t.Fatalf("line %d: %s takes the fallback", line, name)
+		}
+		sum := sha1.Sum(name)
+		key := binary.BigEndian.Uint64(sum[:])
+		if _, dup := seen[key]; dup {
+			t.Fatalf("line %d: %s listed twice", line, name)
+		}
+		seen[key] = struct{}{}
+		s := perTS[tn.TS]
+		perTS[tn.TS] = tsStat{s.k + 1, s.m + int64(n)}
+		reports[0]++
+		msm += int64(n)
+		ns = append(ns, uint32(n))
+		base := string(name[11:])
+		rid := strings.Split(base, "-")[4]
+		switch {
+		case rid == "no_report_id":
+			kinds[0]++
+		case len(rid) == 64:
+			kinds[1]++
+		default:
+			kinds[2]++
+		}
+		if stamp, _, _ := strings.Cut(rid, "_"); tn.Source == ooid.SourceReportID && base[:16] != stamp {
+			reports[1]++ // the report_id time differs from the filename's
+		}
+		bsum := sha1.Sum([]byte(base))
+		basenames[binary.BigEndian.Uint64(bsum[:])]++
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var shared, sharedRep, sharedMsm, maxK int64
+	minTS, maxTS := ^uint32(0), uint32(0)
+	for ts, s := range perTS {
+		minTS, maxTS = min(minTS, ts), max(maxTS, ts)
+		if s.k > 1 {
+			shared++
+			sharedRep += s.k
+			sharedMsm += s.m
+			maxK = max(maxK, s.k)
+		}
+	}
+	retried := int64(0)
+	for _, c := range basenames {
+		if c == 2 {
+			retried++
+		}
+		if c > 2 {
+			t.Errorf("a basename in %d buckets", c)
+		}
+	}
+	slices.SortFunc(ns, func(a, b uint32) int { return int(int64(b) - int64(a)) })
+	check := func(what string, got, want int64) {
+		t.Helper()
+		if got != want {
+			t.Errorf("%s: %d, want %d", what, got, want)
+		}
+	}
+	check("reports", reports[0], OONI2018Reports)
+	check("measurements", msm, OONI2018Measurements)
+	check("shared timestamps", shared, OONI2018SharedTS)
+	check("reports on shared timestamps", sharedRep, OONI2018SharedRep)
+	check("measurements on shared timestamps", sharedMsm, OONI2018SharedMsm)
+	check("most reports on one timestamp", maxK, 20)
+	check("first timestamp", int64(minTS), OONI2018MinTS)
+	check("last timestamp", int64(maxTS), OONI2018MaxTS)
+	if !slices.Equal(ns[:5], OONI2018Largest) {
+		t.Errorf("largest reports %v, want %v", ns[:5], OONI2018Largest)
+	}
+	for i, k := range kinds {
+		if k < OONI2018Reports/10 {
+			t.Errorf("report_id form %d: only %d reports", i, k)
+		}
+	}
+	if reports[1] < 1000 {
+		t.Errorf("only %d timestamped report_ids with a time other than the filename's", reports[1])
+	}
+	if retried < 1000 {
+		t.Errorf("only %d re-uploaded reports", retried)
+	}
+	// The generator's own statistics agree.
+	if st.Reports != reports[0] || st.SharedTS != shared || st.SharedMeasurements != sharedMsm || st.Retried != retried ||
+		st.NoReportID != kinds[0] || st.ID64 != kinds[1] || st.IDTS != kinds[2] || st.TSDiffers != reports[1] {
+		t.Errorf("the generator says\n%s\nthe manifest has %d reports, %d shared, %d re-uploaded, forms %v, %d differing", st, reports[0], shared, retried, kinds, reports[1])
+	}
+}
