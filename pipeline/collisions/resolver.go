@@ -96,3 +96,6 @@ func Message(winner string, wr, lr Range, bits int) string {
 	return fmt.Sprintf("its IDs overlap those of %s (%s; this report %s; mod 2^%d): the textname that sorts first keeps its IDs",
 		winner, wr, lr, bits)
 }
+
+// Bits returns the counter width.
+func (r *Resolver) Bits() int { return r.idx.Bits() }

@@ -120,14 +120,14 @@ type ManifestStats struct {
 }
 
 type manifestReport struct {
-	ts, n    uint32
-	fileTS   uint32 // the filename's timestamp
-	day      int32  // bucket: days since the epoch
-	kind     uint8  // 0 no_report_id, 1 64 characters, 2 ts_AS_50
-	seed     uint64 // of the textname's random parts
-	retryOf  int32  // index of the report this one re-uploads, or -1
-	fixed    string // a real textname, when set
-	last     bool   // the latest report: kept in the last bucket
+	ts, n   uint32
+	fileTS  uint32 // the filename's timestamp
+	day     int32  // bucket: days since the epoch
+	kind    uint8  // 0 no_report_id, 1 64 characters, 2 ts_AS_50
+	seed    uint64 // of the textname's random parts
+	retryOf int32  // index of the report this one re-uploads, or -1
+	fixed   string // a real textname, when set
+	last    bool   // the latest report: kept in the last bucket
 }
 
 // basenameSeeds is how many basenames (country, ASN, test) a seed picks
@@ -140,7 +140,6 @@ var ooni2018Tests = []string{"web_connectivity", "http_requests", "dns_consisten
 	"multi_protocol_traceroute", "openvpn_client_test"}
 
 var ooni2018CCs = []string{"US", "IT", "DE", "RU", "IR", "BR", "IN", "GB", "FR", "CN", "MY", "MM", "IQ", "ZZ", "UA", "TR", "EG", "CA"}
-
 
 // GenerateOONI2018Manifest writes a full-scale synthetic manifest
 // (TEXTNAME<TAB>N lines, bucket by bucket) with the published statistics of

@@ -21,7 +21,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -141,6 +143,20 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (Summary, error) {
 			}
 		}
 	}
+	// The collision verdicts start from the committed buckets this run
+	// leaves alone; the others are added as they are written or skipped.
+	col := newVerdicts(sink.Meta{Scheme: cfg.Scheme})
+	committed, err := s.Buckets(ctx)
+	if err != nil {
+		return sum, err
+	}
+	for _, b := range committed {
+		if _, in := slices.BinarySearch(names, b); !in {
+			if err := col.load(ctx, s, b); err != nil {
+				return sum, err
+			}
+		}
+	}
 	workers := max(cfg.Workers, 1)
 	g, ctx := errgroup.WithContext(ctx)
 	tasks := make(chan task)
@@ -210,19 +226,25 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (Summary, error) {
 	g.Go(func() error { // writer
 		for j := range jobs {
 			if j.skip {
+				if err := col.load(ctx, s, j.meta.Bucket); err != nil {
+					return err
+				}
 				sum.Skipped++
 				prog.Buckets++
 				prog.BytesIn += j.bucket.Bytes
 				report(cfg, prog)
 				continue
 			}
-			if err := writeBucket(ctx, s, j, &sum, &prog, sem, cfg); err != nil {
+			if err := writeBucket(ctx, s, j, col, &sum, &prog, sem, cfg); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	err := g.Wait()
+	err = g.Wait()
+	if err == nil {
+		err = col.reconcile(ctx, s)
+	}
 	sum.Elapsed = time.Since(start)
 	return sum, err
 }
@@ -233,9 +255,40 @@ func report(cfg Config, p Progress) {
 	}
 }
 
-// writeBucket takes a bucket's container results in order into the sink
-// and commits it.
-func writeBucket(ctx context.Context, s sink.Sink, j *bucketJob, sum *Summary, prog *Progress, sem chan struct{}, cfg Config) (err error) {
+// writeBucket takes a bucket's container results in order, settles the
+// collision verdicts of its reports (telling the sink first of any
+// committed report that now loses to one of them, so no two committed
+// reports ever share an ID), then writes the bucket and commits it.
+func writeBucket(ctx context.Context, s sink.Sink, j *bucketJob, col *verdicts, sum *Summary, prog *Progress, sem chan struct{}, cfg Config) (err error) {
+	results := make([]containerResult, len(j.results))
+	for i := range j.results {
+		select {
+		case results[i] = <-j.results[i]:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		<-sem
+		for k := range results[i].reports {
+			prog.Reports++
+			prog.Measurements += int64(results[i].reports[k].N)
+		}
+		prog.BytesIn += j.bucket.Containers[i].Size
+		report(cfg, *prog)
+	}
+	tag := col.tag(j.meta.Bucket)
+	var refs [][]uint32
+	var others []uint32
+	for i := range results {
+		rs := make([]uint32, len(results[i].reports))
+		for k := range results[i].reports {
+			rs[k], others = col.add(&results[i].reports[k], tag, others)
+		}
+		refs = append(refs, rs)
+	}
+	if err := col.sync(ctx, s, others); err != nil {
+		return err
+	}
+
 	bw, err := s.Begin(ctx, j.meta)
 	if err != nil {
 		return err
@@ -255,14 +308,8 @@ func writeBucket(ctx context.Context, s sink.Sink, j *bucketJob, sum *Summary, p
 			return err
 		}
 	}
-	for i := range j.results {
-		var res containerResult
-		select {
-		case res = <-j.results[i]:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		<-sem
+	var collided []deadletter.Record
+	for i, res := range results {
 		for _, p := range res.problems {
 			if err := dead(p); err != nil {
 				return err
@@ -270,18 +317,27 @@ func writeBucket(ctx context.Context, s sink.Sink, j *bucketJob, sum *Summary, p
 		}
 		for k := range res.reports {
 			r := &res.reports[k]
+			var msg string
+			r.RejectedBy, msg = col.winner(refs[i][k])
+			col.written(refs[i][k], r.RejectedBy)
 			if err := bw.Report(r); err != nil {
 				return err
 			}
+			if r.RejectedBy != "" {
+				collided = append(collided, sink.CollisionRecord(j.meta.Bucket, r, msg))
+				continue
+			}
 			counts.Reports++
 			counts.Measurements += int64(r.N)
-			prog.Reports++
-			prog.Measurements += int64(r.N)
 		}
 		counts.BytesIn += res.stats.BytesIn
 		counts.BytesOut += res.stats.BytesOut
-		prog.BytesIn += j.bucket.Containers[i].Size
-		report(cfg, *prog)
+	}
+	slices.SortStableFunc(collided, func(a, b deadletter.Record) int { return strings.Compare(a.Textname, b.Textname) })
+	for _, d := range collided {
+		if err := dead(d); err != nil {
+			return err
+		}
 	}
 	if err := bw.Commit(ctx, counts); err != nil {
 		return err

@@ -31,6 +31,27 @@ type Report struct {
 	SHA1      *[20]byte // of the raw report, from the index; nil when the index does not list it
 	ID        ooid.Report
 	N         uint32
+	// RejectedBy, when set, names the report that keeps the IDs this one
+	// would share with it (DESIGN.md §3): the report is listed in the
+	// bucket's report manifest, and its measurements get no rows.
+	RejectedBy string
+}
+
+// ManifestReport is a committed report as its bucket's report manifest
+// lists it.
+type ManifestReport struct {
+	Textname   string
+	N          uint32
+	Container  string
+	Offset     int64
+	RejectedBy string
+}
+
+// Verdict changes the collision verdict of a committed report: RejectedBy
+// names the report that keeps the IDs ("" when the report keeps its own),
+// and Message is the dead-letter message of a rejection.
+type Verdict struct {
+	Textname, RejectedBy, Message string
 }
 
 // Counts sums up a committed bucket.
@@ -49,10 +70,23 @@ type Sink interface {
 	Committed(ctx context.Context, m Meta) (bool, error)
 	// Begin starts writing a bucket. Nothing is visible until Commit.
 	Begin(ctx context.Context, m Meta) (BucketWriter, error)
+	// Buckets lists the committed buckets, in order.
+	Buckets(ctx context.Context) ([]string, error)
+	// Manifest returns how a committed bucket was made and its reports,
+	// rejected ones included, in the order they were written.
+	Manifest(ctx context.Context, bucket string) (Meta, []ManifestReport, error)
+	// Reassign changes the collision verdicts of reports of a committed
+	// bucket, atomically: a report that becomes rejected loses its
+	// measurement rows and gets a collision dead letter; one that keeps its
+	// IDs again gets them back. The result is what a run would have
+	// committed with those verdicts.
+	Reassign(ctx context.Context, bucket string, verdicts []Verdict) error
 	Close() error
 }
 
-// BucketWriter receives one bucket's output in a deterministic order.
+// BucketWriter receives one bucket's output in a deterministic order: the
+// reports and the dead letters as they were read, then the collision dead
+// letters of the rejected reports, by textname.
 type BucketWriter interface {
 	Report(r *Report) error
 	DeadLetter(d deadletter.Record) error
@@ -61,4 +95,10 @@ type BucketWriter interface {
 	Commit(ctx context.Context, c Counts) error
 	// Abort drops what was written; it is safe after Commit (a no-op).
 	Abort() error
+}
+
+// CollisionRecord is the dead letter of a report rejected for a
+// collision. A bucket lists these after its other records, by textname.
+func CollisionRecord(bucket string, r *Report, msg string) deadletter.Record {
+	return deadletter.Record{Bucket: bucket, File: r.Container, Textname: r.Textname, Offset: r.Offset, Reason: deadletter.Collision, Message: msg}
 }

@@ -6,7 +6,8 @@
 //
 //	measurements/B.parquet   ooid INT64, textname, ndx INT32, bucket_date DATE
 //	reports/B.parquet        textname, ts, ts_source, counter_base, n, bucket_date,
-//	                         container, offset, size, sha1
+//	                         container, offset, size, sha1, rejected_by: the
+//	                         report manifest, collision losers included
 //	dead-letters/B.jsonl     one deadletter.Record per line
 //	ledger/B.json            Meta, Counts and times: the commit record
 //
@@ -62,6 +63,9 @@ type Report struct {
 	Offset      int64  `parquet:"offset"`
 	Size        int64  `parquet:"size"`
 	SHA1        string `parquet:"sha1"` // hex, of the raw report (from the index); "" when unknown
+	// RejectedBy names the report that keeps the IDs this one would share
+	// with it; "" when the report has its measurement rows.
+	RejectedBy string `parquet:"rejected_by,dict"`
 }
 
 // Ledger is the content of ledger/B.json.
@@ -216,9 +220,9 @@ func (w *bucketWriter) Report(r *sink.Report) error {
 	}
 	_, err := w.rw.Write([]Report{{
 		Textname: r.Textname, TS: int64(r.ID.TS), TSSource: r.ID.Source.String(), CounterBase: int32(r.ID.CounterBase()),
-		N: int64(r.N), BucketDate: w.days, Container: r.Container, Offset: r.Offset, Size: r.Size, SHA1: sha,
+		N: int64(r.N), BucketDate: w.days, Container: r.Container, Offset: r.Offset, Size: r.Size, SHA1: sha, RejectedBy: r.RejectedBy,
 	}})
-	if err != nil {
+	if err != nil || r.RejectedBy != "" {
 		return err
 	}
 	const batch = 4096

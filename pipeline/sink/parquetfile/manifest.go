@@ -1,0 +1,213 @@
+package parquetfile
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/ooid"
+	"github.com/backfill-dev/backfill/pipeline/reader"
+	"github.com/backfill-dev/backfill/pipeline/sink"
+)
+
+// Buckets implements sink.Sink: the buckets with a ledger entry.
+func (s *Sink) Buckets(context.Context) ([]string, error) {
+	ents, err := os.ReadDir(filepath.Join(s.dir, "ledger"))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if b, ok := strings.CutSuffix(e.Name(), ".json"); ok && reader.IsBucketName(b) {
+			out = append(out, b)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Manifest implements sink.Sink.
+func (s *Sink) Manifest(_ context.Context, bucket string) (sink.Meta, []sink.ManifestReport, error) {
+	l, err := s.ReadLedger(bucket)
+	if err != nil {
+		return sink.Meta{}, nil, fmt.Errorf("bucket %s: ledger: %w", bucket, err)
+	}
+	rows, err := ReadReports(s.path("reports", bucket, ".parquet"))
+	if err != nil {
+		return sink.Meta{}, nil, fmt.Errorf("bucket %s: %w", bucket, err)
+	}
+	out := make([]sink.ManifestReport, len(rows))
+	for i, r := range rows {
+		out[i] = sink.ManifestReport{Textname: r.Textname, N: uint32(r.N), Container: r.Container, Offset: r.Offset, RejectedBy: r.RejectedBy}
+	}
+	return l.meta(), out, nil
+}
+
+func (l Ledger) meta() sink.Meta {
+	return sink.Meta{Bucket: l.Bucket, Fingerprint: l.Fingerprint, Scheme: ooid.Scheme{CounterBits: l.CounterBits, SHA1Offset: l.SHA1Offset},
+		NdxPolicy: l.NdxPolicy, Version: l.Version}
+}
+
+// ReadReports reads a reports/B.parquet file.
+func ReadReports(path string) ([]Report, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	pf, err := parquet.OpenFile(f, st.Size())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	r := parquet.NewGenericReader[Report](pf)
+	defer r.Close()
+	rows := make([]Report, pf.NumRows())
+	n, err := r.Read(rows)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if n != len(rows) {
+		return nil, fmt.Errorf("%s: %d of %d rows read", path, n, len(rows))
+	}
+	return rows, nil
+}
+
+// ReadDeadLetters reads a dead-letters/B.jsonl file.
+func ReadDeadLetters(path string) ([]deadletter.Record, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []deadletter.Record
+	dec := json.NewDecoder(bufio.NewReader(f))
+	for {
+		var d deadletter.Record
+		if err := dec.Decode(&d); errors.Is(err, io.EOF) {
+			return out, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		out = append(out, d)
+	}
+}
+
+// Reassign implements sink.Sink: it rewrites the bucket from its report
+// manifest and dead letters, through the same writer as a run, so the
+// files are those a run with the new verdicts writes.
+func (s *Sink) Reassign(ctx context.Context, bucket string, verdicts []sink.Verdict) error {
+	l, err := s.ReadLedger(bucket)
+	if err != nil {
+		return fmt.Errorf("reassign %s: ledger: %w", bucket, err)
+	}
+	rows, err := ReadReports(s.path("reports", bucket, ".parquet"))
+	if err != nil {
+		return fmt.Errorf("reassign %s: %w", bucket, err)
+	}
+	dead, err := ReadDeadLetters(s.path("dead-letters", bucket, ".jsonl"))
+	if err != nil {
+		return fmt.Errorf("reassign %s: %w", bucket, err)
+	}
+	byName := map[string]sink.Verdict{}
+	for _, v := range verdicts {
+		byName[v.Textname] = v
+	}
+	// The collision records of the reports rejected so far, by textname.
+	rejected := map[string]bool{}
+	for _, r := range rows {
+		if r.RejectedBy != "" {
+			rejected[r.Textname] = true
+		}
+	}
+	old := map[string]deadletter.Record{}
+	var kept []deadletter.Record
+	for _, d := range dead {
+		if d.Reason == deadletter.Collision && rejected[d.Textname] {
+			old[d.Textname] = d
+			continue
+		}
+		kept = append(kept, d)
+	}
+	m := l.meta()
+	counts := l.Counts
+	counts.DeadLetters = map[string]int64{}
+	for k, v := range l.Counts.DeadLetters {
+		counts.DeadLetters[k] = v
+	}
+	reports := make([]sink.Report, len(rows))
+	var collided []deadletter.Record
+	for i, row := range rows {
+		id, err := m.Scheme.Report(row.Textname)
+		if err != nil {
+			return fmt.Errorf("reassign %s: report %s: %w", bucket, row.Textname, err)
+		}
+		r := sink.Report{Textname: row.Textname, Container: row.Container, Offset: row.Offset, Size: row.Size,
+			ID: id, N: uint32(row.N), RejectedBy: row.RejectedBy}
+		if row.SHA1 != "" {
+			var sum [20]byte
+			if _, err := hex.Decode(sum[:], []byte(row.SHA1)); err != nil {
+				return fmt.Errorf("reassign %s: report %s: sha1: %w", bucket, row.Textname, err)
+			}
+			r.SHA1 = &sum
+		}
+		d, had := old[row.Textname]
+		if v, ok := byName[row.Textname]; ok {
+			switch {
+			case r.RejectedBy == "" && v.RejectedBy != "":
+				counts.Reports--
+				counts.Measurements -= int64(r.N)
+				counts.DeadLetters[deadletter.Collision]++
+			case r.RejectedBy != "" && v.RejectedBy == "":
+				counts.Reports++
+				counts.Measurements += int64(r.N)
+				counts.DeadLetters[deadletter.Collision]--
+			}
+			r.RejectedBy = v.RejectedBy
+			d, had = sink.CollisionRecord(bucket, &r, v.Message), v.RejectedBy != ""
+		}
+		if r.RejectedBy != "" {
+			if !had {
+				return fmt.Errorf("reassign %s: report %s is rejected but has no collision dead letter", bucket, row.Textname)
+			}
+			collided = append(collided, d)
+		}
+		reports[i] = r
+	}
+	if counts.DeadLetters[deadletter.Collision] == 0 {
+		delete(counts.DeadLetters, deadletter.Collision)
+	}
+	slices.SortStableFunc(collided, func(a, b deadletter.Record) int { return strings.Compare(a.Textname, b.Textname) })
+	w, err := s.Begin(ctx, m)
+	if err != nil {
+		return err
+	}
+	for i := range reports {
+		if err := w.Report(&reports[i]); err != nil {
+			w.Abort()
+			return err
+		}
+	}
+	for _, d := range append(kept, collided...) {
+		if err := w.DeadLetter(d); err != nil {
+			w.Abort()
+			return err
+		}
+	}
+	return w.Commit(ctx, counts)
+}
