@@ -35,6 +35,10 @@ Flags:
 	                        most reports have tens, a few tens of thousands
 	--max-measurements N    cap (default 1000003, the real maximum)
 	--can-size SIZE         tar slices stay under SIZE (default 64MiB)
+	--time-slots N          draw report times from N evenly spaced seconds of
+	                        each bucket's 36 hours (default 0: any second), so
+	                        that reports share timestamps and small counter
+	                        widths collide
 	--corrupt KIND=RATE     damage inputs of KIND at RATE (0..1); repeat the
 	                        flag; KIND "all" sets every kind. Report kinds:
 	                        bad_textname truncated_report broken_frame
@@ -73,6 +77,7 @@ func runGen(_ context.Context, args []string, std stdio) error {
 	fs.Float64Var(&cfg.Alpha, "alpha", cfg.Alpha, "")
 	fs.IntVar(&cfg.MaxMeasurements, "max-measurements", cfg.MaxMeasurements, "")
 	fs.Var(&canSize, "can-size", "")
+	fs.IntVar(&cfg.TimeSlots, "time-slots", 0, "")
 	fs.Var(&huge, "huge-blob", "")
 	fs.Var(&maxBlob, "max-blob", "")
 	fs.Func("corrupt", "", func(s string) error {
@@ -104,7 +109,7 @@ func runGen(_ context.Context, args []string, std stdio) error {
 		return usagef("gen: --start: %v", err)
 	}
 	if cfg.Buckets < 1 || cfg.Reports < 0 || cfg.MinMeasurements < 1 || cfg.Alpha <= 0 || cfg.MaxMeasurements < 1 ||
-		cfg.JSONFraction < 0 || cfg.JSONFraction > 1 || canSize < 1 || huge < 16 {
+		cfg.JSONFraction < 0 || cfg.JSONFraction > 1 || canSize < 1 || huge < 16 || cfg.TimeSlots < 0 {
 		return usagef("gen: a count, size or fraction is out of range")
 	}
 	cfg.CanSize, cfg.HugeBlob, cfg.MaxBlob = int64(canSize), int64(huge), int64(maxBlob)

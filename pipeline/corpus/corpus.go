@@ -88,6 +88,11 @@ type Config struct {
 	Alpha           float64
 	MaxMeasurements int
 	CanSize         int64 // slices of reports stay under this
+	// TimeSlots, when set, draws the report times from that many seconds
+	// of each bucket's 36 hours, evenly spaced from the bucket's midnight
+	// back, so that reports share timestamps within a bucket and with the
+	// next one: collisions for small counter widths.
+	TimeSlots int
 	// Corrupt maps a corruption kind to its rate in [0, 1].
 	Corrupt map[string]float64
 	// HugeBlob is the size of a huge_blob measurement; MaxBlob is the
@@ -225,6 +230,9 @@ func (g *bucketGen) textname(t *template, bad bool) (string, string) {
 	day, _ := time.Parse("2006-01-02", g.date)
 	for {
 		ts := day.Add(-time.Duration(g.rng.IntN(36*3600)) * time.Second)
+		if n := g.cfg.TimeSlots; n > 0 {
+			ts = day.Add(-time.Duration(g.rng.IntN(n)) * (36 * time.Hour / time.Duration(n)).Truncate(time.Second))
+		}
 		cc := countries[g.rng.IntN(len(countries))]
 		asn := g.rng.IntN(70000)
 		if cc == "ZZ" {
@@ -233,7 +241,11 @@ func (g *bucketGen) textname(t *template, bad bool) (string, string) {
 		var rid string
 		switch x := g.rng.IntN(10); {
 		case x < 5:
-			rid = fmt.Sprintf("%s_AS%d_%s", ts.Add(time.Duration(g.rng.IntN(30))*time.Second).Format("20060102T150405Z"), asn, g.alnum(50))
+			lag := time.Duration(g.rng.IntN(30)) * time.Second
+			if g.cfg.TimeSlots > 0 {
+				lag = 0 // the report_id time is the OOID's: keep it on the slot
+			}
+			rid = fmt.Sprintf("%s_AS%d_%s", ts.Add(lag).Format("20060102T150405Z"), asn, g.alnum(50))
 		case x < 8 || t.kind == "json":
 			rid = g.alnum(64)
 		default:

@@ -63,6 +63,16 @@ func runJobSHA1(t testing.TB, ctx context.Context, in, out string, workers int, 
 
 func readParquet[T any](t testing.TB, path string) []T {
 	t.Helper()
+	return readParquetScheme[T](t, path, "28", "33")
+}
+
+func readSchemeParquet[T any](t testing.TB, path string) []T {
+	t.Helper()
+	return readParquetScheme[T](t, path, fmt.Sprint(narrow.CounterBits), fmt.Sprint(narrow.SHA1Offset))
+}
+
+func readParquetScheme[T any](t testing.TB, path, bits, offset string) []T {
+	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +83,7 @@ func readParquet[T any](t testing.TB, path string) []T {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for key, want := range map[string]string{"backfill.counter_bits": "28", "backfill.sha1_offset": "33", "backfill.ndx_policy": job.NdxBlobs, "backfill.version": "test"} {
+	for key, want := range map[string]string{"backfill.counter_bits": bits, "backfill.sha1_offset": offset, "backfill.ndx_policy": job.NdxBlobs, "backfill.version": "test"} {
 		if got, ok := pf.Lookup(key); !ok || got != want {
 			t.Errorf("%s: metadata %s = %q, want %q", path, key, got, want)
 		}
