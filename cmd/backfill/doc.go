@@ -10,7 +10,8 @@ Usage:
 Commands:
 
 	run          backfill OOIDs over OONI canned buckets into Parquet
-	gen          write a synthetic corpus of canned buckets with its ground truth
+	audit        count OOID collisions per counter width and SHA-1 offset
+	gen          write a synthetic corpus (or manifest) with its ground truth
 	ooid         compute backfilled OOIDs for textnames and measurement indexes
 	decode       decode OOIDs into their fields, as JSON lines
 	granule-id   NASA Cumulus unique granule IDs, payloads and collision risk
@@ -23,6 +24,7 @@ lines and progress go to standard error.
 Examples:
 
 	backfill gen --out corpus && backfill run --in corpus --out out
+	backfill audit --counter-bits 20..28 --offsets all corpus.tsv
 	backfill ooid 2012-12-05/20121205T071421Z-MM-AS18399-http_invalid_request_line-no_report_id-0.1.0-probe.yaml 0 1
 	printf '%s\t%d\n' "$TEXTNAME" 7 | backfill ooid -
 	backfill decode 50bef44df29c69e2

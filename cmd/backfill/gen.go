@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -11,6 +13,7 @@ import (
 )
 
 const genHelp = `Usage: backfill gen --out DIR [flags]
+       backfill gen --profile ooni2018 --manifest-only [--out FILE] [--seed N]
 
 Write a synthetic corpus of OONI canned buckets into DIR, byte-faithful to
 the real format (GNU tar with LongLink headers in LZ4 frames as the lz4 CLI
@@ -22,9 +25,22 @@ DIR/ground-truth.jsonl says, for every report (and every damaged
 container), how many measurements a correct run gives IDs to and which
 dead-letter reasons it must record.
 
+With --profile ooni2018 --manifest-only, gen writes no data but a report
+manifest (TEXTNAME<TAB>N lines, the input of backfill audit) at the scale of
+the real OONI corpus up to 2018-06-20: 3.6 M reports, 147 M measurements,
+316,084 timestamps shared by 753,235 reports holding 40,440,216
+measurements (at most 20 per timestamp), timestamps 0x50bef44d..0x5b29a005,
+the five largest reports of docs/ooni-uuid.md, the three report_id forms
+(timestamped ids whose time may differ from the filename's), and reports
+uploaded again into a later bucket. It goes to --out FILE or standard
+output; its statistics go to standard error.
+
 Flags:
 
-	--out DIR               where to write (required)
+	--out DIR               where to write (required, but for a manifest)
+	--profile NAME          ooni2018: the full-scale manifest (needs
+	                        --manifest-only)
+	--manifest-only         write the report manifest only
 	--seed N                random seed (default 1)
 	--start DATE            first bucket (default 2017-06-01)
 	--buckets N             number of buckets (default 3)
@@ -53,6 +69,7 @@ Examples:
 
 	backfill gen --out corpus
 	backfill gen --out corpus --buckets 10 --reports 2000 --corrupt all=0.01
+	backfill gen --profile ooni2018 --manifest-only --out corpus.tsv
 
 EXIT STATUS
 
@@ -64,10 +81,13 @@ EXIT STATUS
 func runGen(_ context.Context, args []string, std stdio) error {
 	fs := newFlagSet("gen", genHelp, std)
 	cfg := corpus.DefaultConfig()
-	var out, start string
+	var out, start, profile string
+	var manifestOnly bool
 	canSize, huge, maxBlob := byteSize(cfg.CanSize), byteSize(cfg.HugeBlob), byteSize(cfg.MaxBlob)
 	cfg.Corrupt = map[string]float64{}
 	fs.StringVar(&out, "out", "", "")
+	fs.StringVar(&profile, "profile", "", "")
+	fs.BoolVar(&manifestOnly, "manifest-only", false, "")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "")
 	fs.StringVar(&start, "start", cfg.Start.Format("2006-01-02"), "")
 	fs.IntVar(&cfg.Buckets, "buckets", cfg.Buckets, "")
@@ -102,7 +122,16 @@ func runGen(_ context.Context, args []string, std stdio) error {
 	if len(rest) > 0 {
 		return usagef("gen: unexpected argument %q", rest[0])
 	}
-	if out == "" {
+	switch {
+	case profile == "" && manifestOnly:
+		return usagef("gen: --manifest-only needs --profile ooni2018")
+	case profile != "" && profile != "ooni2018":
+		return usagef("gen: unknown profile %q (there is ooni2018)", profile)
+	case profile != "" && !manifestOnly:
+		return usagef("gen: --profile ooni2018 writes a manifest only: add --manifest-only")
+	case profile != "":
+		return genManifest(out, cfg.Seed, std)
+	case out == "":
 		return usagef("gen: --out is required")
 	}
 	if cfg.Start, err = time.Parse("2006-01-02", start); err != nil {
@@ -124,5 +153,23 @@ func runGen(_ context.Context, args []string, std stdio) error {
 	}
 	fmt.Fprintf(std.out, "buckets        %d\ncontainers     %d\nreports        %d\nmeasurements   %d (that get IDs)\nbytes          %s compressed, %s uncompressed\nground truth   %s\n",
 		st.Buckets, st.Containers, st.Reports, st.Measurements, humanBytes(st.Bytes), humanBytes(st.TextBytes), out+"/"+corpus.TruthName)
+	return nil
+}
+
+// genManifest writes the ooni2018 manifest to out ("" or "-": stdout).
+func genManifest(out string, seed uint64, std stdio) error {
+	w, closeOut := std.out, func() error { return nil }
+	if out != "" && out != "-" {
+		f, err := os.Create(out)
+		if err != nil {
+			return err
+		}
+		w, closeOut = f, f.Close
+	}
+	st, err := corpus.GenerateOONI2018Manifest(w, seed)
+	if err := errors.Join(err, closeOut()); err != nil {
+		return err
+	}
+	fmt.Fprint(std.err, st)
 	return nil
 }

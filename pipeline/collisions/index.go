@@ -72,7 +72,7 @@ func RangeOf(r ooid.Report, n uint32) Range {
 	return Range{TS: r.TS, Base: r.CounterBase(), N: n}
 }
 
-const shardBits = 16
+const shardBits = 12
 
 // Index is a set of reports' IDs. The zero value is not usable; call
 // [NewIndex].
@@ -95,7 +95,7 @@ type entry struct {
 
 // NewIndex returns an empty index for counters of bits bits.
 func NewIndex(bits int) *Index {
-	if bits < 1 || bits > 32 {
+	if bits < 1 || bits > 28 {
 		panic(fmt.Sprintf("collisions: %d counter bits", bits))
 	}
 	return &Index{bits: bits, shards: make([]shard, 1<<shardBits)}
@@ -104,21 +104,26 @@ func NewIndex(bits int) *Index {
 // Bits returns the counter width of the index.
 func (x *Index) Bits() int { return x.bits }
 
+// A shard holds the timestamps of one value of ts>>4 hashed: sixteen
+// neighbouring seconds share a 32-bit roaring bitmap inside roaring64.
 func (x *Index) shard(ts uint32) *shard {
-	return &x.shards[(ts*0x9E3779B1)>>(32-shardBits)]
+	return &x.shards[((ts>>4)*0x9E3779B1)>>(32-shardBits)]
 }
 
-// segments returns the range as at most two [lo, hi) spans of the 64-bit ID
-// space (the second when it wraps around 2^bits).
+// segments returns the range as at most two [lo, hi) spans of the key
+// space (the second when it wraps around 2^bits). A key is ts<<28|counter:
+// the OOID without its constant 0xF nibble, so that roaring64, which keeps
+// one 32-bit bitmap per value of the high 32 bits, keeps one per sixteen
+// seconds rather than one per second, which takes a quarter of the memory.
 func (x *Index) segments(r Range) [][2]uint64 {
 	size := uint64(1) << uint(x.bits)
-	hi := uint64(r.TS) << 32
+	hi := uint64(r.TS) << 28
 	n := min(uint64(r.N), size)
 	lo := uint64(r.Base) & (size - 1)
 	if lo+n <= size {
-		return [][2]uint64{{hi | lo, hi | (lo + n)}}
+		return [][2]uint64{{hi + lo, hi + lo + n}}
 	}
-	return [][2]uint64{{hi | lo, hi | size}, {hi, hi | (lo + n - size)}}
+	return [][2]uint64{{hi + lo, hi + size}, {hi, hi + lo + n - size}}
 }
 
 // Add adds the IDs of a report and returns the references of the reports

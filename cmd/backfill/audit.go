@@ -1,0 +1,426 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/backfill-dev/backfill/pipeline/collisions"
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/job"
+	"github.com/backfill-dev/backfill/pipeline/ooid"
+	"github.com/backfill-dev/backfill/pipeline/reader"
+	"github.com/backfill-dev/backfill/pipeline/sink"
+	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
+)
+
+const auditHelp = `Usage: backfill audit [flags] INPUT...
+
+Count the OOID collisions of a corpus before loading it: for each counter
+width and SHA-1 offset asked for, the number of report pairs whose IDs
+overlap, the measurements of the reports involved, and the first pairs.
+Collisions are found exactly, never estimated.
+
+An INPUT is one of:
+
+	FILE        a report manifest: TEXTNAME<TAB>N lines ("-" for stdin),
+	            as backfill gen --profile ooni2018 --manifest-only writes
+	DIR         the output folder of backfill run: its report manifests
+	            (reports/*.parquet, rejected reports included)
+	DIR         a folder of canned bucket folders, or one bucket folder:
+	            the reports are read and their measurements counted as
+	            backfill run does
+
+Flags:
+
+	--counter-bits LIST   counter widths: N, N..M or N,M,... in 20..28
+	                      (default 28)
+	--sha1-offset LIST    SHA-1 hex window offsets: N, N..M, N,M,... in
+	                      0..33, or all (default 33); --offsets is the same
+	--pairs N             pairs to list per result (default 10); the counts
+	                      are never cut
+	--predict             print beside each result the probability of no
+	                      collision that docs/ooid-hash-prob.ipynb's model
+	                      predicts from the corpus's shared timestamps
+	--json                one JSON object on stdout
+	--workers N           containers read at once, for canned data
+	                      (default: the number of CPUs)
+
+One scheme is checked with the sharded bitmap backfill run uses; several are
+checked in one pass that hashes each textname once. A manifest file is read
+twice (the second time to name the pairs), so memory does not hold the
+textnames; other inputs keep them.
+
+Examples:
+
+	backfill gen --profile ooni2018 --manifest-only --out corpus.tsv
+	backfill audit --predict corpus.tsv
+	backfill audit --counter-bits 20..28 --offsets all --json corpus.tsv
+	backfill audit out/
+
+EXIT STATUS
+
+	0    audited; every input line or report was taken
+	1    failure
+	2    usage error
+	3    audited, but some inputs were rejected (listed on stderr)
+`
+
+type auditResult struct {
+	CounterBits  int           `json:"counter_bits"`
+	SHA1Offset   int           `json:"sha1_offset"`
+	Pairs        int64         `json:"colliding_pairs"`
+	Measurements int64         `json:"measurements_involved"`
+	First        []auditPair   `json:"pairs"`
+	Predicted    *auditPredict `json:"predicted,omitempty"`
+}
+
+type auditPair struct {
+	A string `json:"a"`
+	B string `json:"b"`
+}
+
+type auditPredict struct {
+	P       float64 `json:"p_no_collision"`
+	NegLog2 float64 `json:"neg_log2_p"`
+}
+
+type auditReport struct {
+	Reports      int64         `json:"reports"`
+	Measurements int64         `json:"measurements"`
+	Rejected     int64         `json:"rejected"`
+	Results      []auditResult `json:"results"`
+}
+
+// keepPairs is how many pairs per scheme the auditor keeps, so the pairs
+// listed are the first by textname whenever there are no more than that.
+const keepPairs = 1000
+
+func runAudit(ctx context.Context, args []string, std stdio) error {
+	fs := newFlagSet("audit", auditHelp, std)
+	bitsArg, offArg := "28", "33"
+	var pairs, workers int
+	var predict, asJSON bool
+	fs.StringVar(&bitsArg, "counter-bits", bitsArg, "")
+	fs.StringVar(&offArg, "sha1-offset", offArg, "")
+	fs.StringVar(&offArg, "offsets", offArg, "")
+	fs.IntVar(&pairs, "pairs", 10, "")
+	fs.BoolVar(&predict, "predict", false, "")
+	fs.BoolVar(&asJSON, "json", false, "")
+	fs.IntVar(&workers, "workers", runtime.NumCPU(), "")
+	inputs, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(inputs) == 0 {
+		return usagef("audit: no input: name a manifest, a run's output folder or bucket folders")
+	}
+	bits, err := intList(bitsArg, ooid.MinCounterBits, ooid.MaxCounterBits)
+	if err != nil {
+		return usagef("audit: --counter-bits: %v", err)
+	}
+	offsets, err := intList(offArg, 0, ooid.MaxSHA1Offset)
+	if err != nil {
+		return usagef("audit: --sha1-offset: %v", err)
+	}
+	if pairs < 0 || workers < 1 {
+		return usagef("audit: --pairs must be 0 or more and --workers 1 or more")
+	}
+	a, err := collisions.NewAuditor(bits, offsets, max(pairs, keepPairs))
+	if err != nil {
+		return usagef("audit: %v", err)
+	}
+	au := &auditor{a: a, std: std, workers: workers}
+	files := true
+	for _, in := range inputs {
+		if st, err := os.Stat(in); in == "-" || err != nil || !st.Mode().IsRegular() {
+			files = false
+		}
+	}
+	au.keepNames = !files
+	for _, in := range inputs {
+		if err := au.read(ctx, in); err != nil {
+			return err
+		}
+	}
+	results := a.Finish()
+	names, err := au.names(results, inputs)
+	if err != nil {
+		return err
+	}
+	rep := auditReport{Reports: a.Reports, Measurements: a.Measurements, Rejected: au.rejected}
+	for _, r := range results {
+		ar := auditResult{CounterBits: r.Scheme.CounterBits, SHA1Offset: r.Scheme.SHA1Offset, Pairs: r.Pairs, Measurements: r.Measurements, First: []auditPair{}}
+		for _, p := range r.First {
+			x, y := names[p.A], names[p.B]
+			if y < x {
+				x, y = y, x
+			}
+			ar.First = append(ar.First, auditPair{x, y})
+		}
+		sort.Slice(ar.First, func(i, j int) bool {
+			if ar.First[i].A != ar.First[j].A {
+				return ar.First[i].A < ar.First[j].A
+			}
+			return ar.First[i].B < ar.First[j].B
+		})
+		ar.First = ar.First[:min(len(ar.First), pairs)]
+		if predict {
+			l := collisions.Predict(r.Groups, r.Scheme.CounterBits)
+			ar.Predicted = &auditPredict{P: math.Exp2(l), NegLog2: -l}
+		}
+		rep.Results = append(rep.Results, ar)
+	}
+	if asJSON {
+		enc := json.NewEncoder(std.out)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		printAudit(std.out, rep, predict)
+	}
+	if au.rejected > 0 {
+		return &rejectsError{n: int(au.rejected), what: "inputs"}
+	}
+	return nil
+}
+
+// intList parses N, N..M or N,M,... (or "all": lo..hi).
+func intList(s string, lo, hi int) ([]int, error) {
+	if s == "all" {
+		s = fmt.Sprintf("%d..%d", lo, hi)
+	}
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		a, b, isRange := strings.Cut(part, "..")
+		x, err := strconv.Atoi(a)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a number", a)
+		}
+		y := x
+		if isRange {
+			if y, err = strconv.Atoi(b); err != nil {
+				return nil, fmt.Errorf("%q is not a number", b)
+			}
+		}
+		if x < lo || y > hi || x > y {
+			return nil, fmt.Errorf("%q: want values in %d..%d", part, lo, hi)
+		}
+		for v := x; v <= y; v++ {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+type auditor struct {
+	a         *collisions.Auditor
+	std       stdio
+	workers   int
+	keepNames bool
+	textnames []string
+	rejected  int64
+}
+
+func (au *auditor) reject(what string, err error) {
+	au.rejected++
+	fmt.Fprintf(au.std.err, "backfill audit: %s: %v\n", what, err)
+}
+
+// add adds a report; a textname that gets no IDs is rejected.
+func (au *auditor) add(where string, textname []byte, n uint32) {
+	if err := au.a.Add(textname, n); err != nil {
+		au.reject(where, err)
+		return
+	}
+	if au.keepNames {
+		au.textnames = append(au.textnames, string(textname))
+	}
+}
+
+func (au *auditor) read(ctx context.Context, in string) error {
+	if in == "-" {
+		return au.readManifest(in, au.std.in)
+	}
+	st, err := os.Stat(in)
+	if err != nil {
+		return err
+	}
+	if st.Mode().IsRegular() {
+		f, err := os.Open(in)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return au.readManifest(in, f)
+	}
+	if isDir(filepath.Join(in, "reports")) && isDir(filepath.Join(in, "ledger")) {
+		return au.readRunOutput(in)
+	}
+	return au.readBuckets(ctx, in)
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
+
+func (au *auditor) readManifest(name string, r io.Reader) error {
+	return collisions.ReadManifest(r, func(line int64, textname []byte, n uint32) error {
+		au.add(fmt.Sprintf("%s:%d", name, line), textname, n)
+		return nil
+	}, func(err error) { au.reject(name, err) })
+}
+
+func (au *auditor) readRunOutput(dir string) error {
+	files, err := filepath.Glob(filepath.Join(dir, "reports", "*.parquet"))
+	if err != nil {
+		return err
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		rows, err := parquetfile.ReadReports(f)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			au.add(f, []byte(r.Textname), uint32(r.N))
+		}
+	}
+	return nil
+}
+
+// readBuckets reads canned data as backfill run does, into a sink that
+// only counts.
+func (au *auditor) readBuckets(ctx context.Context, dir string) error {
+	in, buckets := dir, []string(nil)
+	if reader.IsBucketName(filepath.Base(filepath.Clean(dir))) {
+		in, buckets = filepath.Dir(filepath.Clean(dir)), []string{filepath.Base(filepath.Clean(dir))}
+	}
+	cs := &countingSink{au: au}
+	sum, err := job.Run(ctx, job.Config{In: in, Buckets: buckets, Workers: au.workers, Scheme: ooid.DefaultScheme, Version: buildVersion()}, cs)
+	if err != nil {
+		return err
+	}
+	if sum.Buckets == 0 {
+		return fmt.Errorf("%s: no bucket folder (YYYY-MM-DD) found", dir)
+	}
+	return nil
+}
+
+// countingSink takes the reports of a run for the audit and keeps nothing.
+type countingSink struct{ au *auditor }
+
+func (c *countingSink) Committed(context.Context, sink.Meta) (bool, error) { return false, nil }
+func (c *countingSink) Buckets(context.Context) ([]string, error)          { return nil, nil }
+func (c *countingSink) Manifest(context.Context, string) (sink.Meta, []sink.ManifestReport, error) {
+	return sink.Meta{}, nil, errors.New("audit: no committed buckets")
+}
+func (c *countingSink) Reassign(context.Context, string, []sink.Verdict) error { return nil }
+func (c *countingSink) Close() error                                           { return nil }
+func (c *countingSink) Begin(context.Context, sink.Meta) (sink.BucketWriter, error) {
+	return countingWriter{c.au}, nil
+}
+
+type countingWriter struct{ au *auditor }
+
+func (w countingWriter) Report(r *sink.Report) error {
+	w.au.add(r.Container, []byte(r.Textname), r.N)
+	return nil
+}
+
+func (w countingWriter) DeadLetter(d deadletter.Record) error {
+	if d.Reason == deadletter.Collision && d.Textname != "" {
+		return nil // a run's verdict; the audit counts every pair itself
+	}
+	w.au.reject(d.File, fmt.Errorf("%s %s at %d: %s", d.Reason, d.Textname, d.Offset, d.Message))
+	return nil
+}
+
+func (w countingWriter) Commit(context.Context, sink.Counts) error { return nil }
+func (w countingWriter) Abort() error                              { return nil }
+
+// names returns the textnames of the reports in the results' pairs.
+func (au *auditor) names(results []collisions.Result, inputs []string) (map[uint32]string, error) {
+	want := map[uint32]string{}
+	for _, r := range results {
+		for _, p := range r.First {
+			want[p.A], want[p.B] = "", ""
+		}
+	}
+	if au.keepNames {
+		for ref := range want {
+			want[ref] = au.textnames[ref]
+		}
+		return want, nil
+	}
+	if len(want) == 0 {
+		return want, nil
+	}
+	// Read the manifests again, counting the textnames that were taken.
+	ref := uint32(0)
+	for _, in := range inputs {
+		f, err := os.Open(in)
+		if err != nil {
+			return nil, err
+		}
+		err = collisions.ReadManifest(f, func(_ int64, textname []byte, _ uint32) error {
+			if _, err := ooid.ParseTextnameBytes(textname); err != nil {
+				return nil
+			}
+			if _, ok := want[ref]; ok {
+				want[ref] = string(textname)
+			}
+			ref++
+			return nil
+		}, func(error) {})
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return want, nil
+}
+
+func printAudit(w io.Writer, rep auditReport, predict bool) {
+	fmt.Fprintf(w, "reports        %d\nmeasurements   %d\n", rep.Reports, rep.Measurements)
+	if rep.Rejected > 0 {
+		fmt.Fprintf(w, "rejected       %d (listed on stderr)\n", rep.Rejected)
+	}
+	fmt.Fprintln(w)
+	header := "bits  offset  colliding pairs  measurements involved"
+	if predict {
+		header += "  predicted P(no collision)  -log2 P"
+	}
+	fmt.Fprintln(w, header)
+	for _, r := range rep.Results {
+		fmt.Fprintf(w, "%4d  %6d  %15d  %21d", r.CounterBits, r.SHA1Offset, r.Pairs, r.Measurements)
+		if r.Predicted != nil {
+			fmt.Fprintf(w, "  %25.3g  %7.2f", r.Predicted.P, r.Predicted.NegLog2)
+		}
+		fmt.Fprintln(w)
+	}
+	for _, r := range rep.Results {
+		if len(r.First) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%d bits, offset %d: %d pairs", r.CounterBits, r.SHA1Offset, r.Pairs)
+		if int64(len(r.First)) < r.Pairs {
+			fmt.Fprintf(w, " (the first %d)", len(r.First))
+		}
+		fmt.Fprintln(w)
+		for _, p := range r.First {
+			fmt.Fprintf(w, "  %s\n  %s\n\n", p.A, p.B)
+		}
+	}
+}
