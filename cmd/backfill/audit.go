@@ -414,13 +414,16 @@ func printAudit(w io.Writer, rep auditReport, predict bool) {
 		if len(r.First) == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "\n%d bits, offset %d: %d pairs", r.CounterBits, r.SHA1Offset, r.Pairs)
+		fmt.Fprintf(w, "\n%d bits, offset %d: %d colliding pairs", r.CounterBits, r.SHA1Offset, r.Pairs)
 		if int64(len(r.First)) < r.Pairs {
 			fmt.Fprintf(w, " (the first %d)", len(r.First))
 		}
 		fmt.Fprintln(w)
-		for _, p := range r.First {
-			fmt.Fprintf(w, "  %s\n  %s\n\n", p.A, p.B)
+		for i, p := range r.First {
+			if i > 0 {
+				fmt.Fprintln(w)
+			}
+			fmt.Fprintf(w, "  %s\n  %s\n", p.A, p.B)
 		}
 	}
 }

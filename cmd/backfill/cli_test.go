@@ -174,3 +174,58 @@ func TestGenRun(t *testing.T) {
 		t.Fatalf("resume: exit %d\n%s", code, out)
 	}
 }
+
+// audit over a colliding corpus's canned data and over the run's report
+// manifests finds the same pairs, and the run rejected exactly the reports
+// that the policy rejects among those pairs.
+func TestAuditRun(t *testing.T) {
+	dir := t.TempDir()
+	call := func(args ...string) (int, string) {
+		var out, errb bytes.Buffer
+		code := exitCode(run(context.Background(), args, stdio{in: strings.NewReader(""), out: &out, err: &errb}), &errb)
+		return code, out.String()
+	}
+	if code, out := call("gen", "--out", dir+"/c", "--buckets", "2", "--reports", "80", "--min-measurements", "400",
+		"--max-measurements", "5000", "--time-slots", "3"); code != 0 {
+		t.Fatalf("gen: exit %d\n%s", code, out)
+	}
+	code, out := call("run", "--in", dir+"/c", "--out", dir+"/out", "-q", "--json", "--counter-bits", "20")
+	var sum struct {
+		Reasons map[string]int64 `json:"dead_letters_by_reason"`
+	}
+	if err := json.Unmarshal([]byte(out), &sum); err != nil || code != exitRejects {
+		t.Fatalf("run: exit %d, %v\n%s", code, err, out)
+	}
+	type result struct {
+		Reports int64 `json:"reports"`
+		Results []struct {
+			Pairs int64 `json:"colliding_pairs"`
+			First []struct {
+				A string `json:"a"`
+				B string `json:"b"`
+			} `json:"pairs"`
+		} `json:"results"`
+	}
+	audit := func(in string) result {
+		code, out := call("audit", "--counter-bits", "20", "--pairs", "1000", "--json", in)
+		var r result
+		if err := json.Unmarshal([]byte(out), &r); err != nil || code != exitOK || len(r.Results) != 1 {
+			t.Fatalf("audit %s: exit %d, %v\n%s", in, code, err, out)
+		}
+		return r
+	}
+	fromData, fromRun := audit(dir+"/c"), audit(dir+"/out")
+	if fromData.Reports != fromRun.Reports || fromData.Results[0].Pairs != fromRun.Results[0].Pairs {
+		t.Errorf("canned data: %d reports, %d pairs; run output: %d, %d", fromData.Reports, fromData.Results[0].Pairs, fromRun.Reports, fromRun.Results[0].Pairs)
+	}
+	if fromRun.Results[0].Pairs < 3 {
+		t.Fatalf("only %d pairs: the corpus does not collide enough", fromRun.Results[0].Pairs)
+	}
+	losers := map[string]bool{}
+	for _, p := range fromRun.Results[0].First {
+		losers[max(p.A, p.B)] = true
+	}
+	if got := sum.Reasons["collision"]; got != int64(len(losers)) {
+		t.Errorf("the run rejected %d reports for collisions; the audit's pairs have %d losers", got, len(losers))
+	}
+}
