@@ -21,7 +21,7 @@ test: lint ## lint, then run every test (the README's test command)
 	$(GO) test -count=1 -run '$(TESTS)' $(PKG)
 
 testrace: ## run the tests with the race detector
-	$(GO) test -race -count=1 -run '$(TESTS)' $(PKG)
+	$(GO) test -race -count=1 -timeout 30m -run '$(TESTS)' $(PKG)
 
 lint: fmt-check tidy-check ## go vet, gofmt and go.mod checks
 	$(GO) vet $(PKG)

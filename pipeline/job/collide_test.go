@@ -31,6 +31,16 @@ func genColliding(t testing.TB, seed uint64) string {
 	return dir
 }
 
+// skipUnderRace skips the collision tests under the race detector: their
+// logic runs in the writer goroutine alone, the pipeline's concurrency is
+// raced by the other tests of the package, and the race detector would
+// make these (a dozen runs over colliding corpora) take many minutes.
+func skipUnderRace(t *testing.T) {
+	if raceEnabled {
+		t.Skip("many runs over colliding corpora, single-goroutine logic; the plain test run covers them")
+	}
+}
+
 func runScheme(t testing.TB, in, out string, workers int, buckets ...string) job.Summary {
 	t.Helper()
 	s, err := parquetfile.Open(out)
@@ -77,6 +87,7 @@ func expectedLosers(t testing.TB, truth []corpus.Truth) map[string]string {
 // A run rejects exactly the reports the policy rejects, and no two
 // measurement rows share an ID.
 func TestRun_CollisionsMatchPolicy(t *testing.T) {
+	skipUnderRace(t)
 	in := genColliding(t, 11)
 	want := expectedLosers(t, readTruth(t, in))
 	if len(want) < 5 {
@@ -150,6 +161,7 @@ func TestRun_CollisionsMatchPolicy(t *testing.T) {
 // The output does not depend on the number of workers, the order the
 // buckets are run in, or how they are split across runs.
 func TestRun_CollisionsOrderIndependent(t *testing.T) {
+	skipUnderRace(t)
 	in := genColliding(t, 12)
 	losers := expectedLosers(t, readTruth(t, in))
 	across := 0
