@@ -143,15 +143,17 @@ func TestDocsListCommands(t *testing.T) {
 	}
 }
 
+// call runs the CLI in process and returns the exit status and stdout.
+func call(args ...string) (int, string) {
+	var out, errb bytes.Buffer
+	code := exitCode(run(context.Background(), args, stdio{in: strings.NewReader(""), out: &out, err: &errb}), &errb)
+	return code, out.String()
+}
+
 // gen then run, in process: a damaged corpus completes with exit 3 and a
 // summary on stdout; a clean one exits 0; --resume skips what is done.
 func TestGenRun(t *testing.T) {
 	dir := t.TempDir()
-	call := func(args ...string) (int, string) {
-		var out, errb bytes.Buffer
-		code := exitCode(run(context.Background(), args, stdio{in: strings.NewReader(""), out: &out, err: &errb}), &errb)
-		return code, out.String()
-	}
 	if code, out := call("gen", "--out", dir+"/bad", "--buckets", "2", "--reports", "60", "--can-size", "64KiB",
 		"--max-measurements", "2000", "--corrupt", "all=0.05", "--huge-blob", "2MiB", "--max-blob", "1MiB"); code != 0 || !strings.Contains(out, "ground truth") {
 		t.Fatalf("gen: exit %d\n%s", code, out)
@@ -180,11 +182,6 @@ func TestGenRun(t *testing.T) {
 // that the policy rejects among those pairs.
 func TestAuditRun(t *testing.T) {
 	dir := t.TempDir()
-	call := func(args ...string) (int, string) {
-		var out, errb bytes.Buffer
-		code := exitCode(run(context.Background(), args, stdio{in: strings.NewReader(""), out: &out, err: &errb}), &errb)
-		return code, out.String()
-	}
 	if code, out := call("gen", "--out", dir+"/c", "--buckets", "2", "--reports", "80", "--min-measurements", "400",
 		"--max-measurements", "5000", "--time-slots", "3"); code != 0 {
 		t.Fatalf("gen: exit %d\n%s", code, out)

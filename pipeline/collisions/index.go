@@ -67,7 +67,7 @@ func (r Range) String() string {
 	return fmt.Sprintf("ts %d counters [%d, +%d)", r.TS, r.Base, r.N)
 }
 
-// RangeOf returns the range of a report of n measurements under s.
+// RangeOf returns the range of a report of n measurements.
 func RangeOf(r ooid.Report, n uint32) Range {
 	return Range{TS: r.TS, Base: r.CounterBase(), N: n}
 }

@@ -27,6 +27,18 @@ func referenceVerdicts(names []string, rgs []Range, bits int) map[string]string 
 	return out
 }
 
+// randomReports returns count named reports on ts timestamps, each of up
+// to maxN measurements at a random base.
+func randomReports(rng *rand.Rand, count, ts int, maxN uint32, name func(int) string) ([]string, []Range) {
+	var names []string
+	var rgs []Range
+	for i := range count {
+		names = append(names, name(i))
+		rgs = append(rgs, Range{TS: uint32(rng.IntN(ts)), Base: rng.Uint32(), N: 1 + rng.Uint32N(maxN)})
+	}
+	return names, rgs
+}
+
 func resolve(names []string, rgs []Range, bits int, order []int) map[string]string {
 	r := NewResolver(bits)
 	for _, i := range order {
@@ -60,12 +72,9 @@ func sameVerdicts(t *testing.T, what string, got, want map[string]string) {
 func TestResolverOrderIndependent(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	const bits = 20
-	var names []string
-	var rgs []Range
-	for i := range 400 {
-		names = append(names, fmt.Sprintf("2018-06-%02d/r%04d", 1+rng.IntN(28), rng.IntN(10000)*1000+i))
-		rgs = append(rgs, Range{TS: uint32(rng.IntN(4)), Base: rng.Uint32(), N: 1 + rng.Uint32N(20000)})
-	}
+	names, rgs := randomReports(rng, 400, 4, 20000, func(i int) string {
+		return fmt.Sprintf("2018-06-%02d/r%04d", 1+rng.IntN(28), rng.IntN(10000)*1000+i)
+	})
 	want := referenceVerdicts(names, rgs, bits)
 	if len(want) < 10 {
 		t.Fatalf("only %d losers: the test proves little", len(want))
@@ -95,12 +104,9 @@ func TestResolverOrderIndependent(t *testing.T) {
 func TestResolverChanges(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	const bits = 20
-	var names []string
-	var rgs []Range
-	for i := range 300 {
-		names = append(names, fmt.Sprintf("n%05d", rng.IntN(100000)*10+i%10))
-		rgs = append(rgs, Range{TS: uint32(rng.IntN(3)), Base: rng.Uint32(), N: 1 + rng.Uint32N(30000)})
-	}
+	names, rgs := randomReports(rng, 300, 3, 30000, func(i int) string {
+		return fmt.Sprintf("n%05d", rng.IntN(100000)*10+i%10)
+	})
 	r := NewResolver(bits)
 	applied := map[string]string{}
 	for _, i := range rng.Perm(len(names)) {

@@ -145,7 +145,7 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (Summary, error) {
 	}
 	// The collision verdicts start from the committed buckets this run
 	// leaves alone; the others are added as they are written or skipped.
-	col := newVerdicts(sink.Meta{Scheme: cfg.Scheme})
+	col := newVerdicts(cfg.Scheme)
 	committed, err := s.Buckets(ctx)
 	if err != nil {
 		return sum, err

@@ -1,10 +1,8 @@
 package job_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -100,20 +98,9 @@ func readParquetScheme[T any](t testing.TB, path, bits, offset string) []T {
 
 func readDeadLetters(t testing.TB, path string) []deadletter.Record {
 	t.Helper()
-	f, err := os.Open(path)
+	out, err := parquetfile.ReadDeadLetters(path)
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []deadletter.Record
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var d deadletter.Record
-		if err := json.Unmarshal(sc.Bytes(), &d); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, d)
 	}
 	return out
 }

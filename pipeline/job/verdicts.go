@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/backfill-dev/backfill/pipeline/collisions"
+	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink"
 )
 
@@ -20,14 +21,14 @@ import (
 // one, so buckets run in order never change the buckets of the same run;
 // the changes fall on buckets committed before, out of order.
 type verdicts struct {
-	scheme    sink.Meta // Scheme only
+	scheme    ooid.Scheme
 	res       *collisions.Resolver
 	buckets   []string // by tag
 	persisted []string // by ref: the winner the sink holds ("" none)
 }
 
-func newVerdicts(m sink.Meta) *verdicts {
-	return &verdicts{scheme: m, res: collisions.NewResolver(m.Scheme.CounterBits)}
+func newVerdicts(s ooid.Scheme) *verdicts {
+	return &verdicts{scheme: s, res: collisions.NewResolver(s.CounterBits)}
 }
 
 func (v *verdicts) tag(bucket string) uint32 {
@@ -41,9 +42,9 @@ func (v *verdicts) load(ctx context.Context, s sink.Sink, bucket string) error {
 	if err != nil {
 		return err
 	}
-	if m.Scheme != v.scheme.Scheme {
+	if m.Scheme != v.scheme {
 		return fmt.Errorf("bucket %s of the output was made under %s and this run uses %s: IDs of two schemes cannot be checked against each other; rerun that bucket too, or write to another folder",
-			bucket, m.Scheme, v.scheme.Scheme)
+			bucket, m.Scheme, v.scheme)
 	}
 	tag := v.tag(bucket)
 	for _, r := range reports {
