@@ -18,6 +18,7 @@ package job
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -145,17 +146,10 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (Summary, error) {
 	}
 	// The collision verdicts start from the committed buckets this run
 	// leaves alone; the others are added as they are written or skipped.
-	col := newVerdicts(cfg.Scheme)
-	committed, err := s.Buckets(ctx)
-	if err != nil {
+	// A sink that is not a Rewriter settles them itself.
+	col := newVerdicts(cfg.Scheme, s)
+	if err := col.start(ctx, names); err != nil {
 		return sum, err
-	}
-	for _, b := range committed {
-		if _, in := slices.BinarySearch(names, b); !in {
-			if err := col.load(ctx, s, b); err != nil {
-				return sum, err
-			}
-		}
 	}
 	workers := max(cfg.Workers, 1)
 	g, ctx := errgroup.WithContext(ctx)
@@ -225,25 +219,29 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (Summary, error) {
 	}
 	g.Go(func() error { // writer
 		for j := range jobs {
-			if j.skip {
-				if err := col.load(ctx, s, j.meta.Bucket); err != nil {
-					return err
+			if !j.skip {
+				err := writeBucket(ctx, s, j, col, &sum, &prog, sem, cfg)
+				if !errors.Is(err, sink.ErrSkipped) {
+					if err != nil {
+						return err
+					}
+					continue
 				}
-				sum.Skipped++
-				prog.Buckets++
-				prog.BytesIn += j.bucket.Bytes
-				report(cfg, prog)
-				continue
+				// The sink left the bucket to another run.
 			}
-			if err := writeBucket(ctx, s, j, col, &sum, &prog, sem, cfg); err != nil {
+			if err := col.load(ctx, j.meta.Bucket); err != nil {
 				return err
 			}
+			sum.Skipped++
+			prog.Buckets++
+			prog.BytesIn += j.bucket.Bytes
+			report(cfg, prog)
 		}
 		return nil
 	})
-	err = g.Wait()
+	err := g.Wait()
 	if err == nil {
-		err = col.reconcile(ctx, s)
+		err = col.reconcile(ctx)
 	}
 	sum.Elapsed = time.Since(start)
 	return sum, err
@@ -285,7 +283,7 @@ func writeBucket(ctx context.Context, s sink.Sink, j *bucketJob, col *verdicts, 
 		}
 		refs = append(refs, rs)
 	}
-	if err := col.sync(ctx, s, others); err != nil {
+	if err := col.sync(ctx, others); err != nil {
 		return err
 	}
 
@@ -339,7 +337,7 @@ func writeBucket(ctx context.Context, s sink.Sink, j *bucketJob, col *verdicts, 
 			return err
 		}
 	}
-	if err := bw.Commit(ctx, counts); err != nil {
+	if counts, err = bw.Commit(ctx, counts); err != nil {
 		return err
 	}
 	sum.Buckets++

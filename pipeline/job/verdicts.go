@@ -3,6 +3,7 @@ package job
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/backfill-dev/backfill/pipeline/collisions"
@@ -20,15 +21,40 @@ import (
 // whose textname sorts first, which lives in the same bucket or an earlier
 // one, so buckets run in order never change the buckets of the same run;
 // the changes fall on buckets committed before, out of order.
+//
+// With a sink that is not a sink.Rewriter, verdicts does nothing: every
+// report is written as kept and the sink settles the verdicts itself.
 type verdicts struct {
 	scheme    ooid.Scheme
+	s         sink.Rewriter // nil: the sink settles the verdicts
 	res       *collisions.Resolver
 	buckets   []string // by tag
 	persisted []string // by ref: the winner the sink holds ("" none)
 }
 
-func newVerdicts(s ooid.Scheme) *verdicts {
-	return &verdicts{scheme: s, res: collisions.NewResolver(s.CounterBits)}
+func newVerdicts(scheme ooid.Scheme, s sink.Sink) *verdicts {
+	v := &verdicts{scheme: scheme, res: collisions.NewResolver(scheme.CounterBits)}
+	v.s, _ = s.(sink.Rewriter)
+	return v
+}
+
+// start loads the committed buckets that are not among names (sorted).
+func (v *verdicts) start(ctx context.Context, names []string) error {
+	if v.s == nil {
+		return nil
+	}
+	committed, err := v.s.Buckets(ctx)
+	if err != nil {
+		return err
+	}
+	for _, b := range committed {
+		if _, in := slices.BinarySearch(names, b); !in {
+			if err := v.load(ctx, b); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (v *verdicts) tag(bucket string) uint32 {
@@ -37,8 +63,11 @@ func (v *verdicts) tag(bucket string) uint32 {
 }
 
 // load adds a committed bucket's reports as the sink holds them.
-func (v *verdicts) load(ctx context.Context, s sink.Sink, bucket string) error {
-	m, reports, err := s.Manifest(ctx, bucket)
+func (v *verdicts) load(ctx context.Context, bucket string) error {
+	if v.s == nil {
+		return nil
+	}
+	m, reports, err := v.s.Manifest(ctx, bucket)
 	if err != nil {
 		return err
 	}
@@ -61,6 +90,9 @@ func (v *verdicts) load(ctx context.Context, s sink.Sink, bucket string) error {
 // add adds a report of the bucket being written and returns its ref and
 // the refs of other buckets' reports whose verdict changed.
 func (v *verdicts) add(r *sink.Report, tag uint32, others []uint32) (uint32, []uint32) {
+	if v.s == nil {
+		return 0, others
+	}
 	ref, changed := v.res.Add(r.Textname, collisions.RangeOf(r.ID, r.N), tag)
 	v.persisted = append(v.persisted, "")
 	for _, c := range changed {
@@ -74,6 +106,9 @@ func (v *verdicts) add(r *sink.Report, tag uint32, others []uint32) (uint32, []u
 // winner returns the textname of the report that keeps the IDs ref would
 // share, and the dead-letter message; "" when ref keeps its own.
 func (v *verdicts) winner(ref uint32) (string, string) {
+	if v.s == nil {
+		return "", ""
+	}
 	w, ok := v.res.Winner(ref)
 	if !ok {
 		return "", ""
@@ -82,11 +117,15 @@ func (v *verdicts) winner(ref uint32) (string, string) {
 }
 
 // written records what the sink now holds of a report.
-func (v *verdicts) written(ref uint32, winner string) { v.persisted[ref] = winner }
+func (v *verdicts) written(ref uint32, winner string) {
+	if v.s != nil {
+		v.persisted[ref] = winner
+	}
+}
 
 // sync tells the sink of every verdict among refs that differs from what
 // it holds, bucket by bucket.
-func (v *verdicts) sync(ctx context.Context, s sink.Sink, refs []uint32) error {
+func (v *verdicts) sync(ctx context.Context, refs []uint32) error {
 	byBucket := map[uint32][]uint32{}
 	for _, ref := range refs {
 		if w, _ := v.winner(ref); w != v.persisted[ref] {
@@ -109,7 +148,7 @@ func (v *verdicts) sync(ctx context.Context, s sink.Sink, refs []uint32) error {
 			w, msg := v.winner(ref)
 			vs = append(vs, sink.Verdict{Textname: v.res.Name(ref), RejectedBy: w, Message: msg})
 		}
-		if err := s.Reassign(ctx, v.buckets[t], vs); err != nil {
+		if err := v.s.Reassign(ctx, v.buckets[t], vs); err != nil {
 			return fmt.Errorf("bucket %s: recording collision verdicts: %w", v.buckets[t], err)
 		}
 		for _, ref := range byBucket[t] {
@@ -122,10 +161,13 @@ func (v *verdicts) sync(ctx context.Context, s sink.Sink, refs []uint32) error {
 // reconcile syncs every report: at the end of a run, when every bucket of
 // the output is known, verdicts that differ (buckets committed by runs that
 // did not see each other, a winner whose bucket changed) are set right.
-func (v *verdicts) reconcile(ctx context.Context, s sink.Sink) error {
+func (v *verdicts) reconcile(ctx context.Context) error {
+	if v.s == nil {
+		return nil
+	}
 	refs := make([]uint32, v.res.Len())
 	for i := range refs {
 		refs[i] = uint32(i)
 	}
-	return v.sync(ctx, s, refs)
+	return v.sync(ctx, refs)
 }

@@ -6,6 +6,7 @@ package sink
 
 import (
 	"context"
+	"errors"
 
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
@@ -64,12 +65,25 @@ type Counts struct {
 }
 
 // Sink stores buckets.
+//
+// The collision verdicts (DESIGN.md §3) are settled by the run when the
+// sink is a [Rewriter]; any other sink settles them itself when it commits
+// a bucket, against everything committed before by any run, and its
+// BucketWriter receives every report with RejectedBy unset.
 type Sink interface {
 	// Committed reports whether the bucket was committed with the same
 	// Meta (fingerprint, scheme, policy); --resume skips those.
 	Committed(ctx context.Context, m Meta) (bool, error)
 	// Begin starts writing a bucket. Nothing is visible until Commit.
 	Begin(ctx context.Context, m Meta) (BucketWriter, error)
+	Close() error
+}
+
+// Rewriter is a Sink whose collision verdicts the run settles: it lists
+// its committed buckets' reports and rewrites a bucket when a report's
+// verdict changes.
+type Rewriter interface {
+	Sink
 	// Buckets lists the committed buckets, in order.
 	Buckets(ctx context.Context) ([]string, error)
 	// Manifest returns how a committed bucket was made and its reports,
@@ -81,8 +95,11 @@ type Sink interface {
 	// IDs again gets them back. The result is what a run would have
 	// committed with those verdicts.
 	Reassign(ctx context.Context, bucket string, verdicts []Verdict) error
-	Close() error
 }
+
+// ErrSkipped is returned (wrapped) by Commit when the sink left the bucket
+// as it was: another run holds it, or committed it meanwhile.
+var ErrSkipped = errors.New("bucket skipped")
 
 // BucketWriter receives one bucket's output in a deterministic order: the
 // reports and the dead letters as they were read, then the collision dead
@@ -91,8 +108,9 @@ type BucketWriter interface {
 	Report(r *Report) error
 	DeadLetter(d deadletter.Record) error
 	// Commit makes the bucket's output visible at once, replacing any
-	// earlier output of the bucket.
-	Commit(ctx context.Context, c Counts) error
+	// earlier output of the bucket, and returns the counts committed: c,
+	// less the reports a sink that settles collisions itself rejected.
+	Commit(ctx context.Context, c Counts) (Counts, error)
 	// Abort drops what was written; it is safe after Commit (a no-op).
 	Abort() error
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/sink"
 )
 
-// Buckets implements sink.Sink: the buckets with a ledger entry.
+// Buckets implements sink.Rewriter: the buckets with a ledger entry.
 func (s *Sink) Buckets(context.Context) ([]string, error) {
 	ents, err := os.ReadDir(filepath.Join(s.dir, "ledger"))
 	if err != nil {
@@ -38,7 +38,7 @@ func (s *Sink) Buckets(context.Context) ([]string, error) {
 	return out, nil
 }
 
-// Manifest implements sink.Sink.
+// Manifest implements sink.Rewriter.
 func (s *Sink) Manifest(_ context.Context, bucket string) (sink.Meta, []sink.ManifestReport, error) {
 	l, err := s.ReadLedger(bucket)
 	if err != nil {
@@ -108,7 +108,7 @@ func ReadDeadLetters(path string) ([]deadletter.Record, error) {
 	}
 }
 
-// Reassign implements sink.Sink: it rewrites the bucket from its report
+// Reassign implements sink.Rewriter: it rewrites the bucket from its report
 // manifest and dead letters, through the same writer as a run, so the
 // files are those a run with the new verdicts writes.
 func (s *Sink) Reassign(ctx context.Context, bucket string, verdicts []sink.Verdict) error {
@@ -209,5 +209,6 @@ func (s *Sink) Reassign(ctx context.Context, bucket string, verdicts []sink.Verd
 			return err
 		}
 	}
-	return w.Commit(ctx, counts)
+	_, err = w.Commit(ctx, counts)
+	return err
 }

@@ -246,7 +246,11 @@ func (w *bucketWriter) Report(r *sink.Report) error {
 func (w *bucketWriter) DeadLetter(d deadletter.Record) error { return w.dl.Encode(d) }
 
 // Commit implements sink.BucketWriter.
-func (w *bucketWriter) Commit(ctx context.Context, c sink.Counts) error {
+func (w *bucketWriter) Commit(ctx context.Context, c sink.Counts) (sink.Counts, error) {
+	return c, w.commit(ctx, c)
+}
+
+func (w *bucketWriter) commit(ctx context.Context, c sink.Counts) error {
 	if err := ctx.Err(); err != nil {
 		w.Abort()
 		return err

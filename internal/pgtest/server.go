@@ -1,0 +1,123 @@
+package pgtest
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Server is a throwaway PostgreSQL cluster of the test's own, made with the
+// local binaries, so that a test may stop and restart it.
+type Server struct {
+	t      testing.TB
+	bin    string
+	dir    string
+	port   int
+	runAs  []string
+}
+
+// BinDir finds the PostgreSQL server binaries (initdb, pg_ctl).
+func BinDir() (string, error) {
+	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
+		d := strings.TrimSpace(string(out))
+		if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
+			return d, nil
+		}
+	}
+	ds, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	for i := len(ds) - 1; i >= 0; i-- {
+		if _, err := os.Stat(filepath.Join(ds[i], "initdb")); err == nil {
+			return ds[i], nil
+		}
+	}
+	return "", fmt.Errorf("no PostgreSQL server binaries (initdb, pg_ctl) found; install them (Debian: apt-get install postgresql)")
+}
+
+// StartServer makes and starts a cluster that is stopped and removed when
+// the test ends. The binaries must be installed: a missing one fails the
+// test.
+func StartServer(t testing.TB) *Server {
+	t.Helper()
+	bin, err := BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "backfill-pgtest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{t: t, bin: bin, dir: dir}
+	if os.Geteuid() == 0 { // initdb refuses to run as root
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			t.Fatalf("running as root needs a postgres user to own the cluster: %v", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		if err := os.Chown(dir, uid, -1); err != nil {
+			t.Fatal(err)
+		}
+		s.runAs = []string{"runuser", "-u", "postgres", "--"}
+	}
+	t.Cleanup(func() {
+		s.pgctl("-m", "immediate", "stop")
+		os.RemoveAll(dir)
+	})
+	if out, err := s.cmd(filepath.Join(bin, "initdb"), "-D", s.data(), "-U", "postgres", "--auth=trust", "-E", "UTF8").CombinedOutput(); err != nil {
+		t.Fatalf("initdb: %v\n%s", err, out)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.port = l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	s.Start()
+	return s
+}
+
+func (s *Server) data() string { return filepath.Join(s.dir, "data") }
+
+func (s *Server) cmd(name string, args ...string) *exec.Cmd {
+	if len(s.runAs) > 0 {
+		return exec.Command(s.runAs[0], append(append(s.runAs[1:], name), args...)...)
+	}
+	return exec.Command(name, args...)
+}
+
+func (s *Server) pgctl(args ...string) error {
+	args = append([]string{"-D", s.data(), "-l", filepath.Join(s.dir, "server.log")}, args...)
+	out, err := s.cmd(filepath.Join(s.bin, "pg_ctl"), args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("pg_ctl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// Start starts the stopped server and waits until it accepts connections.
+func (s *Server) Start() {
+	s.t.Helper()
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off", s.port, s.dir)
+	if err := s.pgctl("-w", "-o", opts, "start"); err != nil {
+		log, _ := os.ReadFile(filepath.Join(s.dir, "server.log"))
+		s.t.Fatalf("%v\n%s", err, log)
+	}
+}
+
+// Stop stops the server at once, as a crash would.
+func (s *Server) Stop() {
+	s.t.Helper()
+	if err := s.pgctl("-w", "-m", "immediate", "stop"); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// URL is the URL of the server's postgres database.
+func (s *Server) URL() string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", s.port)
+}

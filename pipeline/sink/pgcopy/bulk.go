@@ -1,0 +1,190 @@
+package pgcopy
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/sink"
+)
+
+// BulkSink loads into tables without indexes or constraints, one
+// transaction per bucket, and builds them at Finish. The run settles the
+// collision verdicts (it is a sink.Rewriter), so the end state equals the
+// per-bucket path's. It needs an empty schema, or one whose bulk load
+// stopped before Finish (then --resume carries on).
+type BulkSink struct{ *Sink }
+
+var _ sink.Rewriter = (*BulkSink)(nil)
+
+// OpenBulk is Open for a bulk load.
+func OpenBulk(ctx context.Context, opt Options) (*BulkSink, error) {
+	opt.Bulk = true
+	s, err := Open(ctx, opt)
+	if err != nil {
+		return nil, err
+	}
+	return &BulkSink{s}, nil
+}
+
+// prepareBulk drops the indexes and constraints of an empty schema.
+func (s *Sink) prepareBulk(ctx context.Context) error {
+	var rows, indexed bool
+	if err := s.conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+s.q("reports")+`) OR EXISTS (SELECT FROM `+s.q("ledger")+`)`).Scan(&rows); err != nil {
+		return s.clean(err)
+	}
+	if err := s.conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_constraint WHERE conname = 'measurements_pkey' AND conrelid = to_regclass($1))`,
+		s.q("measurements")).Scan(&indexed); err != nil {
+		return s.clean(err)
+	}
+	if rows && indexed {
+		return fmt.Errorf("postgres: --bulk loads into an empty schema, and %s already holds buckets: load them per bucket (without --bulk), or into a new schema",
+			pgx.Identifier{s.schema}.Sanitize())
+	}
+	if rows {
+		s.opt.Log("schema %s holds a bulk load that stopped before its indexes were built; carrying on", pgx.Identifier{s.schema}.Sanitize())
+	}
+	return s.clean(dropConstraints(ctx, s.conn, s.schema))
+}
+
+// Finish builds the indexes and constraints and analyzes the tables.
+func (b *BulkSink) Finish(ctx context.Context) error {
+	return b.retry(ctx, "building indexes", func(ctx context.Context) error {
+		if err := buildConstraints(ctx, b.conn, b.schema, b.opt.Log); err != nil {
+			return err
+		}
+		for _, t := range []string{"measurements", "reports", "dead_letters", "ledger"} {
+			if _, err := b.conn.Exec(ctx, `ANALYZE `+b.q(t)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// commitBulk runs a bucket's transaction of a bulk load: the verdicts are
+// the run's, and earlier rows of the bucket are found without indexes.
+func (s *Sink) commitBulk(ctx context.Context, w *bucketWriter, c sink.Counts) (sink.Counts, error) {
+	tx, err := s.conn.Begin(ctx)
+	if err != nil {
+		return c, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if err := s.lockBucket(ctx, tx, w.m); err != nil {
+		return c, err
+	}
+	if err := s.checkScheme(ctx, tx, w.m); err != nil {
+		return c, err
+	}
+	var again bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+s.q("ledger")+` WHERE bucket = $1)`, w.m.Bucket).Scan(&again); err != nil {
+		return c, err
+	}
+	if again {
+		for _, t := range []string{"measurements", "reports", "dead_letters"} {
+			if _, err := tx.Exec(ctx, `DELETE FROM `+s.q(t)+` WHERE bucket = $1`, w.m.Bucket); err != nil {
+				return c, err
+			}
+		}
+	}
+	// The run's collision records of rejected reports become the sink's.
+	winners, msgs := make([]string, len(w.reports)), make([]string, len(w.reports))
+	rejected := map[string]int{}
+	for i := range w.reports {
+		if w.reports[i].RejectedBy != "" {
+			winners[i] = w.reports[i].RejectedBy
+			rejected[w.reports[i].Textname] = i
+		}
+	}
+	dead := w.dead[:0:0]
+	for _, d := range w.dead {
+		if i, ok := rejected[d.Textname]; ok && d.Reason == deadletter.Collision {
+			msgs[i] = d.Message
+			continue
+		}
+		dead = append(dead, d)
+	}
+	w2 := *w
+	w2.dead = dead
+	if err := s.writeBucket(ctx, tx, &w2, winners, msgs, c); err != nil {
+		return c, err
+	}
+	return c, tx.Commit(ctx)
+}
+
+// Buckets implements sink.Rewriter.
+func (b *BulkSink) Buckets(ctx context.Context) ([]string, error) {
+	var out []string
+	err := b.retry(ctx, "listing buckets", func(ctx context.Context) error {
+		rows, err := b.conn.Query(ctx, `SELECT bucket::text FROM `+b.q("ledger")+` WHERE status = 'committed' ORDER BY bucket`)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	return out, err
+}
+
+// Manifest implements sink.Rewriter.
+func (b *BulkSink) Manifest(ctx context.Context, bucket string) (sink.Meta, []sink.ManifestReport, error) {
+	var m sink.Meta
+	var out []sink.ManifestReport
+	err := b.retry(ctx, "reading bucket "+bucket, func(ctx context.Context) error {
+		m = sink.Meta{Bucket: bucket}
+		if err := b.conn.QueryRow(ctx, `SELECT input_fingerprint, counter_bits, sha1_offset, ndx_policy, version FROM `+b.q("ledger")+`
+			WHERE bucket = $1 AND status = 'committed'`, bucket).Scan(&m.Fingerprint, &m.Scheme.CounterBits, &m.Scheme.SHA1Offset, &m.NdxPolicy, &m.Version); err != nil {
+			return err
+		}
+		rows, err := b.conn.Query(ctx, `SELECT textname, n, container, "offset", coalesce(rejected_by, '') FROM `+b.q("reports")+`
+			WHERE bucket = $1 ORDER BY seq`, bucket)
+		if err != nil {
+			return err
+		}
+		out = out[:0]
+		for rows.Next() {
+			var r sink.ManifestReport
+			var n int32
+			if err := rows.Scan(&r.Textname, &n, &r.Container, &r.Offset, &r.RejectedBy); err != nil {
+				return err
+			}
+			r.N = uint32(n)
+			out = append(out, r)
+		}
+		return rows.Err()
+	})
+	return m, out, err
+}
+
+// Reassign implements sink.Rewriter.
+func (b *BulkSink) Reassign(ctx context.Context, bucket string, verdicts []sink.Verdict) error {
+	return b.retry(ctx, "bucket "+bucket, func(ctx context.Context) error {
+		tx, err := b.conn.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx))
+		var bits int
+		if err := tx.QueryRow(ctx, `SELECT counter_bits FROM `+b.q("ledger")+` WHERE bucket = $1`, bucket).Scan(&bits); err != nil {
+			return err
+		}
+		for _, v := range verdicts {
+			xs, err := b.query(ctx, tx, `SELECT `+storedColumns+` FROM `+b.q("reports")+` r WHERE r.bucket = $1 AND r.textname = $2 ORDER BY r.seq LIMIT 1`, bucket, v.Textname)
+			if err != nil {
+				return err
+			}
+			if len(xs) == 0 {
+				return permanent("bucket %s has no report %s", bucket, v.Textname)
+			}
+			if xs[0].winner == v.RejectedBy {
+				continue
+			}
+			if err := b.reassign(ctx, tx, xs[0], v.RejectedBy, v.Message, bits); err != nil {
+				return err
+			}
+		}
+		return tx.Commit(ctx)
+	})
+}

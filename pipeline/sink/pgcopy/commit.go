@@ -1,0 +1,276 @@
+package pgcopy
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/backfill-dev/backfill/pipeline/collisions"
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/sink"
+)
+
+// commit runs one bucket's transaction.
+func (s *Sink) commit(ctx context.Context, w *bucketWriter, c sink.Counts) (sink.Counts, error) {
+	tx, err := s.conn.Begin(ctx)
+	if err != nil {
+		return c, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	b := w.m.Bucket
+	if err := s.lockBucket(ctx, tx, w.m); err != nil {
+		return c, err
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1), 0)`, "backfill verdicts "+s.schema); err != nil {
+		return c, err
+	}
+	if err := s.checkScheme(ctx, tx, w.m); err != nil {
+		return c, err
+	}
+	if err := s.removeBucket(ctx, tx, b); err != nil {
+		return c, err
+	}
+	winners, msgs, err := s.settle(ctx, tx, w)
+	if err != nil {
+		return c, err
+	}
+	c = adjustCounts(c, w.reports, winners)
+	if err := s.writeBucket(ctx, tx, w, winners, msgs, c); err != nil {
+		return c, err
+	}
+	return c, tx.Commit(ctx)
+}
+
+// adjustCounts takes the reports that lost their IDs out of the counts the
+// run made (it counted every report as kept).
+func adjustCounts(c sink.Counts, rs []sink.Report, winners []string) sink.Counts {
+	out := c
+	out.DeadLetters = map[string]int64{}
+	for k, v := range c.DeadLetters {
+		out.DeadLetters[k] = v
+	}
+	for i := range rs {
+		if winners[i] != "" {
+			out.Reports--
+			out.Measurements -= int64(rs[i].N)
+			out.DeadLetters[deadletter.Collision]++
+		}
+	}
+	return out
+}
+
+// lockBucket takes the bucket's advisory lock for the transaction, waiting
+// for (or, with SkipLocked, skipping) another run that holds it. With
+// Resume, a bucket committed meanwhile with the same meta is skipped.
+func (s *Sink) lockBucket(ctx context.Context, tx pgx.Tx, m sink.Meta) error {
+	key := "backfill bucket " + s.schema
+	var ok bool
+	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtext($1), $2::date - date '1970-01-01')`, key, m.Bucket).Scan(&ok); err != nil {
+		return err
+	}
+	if !ok {
+		holder := "another session"
+		var pid int32
+		var app string
+		if tx.QueryRow(ctx, `SELECT l.pid, coalesce(a.application_name, '') FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+			WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+			AND l.classid = (hashtext($1)::bigint & 4294967295)::text::oid AND l.objid = ($2::date - date '1970-01-01')::text::oid
+			LIMIT 1`, key, m.Bucket).Scan(&pid, &app) == nil {
+			holder = fmt.Sprintf("server backend %d (%s)", pid, app)
+		}
+		if s.opt.SkipLocked {
+			s.opt.Log("bucket %s: another run is loading it (%s); skipped (--skip-locked)", m.Bucket, holder)
+			return fmt.Errorf("bucket %s is being loaded by another run: %w", m.Bucket, sink.ErrSkipped)
+		}
+		s.opt.Log("bucket %s: another run is loading it (%s); waiting for it to finish", m.Bucket, holder)
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1), $2::date - date '1970-01-01')`, key, m.Bucket); err != nil {
+			return err
+		}
+	}
+	if s.opt.Resume {
+		var done bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+s.q("ledger")+` WHERE bucket = $1 AND status = 'committed'
+			AND input_fingerprint = $2 AND counter_bits = $3 AND sha1_offset = $4 AND ndx_policy = $5)`,
+			m.Bucket, m.Fingerprint, m.Scheme.CounterBits, m.Scheme.SHA1Offset, m.NdxPolicy).Scan(&done); err != nil {
+			return err
+		}
+		if done {
+			s.opt.Log("bucket %s: committed meanwhile by another run with the same input and scheme; skipped (--resume)", m.Bucket)
+			return fmt.Errorf("bucket %s was committed by another run: %w", m.Bucket, sink.ErrSkipped)
+		}
+	}
+	return nil
+}
+
+// checkScheme refuses a bucket whose scheme differs from the committed
+// buckets': IDs of two schemes cannot be checked against each other.
+func (s *Sink) checkScheme(ctx context.Context, tx pgx.Tx, m sink.Meta) error {
+	var other string
+	var bits, off int
+	err := tx.QueryRow(ctx, `SELECT bucket::text, counter_bits, sha1_offset FROM `+s.q("ledger")+`
+		WHERE status = 'committed' AND bucket <> $1 AND (counter_bits <> $2 OR sha1_offset <> $3) LIMIT 1`,
+		m.Bucket, m.Scheme.CounterBits, m.Scheme.SHA1Offset).Scan(&other, &bits, &off)
+	if err == pgx.ErrNoRows {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return permanent("bucket %s of schema %s was made under counter_bits=%d sha1_offset=%d and this run uses %s: IDs of two schemes cannot be checked against each other; load into another schema",
+		other, pgx.Identifier{s.schema}.Sanitize(), bits, off, m.Scheme)
+}
+
+// removeBucket deletes what an earlier run committed of the bucket. The
+// measurement rows go by primary-key ranges of the bucket's kept reports.
+func (s *Sink) removeBucket(ctx context.Context, tx pgx.Tx, bucket string) error {
+	var bits int
+	err := tx.QueryRow(ctx, `SELECT counter_bits FROM `+s.q("ledger")+` WHERE bucket = $1`, bucket).Scan(&bits)
+	if err == pgx.ErrNoRows {
+		return nil // never committed
+	}
+	if err != nil {
+		return err
+	}
+	rows, err := tx.Query(ctx, `SELECT ts, counter_base, n FROM `+s.q("reports")+` WHERE bucket = $1 AND rejected_by IS NULL AND n > 0`, bucket)
+	if err != nil {
+		return err
+	}
+	var lo, hi []int64
+	for rows.Next() {
+		var ts int64
+		var base, n int32
+		if err := rows.Scan(&ts, &base, &n); err != nil {
+			return err
+		}
+		lo, hi = appendIDRanges(lo, hi, collisions.Range{TS: uint32(ts), Base: uint32(base), N: uint32(n)}, bits)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if err := s.deleteMeasurements(ctx, tx, bucket, lo, hi); err != nil {
+		return err
+	}
+	for _, t := range []string{"reports", "dead_letters"} {
+		if _, err := tx.Exec(ctx, `DELETE FROM `+s.q(t)+` WHERE bucket = $1`, bucket); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Sink) deleteMeasurements(ctx context.Context, tx pgx.Tx, bucket string, lo, hi []int64) error {
+	if len(lo) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `DELETE FROM `+s.q("measurements")+` m USING unnest($2::int8[], $3::int8[]) r(lo, hi)
+		WHERE m.ooid BETWEEN r.lo AND r.hi AND m.bucket = $1`, bucket, lo, hi)
+	return err
+}
+
+// appendIDRanges appends the OOID ranges [lo, hi] of a report's counters:
+// one, or two where the counters wrap.
+func appendIDRanges(lo, hi []int64, r collisions.Range, bits int) ([]int64, []int64) {
+	l1, h1, l2, h2 := spans(r, bits)
+	top := int64(uint64(r.TS)<<32 | 0xF<<28)
+	if h1 > l1 {
+		lo, hi = append(lo, top|int64(l1)), append(hi, top|int64(h1-1))
+	}
+	if h2 > l2 {
+		lo, hi = append(lo, top|int64(l2)), append(hi, top|int64(h2-1))
+	}
+	return lo, hi
+}
+
+// spans returns a report's counters as the half-open ranges [l1, h1) and
+// [l2, h2) (empty when the counters do not wrap).
+func spans(r collisions.Range, bits int) (l1, h1, l2, h2 int32) {
+	if r.N == 0 {
+		return 0, 0, 0, 0
+	}
+	size := uint64(1) << uint(bits)
+	end := uint64(r.Base) + uint64(r.N)
+	if end <= size {
+		return int32(r.Base), int32(end), 0, 0
+	}
+	return int32(r.Base), int32(size), 0, int32(end - size)
+}
+
+// writeBucket COPYs the bucket's reports, measurements and dead letters
+// and marks the ledger.
+func (s *Sink) writeBucket(ctx context.Context, tx pgx.Tx, w *bucketWriter, winners, msgs []string, c sink.Counts) error {
+	b, bits := w.m.Bucket, w.m.Scheme.CounterBits
+	day, _ := time.Parse(time.DateOnly, b)
+	reportRows := make([][]any, len(w.reports))
+	var kept []copyReport
+	for i := range w.reports {
+		r := &w.reports[i]
+		var sha []byte
+		if r.SHA1 != nil {
+			sha = r.SHA1[:]
+		}
+		var rejected any
+		if winners[i] != "" {
+			rejected = winners[i]
+		} else if r.N > 0 {
+			kept = append(kept, copyReport{ts: r.ID.TS, base: r.ID.CounterBase(), n: r.N, seq: int32(i)})
+		}
+		rg := collisions.RangeOf(r.ID, r.N)
+		reportRows[i] = []any{day, int32(i), r.Textname, int64(r.ID.TS), r.ID.Source.String(), int32(r.ID.CounterBase()), int32(r.N),
+			multirange(rg, bits), r.Container, r.Offset, r.Size, sha, rejected}
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{s.schema, "reports"}, reportColumns, pgx.CopyFromRows(reportRows)); err != nil {
+		return err
+	}
+	if err := s.copyMeasurements(ctx, tx, b, bits, kept); err != nil {
+		return err
+	}
+	dead := make([][]any, 0, len(w.dead))
+	for i, d := range w.dead {
+		dead = append(dead, []any{day, int32(i), d.File, d.Textname, d.Offset, d.Reason, d.Message})
+	}
+	var collided []deadletter.Record
+	for i := range w.reports {
+		if winners[i] != "" {
+			collided = append(collided, sink.CollisionRecord(b, &w.reports[i], msgs[i]))
+		}
+	}
+	slices.SortStableFunc(collided, func(a, b deadletter.Record) int { return strings.Compare(a.Textname, b.Textname) })
+	for _, d := range collided {
+		dead = append(dead, []any{day, nil, d.File, d.Textname, d.Offset, d.Reason, d.Message})
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{s.schema, "dead_letters"}, deadColumns, pgx.CopyFromRows(dead)); err != nil {
+		return err
+	}
+	return s.markLedger(ctx, tx, w, c)
+}
+
+var (
+	reportColumns = []string{"bucket", "seq", "textname", "ts", "ts_source", "counter_base", "n", "span", "container", "offset", "size", "sha1", "rejected_by"}
+	deadColumns   = []string{"bucket", "seq", "file", "textname", "offset", "reason", "message"}
+)
+
+func (s *Sink) markLedger(ctx context.Context, tx pgx.Tx, w *bucketWriter, c sink.Counts) error {
+	var dl int64
+	reasons := map[string]int64{}
+	for k, v := range c.DeadLetters {
+		if v != 0 {
+			reasons[k] = v
+			dl += v
+		}
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO `+s.q("ledger")+` (bucket, input_fingerprint, counter_bits, sha1_offset, ndx_policy,
+			reports, measurements, dead_letters, dead_letters_by_reason, bytes_in, bytes_out, status, error, started_at, finished_at, version)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'committed', NULL, $12, clock_timestamp(), $13)
+		ON CONFLICT (bucket) DO UPDATE SET input_fingerprint = EXCLUDED.input_fingerprint, counter_bits = EXCLUDED.counter_bits,
+			sha1_offset = EXCLUDED.sha1_offset, ndx_policy = EXCLUDED.ndx_policy, reports = EXCLUDED.reports,
+			measurements = EXCLUDED.measurements, dead_letters = EXCLUDED.dead_letters,
+			dead_letters_by_reason = EXCLUDED.dead_letters_by_reason, bytes_in = EXCLUDED.bytes_in, bytes_out = EXCLUDED.bytes_out,
+			status = 'committed', error = NULL, started_at = EXCLUDED.started_at, finished_at = EXCLUDED.finished_at, version = EXCLUDED.version`,
+		w.m.Bucket, w.m.Fingerprint, w.m.Scheme.CounterBits, w.m.Scheme.SHA1Offset, w.m.NdxPolicy,
+		c.Reports, c.Measurements, dl, reasons, c.BytesIn, c.BytesOut, w.started, w.m.Version)
+	return err
+}

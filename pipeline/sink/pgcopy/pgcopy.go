@@ -1,0 +1,322 @@
+// Package pgcopy is the PostgreSQL sink: it loads each bucket in one
+// transaction with binary COPY (pgx v5), records it in a job ledger, and
+// settles collision verdicts inside that transaction against everything
+// committed before, by any run on any machine.
+//
+// # One bucket, one transaction
+//
+// Commit takes the bucket's advisory lock (another run loading the bucket
+// makes it wait, or skip with Options.SkipLocked), then the schema's
+// verdict lock, removes the bucket's earlier rows, settles the collision
+// verdicts, COPYs the reports, the measurements and the dead letters,
+// marks the ledger and commits. A lost connection or a server restart
+// rolls the bucket back; Commit reconnects and retries, a bounded number of
+// times with doubling waits, and otherwise fails with the last error.
+//
+// The verdict lock serialises the part of bucket transactions that reads
+// and writes the collision state: two runs may read and decode in parallel,
+// and the database takes their buckets one at a time. A report whose IDs
+// overlap those of a committed report with the same ts is found with the
+// GiST index on (ts, span); of two, the textname that sorts first keeps its
+// IDs (DESIGN.md §3), whichever was loaded first. When a new report wins,
+// the committed loser, in whatever bucket, loses its measurement rows in
+// the same transaction and gets its collision dead letter. An exclusion
+// constraint on the kept reports' spans and the primary key on ooid make
+// the database refuse any overlap the code might miss.
+//
+// # Bulk loads
+//
+// Options.Bulk loads into tables without indexes and constraints and builds
+// them at Finish, for one-off migrations into an empty schema. The run then
+// settles the collision verdicts itself (the sink is a sink.Rewriter), as
+// for Parquet; the end state is that of the per-bucket path.
+package pgcopy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/sink"
+)
+
+// Options say where and how to load.
+type Options struct {
+	// DSN is a PostgreSQL URL or keyword/value string; the PG* environment
+	// variables fill in what it leaves out (all of it when empty).
+	DSN string
+	// Schema holds the tables; DefaultSchema when empty.
+	Schema string
+	// CreateSchema creates the tables where they are missing.
+	CreateSchema bool
+	// Retries is how many times a bucket is tried again after a lost
+	// connection or a server restart; RetryWait is the first wait, doubled
+	// each time up to MaxRetryWait.
+	Retries                 int
+	RetryWait, MaxRetryWait time.Duration
+	// SkipLocked skips a bucket another run is loading, instead of waiting
+	// for it.
+	SkipLocked bool
+	// Resume skips, once its lock is taken, a bucket another run has
+	// committed meanwhile with the same input and scheme.
+	Resume bool
+	// Bulk loads into an empty schema with the indexes and constraints
+	// built at Finish.
+	Bulk bool
+	// Log receives progress messages (waits, retries, verdict changes in
+	// other buckets); nil discards them.
+	Log func(format string, args ...any)
+}
+
+// Defaults for Options.
+const (
+	DefaultRetries      = 5
+	DefaultRetryWait    = time.Second
+	DefaultMaxRetryWait = 30 * time.Second
+)
+
+// Sink loads buckets into PostgreSQL over one connection.
+type Sink struct {
+	opt    Options
+	cfg    *pgx.ConnConfig
+	conn   *pgx.Conn
+	schema string
+	secret string // the password, kept out of every message
+	q      func(table string) string
+}
+
+var _ sink.Sink = (*Sink)(nil)
+
+// Open connects and checks (or, with CreateSchema, creates) the schema.
+func Open(ctx context.Context, opt Options) (*Sink, error) {
+	if opt.Schema == "" {
+		opt.Schema = DefaultSchema
+	}
+	if err := checkSchemaName(opt.Schema); err != nil {
+		return nil, err
+	}
+	if opt.Retries < 0 {
+		opt.Retries = 0
+	}
+	if opt.RetryWait <= 0 {
+		opt.RetryWait = DefaultRetryWait
+	}
+	if opt.MaxRetryWait < opt.RetryWait {
+		opt.MaxRetryWait = max(DefaultMaxRetryWait, opt.RetryWait)
+	}
+	if opt.Log == nil {
+		opt.Log = func(string, ...any) {}
+	}
+	cfg, err := pgx.ParseConfig(opt.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: the connection string does not parse: %s", Redact(err.Error(), opt.DSN))
+	}
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	cfg.RuntimeParams["application_name"] = "backfill"
+	s := &Sink{opt: opt, cfg: cfg, schema: opt.Schema, secret: cfg.Password}
+	s.q = func(t string) string { return pgx.Identifier{s.schema, t}.Sanitize() }
+	if err := s.connect(ctx); err != nil {
+		return nil, err
+	}
+	if opt.CreateSchema {
+		if err := createTables(ctx, s.conn, s.schema); err != nil {
+			s.Close()
+			return nil, s.clean(err)
+		}
+		if !opt.Bulk {
+			if err := buildConstraints(ctx, s.conn, s.schema, opt.Log); err != nil {
+				s.Close()
+				return nil, s.clean(err)
+			}
+		}
+	}
+	if err := s.checkSchema(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if opt.Bulk {
+		if err := s.prepareBulk(ctx); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// String names the destination, without the password.
+func (s *Sink) String() string {
+	return fmt.Sprintf("postgres %s@%s:%d/%s schema %s", s.cfg.User, s.cfg.Host, s.cfg.Port, s.cfg.Database, pgx.Identifier{s.schema}.Sanitize())
+}
+
+func (s *Sink) connect(ctx context.Context) error {
+	if s.conn != nil && !s.conn.IsClosed() {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, err := pgx.ConnectConfig(cctx, s.cfg.Copy())
+	if err != nil {
+		return fmt.Errorf("postgres: connecting to %s@%s:%d/%s: %w", s.cfg.User, s.cfg.Host, s.cfg.Port, s.cfg.Database, s.clean(err))
+	}
+	s.conn = c
+	return nil
+}
+
+// checkSchema tells a missing schema apart from other failures.
+func (s *Sink) checkSchema(ctx context.Context) error {
+	var missing []string
+	for _, t := range []string{"measurements", "reports", "dead_letters", "ledger", "measurement_ids"} {
+		var ok bool
+		if err := s.conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.q(t)).Scan(&ok); err != nil {
+			return s.clean(err)
+		}
+		if !ok {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("postgres: schema %s lacks %s: run `backfill schema` or pass --create-schema",
+			pgx.Identifier{s.schema}.Sanitize(), strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// Close implements sink.Sink.
+func (s *Sink) Close() error {
+	if s.conn == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return s.conn.Close(ctx)
+}
+
+// Conn is the sink's connection, for tools and tests.
+func (s *Sink) Conn() *pgx.Conn { return s.conn }
+
+// Committed implements sink.Sink.
+func (s *Sink) Committed(ctx context.Context, m sink.Meta) (bool, error) {
+	var ok bool
+	err := s.retry(ctx, "checking bucket "+m.Bucket, func(ctx context.Context) error {
+		return s.conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+s.q("ledger")+` WHERE bucket = $1 AND status = 'committed'
+			AND input_fingerprint = $2 AND counter_bits = $3 AND sha1_offset = $4 AND ndx_policy = $5)`,
+			m.Bucket, m.Fingerprint, m.Scheme.CounterBits, m.Scheme.SHA1Offset, m.NdxPolicy).Scan(&ok)
+	})
+	return ok, err
+}
+
+// Begin implements sink.Sink. The writer keeps the bucket's reports and
+// dead letters in memory (the measurements are made from the reports as
+// they are COPYed), so Commit can run the transaction again after a fault.
+func (s *Sink) Begin(ctx context.Context, m sink.Meta) (sink.BucketWriter, error) {
+	if _, err := time.Parse(time.DateOnly, m.Bucket); err != nil {
+		return nil, fmt.Errorf("pgcopy: bucket %q: %w", m.Bucket, err)
+	}
+	return &bucketWriter{s: s, m: m, started: time.Now()}, nil
+}
+
+type bucketWriter struct {
+	s       *Sink
+	m       sink.Meta
+	started time.Time
+	reports []sink.Report
+	dead    []deadletter.Record
+}
+
+func (w *bucketWriter) Report(r *sink.Report) error {
+	w.reports = append(w.reports, *r)
+	return nil
+}
+
+func (w *bucketWriter) DeadLetter(d deadletter.Record) error {
+	w.dead = append(w.dead, d)
+	return nil
+}
+
+func (w *bucketWriter) Abort() error {
+	w.reports, w.dead = nil, nil
+	return nil
+}
+
+// Commit implements sink.BucketWriter.
+func (w *bucketWriter) Commit(ctx context.Context, c sink.Counts) (sink.Counts, error) {
+	var out sink.Counts
+	err := w.s.retry(ctx, "bucket "+w.m.Bucket, func(ctx context.Context) error {
+		var err error
+		if w.s.opt.Bulk {
+			out, err = w.s.commitBulk(ctx, w, c)
+		} else {
+			out, err = w.s.commit(ctx, w, c)
+		}
+		return err
+	})
+	if err != nil && !errors.Is(err, sink.ErrSkipped) && ctx.Err() == nil {
+		w.s.recordFailure(w, err)
+	}
+	w.Abort()
+	return out, err
+}
+
+// recordFailure marks a bucket that never committed as failed in the
+// ledger; a committed one keeps its row (its data is intact).
+func (s *Sink) recordFailure(w *bucketWriter, failure error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if s.connect(ctx) != nil {
+		return
+	}
+	s.conn.Exec(ctx, `INSERT INTO `+s.q("ledger")+` AS l (bucket, input_fingerprint, counter_bits, sha1_offset, ndx_policy,
+			status, error, started_at, finished_at, version)
+		VALUES ($1, $2, $3, $4, $5, 'failed', $6, $7, clock_timestamp(), $8)
+		ON CONFLICT (bucket) DO UPDATE SET status = 'failed', error = EXCLUDED.error, started_at = EXCLUDED.started_at,
+			finished_at = EXCLUDED.finished_at, input_fingerprint = EXCLUDED.input_fingerprint, version = EXCLUDED.version
+		WHERE l.status <> 'committed'`,
+		w.m.Bucket, w.m.Fingerprint, w.m.Scheme.CounterBits, w.m.Scheme.SHA1Offset, w.m.NdxPolicy,
+		s.clean(failure).Error(), w.started, w.m.Version)
+}
+
+// Redact replaces the password of dsn, wherever it occurs in msg.
+func Redact(msg, dsn string) string {
+	pw := ""
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		pw, _ = u.User.Password()
+	}
+	if pw == "" {
+		for _, f := range strings.Fields(dsn) {
+			if v, ok := strings.CutPrefix(f, "password="); ok {
+				pw = strings.Trim(v, "'")
+			}
+		}
+	}
+	if pw != "" {
+		msg = strings.ReplaceAll(msg, pw, "xxxxx")
+		if e := url.QueryEscape(pw); e != pw {
+			msg = strings.ReplaceAll(msg, e, "xxxxx")
+		}
+	}
+	return msg
+}
+
+// clean returns err with the password taken out of its message.
+func (s *Sink) clean(err error) error {
+	if err == nil || s.secret == "" || !strings.Contains(err.Error(), s.secret) {
+		return err
+	}
+	return &redacted{msg: strings.ReplaceAll(err.Error(), s.secret, "xxxxx"), err: err}
+}
+
+type redacted struct {
+	msg string
+	err error
+}
+
+func (r *redacted) Error() string { return r.msg }
+func (r *redacted) Unwrap() error { return r.err }

@@ -1,0 +1,84 @@
+package pgcopy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/backfill-dev/backfill/pipeline/sink"
+)
+
+// retry runs op, reconnecting first when the connection is gone, and runs
+// it again after a fault that a new connection may cure (a lost
+// connection, a server shutting down or starting, a deadlock or
+// serialisation failure), waiting RetryWait, then twice as long each time,
+// at most Retries times.
+func (s *Sink) retry(ctx context.Context, what string, op func(context.Context) error) error {
+	wait := s.opt.RetryWait
+	for attempt := 0; ; attempt++ {
+		err := s.connect(ctx)
+		if err == nil {
+			err = op(ctx)
+			if err == nil || errors.Is(err, sink.ErrSkipped) {
+				return err
+			}
+			err = s.clean(err)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !Retryable(err) {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if s.conn != nil && !s.conn.IsClosed() && s.conn.PgConn().TxStatus() != 'I' {
+			s.Close() // a connection left inside a failed transaction is not reused
+		}
+		if attempt >= s.opt.Retries {
+			return fmt.Errorf("%s: giving up after %d attempts: %w", what, attempt+1, err)
+		}
+		s.opt.Log("%s: attempt %d failed (%v); retrying in %s", what, attempt+1, err, wait)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		wait = min(2*wait, s.opt.MaxRetryWait)
+	}
+}
+
+// Retryable reports whether a new connection or a new try may cure err.
+func Retryable(err error) bool {
+	var p *permanentError
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &p) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case len(pe.Code) == 5 && pe.Code[:2] == "08": // connection exception
+			return true
+		case pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03": // admin or crash shutdown, cannot connect now
+			return true
+		case pe.Code == "40001", pe.Code == "40P01": // serialization failure, deadlock
+			return true
+		case pe.Code == "53300": // too many connections
+			return true
+		}
+		return false // the statement or the data: trying again gives the same error
+	}
+	// Anything else is the connection: refused, reset, closed, timed out.
+	return true
+}
+
+// permanentError is a failure of the data or the schema's state that no
+// retry cures.
+type permanentError struct{ error }
+
+func (p *permanentError) Unwrap() error { return p.error }
+
+func permanent(format string, args ...any) error {
+	return &permanentError{fmt.Errorf(format, args...)}
+}

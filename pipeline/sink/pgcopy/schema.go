@@ -1,0 +1,186 @@
+package pgcopy
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// DefaultSchema is the schema the tables live in unless told otherwise.
+const DefaultSchema = "backfill"
+
+// The tables, in the schema of the sink:
+//
+//	measurements  ooid bigint PK, bucket date, report int, ndx int
+//	reports       bucket date, seq int (PK with bucket), textname, ts, ts_source,
+//	              counter_base, n, span int4multirange, container, offset,
+//	              size, sha1 bytea, rejected_by
+//	dead_letters  bucket, seq (NULL for collision records), file, textname,
+//	              offset, reason, message
+//	ledger        bucket PK, input_fingerprint, counter_bits, sha1_offset,
+//	              ndx_policy, counts, status, error, started_at, finished_at,
+//	              version
+//	measurement_ids (view) ooid bigint, textname text, ndx integer, bucket_date date
+//
+// A measurement row names its report by (bucket, seq): the report's place
+// in its bucket, which a rerun of the bucket gives again. report.span is the
+// report's counters, [counter_base, counter_base+n) modulo 2^counter_bits,
+// as one range or, where it wraps, two.
+func tables(schema string) []string {
+	q := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
+	return []string{
+		`CREATE EXTENSION IF NOT EXISTS btree_gist`,
+		`CREATE SCHEMA IF NOT EXISTS ` + pgx.Identifier{schema}.Sanitize(),
+		`CREATE TABLE IF NOT EXISTS ` + q("measurements") + ` (
+			ooid   bigint  NOT NULL,
+			bucket date    NOT NULL,
+			report integer NOT NULL,
+			ndx    integer NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS ` + q("reports") + ` (
+			bucket       date    NOT NULL,
+			seq          integer NOT NULL,
+			textname     text    NOT NULL,
+			ts           bigint  NOT NULL,
+			ts_source    text    NOT NULL,
+			counter_base integer NOT NULL,
+			n            integer NOT NULL,
+			span         int4multirange NOT NULL,
+			container    text    NOT NULL,
+			"offset"     bigint  NOT NULL,
+			size         bigint  NOT NULL,
+			sha1         bytea,
+			rejected_by  text)`,
+		`CREATE TABLE IF NOT EXISTS ` + q("dead_letters") + ` (
+			bucket   date    NOT NULL,
+			seq      integer,
+			file     text    NOT NULL,
+			textname text    NOT NULL,
+			"offset" bigint  NOT NULL,
+			reason   text    NOT NULL,
+			message  text    NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS ` + q("ledger") + ` (
+			bucket            date     PRIMARY KEY,
+			input_fingerprint text     NOT NULL,
+			counter_bits      smallint NOT NULL,
+			sha1_offset       smallint NOT NULL,
+			ndx_policy        text     NOT NULL,
+			reports           bigint   NOT NULL DEFAULT 0,
+			measurements      bigint   NOT NULL DEFAULT 0,
+			dead_letters      bigint   NOT NULL DEFAULT 0,
+			dead_letters_by_reason jsonb NOT NULL DEFAULT '{}',
+			bytes_in          bigint   NOT NULL DEFAULT 0,
+			bytes_out         bigint   NOT NULL DEFAULT 0,
+			status            text     NOT NULL CHECK (status IN ('committed', 'failed')),
+			error             text,
+			started_at        timestamptz NOT NULL,
+			finished_at       timestamptz,
+			version           text     NOT NULL)`,
+		`CREATE INDEX IF NOT EXISTS dead_letters_bucket ON ` + q("dead_letters") + ` (bucket)`,
+		`CREATE OR REPLACE VIEW ` + q("measurement_ids") + ` AS
+			SELECT m.ooid, r.textname, m.ndx, m.bucket AS bucket_date
+			FROM ` + q("measurements") + ` m
+			JOIN ` + q("reports") + ` r ON r.bucket = m.bucket AND r.seq = m.report`,
+	}
+}
+
+// constraint is an index or constraint that a bulk load builds after the
+// rows are in.
+type constraint struct {
+	table, name, ddl string
+	isConstraint     bool // else an index
+}
+
+func constraints(schema string) []constraint {
+	q := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
+	return []constraint{
+		{"measurements", "measurements_pkey", `ALTER TABLE ` + q("measurements") + ` ADD CONSTRAINT measurements_pkey PRIMARY KEY (ooid)`, true},
+		{"reports", "reports_pkey", `ALTER TABLE ` + q("reports") + ` ADD CONSTRAINT reports_pkey PRIMARY KEY (bucket, seq)`, true},
+		// Two kept reports never share an ID: the database itself refuses it.
+		{"reports", "reports_kept_ids_disjoint", `ALTER TABLE ` + q("reports") + ` ADD CONSTRAINT reports_kept_ids_disjoint
+			EXCLUDE USING gist (ts WITH =, span WITH &&) WHERE (rejected_by IS NULL)`, true},
+		// Every report's counters, rejected ones too: the collision lookups.
+		{"reports", "reports_ids", `CREATE INDEX IF NOT EXISTS reports_ids ON ` + q("reports") + ` USING gist (ts, span)`, false},
+		// The reports whose winner is in a given bucket.
+		{"reports", "reports_winner_bucket", `CREATE INDEX IF NOT EXISTS reports_winner_bucket ON ` + q("reports") +
+			` (left(rejected_by, 10)) WHERE rejected_by IS NOT NULL`, false},
+	}
+}
+
+// CreateSchema creates the schema, its tables, indexes, constraints and
+// view where they are missing. It is idempotent, and it completes a bulk
+// load that stopped before building its indexes.
+func CreateSchema(ctx context.Context, c *pgx.Conn, schema string) error {
+	if err := createTables(ctx, c, schema); err != nil {
+		return err
+	}
+	return buildConstraints(ctx, c, schema, nil)
+}
+
+func createTables(ctx context.Context, c *pgx.Conn, schema string) error {
+	if err := checkSchemaName(schema); err != nil {
+		return err
+	}
+	for _, s := range tables(schema) {
+		if _, err := c.Exec(ctx, s); err != nil {
+			return fmt.Errorf("creating schema %s: %w", pgx.Identifier{schema}.Sanitize(), err)
+		}
+	}
+	return nil
+}
+
+// buildConstraints adds the missing indexes and constraints, logging each.
+func buildConstraints(ctx context.Context, c *pgx.Conn, schema string, log func(string, ...any)) error {
+	for _, k := range constraints(schema) {
+		var exists bool
+		table := pgx.Identifier{schema, k.table}.Sanitize()
+		err := c.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_constraint WHERE conname = $1 AND conrelid = to_regclass($2))
+			OR EXISTS (SELECT FROM pg_index i JOIN pg_class x ON x.oid = i.indexrelid WHERE x.relname = $1 AND i.indrelid = to_regclass($2))`,
+			k.name, table).Scan(&exists)
+		if err != nil {
+			return err
+		}
+		if exists {
+			continue
+		}
+		if log != nil {
+			log("building %s on %s", k.name, table)
+		}
+		if _, err := c.Exec(ctx, k.ddl); err != nil {
+			return fmt.Errorf("building %s on %s: %w", k.name, table, err)
+		}
+	}
+	return nil
+}
+
+// dropConstraints removes the indexes and constraints before a bulk load.
+func dropConstraints(ctx context.Context, c *pgx.Conn, schema string) error {
+	for _, k := range constraints(schema) {
+		table := pgx.Identifier{schema, k.table}.Sanitize()
+		s := `ALTER TABLE ` + table + ` DROP CONSTRAINT IF EXISTS ` + pgx.Identifier{k.name}.Sanitize()
+		if !k.isConstraint {
+			s = `DROP INDEX IF EXISTS ` + pgx.Identifier{schema, k.name}.Sanitize()
+		}
+		if _, err := c.Exec(ctx, s); err != nil {
+			return fmt.Errorf("dropping %s: %w", k.name, err)
+		}
+	}
+	return nil
+}
+
+// checkSchemaName refuses names Postgres would truncate or cannot store;
+// any other name is quoted wherever it is used.
+func checkSchemaName(s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("empty schema name")
+	case len(s) > 63:
+		return fmt.Errorf("schema name %q: longer than 63 bytes", s)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			return fmt.Errorf("schema name %q: holds a NUL byte", s)
+		}
+	}
+	return nil
+}

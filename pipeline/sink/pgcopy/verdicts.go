@@ -1,0 +1,227 @@
+package pgcopy
+
+import (
+	"cmp"
+	"context"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/backfill-dev/backfill/pipeline/collisions"
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
+)
+
+// stored is a committed report as the collision verdicts see it.
+type stored struct {
+	bucket    string
+	seq       int32
+	textname  string
+	rg        collisions.Range
+	winner    string // rejected_by; "" when it keeps its IDs
+	container string
+	offset    int64
+}
+
+type storedKey struct {
+	bucket string
+	seq    int32
+}
+
+// settle decides the collision verdicts of the bucket's reports against
+// every committed report, and changes those of committed reports that now
+// lose (or, their winner gone with the bucket's old rows, win) their IDs.
+// It runs under the verdict lock, after the bucket's old rows are gone, and
+// returns, for each report of the bucket, the winner's textname ("" when it
+// keeps its IDs) and the dead-letter message.
+//
+// A report is rejected exactly when a report it collides with sorts first;
+// its winner is the first-sorting such report (DESIGN.md §3, as
+// collisions.Resolver applies it). So a committed report's winner is the
+// first of the winner it has and the new reports that beat it; the
+// committed reports whose winner was in the bucket (orphans) are decided
+// again from all the reports they collide with.
+func (s *Sink) settle(ctx context.Context, tx pgx.Tx, w *bucketWriter) ([]string, []string, error) {
+	bits := w.m.Scheme.CounterBits
+	res := collisions.NewResolver(bits)
+	refs := make([]uint32, len(w.reports))
+	ranges := make([]collisions.Range, len(w.reports))
+	for i := range w.reports {
+		ranges[i] = collisions.RangeOf(w.reports[i].ID, w.reports[i].N)
+		refs[i], _ = res.Add(w.reports[i].Textname, ranges[i], 0)
+	}
+	hit, err := s.colliders(ctx, tx, ranges, bits)
+	if err != nil {
+		return nil, nil, err
+	}
+	orphans, err := s.query(ctx, tx, `SELECT `+storedColumns+` FROM `+s.q("reports")+` r
+		WHERE left(r.rejected_by, 10) = $1 AND r.rejected_by IS NOT NULL`, w.m.Bucket)
+	if err != nil {
+		return nil, nil, err
+	}
+	all := map[storedKey]*stored{}
+	orphan := map[storedKey]bool{}
+	var oranges []collisions.Range
+	for _, o := range orphans {
+		k := storedKey{o.bucket, o.seq}
+		all[k], orphan[k] = o, true
+		oranges = append(oranges, o.rg)
+	}
+	theirs, err := s.colliders(ctx, tx, oranges, bits)
+	if err != nil {
+		return nil, nil, err
+	}
+	decide := map[storedKey]bool{} // hit by a new report, or an orphan
+	for _, x := range hit {
+		k := storedKey{x.bucket, x.seq}
+		all[k], decide[k] = x, true
+	}
+	for k := range orphan {
+		decide[k] = true
+	}
+	for _, x := range theirs {
+		if _, ok := all[storedKey{x.bucket, x.seq}]; !ok {
+			all[storedKey{x.bucket, x.seq}] = x
+		}
+	}
+	keys := make([]storedKey, 0, len(all))
+	for k := range all {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b storedKey) int { return cmp.Or(cmp.Compare(a.bucket, b.bucket), cmp.Compare(a.seq, b.seq)) })
+	ref := map[storedKey]uint32{}
+	for _, k := range keys {
+		ref[k], _ = res.Add(all[k].textname, all[k].rg, 1)
+	}
+
+	winners, msgs := make([]string, len(w.reports)), make([]string, len(w.reports))
+	for i := range w.reports {
+		if wr, ok := res.Winner(refs[i]); ok {
+			winners[i] = res.Name(wr)
+			msgs[i] = collisions.Message(res.Name(wr), res.Range(wr), ranges[i], bits)
+		}
+	}
+	for _, k := range keys {
+		if !decide[k] {
+			continue
+		}
+		x := all[k]
+		want, msg := "", ""
+		wr, beaten := res.Winner(ref[k])
+		if beaten {
+			want, msg = res.Name(wr), collisions.Message(res.Name(wr), res.Range(wr), x.rg, bits)
+		}
+		if !orphan[k] && x.winner != "" && (want == "" || x.winner < want) {
+			continue // its winner stands
+		}
+		if want == x.winner {
+			continue
+		}
+		if err := s.reassign(ctx, tx, x, want, msg, bits); err != nil {
+			return nil, nil, err
+		}
+	}
+	return winners, msgs, nil
+}
+
+const storedColumns = `r.bucket::text, r.seq, r.textname, r.ts, r.counter_base, r.n, coalesce(r.rejected_by, ''), r.container, r."offset"`
+
+func (s *Sink) query(ctx context.Context, tx pgx.Tx, sql string, args ...any) ([]*stored, error) {
+	rows, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	var out []*stored
+	for rows.Next() {
+		x := new(stored)
+		var ts int64
+		var base, n int32
+		if err := rows.Scan(&x.bucket, &x.seq, &x.textname, &ts, &base, &n, &x.winner, &x.container, &x.offset); err != nil {
+			return nil, err
+		}
+		x.rg = collisions.Range{TS: uint32(ts), Base: uint32(base), N: uint32(n)}
+		out = append(out, x)
+	}
+	return out, rows.Err()
+}
+
+// colliders returns the committed reports whose IDs overlap any of ranges.
+func (s *Sink) colliders(ctx context.Context, tx pgx.Tx, ranges []collisions.Range, bits int) ([]*stored, error) {
+	var ts []int64
+	var l1, h1, l2, h2 []int32
+	for _, rg := range ranges {
+		if rg.N == 0 {
+			continue
+		}
+		a, b, c, d := spans(rg, bits)
+		ts, l1, h1, l2, h2 = append(ts, int64(rg.TS)), append(l1, a), append(h1, b), append(l2, c), append(h2, d)
+	}
+	if len(ts) == 0 {
+		return nil, nil
+	}
+	return s.query(ctx, tx, `SELECT DISTINCT `+storedColumns+`
+		FROM unnest($1::int8[], $2::int4[], $3::int4[], $4::int4[], $5::int4[]) x(ts, l1, h1, l2, h2)
+		JOIN `+s.q("reports")+` r ON r.ts = x.ts AND r.span && int4multirange(int4range(x.l1, x.h1), int4range(x.l2, x.h2))`,
+		ts, l1, h1, l2, h2)
+}
+
+// reassign records a committed report's new verdict: want is its winner
+// ("" when it keeps its IDs again) and msg the dead-letter message.
+func (s *Sink) reassign(ctx context.Context, tx pgx.Tx, x *stored, want, msg string, bits int) error {
+	var winner any
+	if want != "" {
+		winner = want
+	}
+	if _, err := tx.Exec(ctx, `UPDATE `+s.q("reports")+` SET rejected_by = $3 WHERE bucket = $1 AND seq = $2`, x.bucket, x.seq, winner); err != nil {
+		return err
+	}
+	collision := `bucket = $1 AND seq IS NULL AND reason = '` + deadletter.Collision + `' AND textname = $2`
+	switch {
+	case x.winner == "": // loses its IDs
+		s.opt.Log("bucket %s: report %s loses its IDs to %s (collision)", x.bucket, x.textname, want)
+		lo, hi := appendIDRanges(nil, nil, x.rg, bits)
+		if err := s.deleteMeasurements(ctx, tx, x.bucket, lo, hi); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO `+s.q("dead_letters")+` (bucket, seq, file, textname, "offset", reason, message)
+			VALUES ($1, NULL, $2, $3, $4, $5, $6)`, x.bucket, x.container, x.textname, x.offset, deadletter.Collision, msg); err != nil {
+			return err
+		}
+		return s.adjustLedger(ctx, tx, x.bucket, -1, -int64(x.rg.N), 1)
+	case want != "": // loses them to another report
+		_, err := tx.Exec(ctx, `UPDATE `+s.q("dead_letters")+` SET message = $3 WHERE `+collision, x.bucket, x.textname, msg)
+		return err
+	default: // keeps them again
+		s.opt.Log("bucket %s: report %s keeps its IDs again (its winner %s is gone)", x.bucket, x.textname, x.winner)
+		if _, err := tx.Exec(ctx, `DELETE FROM `+s.q("dead_letters")+` WHERE `+collision, x.bucket, x.textname); err != nil {
+			return err
+		}
+		if err := s.copyMeasurements(ctx, tx, x.bucket, bits, []copyReport{{ts: x.rg.TS, base: x.rg.Base, n: x.rg.N, seq: x.seq}}); err != nil {
+			return err
+		}
+		return s.adjustLedger(ctx, tx, x.bucket, 1, int64(x.rg.N), -1)
+	}
+}
+
+func (s *Sink) adjustLedger(ctx context.Context, tx pgx.Tx, bucket string, reports, measurements, collided int64) error {
+	_, err := tx.Exec(ctx, `UPDATE `+s.q("ledger")+` SET reports = reports + $2, measurements = measurements + $3,
+		dead_letters = dead_letters + $4,
+		dead_letters_by_reason = CASE WHEN coalesce((dead_letters_by_reason->>'collision')::bigint, 0) + $4 = 0
+			THEN dead_letters_by_reason - 'collision'
+			ELSE jsonb_set(dead_letters_by_reason, '{collision}', to_jsonb(coalesce((dead_letters_by_reason->>'collision')::bigint, 0) + $4)) END
+		WHERE bucket = $1`, bucket, reports, measurements, collided)
+	return err
+}
+
+// multirange is the span column of a report.
+func multirange(rg collisions.Range, bits int) pgtype.Multirange[pgtype.Range[pgtype.Int4]] {
+	l1, h1, l2, h2 := spans(rg, bits)
+	out := pgtype.Multirange[pgtype.Range[pgtype.Int4]]{}
+	for _, r := range [][2]int32{{l2, h2}, {l1, h1}} {
+		if r[1] > r[0] {
+			out = append(out, pgtype.Range[pgtype.Int4]{Lower: pgtype.Int4{Int32: r[0], Valid: true}, Upper: pgtype.Int4{Int32: r[1], Valid: true},
+				LowerType: pgtype.Inclusive, UpperType: pgtype.Exclusive, Valid: true})
+		}
+	}
+	return out
+}
