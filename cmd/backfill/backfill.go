@@ -13,16 +13,20 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/reader"
+	"github.com/backfill-dev/backfill/pipeline/sink"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
+	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
 )
 
 const runHelp = `Usage: backfill run --in DIR --out DIR [flags] [BUCKET...]
+       backfill run --in DIR --sink postgres [--dsn URL] [flags] [BUCKET...]
 
 Backfill OOIDs onto every measurement of the OONI canned buckets in DIR
 (folders named YYYY-MM-DD holding *.tar.lz4, *.lz4 and index.json.gz), or
@@ -40,10 +44,30 @@ does not depend on --workers. A progress bar goes to standard error on a
 terminal, a line every few seconds otherwise; the summary goes to standard
 output.
 
+With --sink postgres each bucket is one transaction into the tables of
+--pg-schema (see ` + "`backfill help schema`" + ` and the README): the bucket's old rows
+are replaced, its rows COPYed, the ledger marked, then it commits. A bucket
+another run is loading is waited for (or skipped with --skip-locked).
+Collisions are settled in the database against every committed bucket,
+whichever run loaded it. A lost connection or server restart rolls the
+bucket back; it is tried again --retries times, waiting --retry-wait, then
+twice as long each time (at most 30s); then the run fails with status 1.
+
 Flags:
 
 	--in DIR            the folder of bucket folders (required)
-	--out DIR           the output folder (required)
+	--out DIR           the output folder (required for --sink parquet)
+	--sink NAME         parquet (default) or postgres
+	--dsn URL           PostgreSQL connection string; the PG* environment
+	                    variables fill in what it leaves out
+	--pg-schema NAME    schema of the tables (default backfill)
+	--create-schema     create the schema first where it is missing
+	--bulk              one-off migration into an empty schema: load without
+	                    indexes and constraints, build them at the end (same
+	                    end state; rerun with --bulk --resume if interrupted)
+	--skip-locked       skip buckets another run is loading instead of waiting
+	--retries N         tries again per bucket after a lost connection (default 5)
+	--retry-wait D      first wait before a retry (default 1s)
 	--workers N         containers read at once (default: the number of CPUs)
 	--resume            skip buckets committed with the same input and scheme
 	--counter-bits N    counter width, 20..28 (default 28)
@@ -59,6 +83,7 @@ Examples:
 
 	backfill gen --out corpus && backfill run --in corpus --out out
 	backfill run --in /data/canned --out out --resume 2017-06-01 2017-06-02
+	backfill run --in corpus --sink postgres --dsn postgres://me@db/ooni --create-schema
 
 EXIT STATUS
 
@@ -72,8 +97,14 @@ EXIT STATUS
 func runRun(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("run", runHelp, std)
 	cfg := job.Config{Scheme: ooid.DefaultScheme, Version: buildVersion()}
-	var out string
-	var asJSON, quiet bool
+	var out, sinkName string
+	var asJSON, quiet, createSchema, bulk, skipLocked bool
+	var pf pgFlags
+	pf.register(fs, true)
+	fs.StringVar(&sinkName, "sink", "parquet", "")
+	fs.BoolVar(&createSchema, "create-schema", false, "")
+	fs.BoolVar(&bulk, "bulk", false, "")
+	fs.BoolVar(&skipLocked, "skip-locked", false, "")
 	maxBlob := byteSize(reader.DefaultMaxBlob)
 	fs.StringVar(&cfg.In, "in", "", "")
 	fs.StringVar(&out, "out", "", "")
@@ -89,8 +120,20 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	switch {
-	case cfg.In == "" || out == "":
-		return usagef("run: --in and --out are required")
+	case sinkName != "parquet" && sinkName != "postgres":
+		return usagef("run: --sink must be parquet or postgres")
+	case cfg.In == "":
+		return usagef("run: --in is required")
+	case sinkName == "parquet" && out == "":
+		return usagef("run: --out is required (or --sink postgres)")
+	case sinkName == "postgres" && out != "":
+		return usagef("run: --out is for --sink parquet; Postgres output goes to --dsn")
+	case sinkName == "parquet" && (createSchema || bulk || skipLocked):
+		return usagef("run: --create-schema, --bulk and --skip-locked are for --sink postgres")
+	case pf.retries < 0 || pf.retryWait <= 0:
+		return usagef("run: --retries must be 0 or more and --retry-wait positive")
+	case pf.schema == "":
+		return usagef("run: --pg-schema must not be empty")
 	case cfg.Workers < 1:
 		return usagef("run: --workers must be at least 1")
 	case maxBlob <= 0:
@@ -105,9 +148,33 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 		}
 	}
 	cfg.Buckets, cfg.MaxBlob = buckets, int64(maxBlob)
-	s, err := parquetfile.Open(out)
-	if err != nil {
-		return err
+	var s sink.Sink
+	var finish func(context.Context) error
+	deadLetters := out + "/dead-letters/"
+	switch sinkName {
+	case "parquet":
+		ps, err := parquetfile.Open(out)
+		if err != nil {
+			return err
+		}
+		s = ps
+	case "postgres":
+		opt := pf.options(std)
+		opt.CreateSchema, opt.SkipLocked, opt.Resume = createSchema, skipLocked, cfg.Resume
+		if bulk {
+			bs, err := pgcopy.OpenBulk(ctx, opt)
+			if err != nil {
+				return err
+			}
+			s, finish = bs, bs.Finish
+		} else {
+			ps, err := pgcopy.Open(ctx, opt)
+			if err != nil {
+				return err
+			}
+			s = ps
+		}
+		deadLetters = "table " + pgx.Identifier{pf.schema, "dead_letters"}.Sanitize()
 	}
 	defer s.Close()
 	if !quiet {
@@ -116,6 +183,9 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 		cfg.Progress = p.update
 	}
 	sum, err := job.Run(ctx, cfg, s)
+	if err == nil && finish != nil {
+		err = finish(ctx)
+	}
 	if err != nil {
 		return err
 	}
@@ -125,7 +195,7 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 		printSummary(std.out, sum)
 	}
 	if sum.DeadLetters > 0 {
-		return &rejectsError{n: int(sum.DeadLetters), what: "inputs (dead-letter records in " + out + "/dead-letters/)"}
+		return &rejectsError{n: int(sum.DeadLetters), what: "inputs (dead-letter records in " + deadLetters + ")"}
 	}
 	return nil
 }

@@ -9,7 +9,8 @@ Usage:
 
 Commands:
 
-	run          backfill OOIDs over OONI canned buckets into Parquet
+	run          backfill OOIDs over OONI canned buckets into Parquet or PostgreSQL
+	schema       create the PostgreSQL tables of run --sink postgres
 	audit        count OOID collisions per counter width and SHA-1 offset
 	gen          write a synthetic corpus (or manifest) with its ground truth
 	ooid         compute backfilled OOIDs for textnames and measurement indexes

@@ -89,6 +89,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{name: "run", help: runHelp, run: runRun},
+		{name: "schema", help: schemaHelp, run: runSchema},
 		{name: "audit", help: auditHelp, run: runAudit},
 		{name: "gen", help: genHelp, run: runGen},
 		{name: "ooid", help: ooidHelp, run: runOOID},

@@ -15,11 +15,11 @@ import (
 // Server is a throwaway PostgreSQL cluster of the test's own, made with the
 // local binaries, so that a test may stop and restart it.
 type Server struct {
-	t      testing.TB
-	bin    string
-	dir    string
-	port   int
-	runAs  []string
+	t     testing.TB
+	bin   string
+	dir   string
+	port  int
+	runAs []string
 }
 
 // BinDir finds the PostgreSQL server binaries (initdb, pg_ctl).

@@ -61,7 +61,12 @@ func (l Ledger) meta() sink.Meta {
 }
 
 // ReadReports reads a reports/B.parquet file.
-func ReadReports(path string) ([]Report, error) {
+func ReadReports(path string) ([]Report, error) { return readRows[Report](path) }
+
+// ReadMeasurements reads a measurements/B.parquet file, in its order.
+func ReadMeasurements(path string) ([]Measurement, error) { return readRows[Measurement](path) }
+
+func readRows[T any](path string) ([]T, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -75,9 +80,9 @@ func ReadReports(path string) ([]Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	r := parquet.NewGenericReader[Report](pf)
+	r := parquet.NewGenericReader[T](pf)
 	defer r.Close()
-	rows := make([]Report, pf.NumRows())
+	rows := make([]T, pf.NumRows())
 	n, err := r.Read(rows)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%s: %w", path, err)

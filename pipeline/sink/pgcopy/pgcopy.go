@@ -132,7 +132,7 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 			return nil, s.clean(err)
 		}
 		if !opt.Bulk {
-			if err := buildConstraints(ctx, s.conn, s.schema, opt.Log); err != nil {
+			if err := buildConstraints(ctx, s.conn, s.schema, nil); err != nil {
 				s.Close()
 				return nil, s.clean(err)
 			}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
+)
+
+const schemaHelp = `Usage: backfill schema [--dsn URL] [--pg-schema NAME]
+
+Create the PostgreSQL schema of ` + "`backfill run --sink postgres`" + ` where it is
+missing: its tables (measurements, reports, dead_letters, ledger), indexes,
+constraints and the view measurement_ids. It is idempotent, and it completes
+a bulk load (run --bulk) that stopped before building its indexes.
+
+The connection comes from --dsn (a postgres:// URL or key=value string) and
+the standard PG* environment variables (PGHOST, PGPORT, PGUSER, PGPASSWORD,
+PGDATABASE, ...) for what it leaves out. The password never appears in
+messages. The btree_gist extension is created if missing (it needs the
+right to create extensions; it is trusted from PostgreSQL 13 on).
+
+Flags:
+
+	--dsn URL          connection string (default: the PG* variables)
+	--pg-schema NAME   schema of the tables (default backfill); any name is
+	                   quoted as an identifier
+
+EXIT STATUS
+
+	0    the schema is ready
+	1    failure (connection, permissions)
+	2    usage error
+`
+
+// pgFlags are the connection flags of run and schema.
+type pgFlags struct {
+	dsn, schema string
+	retries     int
+	retryWait   time.Duration
+}
+
+func (p *pgFlags) register(fs *flag.FlagSet, retries bool) {
+	fs.StringVar(&p.dsn, "dsn", "", "")
+	fs.StringVar(&p.schema, "pg-schema", pgcopy.DefaultSchema, "")
+	if retries {
+		fs.IntVar(&p.retries, "retries", pgcopy.DefaultRetries, "")
+		fs.DurationVar(&p.retryWait, "retry-wait", pgcopy.DefaultRetryWait, "")
+	}
+}
+
+func (p *pgFlags) options(std stdio) pgcopy.Options {
+	return pgcopy.Options{DSN: p.dsn, Schema: p.schema, Retries: p.retries, RetryWait: p.retryWait,
+		Log: func(format string, args ...any) { fmt.Fprintf(std.err, "backfill: "+format+"\n", args...) }}
+}
+
+func runSchema(ctx context.Context, args []string, std stdio) error {
+	fs := newFlagSet("schema", schemaHelp, std)
+	var pf pgFlags
+	pf.register(fs, false)
+	rest, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usagef("schema: unexpected argument %q", rest[0])
+	}
+	if pf.schema == "" {
+		return usagef("schema: --pg-schema must not be empty")
+	}
+	opt := pf.options(std)
+	opt.CreateSchema = true
+	s, err := pgcopy.Open(ctx, opt)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	fmt.Fprintf(std.out, "schema %s ready (%s)\n", pgx.Identifier{pf.schema}.Sanitize(), s)
+	return nil
+}
