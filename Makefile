@@ -17,11 +17,13 @@ help: ## list the targets
 build: ## build bin/backfill
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/backfill
 
-test: lint ## lint, then run every test (the README's test command)
-	$(GO) test -count=1 -run '$(TESTS)' $(PKG)
+WITH_PG := scripts/with-postgres
+
+test: lint ## lint, then run every test, Postgres ones included (the README's test command)
+	$(WITH_PG) $(GO) test -count=1 -timeout 30m -run '$(TESTS)' $(PKG)
 
 testrace: ## run the tests with the race detector
-	$(GO) test -race -count=1 -timeout 30m -run '$(TESTS)' $(PKG)
+	$(WITH_PG) $(GO) test -race -count=1 -timeout 30m -run '$(TESTS)' $(PKG)
 
 lint: fmt-check tidy-check ## go vet, gofmt and go.mod checks
 	$(GO) vet $(PKG)
@@ -49,7 +51,7 @@ bench: ## micro benchmarks, 10 runs each, to bench.txt for benchstat
 	$(GO) test -run '^$$' -bench '$(TESTS)' -benchmem -count=10 $$($(GO) list ./... | grep -v /bench$$) | tee bench.txt
 
 bench-e2e: ## end-to-end benchmarks of the binary against their baselines
-	$(GO) test -run '^$$' -bench '$(TESTS)' -benchtime 1x -timeout 60m ./bench/
+	$(WITH_PG) $(GO) test -run '^$$' -bench '$(TESTS)' -benchtime 1x -timeout 60m ./bench/
 
 DEMO_DIR ?= demo
 

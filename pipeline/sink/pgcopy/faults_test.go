@@ -1,0 +1,260 @@
+package pgcopy_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/backfill-dev/backfill/internal/pgtest"
+	"github.com/backfill-dev/backfill/pipeline/corpus"
+	"github.com/backfill-dev/backfill/pipeline/ooid"
+	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
+)
+
+// large is a corpus whose buckets take a while to COPY, so that faults
+// land in the middle of one.
+func large(seed uint64) corpus.Config {
+	cfg := corpus.DefaultConfig()
+	cfg.Seed, cfg.Buckets, cfg.Reports, cfg.MaxMeasurements = seed, 4, 150, 6000
+	cfg.Corrupt = map[string]float64{}
+	return cfg
+}
+
+// copying waits until a backfill session runs a COPY into measurements
+// and returns its backend pid.
+func copying(t testing.TB, c *pgx.Conn, done <-chan struct{}) (int32, bool) {
+	t.Helper()
+	for {
+		var pid int32
+		err := c.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity WHERE application_name = 'backfill'
+			AND state = 'active' AND query LIKE 'COPY %measurements%' LIMIT 1`).Scan(&pid)
+		if err == nil {
+			return pid, true
+		}
+		if err != pgx.ErrNoRows {
+			t.Error(err)
+			return 0, false
+		}
+		select {
+		case <-done:
+			return 0, false
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+func committedBuckets(t testing.TB, c *pgx.Conn, schema string) int {
+	t.Helper()
+	var n int
+	if err := c.QueryRow(context.Background(), `SELECT count(*) FROM `+pgx.Identifier{schema, "ledger"}.Sanitize()+` WHERE status = 'committed'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+type logBuf struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logBuf) log(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+}
+
+func (l *logBuf) count(sub string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, s := range l.lines {
+		if strings.Contains(s, sub) {
+			n++
+		}
+	}
+	return n
+}
+
+// The server ends the session in the middle of a COPY (twice, in two
+// buckets): the bucket rolls back, the run reconnects and retries, and
+// the database ends as a clean load leaves it.
+func TestFault_TerminateBackend(t *testing.T) {
+	in := genCorpus(t, large(21))
+	admin := pgtest.AdminURL(t)
+	clean := pgtest.CreateDatabase(t, admin)
+	loader{t: t, dsn: clean, schema: "backfill", scheme: ooid.DefaultScheme}.load(in)
+	want := dumpPostgres(t, clean, "backfill")
+
+	dsn := pgtest.CreateDatabase(t, admin)
+	var logs logBuf
+	l := loader{t: t, dsn: dsn, schema: "backfill", scheme: ooid.DefaultScheme, opt: func(o *pgcopy.Options) { o.Log = logs.log; o.Retries = 5 }}
+	if err := createSchema(dsn, "backfill"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var runErr error
+	go func() {
+		defer close(done)
+		_, runErr = l.run(context.Background(), in, 2)
+	}()
+	watch := pgtest.Connect(t, dsn)
+	killed := 0
+	for killed < 2 {
+		pid, ok := copying(t, watch, done)
+		if !ok {
+			break
+		}
+		var terminated bool
+		if err := watch.QueryRow(context.Background(), `SELECT pg_terminate_backend($1)`, pid).Scan(&terminated); err != nil {
+			t.Fatal(err)
+		}
+		if terminated {
+			killed++
+			// The next one in another bucket: wait for this one to commit.
+			for n := committedBuckets(t, watch, "backfill"); committedBuckets(t, watch, "backfill") == n; {
+				select {
+				case <-done:
+				case <-time.After(5 * time.Millisecond):
+					continue
+				}
+				break
+			}
+		}
+	}
+	<-done
+	if runErr != nil {
+		t.Fatalf("the run did not recover: %v", runErr)
+	}
+	if killed == 0 || logs.count("retrying") < killed {
+		t.Fatalf("%d sessions terminated, %d retries logged: the fault was not exercised (%v)", killed, logs.count("retrying"), logs.lines)
+	}
+	sameState(t, "after pg_terminate_backend", want, dumpPostgres(t, dsn, "backfill"))
+}
+
+// The server stops in the middle of a load. Without retries the run fails
+// cleanly: the committed buckets are whole, the others absent, the failed
+// one marked in the ledger; a resume completes to the state of a clean
+// load. With retries the run waits for the server to come back and
+// completes by itself.
+func TestFault_ServerRestart(t *testing.T) {
+	in := genCorpus(t, large(22))
+	clean := pgtest.NewDatabase(t)
+	loader{t: t, dsn: clean, schema: "backfill", scheme: ooid.DefaultScheme}.load(in)
+	want := dumpPostgres(t, clean, "backfill")
+
+	srv := pgtest.StartServer(t)
+	for _, retries := range []int{0, 10} {
+		t.Run(fmt.Sprintf("retries=%d", retries), func(t *testing.T) {
+			dsn := pgtest.CreateDatabase(t, srv.URL())
+			if err := createSchema(dsn, "backfill"); err != nil {
+				t.Fatal(err)
+			}
+			var logs logBuf
+			l := loader{t: t, dsn: dsn, schema: "backfill", scheme: ooid.DefaultScheme, opt: func(o *pgcopy.Options) {
+				o.Log, o.Retries, o.RetryWait, o.MaxRetryWait = logs.log, retries, 100*time.Millisecond, time.Second
+			}}
+			done := make(chan struct{})
+			var runErr error
+			go func() {
+				defer close(done)
+				_, runErr = l.run(context.Background(), in, 2)
+			}()
+			watch, err := pgx.Connect(context.Background(), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for committedBuckets(t, watch, "backfill") == 0 {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if _, ok := copying(t, watch, done); !ok {
+				t.Fatal("the load ended before the restart")
+			}
+			watch.Close(context.Background())
+			srv.Stop()
+			if retries > 0 {
+				time.Sleep(500 * time.Millisecond)
+				srv.Start()
+			}
+			<-done
+			if retries == 0 {
+				if runErr == nil || !strings.Contains(runErr.Error(), "giving up after 1 attempts") {
+					t.Fatalf("run error %v, want a clean failure", runErr)
+				}
+				srv.Start()
+				checkWhole(t, dsn, "backfill")
+				if _, err := l.run(context.Background(), in, 2); err != nil {
+					t.Fatal(err)
+				}
+			} else if runErr != nil {
+				t.Fatalf("the run did not survive the restart: %v (%v)", runErr, logs.lines)
+			} else if logs.count("retrying") == 0 {
+				t.Fatal("no retry logged: the restart was not exercised")
+			}
+			sameState(t, "after a server restart", want, dumpPostgres(t, dsn, "backfill"))
+		})
+	}
+}
+
+// checkWhole checks that every committed bucket has the rows its ledger
+// counts and that no other bucket has any. (A bucket that failed is marked
+// in the ledger when the server still answers; here it does not.)
+func checkWhole(t testing.TB, dsn, schema string) {
+	t.Helper()
+	c := pgtest.Connect(t, dsn)
+	q := func(table string) string { return pgx.Identifier{schema, table}.Sanitize() }
+	bad := rows(t, c, `SELECT coalesce(l.bucket, m.bucket)::text || ' ' || coalesce(l.status, 'none') || ' ' || coalesce(l.measurements, -1) || ' ' || coalesce(m.n, 0)
+		FROM (SELECT bucket, status, CASE WHEN status = 'committed' THEN measurements ELSE 0 END AS measurements FROM `+q("ledger")+`) l
+		FULL JOIN (SELECT bucket, count(*) AS n FROM `+q("measurements")+` GROUP BY bucket) m ON m.bucket = l.bucket
+		WHERE l.bucket IS NULL OR l.measurements <> coalesce(m.n, 0)`)
+	if len(bad) > 0 {
+		t.Errorf("partial or uncounted buckets (bucket, status, ledger count, rows): %v", bad)
+	}
+	if n := committedBuckets(t, c, schema); n == 0 || n == 4 {
+		t.Errorf("%d buckets committed: the stop did not fall in the middle of the load", n)
+	}
+}
+
+// Cancelling the run (SIGINT) aborts the COPY in flight: the run returns
+// at once with context.Canceled, the server session is not left copying,
+// and the committed buckets are whole.
+func TestCancel_AbortsCopy(t *testing.T) {
+	in := genCorpus(t, large(23))
+	dsn := pgtest.NewDatabase(t)
+	if err := createSchema(dsn, "backfill"); err != nil {
+		t.Fatal(err)
+	}
+	l := loader{t: t, dsn: dsn, schema: "backfill", scheme: ooid.DefaultScheme}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var runErr error
+	go func() {
+		defer close(done)
+		_, runErr = l.run(ctx, in, 2)
+	}()
+	watch := pgtest.Connect(t, dsn)
+	if _, ok := copying(t, watch, done); !ok {
+		t.Fatal("the load ended before the cancel")
+	}
+	cancel()
+	<-done
+	if !errors.Is(runErr, context.Canceled) {
+		t.Fatalf("run error %v, want context.Canceled", runErr)
+	}
+	var active int
+	watch.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'backfill' AND query LIKE 'COPY%' AND state = 'active'`).Scan(&active)
+	if active != 0 {
+		t.Errorf("%d backfill sessions still copying", active)
+	}
+	var partial int
+	watch.QueryRow(context.Background(), `SELECT count(*) FROM (SELECT bucket FROM backfill.measurements GROUP BY bucket
+		EXCEPT SELECT bucket FROM backfill.ledger WHERE status = 'committed') x`).Scan(&partial)
+	if partial != 0 {
+		t.Errorf("%d buckets with rows and no ledger entry", partial)
+	}
+}
