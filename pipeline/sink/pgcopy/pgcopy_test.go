@@ -597,7 +597,7 @@ func TestSchema_HostileNameAndPassword(t *testing.T) {
 	const secret = "Sup3r-s3cret-PW"
 	for _, bad := range []string{
 		"postgres://postgres:" + secret + "@127.0.0.1:1/nowhere?sslmode=disable&connect_timeout=2", // nothing listens
-		"postgres://postgres:" + secret + "@127.0.0.1:5432/nowhere%zz",                           // does not parse
+		"postgres://postgres:" + secret + "@127.0.0.1:5432/nowhere%zz",                             // does not parse
 		"host=127.0.0.1 port=1 user=postgres password=" + secret + " connect_timeout=2",
 	} {
 		_, err := pgcopy.Open(ctx, pgcopy.Options{DSN: bad, Retries: 0})
