@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/backfill-dev/backfill/internal/pgtest"
 )
 
 // corpus generates (once, cached) a clean canned corpus of 4 buckets;
@@ -109,5 +111,50 @@ func BenchmarkRun(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkRunPostgres runs backfill run over the scale-1 corpus into
+// PostgreSQL, per bucket and with --bulk, each into a new database, beside
+// the Parquet run of the same corpus in the same iteration; it reports
+// measurements/s and the share of the Parquet run's throughput.
+func BenchmarkRunPostgres(b *testing.B) {
+	dir := corpus(b, 1)
+	admin := pgtest.AdminURL(b)
+	var parquet time.Duration
+	b.Run("sink=parquet/workers=2", func(b *testing.B) {
+		for b.Loop() {
+			d, _ := timed(b, "", nil, binary(b), "run", "--in", dir, "-q", "--workers", "2", "--out", b.TempDir())
+			parquet += d
+		}
+		parquet /= time.Duration(b.N)
+		b.ReportMetric(parquet.Seconds(), "s")
+	})
+	for _, mode := range []string{"per-bucket", "bulk"} {
+		b.Run("sink=postgres/"+mode+"/workers=2", func(b *testing.B) {
+			var total time.Duration
+			var rss int64
+			var sum runSummary
+			for b.Loop() {
+				args := []string{"run", "--in", dir, "-q", "--json", "--workers", "2", "--sink", "postgres", "--create-schema",
+					"--dsn", pgtest.CreateDatabase(b, admin)}
+				if mode == "bulk" {
+					args = append(args, "--bulk")
+				}
+				var stdout bytes.Buffer
+				d, r := timed(b, "", &stdout, binary(b), args...)
+				total += d
+				rss = max(rss, r)
+				if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil || sum.DeadLetters != 0 {
+					b.Fatalf("summary %s: %v", stdout.Bytes(), err)
+				}
+			}
+			secs := total.Seconds() / float64(b.N)
+			b.ReportMetric(float64(sum.Measurements)/secs, "measurements/s")
+			b.ReportMetric(float64(rss)/(1<<20), "maxrss_MiB")
+			if parquet > 0 {
+				b.ReportMetric(100*parquet.Seconds()/secs, "pct_of_parquet")
+			}
+		})
 	}
 }

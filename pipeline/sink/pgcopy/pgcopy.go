@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -83,9 +84,13 @@ const (
 
 // Sink loads buckets into PostgreSQL over one connection.
 type Sink struct {
-	opt    Options
-	cfg    *pgx.ConnConfig
-	conn   *pgx.Conn
+	opt  Options
+	cfg  *pgx.ConnConfig
+	conn *pgx.Conn // the writer's: buckets, manifests, verdicts
+	// check answers Committed, which the run asks from another goroutine
+	// than the writer's; checkMu keeps its callers apart.
+	check   *pgx.Conn
+	checkMu sync.Mutex
 	schema string
 	secret string // the password, kept out of every message
 	q      func(table string) string
@@ -123,7 +128,7 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 	cfg.RuntimeParams["application_name"] = "backfill"
 	s := &Sink{opt: opt, cfg: cfg, schema: opt.Schema, secret: cfg.Password}
 	s.q = func(t string) string { return pgx.Identifier{s.schema, t}.Sanitize() }
-	if err := s.connect(ctx); err != nil {
+	if err := s.connect(ctx, &s.conn); err != nil {
 		return nil, err
 	}
 	if opt.CreateSchema {
@@ -156,8 +161,8 @@ func (s *Sink) String() string {
 	return fmt.Sprintf("postgres %s@%s:%d/%s schema %s", s.cfg.User, s.cfg.Host, s.cfg.Port, s.cfg.Database, pgx.Identifier{s.schema}.Sanitize())
 }
 
-func (s *Sink) connect(ctx context.Context) error {
-	if s.conn != nil && !s.conn.IsClosed() {
+func (s *Sink) connect(ctx context.Context, slot **pgx.Conn) error {
+	if *slot != nil && !(*slot).IsClosed() {
 		return nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -166,7 +171,7 @@ func (s *Sink) connect(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("postgres: connecting to %s@%s:%d/%s: %w", s.cfg.User, s.cfg.Host, s.cfg.Port, s.cfg.Database, s.clean(err))
 	}
-	s.conn = c
+	*slot = c
 	return nil
 }
 
@@ -191,12 +196,20 @@ func (s *Sink) checkSchema(ctx context.Context) error {
 
 // Close implements sink.Sink.
 func (s *Sink) Close() error {
-	if s.conn == nil {
+	s.checkMu.Lock()
+	defer s.checkMu.Unlock()
+	return errors.Join(closeConn(&s.conn), closeConn(&s.check))
+}
+
+func closeConn(slot **pgx.Conn) error {
+	if *slot == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return s.conn.Close(ctx)
+	err := (*slot).Close(ctx)
+	*slot = nil
+	return err
 }
 
 // Conn is the sink's connection, for tools and tests.
@@ -205,8 +218,10 @@ func (s *Sink) Conn() *pgx.Conn { return s.conn }
 // Committed implements sink.Sink.
 func (s *Sink) Committed(ctx context.Context, m sink.Meta) (bool, error) {
 	var ok bool
-	err := s.retry(ctx, "checking bucket "+m.Bucket, func(ctx context.Context) error {
-		return s.conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+s.q("ledger")+` WHERE bucket = $1 AND status = 'committed'
+	s.checkMu.Lock()
+	defer s.checkMu.Unlock()
+	err := s.retryOn(ctx, &s.check, "checking bucket "+m.Bucket, func(ctx context.Context) error {
+		return s.check.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+s.q("ledger")+` WHERE bucket = $1 AND status = 'committed'
 			AND input_fingerprint = $2 AND counter_bits = $3 AND sha1_offset = $4 AND ndx_policy = $5)`,
 			m.Bucket, m.Fingerprint, m.Scheme.CounterBits, m.Scheme.SHA1Offset, m.NdxPolicy).Scan(&ok)
 	})
@@ -270,7 +285,7 @@ func (w *bucketWriter) Commit(ctx context.Context, c sink.Counts) (sink.Counts, 
 func (s *Sink) recordFailure(w *bucketWriter, failure error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if s.connect(ctx) != nil {
+	if s.connect(ctx, &s.conn) != nil {
 		return
 	}
 	s.conn.Exec(ctx, `INSERT INTO `+s.q("ledger")+` AS l (bucket, input_fingerprint, counter_bits, sha1_offset, ndx_policy,

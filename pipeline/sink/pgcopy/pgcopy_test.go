@@ -59,6 +59,16 @@ func colliding(seed uint64) corpus.Config {
 
 var narrow = ooid.Scheme{CounterBits: 20, SHA1Offset: 33}
 
+// skipUnderRace skips the tests that load the colliding corpus many
+// times: their Go side is the writer goroutine alone (the concurrency they
+// test is between server sessions), the fault and cancel tests race the
+// sink's two connections, and raced they would take many minutes.
+func skipUnderRace(t *testing.T) {
+	if raceEnabled {
+		t.Skip("many loads of a colliding corpus, single-goroutine on the Go side; the plain test run covers them")
+	}
+}
+
 type loader struct {
 	t      testing.TB
 	dsn    string
@@ -348,6 +358,7 @@ func TestLoad_GroundTruthAndParquet(t *testing.T) {
 // from two sinks at once gives the same database; with colliding reports,
 // it equals the Parquet output, whose verdicts are held to brute force.
 func TestLoad_OrderAndConcurrency(t *testing.T) {
+	skipUnderRace(t)
 	in := genCorpus(t, colliding(12))
 	want := dumpParquet(t, parquetRun(t, in, narrow))
 	rejected := 0
@@ -408,6 +419,7 @@ func TestLoad_OrderAndConcurrency(t *testing.T) {
 // The bulk load (no indexes until the end) ends in the state of the
 // per-bucket path.
 func TestLoad_BulkSameEndState(t *testing.T) {
+	skipUnderRace(t)
 	in := genCorpus(t, colliding(13))
 	want := dumpParquet(t, parquetRun(t, in, narrow))
 	dsn := pgtest.NewDatabase(t)
@@ -454,6 +466,7 @@ func TestLoad_BulkSameEndState(t *testing.T) {
 // textname that sorts first keeps its IDs, and the other bucket is
 // rewritten in the same transaction when it loses.
 func TestLoad_CrossBucketCollisionEitherOrder(t *testing.T) {
+	skipUnderRace(t)
 	in := genCorpus(t, colliding(14))
 	want := dumpParquet(t, parquetRun(t, in, narrow))
 	var pairs [][2]string // loser, winner, in different buckets

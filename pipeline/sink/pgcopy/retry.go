@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/backfill-dev/backfill/pipeline/sink"
@@ -17,9 +18,14 @@ import (
 // serialisation failure), waiting RetryWait, then twice as long each time,
 // at most Retries times.
 func (s *Sink) retry(ctx context.Context, what string, op func(context.Context) error) error {
+	return s.retryOn(ctx, &s.conn, what, op)
+}
+
+// retryOn is retry on the connection in slot.
+func (s *Sink) retryOn(ctx context.Context, slot **pgx.Conn, what string, op func(context.Context) error) error {
 	wait := s.opt.RetryWait
 	for attempt := 0; ; attempt++ {
-		err := s.connect(ctx)
+		err := s.connect(ctx, slot)
 		if err == nil {
 			err = op(ctx)
 			if err == nil || errors.Is(err, sink.ErrSkipped) {
@@ -33,8 +39,8 @@ func (s *Sink) retry(ctx context.Context, what string, op func(context.Context) 
 		if !Retryable(err) {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		if s.conn != nil && !s.conn.IsClosed() && s.conn.PgConn().TxStatus() != 'I' {
-			s.Close() // a connection left inside a failed transaction is not reused
+		if *slot != nil && (*slot).PgConn().TxStatus() != 'I' {
+			closeConn(slot) // a connection left inside a failed transaction is not reused
 		}
 		if attempt >= s.opt.Retries {
 			return fmt.Errorf("%s: giving up after %d attempts: %w", what, attempt+1, err)

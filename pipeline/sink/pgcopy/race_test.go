@@ -1,0 +1,5 @@
+//go:build race
+
+package pgcopy_test
+
+const raceEnabled = true
