@@ -258,3 +258,44 @@ func TestCancel_AbortsCopy(t *testing.T) {
 		t.Errorf("%d buckets with rows and no ledger entry", partial)
 	}
 }
+
+// Without retries, a session terminated mid-COPY fails the run with a
+// clear message; the bucket is marked failed in the ledger, with the
+// error, and has no rows; the buckets committed before are whole.
+func TestFault_FailsCleanly(t *testing.T) {
+	in := genCorpus(t, large(24))
+	dsn := pgtest.NewDatabase(t)
+	if err := createSchema(dsn, "backfill"); err != nil {
+		t.Fatal(err)
+	}
+	l := loader{t: t, dsn: dsn, schema: "backfill", scheme: ooid.DefaultScheme, opt: func(o *pgcopy.Options) { o.Retries = 0 }}
+	done := make(chan struct{})
+	var runErr error
+	go func() {
+		defer close(done)
+		_, runErr = l.run(context.Background(), in, 2)
+	}()
+	watch := pgtest.Connect(t, dsn)
+	for committedBuckets(t, watch, "backfill") == 0 {
+		time.Sleep(2 * time.Millisecond)
+	}
+	pid, ok := copying(t, watch, done)
+	if !ok {
+		t.Fatal("the load ended first")
+	}
+	watch.Exec(context.Background(), `SELECT pg_terminate_backend($1)`, pid)
+	<-done
+	if runErr == nil || !strings.Contains(runErr.Error(), "giving up after 1 attempts") {
+		t.Fatalf("run error %v", runErr)
+	}
+	failed := rows(t, watch, `SELECT bucket::text || ' ' || error FROM backfill.ledger WHERE status = 'failed'`)
+	if len(failed) != 1 || !strings.Contains(failed[0], "terminat") {
+		t.Fatalf("failed buckets in the ledger: %v", failed)
+	}
+	var stray int
+	watch.QueryRow(context.Background(), `SELECT count(*) FROM backfill.measurements WHERE bucket = $1::date`, failed[0][:10]).Scan(&stray)
+	if stray != 0 {
+		t.Errorf("the failed bucket has %d rows", stray)
+	}
+	checkWhole(t, dsn, "backfill")
+}
