@@ -1,7 +1,8 @@
 // Package sink defines where a run puts its output: per bucket, the
 // measurements with their OOIDs, the reports, and the dead-letter
 // records, committed atomically. Backends live in sub-packages named after
-// what they write to (parquetfile, ...).
+// what they write to: parquetfile (the embedded default) and pgcopy
+// (PostgreSQL).
 package sink
 
 import (
