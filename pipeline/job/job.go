@@ -221,13 +221,16 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (Summary, error) {
 		for j := range jobs {
 			if !j.skip {
 				err := writeBucket(ctx, s, j, col, &sum, &prog, sem, cfg)
-				if !errors.Is(err, sink.ErrSkipped) {
-					if err != nil {
-						return err
-					}
+				if errors.Is(err, sink.ErrSkipped) { // the sink left the bucket to another run
+					sum.Skipped++
+					prog.Buckets++
+					report(cfg, prog)
 					continue
 				}
-				// The sink left the bucket to another run.
+				if err != nil {
+					return err
+				}
+				continue
 			}
 			if err := col.load(ctx, j.meta.Bucket); err != nil {
 				return err

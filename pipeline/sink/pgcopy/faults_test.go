@@ -299,3 +299,57 @@ func TestFault_FailsCleanly(t *testing.T) {
 	}
 	checkWhole(t, dsn, "backfill")
 }
+
+// A bucket whose lock another run holds is waited for, saying so, or
+// skipped with --skip-locked (counted as skipped, left as it is).
+func TestLock_WaitOrSkip(t *testing.T) {
+	in := genCorpus(t, dirty(25))
+	dsn := pgtest.NewDatabase(t)
+	if err := createSchema(dsn, "backfill"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	other := pgtest.Connect(t, dsn)
+	tx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('backfill bucket backfill'), date '2017-06-02' - date '1970-01-01')`); err != nil {
+		t.Fatal(err)
+	}
+
+	var logs logBuf
+	skip := loader{t: t, dsn: dsn, schema: "backfill", scheme: ooid.DefaultScheme, opt: func(o *pgcopy.Options) { o.Log, o.SkipLocked = logs.log, true }}
+	sum := skip.load(in)
+	if sum.Skipped != 1 || sum.Buckets != 2 || logs.count("2017-06-02: another run is loading it") != 1 {
+		t.Fatalf("skip: %d committed, %d skipped; log %v", sum.Buckets, sum.Skipped, logs.lines)
+	}
+	if got := rows(t, pgtest.Connect(t, dsn), `SELECT bucket::text FROM backfill.ledger ORDER BY 1`); strings.Join(got, " ") != "2017-06-01 2017-06-03" {
+		t.Fatalf("ledger %v", got)
+	}
+
+	var wlogs logBuf
+	wait := loader{t: t, dsn: dsn, schema: "backfill", scheme: ooid.DefaultScheme, opt: func(o *pgcopy.Options) { o.Log = wlogs.log }}
+	done := make(chan struct{})
+	var runErr error
+	go func() {
+		defer close(done)
+		_, runErr = wait.run(ctx, in, 2, "2017-06-02")
+	}()
+	for wlogs.count("waiting for it to finish") == 0 {
+		select {
+		case <-done:
+			t.Fatalf("the run did not wait: %v %v", runErr, wlogs.lines)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	tx.Rollback(ctx)
+	<-done
+	if runErr != nil {
+		t.Fatal(runErr)
+	}
+	if n := committedBuckets(t, pgtest.Connect(t, dsn), "backfill"); n != 3 {
+		t.Fatalf("%d buckets committed after the wait", n)
+	}
+}
