@@ -91,9 +91,9 @@ type Sink struct {
 	// than the writer's; checkMu keeps its callers apart.
 	check   *pgx.Conn
 	checkMu sync.Mutex
-	schema string
-	secret string // the password, kept out of every message
-	q      func(table string) string
+	schema  string
+	secret  string // the password, kept out of every message
+	q       func(table string) string
 }
 
 var _ sink.Sink = (*Sink)(nil)
