@@ -92,10 +92,8 @@ func (s *Sink) lockBucket(ctx context.Context, tx pgx.Tx, m sink.Meta) error {
 		}
 	}
 	if s.opt.Resume {
-		var done bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+s.q("ledger")+` WHERE bucket = $1 AND status = 'committed'
-			AND input_fingerprint = $2 AND counter_bits = $3 AND sha1_offset = $4 AND ndx_policy = $5)`,
-			m.Bucket, m.Fingerprint, m.Scheme.CounterBits, m.Scheme.SHA1Offset, m.NdxPolicy).Scan(&done); err != nil {
+		done, err := s.committed(ctx, tx, m)
+		if err != nil {
 			return err
 		}
 		if done {

@@ -58,6 +58,22 @@ func committedBuckets(t testing.TB, c *pgx.Conn, schema string) int {
 	return n
 }
 
+// background is a load in a goroutine of its own; err is set once done
+// is closed.
+type background struct {
+	done chan struct{}
+	err  error
+}
+
+func (l loader) start(ctx context.Context, in string, buckets ...string) *background {
+	bg := &background{done: make(chan struct{})}
+	go func() {
+		defer close(bg.done)
+		_, bg.err = l.run(ctx, in, 2, buckets...)
+	}()
+	return bg
+}
+
 type logBuf struct {
 	mu    sync.Mutex
 	lines []string
@@ -97,16 +113,11 @@ func TestFault_TerminateBackend(t *testing.T) {
 	if err := createSchema(dsn, "backfill"); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	var runErr error
-	go func() {
-		defer close(done)
-		_, runErr = l.run(context.Background(), in, 2)
-	}()
+	bg := l.start(context.Background(), in)
 	watch := pgtest.Connect(t, dsn)
 	killed := 0
 	for killed < 2 {
-		pid, ok := copying(t, watch, done)
+		pid, ok := copying(t, watch, bg.done)
 		if !ok {
 			break
 		}
@@ -119,7 +130,7 @@ func TestFault_TerminateBackend(t *testing.T) {
 			// The next one in another bucket: wait for this one to commit.
 			for n := committedBuckets(t, watch, "backfill"); committedBuckets(t, watch, "backfill") == n; {
 				select {
-				case <-done:
+				case <-bg.done:
 				case <-time.After(5 * time.Millisecond):
 					continue
 				}
@@ -127,9 +138,9 @@ func TestFault_TerminateBackend(t *testing.T) {
 			}
 		}
 	}
-	<-done
-	if runErr != nil {
-		t.Fatalf("the run did not recover: %v", runErr)
+	<-bg.done
+	if bg.err != nil {
+		t.Fatalf("the run did not recover: %v", bg.err)
 	}
 	if killed == 0 || logs.count("retrying") < killed {
 		t.Fatalf("%d sessions terminated, %d retries logged: the fault was not exercised (%v)", killed, logs.count("retrying"), logs.lines)
@@ -159,12 +170,7 @@ func TestFault_ServerRestart(t *testing.T) {
 			l := loader{t: t, dsn: dsn, schema: "backfill", scheme: ooid.DefaultScheme, opt: func(o *pgcopy.Options) {
 				o.Log, o.Retries, o.RetryWait, o.MaxRetryWait = logs.log, retries, 100*time.Millisecond, time.Second
 			}}
-			done := make(chan struct{})
-			var runErr error
-			go func() {
-				defer close(done)
-				_, runErr = l.run(context.Background(), in, 2)
-			}()
+			bg := l.start(context.Background(), in)
 			watch, err := pgx.Connect(context.Background(), dsn)
 			if err != nil {
 				t.Fatal(err)
@@ -172,7 +178,7 @@ func TestFault_ServerRestart(t *testing.T) {
 			for committedBuckets(t, watch, "backfill") == 0 {
 				time.Sleep(5 * time.Millisecond)
 			}
-			if _, ok := copying(t, watch, done); !ok {
+			if _, ok := copying(t, watch, bg.done); !ok {
 				t.Fatal("the load ended before the restart")
 			}
 			watch.Close(context.Background())
@@ -181,18 +187,18 @@ func TestFault_ServerRestart(t *testing.T) {
 				time.Sleep(500 * time.Millisecond)
 				srv.Start()
 			}
-			<-done
+			<-bg.done
 			if retries == 0 {
-				if runErr == nil || !strings.Contains(runErr.Error(), "giving up after 1 attempts") {
-					t.Fatalf("run error %v, want a clean failure", runErr)
+				if bg.err == nil || !strings.Contains(bg.err.Error(), "giving up after 1 attempts") {
+					t.Fatalf("run error %v, want a clean failure", bg.err)
 				}
 				srv.Start()
 				checkWhole(t, dsn, "backfill")
 				if _, err := l.run(context.Background(), in, 2); err != nil {
 					t.Fatal(err)
 				}
-			} else if runErr != nil {
-				t.Fatalf("the run did not survive the restart: %v (%v)", runErr, logs.lines)
+			} else if bg.err != nil {
+				t.Fatalf("the run did not survive the restart: %v (%v)", bg.err, logs.lines)
 			} else if logs.count("retrying") == 0 {
 				t.Fatal("no retry logged: the restart was not exercised")
 			}
@@ -231,20 +237,15 @@ func TestCancel_AbortsCopy(t *testing.T) {
 	}
 	l := loader{t: t, dsn: dsn, schema: "backfill", scheme: ooid.DefaultScheme}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	var runErr error
-	go func() {
-		defer close(done)
-		_, runErr = l.run(ctx, in, 2)
-	}()
+	bg := l.start(ctx, in)
 	watch := pgtest.Connect(t, dsn)
-	if _, ok := copying(t, watch, done); !ok {
+	if _, ok := copying(t, watch, bg.done); !ok {
 		t.Fatal("the load ended before the cancel")
 	}
 	cancel()
-	<-done
-	if !errors.Is(runErr, context.Canceled) {
-		t.Fatalf("run error %v, want context.Canceled", runErr)
+	<-bg.done
+	if !errors.Is(bg.err, context.Canceled) {
+		t.Fatalf("run error %v, want context.Canceled", bg.err)
 	}
 	var active int
 	watch.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'backfill' AND query LIKE 'COPY%' AND state = 'active'`).Scan(&active)
@@ -269,24 +270,19 @@ func TestFault_FailsCleanly(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := loader{t: t, dsn: dsn, schema: "backfill", scheme: ooid.DefaultScheme, opt: func(o *pgcopy.Options) { o.Retries = 0 }}
-	done := make(chan struct{})
-	var runErr error
-	go func() {
-		defer close(done)
-		_, runErr = l.run(context.Background(), in, 2)
-	}()
+	bg := l.start(context.Background(), in)
 	watch := pgtest.Connect(t, dsn)
 	for committedBuckets(t, watch, "backfill") == 0 {
 		time.Sleep(2 * time.Millisecond)
 	}
-	pid, ok := copying(t, watch, done)
+	pid, ok := copying(t, watch, bg.done)
 	if !ok {
 		t.Fatal("the load ended first")
 	}
 	watch.Exec(context.Background(), `SELECT pg_terminate_backend($1)`, pid)
-	<-done
-	if runErr == nil || !strings.Contains(runErr.Error(), "giving up after 1 attempts") {
-		t.Fatalf("run error %v", runErr)
+	<-bg.done
+	if bg.err == nil || !strings.Contains(bg.err.Error(), "giving up after 1 attempts") {
+		t.Fatalf("run error %v", bg.err)
 	}
 	failed := rows(t, watch, `SELECT bucket::text || ' ' || error FROM backfill.ledger WHERE status = 'failed'`)
 	if len(failed) != 1 || !strings.Contains(failed[0], "terminat") {
@@ -331,23 +327,18 @@ func TestLock_WaitOrSkip(t *testing.T) {
 
 	var wlogs logBuf
 	wait := loader{t: t, dsn: dsn, schema: "backfill", scheme: ooid.DefaultScheme, opt: func(o *pgcopy.Options) { o.Log = wlogs.log }}
-	done := make(chan struct{})
-	var runErr error
-	go func() {
-		defer close(done)
-		_, runErr = wait.run(ctx, in, 2, "2017-06-02")
-	}()
+	bg := wait.start(ctx, in, "2017-06-02")
 	for wlogs.count("waiting for it to finish") == 0 {
 		select {
-		case <-done:
-			t.Fatalf("the run did not wait: %v %v", runErr, wlogs.lines)
+		case <-bg.done:
+			t.Fatalf("the run did not wait: %v %v", bg.err, wlogs.lines)
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
 	tx.Rollback(ctx)
-	<-done
-	if runErr != nil {
-		t.Fatal(runErr)
+	<-bg.done
+	if bg.err != nil {
+		t.Fatal(bg.err)
 	}
 	if n := committedBuckets(t, pgtest.Connect(t, dsn), "backfill"); n != 3 {
 		t.Fatalf("%d buckets committed after the wait", n)

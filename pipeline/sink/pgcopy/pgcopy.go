@@ -220,11 +220,22 @@ func (s *Sink) Committed(ctx context.Context, m sink.Meta) (bool, error) {
 	var ok bool
 	s.checkMu.Lock()
 	defer s.checkMu.Unlock()
-	err := s.retryOn(ctx, &s.check, "checking bucket "+m.Bucket, func(ctx context.Context) error {
-		return s.check.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+s.q("ledger")+` WHERE bucket = $1 AND status = 'committed'
-			AND input_fingerprint = $2 AND counter_bits = $3 AND sha1_offset = $4 AND ndx_policy = $5)`,
-			m.Bucket, m.Fingerprint, m.Scheme.CounterBits, m.Scheme.SHA1Offset, m.NdxPolicy).Scan(&ok)
+	err := s.retryOn(ctx, &s.check, "checking bucket "+m.Bucket, func(ctx context.Context) (err error) {
+		ok, err = s.committed(ctx, s.check, m)
+		return err
 	})
+	return ok, err
+}
+
+// committed asks q whether the ledger holds the bucket committed with m's
+// fingerprint, scheme and ndx policy.
+func (s *Sink) committed(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, m sink.Meta) (bool, error) {
+	var ok bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+s.q("ledger")+` WHERE bucket = $1 AND status = 'committed'
+		AND input_fingerprint = $2 AND counter_bits = $3 AND sha1_offset = $4 AND ndx_policy = $5)`,
+		m.Bucket, m.Fingerprint, m.Scheme.CounterBits, m.Scheme.SHA1Offset, m.NdxPolicy).Scan(&ok)
 	return ok, err
 }
 
