@@ -88,30 +88,78 @@ func BenchmarkRun(b *testing.B) {
 				args = append(args, "--verify-sha1")
 			}
 			b.Run(fmt.Sprintf("impl=backfill/workers=%d/sha1=%v/scale=%d", workers, v.sha1, scale), func(b *testing.B) {
-				var total time.Duration
-				var rss int64
-				var sum runSummary
-				for b.Loop() {
-					out := b.TempDir()
-					var stdout bytes.Buffer
-					d, r := timed(b, "", &stdout, binary(b), append(args, "--out", out)...)
-					total += d
-					rss = max(rss, r)
-					if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil || sum.DeadLetters != 0 {
-						b.Fatalf("summary %s: %v", stdout.Bytes(), err)
-					}
-				}
-				secs := total.Seconds() / float64(b.N)
-				b.ReportMetric(float64(sum.BytesOut)/secs/1e6, "MB/s")
-				b.ReportMetric(float64(sum.Measurements)/secs, "measurements/s")
-				b.ReportMetric(float64(sum.BytesOut)/1e9, "GB_in")
-				b.ReportMetric(float64(rss)/(1<<20), "maxrss_MiB")
-				if base > 0 {
-					b.ReportMetric(100*base.Seconds()/secs, "pct_of_lz4")
-				}
+				benchRun(b, args, base)
 			})
 		}
 	}
+}
+
+// benchRun times backfill run with args (an output folder added) and
+// reports MB/s of decompressed input, measurements/s, the share of the
+// lz4 baseline's throughput (base, when measured) and peak RSS.
+func benchRun(b *testing.B, args []string, base time.Duration) {
+	var total time.Duration
+	var rss int64
+	var sum runSummary
+	for b.Loop() {
+		out := b.TempDir()
+		var stdout bytes.Buffer
+		d, r := timed(b, "", &stdout, binary(b), append(args, "--out", out)...)
+		total += d
+		rss = max(rss, r)
+		if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil || sum.DeadLetters != 0 {
+			b.Fatalf("summary %s: %v", stdout.Bytes(), err)
+		}
+	}
+	secs := total.Seconds() / float64(b.N)
+	b.ReportMetric(float64(sum.BytesOut)/secs/1e6, "MB/s")
+	b.ReportMetric(float64(sum.Measurements)/secs, "measurements/s")
+	b.ReportMetric(float64(sum.BytesOut)/1e9, "GB_in")
+	b.ReportMetric(float64(rss)/(1<<20), "maxrss_MiB")
+	if base > 0 {
+		b.ReportMetric(100*base.Seconds()/secs, "pct_of_lz4")
+	}
+}
+
+// autoclavedCorpus generates (once, cached) the autoclaved form of the
+// scale-1 corpus: the same reports, in frame chains with their index.
+func autoclavedCorpus(b *testing.B) string {
+	b.Helper()
+	dir := filepath.Join(*benchDir, "corpus-autoclaved-x1")
+	if _, err := os.Stat(filepath.Join(dir, "ground-truth.jsonl")); err == nil {
+		return dir
+	}
+	os.RemoveAll(dir)
+	out, err := exec.Command(binary(b), "gen", "--format", "autoclaved", "--out", dir, "--seed", "7", "--buckets", "4",
+		"--reports", "700", "--max-measurements", "20000").CombinedOutput()
+	if err != nil {
+		b.Fatalf("gen: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// BenchmarkRunAutoclaved runs backfill run over the autoclaved form of the
+// scale-1 corpus: the data path (every frame decompressed, every datum
+// checked against the index) beside the lz4 CLI decompressing the same
+// files on both cores, and --from-index, which reads the indexes only.
+func BenchmarkRunAutoclaved(b *testing.B) {
+	if _, err := exec.LookPath("lz4"); err != nil {
+		b.Fatal("the lz4 CLI is needed for the baseline")
+	}
+	dir := autoclavedCorpus(b)
+	var base time.Duration
+	b.Run("impl=lz4-cli/procs=2", func(b *testing.B) {
+		for b.Loop() {
+			base = lz4Baseline(b, dir)
+		}
+		b.ReportMetric(base.Seconds(), "s")
+	})
+	b.Run("impl=backfill/data/workers=2", func(b *testing.B) {
+		benchRun(b, []string{"run", "--in", dir, "-q", "--json", "--workers", "2"}, base)
+	})
+	b.Run("impl=backfill/from-index/workers=2", func(b *testing.B) {
+		benchRun(b, []string{"run", "--in", dir, "-q", "--json", "--workers", "2", "--from-index"}, 0)
+	})
 }
 
 // BenchmarkRunPostgres runs backfill run over the scale-1 corpus into

@@ -35,9 +35,11 @@ An INPUT is one of:
 	            as backfill gen --profile ooni2018 --manifest-only writes
 	DIR         the output folder of backfill run: its report manifests
 	            (reports/*.parquet, rejected reports included)
-	DIR         a folder of canned bucket folders, or one bucket folder:
-	            the reports are read and their measurements counted as
-	            backfill run does
+	DIR         a folder of bucket folders (canned or autoclaved), or one
+	            bucket folder: the reports are read and their
+	            measurements counted as backfill run does; with
+	            --from-index, autoclaved buckets are counted from their
+	            index alone, which reads no data
 
 Flags:
 
@@ -51,8 +53,11 @@ Flags:
 	                      collision that docs/ooid-hash-prob.ipynb's model
 	                      predicts from the corpus's shared timestamps
 	--json                one JSON object on stdout
-	--workers N           containers read at once, for canned data
+	--workers N           containers read at once, for bucket folders
 	                      (default: the number of CPUs)
+	--format F            bucket layout: auto (default), canned or autoclaved
+	--from-index          autoclaved buckets: count from the index alone
+	--ndx POLICY          blobs (default) or datums, as for backfill run
 
 One scheme is checked with the sharded bitmap backfill run uses; several are
 checked in one pass that hashes each textname once. A manifest file is read
@@ -116,6 +121,10 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 	fs.BoolVar(&predict, "predict", false, "")
 	fs.BoolVar(&asJSON, "json", false, "")
 	fs.IntVar(&workers, "workers", runtime.NumCPU(), "")
+	var read job.Config
+	fs.StringVar(&read.Format, "format", reader.FormatAuto, "")
+	fs.BoolVar(&read.FromIndex, "from-index", false, "")
+	fs.StringVar(&read.Ndx, "ndx", job.NdxBlobs, "")
 	inputs, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -131,6 +140,12 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return usagef("audit: --sha1-offset: %v", err)
 	}
+	if read.Format != reader.FormatAuto && read.Format != reader.FormatCanned && read.Format != reader.FormatAutoclaved {
+		return usagef("audit: --format must be auto, canned or autoclaved")
+	}
+	if read.Ndx != job.NdxBlobs && read.Ndx != job.NdxDatums {
+		return usagef("audit: --ndx must be blobs or datums")
+	}
 	if pairs < 0 || workers < 1 {
 		return usagef("audit: --pairs must be 0 or more and --workers 1 or more")
 	}
@@ -138,7 +153,8 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return usagef("audit: %v", err)
 	}
-	au := &auditor{a: a, std: std, workers: workers}
+	read.Workers = workers
+	au := &auditor{a: a, std: std, runCfg: read}
 	files := true
 	for _, in := range inputs {
 		if st, err := os.Stat(in); in == "-" || err != nil || !st.Mode().IsRegular() {
@@ -225,7 +241,7 @@ func intList(s string, lo, hi int) ([]int, error) {
 type auditor struct {
 	a         *collisions.Auditor
 	std       stdio
-	workers   int
+	runCfg    job.Config // how bucket folders are read
 	keepNames bool
 	textnames []string
 	rejected  int64
@@ -299,7 +315,7 @@ func (au *auditor) readRunOutput(dir string) error {
 	return nil
 }
 
-// readBuckets reads canned data as backfill run does, into a sink that
+// readBuckets reads bucket folders as backfill run does, into a sink that
 // only counts.
 func (au *auditor) readBuckets(ctx context.Context, dir string) error {
 	in, buckets := dir, []string(nil)
@@ -307,7 +323,9 @@ func (au *auditor) readBuckets(ctx context.Context, dir string) error {
 		in, buckets = filepath.Dir(filepath.Clean(dir)), []string{filepath.Base(filepath.Clean(dir))}
 	}
 	cs := &countingSink{au: au}
-	sum, err := job.Run(ctx, job.Config{In: in, Buckets: buckets, Workers: au.workers, Scheme: ooid.DefaultScheme, Version: buildVersion()}, cs)
+	cfg := au.runCfg
+	cfg.In, cfg.Buckets, cfg.Scheme, cfg.Version = in, buckets, ooid.DefaultScheme, buildVersion()
+	sum, err := job.Run(ctx, cfg, cs)
 	if err != nil {
 		return err
 	}

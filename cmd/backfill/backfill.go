@@ -28,9 +28,9 @@ import (
 const runHelp = `Usage: backfill run --in DIR --out DIR [flags] [BUCKET...]
        backfill run --in DIR --sink postgres [--dsn URL] [flags] [BUCKET...]
 
-Backfill OOIDs onto every measurement of the OONI canned buckets in DIR
-(folders named YYYY-MM-DD holding *.tar.lz4, *.lz4 and index.json.gz), or
-only of the BUCKETs named. Per bucket it writes, under --out:
+Backfill OOIDs onto every measurement of the OONI buckets in DIR (folders
+named YYYY-MM-DD holding *.tar.lz4, *.lz4 and index.json.gz), canned or
+autoclaved, or only of the BUCKETs named. Per bucket it writes, under --out:
 
 	measurements/BUCKET.parquet  ooid (INT64), textname, ndx (INT32), bucket_date
 	reports/BUCKET.parquet       textname, ts, ts_source, counter_base, n, ...
@@ -38,6 +38,15 @@ only of the BUCKETs named. Per bucket it writes, under --out:
 	                             bucket, file, textname, offset, reason, message
 	ledger/BUCKET.json           the commit record: input fingerprint, scheme,
 	                             counts
+
+The layout of each bucket is told from its index (--format auto). Canned
+containers are decompressed and their reports sliced. Autoclaved files are
+decompressed frame by frame and checked against their index's frame, report
+and datum rows; with --from-index they are not read at all: every
+(textname, ndx) comes from the index's rows, the fast way to stamp or audit
+the whole corpus. Both ways give the same IDs. --ndx datums numbers the
+measurements that parse only (the old MetaDB numbering): badblobs get no ID
+and a dead-letter record, where by default they are counted like any other.
 
 Each file appears atomically; the ledger entry is written last. The output
 does not depend on --workers. A progress bar goes to standard error on a
@@ -68,14 +77,20 @@ Flags:
 	--skip-locked       skip buckets another run is loading instead of waiting
 	--retries N         tries again per bucket after a lost connection (default 5)
 	--retry-wait D      first wait before a retry (default 1s)
+	--format F          bucket layout: auto (default, told per bucket), canned
+	                    or autoclaved
+	--from-index        autoclaved buckets: IDs from the index alone, no data
+	                    read (canned buckets are read as usual)
+	--ndx POLICY        blobs (default: badblobs count) or datums
 	--workers N         containers read at once (default: the number of CPUs)
 	--resume            skip buckets committed with the same input and scheme
 	--counter-bits N    counter width, 20..28 (default 28)
 	--sha1-offset N     SHA-1 hex window offset, 0..33 (default 33)
 	--max-blob SIZE     flag measurements over SIZE bytes (default 64MiB)
-	--verify-sha1       check every report's and file's SHA-1 against the
-	                    index too (sizes and CRC-32s always are); about
-	                    half the CPU time of a run
+	--verify            check every report's and file's SHA-1 against the
+	                    index too (sizes and CRC-32s always are), and parse
+	                    every autoclaved datum as JSON; about half the CPU
+	                    time of a run (--verify-sha1 is the same flag)
 	--json              print the summary as JSON
 	-q                  no progress output
 
@@ -111,6 +126,10 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	fs.IntVar(&cfg.Workers, "workers", runtime.NumCPU(), "")
 	fs.BoolVar(&cfg.Resume, "resume", false, "")
 	fs.BoolVar(&cfg.VerifySHA1, "verify-sha1", false, "")
+	fs.BoolVar(&cfg.VerifySHA1, "verify", false, "")
+	fs.StringVar(&cfg.Format, "format", reader.FormatAuto, "")
+	fs.BoolVar(&cfg.FromIndex, "from-index", false, "")
+	fs.StringVar(&cfg.Ndx, "ndx", job.NdxBlobs, "")
 	fs.Var(&maxBlob, "max-blob", "")
 	fs.BoolVar(&asJSON, "json", false, "")
 	fs.BoolVar(&quiet, "q", false, "")
@@ -138,6 +157,10 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 		return usagef("run: --workers must be at least 1")
 	case maxBlob <= 0:
 		return usagef("run: --max-blob must be positive")
+	case cfg.Format != reader.FormatAuto && cfg.Format != reader.FormatCanned && cfg.Format != reader.FormatAutoclaved:
+		return usagef("run: --format must be auto, canned or autoclaved")
+	case cfg.Ndx != job.NdxBlobs && cfg.Ndx != job.NdxDatums:
+		return usagef("run: --ndx must be blobs or datums")
 	}
 	if err := cfg.Scheme.Validate(); err != nil {
 		return usagef("run: %v", err)

@@ -9,7 +9,7 @@ Usage:
 
 Commands:
 
-	run          backfill OOIDs over OONI canned buckets into Parquet or PostgreSQL
+	run          backfill OOIDs over OONI canned or autoclaved buckets into Parquet or PostgreSQL
 	schema       create the PostgreSQL tables of run --sink postgres
 	audit        count OOID collisions per counter width and SHA-1 offset
 	gen          write a synthetic corpus (or manifest) with its ground truth

@@ -21,7 +21,16 @@ writes them, as-is .lz4 reports, index.json.gz with sort_keys JSON, base64
 SHA-1 and signed CRC-32), built from real OONI samples. The same flags and
 seed always write the same bytes.
 
-DIR/ground-truth.jsonl says, for every report (and every damaged
+With --format autoclaved, DIR holds the autoclaved form of the same
+reports instead (OONI's later layout: the same file names, tar members of
+normalised JSON lines, each file a chain of LZ4 frames flushed at 256 KiB,
+and index.json.gz listing every frame, report, datum and badblob); with
+--format both, DIR/canned and DIR/autoclaved hold the two forms. The
+container kinds of --corrupt damage the canned form only, and the
+autoclaved form leaves out what autoclaving could not have made
+(not_in_container and bad_yaml_header reports).
+
+DIR/ground-truth.jsonl (per form) says, for every report (and every damaged
 container), how many measurements a correct run gives IDs to and which
 dead-letter reasons it must record.
 
@@ -38,6 +47,7 @@ output; its statistics go to standard error.
 Flags:
 
 	--out DIR               where to write (required, but for a manifest)
+	--format FORMAT         canned (default), autoclaved or both
 	--profile NAME          ooni2018: the full-scale manifest (needs
 	                        --manifest-only)
 	--manifest-only         write the report manifest only
@@ -59,7 +69,8 @@ Flags:
 	                        flag; KIND "all" sets every kind. Report kinds:
 	                        bad_textname truncated_report broken_frame
 	                        bad_yaml_header empty_report invalid_utf8 huge_blob
-	                        not_in_index not_in_container; container kinds:
+	                        not_in_index not_in_container badblob; container
+	                        kinds:
 	                        lz4_truncated lz4_corrupt lz4_content_size
 	                        tar_truncated
 	--huge-blob SIZE        size of a huge_blob measurement (default 1GiB)
@@ -86,6 +97,7 @@ func runGen(_ context.Context, args []string, std stdio) error {
 	canSize, huge, maxBlob := byteSize(cfg.CanSize), byteSize(cfg.HugeBlob), byteSize(cfg.MaxBlob)
 	cfg.Corrupt = map[string]float64{}
 	fs.StringVar(&out, "out", "", "")
+	fs.StringVar(&cfg.Format, "format", corpus.FormatCanned, "")
 	fs.StringVar(&profile, "profile", "", "")
 	fs.BoolVar(&manifestOnly, "manifest-only", false, "")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "")
@@ -142,6 +154,11 @@ func runGen(_ context.Context, args []string, std stdio) error {
 		return usagef("gen: a count, size or fraction is out of range")
 	}
 	cfg.CanSize, cfg.HugeBlob, cfg.MaxBlob = int64(canSize), int64(huge), int64(maxBlob)
+	switch cfg.Format {
+	case corpus.FormatCanned, corpus.FormatAutoclaved, corpus.FormatBoth:
+	default:
+		return usagef("gen: --format %q: want canned, autoclaved or both", cfg.Format)
+	}
 	for k := range cfg.Corrupt {
 		if !corpus.IsKind(k) {
 			return usagef("gen: unknown corruption kind %q", k)
@@ -152,7 +169,7 @@ func runGen(_ context.Context, args []string, std stdio) error {
 		return err
 	}
 	fmt.Fprintf(std.out, "buckets        %d\ncontainers     %d\nreports        %d\nmeasurements   %d (that get IDs)\nbytes          %s compressed, %s uncompressed\nground truth   %s\n",
-		st.Buckets, st.Containers, st.Reports, st.Measurements, humanBytes(st.Bytes), humanBytes(st.TextBytes), out+"/"+corpus.TruthName)
+		st.Buckets, st.Containers, st.Reports, st.Measurements, humanBytes(st.Bytes), humanBytes(st.TextBytes), truthPath(out, cfg.Format))
 	return nil
 }
 
@@ -172,4 +189,11 @@ func genManifest(out string, seed uint64, std stdio) error {
 	}
 	fmt.Fprint(std.err, st)
 	return nil
+}
+
+func truthPath(out, format string) string {
+	if format == corpus.FormatBoth {
+		return out + "/{canned,autoclaved}/" + corpus.TruthName
+	}
+	return out + "/" + corpus.TruthName
 }

@@ -59,6 +59,10 @@ const (
 	KindHugeBlob        = "huge_blob"
 	KindNotInIndex      = "not_in_index"
 	KindNotInContainer  = "not_in_container"
+	// KindBadblob is a measurement that does not parse: a badblob in
+	// the autoclaved index. It counts toward ndx under the default
+	// policy and has no ID under --ndx datums.
+	KindBadblob = "badblob"
 )
 
 // Corruption kinds: container level (tar containers).
@@ -71,7 +75,7 @@ const (
 
 // ReportKinds and ContainerKinds list the corruption kinds.
 var (
-	ReportKinds    = []string{KindBadTextname, KindTruncatedReport, KindBrokenFrame, KindBadYAMLHeader, KindEmptyReport, KindInvalidUTF8, KindHugeBlob, KindNotInIndex, KindNotInContainer}
+	ReportKinds    = []string{KindBadTextname, KindTruncatedReport, KindBrokenFrame, KindBadYAMLHeader, KindEmptyReport, KindInvalidUTF8, KindHugeBlob, KindNotInIndex, KindNotInContainer, KindBadblob}
 	ContainerKinds = []string{KindLZ4Truncated, KindLZ4Corrupt, KindLZ4ContentSize, KindTarTruncated}
 )
 
@@ -88,6 +92,9 @@ type Config struct {
 	Alpha           float64
 	MaxMeasurements int
 	CanSize         int64 // slices of reports stay under this
+	// Format is FormatCanned (the default when empty), FormatAutoclaved
+	// or FormatBoth.
+	Format string
 	// TimeSlots, when set, draws the report times from that many seconds
 	// of each bucket's 36 hours, evenly spaced from the bucket's midnight
 	// back, so that reports share timestamps within a bucket and with the
@@ -113,10 +120,13 @@ func DefaultConfig() Config {
 // Truth is one row of ground-truth.jsonl: a report (or, with an empty
 // textname, a container) and what a run must make of it.
 type Truth struct {
-	Bucket   string   `json:"bucket"`
-	File     string   `json:"file"`
-	Textname string   `json:"textname"`
-	N        int      `json:"n"`       // measurements that get IDs
+	Bucket   string `json:"bucket"`
+	File     string `json:"file"`
+	Textname string `json:"textname"`
+	N        int    `json:"n"` // measurements that get IDs
+	// Badblobs is how many of the N do not parse: under --ndx datums
+	// they get no ID, and each is a badblob dead letter.
+	Badblobs int      `json:"badblobs,omitempty"`
 	Reasons  []string `json:"reasons"` // dead-letter reasons expected, sorted
 }
 
@@ -164,35 +174,101 @@ func Generate(dir string, cfg Config) (Stats, error) {
 			return st, fmt.Errorf("corpus: corruption %s=%g: unknown kind or rate outside [0, 1]", k, r)
 		}
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return st, err
+	var roots []string // canned, autoclaved; "" for a form not written
+	switch cfg.Format {
+	case "", FormatCanned:
+		roots = []string{dir, ""}
+	case FormatAutoclaved:
+		roots = []string{"", dir}
+	case FormatBoth:
+		roots = []string{filepath.Join(dir, FormatCanned), filepath.Join(dir, FormatAutoclaved)}
+	default:
+		return st, fmt.Errorf("corpus: format %q: want %s, %s or %s", cfg.Format, FormatCanned, FormatAutoclaved, FormatBoth)
 	}
-	tf, err := os.Create(filepath.Join(dir, TruthName))
-	if err != nil {
-		return st, err
-	}
-	defer tf.Close()
-	tw := bufio.NewWriter(tf)
-	enc := json.NewEncoder(tw)
-	for b := range cfg.Buckets {
-		date := cfg.Start.AddDate(0, 0, b).Format("2006-01-02")
-		g := &bucketGen{cfg: cfg, date: date, dir: filepath.Join(dir, date), json: jsonT, yaml: yamlT,
-			rng: rand.New(rand.NewPCG(cfg.Seed, uint64(b)+1))}
-		truth, err := g.run(&st)
+	var truths [2]*truthFile
+	for i, root := range roots {
+		if root == "" {
+			continue
+		}
+		if err := os.MkdirAll(root, 0o755); err != nil {
+			return st, err
+		}
+		tf, err := createTruth(root)
 		if err != nil {
 			return st, err
 		}
-		for _, t := range truth {
-			if err := enc.Encode(t); err != nil {
+		defer tf.f.Close()
+		truths[i] = tf
+	}
+	for b := range cfg.Buckets {
+		date := cfg.Start.AddDate(0, 0, b).Format("2006-01-02")
+		g := &bucketGen{cfg: cfg, date: date, json: jsonT, yaml: yamlT,
+			rng: rand.New(rand.NewPCG(cfg.Seed, uint64(b)+1))}
+		cans := g.pack(g.plan())
+		if roots[0] != "" {
+			g.dir = filepath.Join(roots[0], date)
+			truth, err := g.run(cans, &st)
+			if err != nil {
+				return st, err
+			}
+			if err := truths[0].write(truth); err != nil {
+				return st, err
+			}
+		}
+		if roots[1] != "" {
+			acSt := &st
+			if roots[0] != "" {
+				acSt = &Stats{} // the canned form's stats are the ones returned
+			}
+			truth, err := g.writeAutoclaved(filepath.Join(roots[1], date), cans, acSt)
+			if err != nil {
+				return st, err
+			}
+			if err := truths[1].write(truth); err != nil {
 				return st, err
 			}
 		}
 		st.Buckets++
 	}
-	if err := tw.Flush(); err != nil {
-		return st, err
+	for _, tf := range truths {
+		if tf != nil {
+			if err := tf.close(); err != nil {
+				return st, err
+			}
+		}
 	}
-	return st, tf.Close()
+	return st, nil
+}
+
+type truthFile struct {
+	f   *os.File
+	w   *bufio.Writer
+	enc *json.Encoder
+}
+
+func createTruth(root string) (*truthFile, error) {
+	f, err := os.Create(filepath.Join(root, TruthName))
+	if err != nil {
+		return nil, err
+	}
+	w := bufio.NewWriter(f)
+	return &truthFile{f: f, w: w, enc: json.NewEncoder(w)}, nil
+}
+
+func (t *truthFile) write(rows []Truth) error {
+	for _, r := range rows {
+		if err := t.enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *truthFile) close() error {
+	if err := t.w.Flush(); err != nil {
+		return err
+	}
+	return t.f.Close()
 }
 
 // IsKind reports whether kind is a corruption kind.
@@ -305,7 +381,7 @@ func (g *bucketGen) plan() []*report {
 		switch r.corrupt {
 		case KindEmptyReport:
 			r.n = 0
-		case KindTruncatedReport, KindBrokenFrame, KindInvalidUTF8, KindHugeBlob:
+		case KindTruncatedReport, KindBrokenFrame, KindInvalidUTF8, KindHugeBlob, KindBadblob:
 			r.n = max(r.n, 1)
 			r.at = g.rng.IntN(r.n)
 		}
@@ -389,12 +465,11 @@ func (g *bucketGen) pack(reps []*report) []*container {
 	return out
 }
 
-func (g *bucketGen) run(st *Stats) ([]Truth, error) {
+// run writes the canned form of the bucket's containers into g.dir.
+func (g *bucketGen) run(cans []*container, st *Stats) ([]Truth, error) {
 	if err := os.MkdirAll(g.dir, 0o755); err != nil {
 		return nil, err
 	}
-	reps := g.plan()
-	cans := g.pack(reps)
 	var rows []indexRow
 	var truth []Truth
 	for _, c := range cans {
@@ -444,8 +519,9 @@ func (g *bucketGen) write(c *container) (indexRow, []Truth, error) {
 	damageAt := int64(-1)    // compressed offset of the block an LZ4 corruption strikes
 	lost := false            // the members from here on are lost to a container corruption
 	for i, r := range c.reports {
-		t := Truth{Bucket: g.date, File: fileName, Textname: r.textname, N: r.kept()}
+		t := Truth{Bucket: g.date, File: fileName, Textname: r.textname, N: r.kept(), Badblobs: r.badblobs()}
 		switch {
+		case r.corrupt == KindBadblob: // found only when blobs are parsed (--ndx datums)
 		case r.corrupt == KindHugeBlob:
 			if r.hugeSize-1 > g.cfg.MaxBlob {
 				t.Reasons = []string{deadletter.OversizedBlob}
@@ -554,6 +630,15 @@ func (g *bucketGen) write(c *container) (indexRow, []Truth, error) {
 			sort.Strings(last.Reasons)
 		}
 		truth = append(truth, Truth{Bucket: g.date, File: fileName, Reasons: []string{c.corrupt}})
+	}
+	for i := range truth {
+		if t := &truth[i]; t.Badblobs > 0 {
+			for _, r := range c.reports {
+				if r.textname == t.Textname && r.at >= t.N {
+					t.Badblobs = 0 // the badblob is in the part lost
+				}
+			}
+		}
 	}
 	if err := fileSums(f, &row); err != nil {
 		return row, nil, err

@@ -31,15 +31,66 @@ var (
 	garbageLine  = []byte("garbage between documents\n")
 	badUTF8JSON  = []byte("{\"body\": \"Reykjav\xedk \xed\xa0\x80\"}")
 	badUTF8YAML  = []byte("---\nbody: \"Reykjav\xedk\"\n...\n")
+	badJSON      = []byte(`{"body": [1, 2}`)
+	badYAML      = []byte("---\nbody: [1, \n...\n")
 )
 
-// ends receives the offset in the report just after each measurement's
-// terminator.
-type ends func(i int, off int64)
+// marks receives, for each measurement written, its number, where its
+// blob starts in the report and the offset just after its terminator; for
+// a YAML report, number -1 is the header document.
+type marks func(i int, start, end int64)
+
+// Blob kinds of a measurement, as the plan decides them.
+const (
+	blobNormal    = iota
+	blobTruncated // the cut-off last document of a truncated report: no measurement
+	blobHuge
+	blobBadUTF8
+	blobBad // does not parse: an autoclaved badblob
+)
+
+func (r *report) blobKind(i int) int {
+	switch {
+	case r.corrupt == KindTruncatedReport && i == r.n-1:
+		return blobTruncated
+	case r.corrupt == KindHugeBlob && i == r.at:
+		return blobHuge
+	case r.corrupt == KindInvalidUTF8 && i == r.at:
+		return blobBadUTF8
+	case r.corrupt == KindBadblob && i == r.at:
+		return blobBad
+	}
+	return blobNormal
+}
+
+// writeBlob writes measurement i's blob: a JSON line without its "\n",
+// or a YAML document with its markers.
+func (r *report) writeBlob(w io.Writer, i int) {
+	switch r.blobKind(i) {
+	case blobTruncated:
+		w.Write(r.tmpl.blob[:len(r.tmpl.blob)/2])
+	case blobHuge:
+		r.writeHuge(w)
+	case blobBadUTF8:
+		if r.kind == "json" {
+			w.Write(badUTF8JSON)
+		} else {
+			w.Write(badUTF8YAML)
+		}
+	case blobBad:
+		if r.kind == "json" {
+			w.Write(badJSON)
+		} else {
+			w.Write(badYAML)
+		}
+	default:
+		w.Write(r.tmpl.blob)
+	}
+}
 
 // write writes the report to w. mark, when not nil, learns where each
-// measurement ends.
-func (r *report) write(w io.Writer, mark ends) error {
+// measurement is.
+func (r *report) write(w io.Writer, mark marks) error {
 	cw := &countWriter{w: w}
 	rng := rand.New(rand.NewPCG(r.seed, 7))
 	put := func(b []byte) { cw.Write(b) }
@@ -47,10 +98,14 @@ func (r *report) write(w io.Writer, mark ends) error {
 		if r.quirks && rng.IntN(2) == 0 {
 			put(yamlBanner)
 		}
+		start := cw.n
 		if r.corrupt == KindBadYAMLHeader {
 			put(badHeader)
 		} else {
 			put(r.tmpl.header)
+		}
+		if mark != nil {
+			mark(-1, start, cw.n)
 		}
 	}
 	for i := range r.n {
@@ -71,36 +126,23 @@ func (r *report) write(w io.Writer, mark ends) error {
 				put([]byte("...\n")) // a duplicate trailer
 			}
 		}
-		last := i == r.n-1
-		switch {
-		case r.corrupt == KindTruncatedReport && last:
-			blob := r.tmpl.blob
-			put(blob[:len(blob)/2])
+		start := cw.n
+		r.writeBlob(cw, i)
+		if r.blobKind(i) == blobTruncated {
 			continue
-		case r.corrupt == KindHugeBlob && i == r.at:
-			r.writeHuge(cw)
-		case r.corrupt == KindInvalidUTF8 && i == r.at:
-			if r.kind == "json" {
-				put(badUTF8JSON)
-				put([]byte("\n"))
-			} else {
-				put(badUTF8YAML)
-			}
-		default:
-			put(r.tmpl.blob)
-			if r.kind == "json" {
-				put([]byte("\n"))
-			}
+		}
+		if r.kind == "json" {
+			put([]byte("\n"))
 		}
 		if mark != nil {
-			mark(i, cw.n)
+			mark(i, start, cw.n)
 		}
 	}
 	return cw.err
 }
 
 func (r *report) writeHuge(w io.Writer) {
-	open, end := []byte(`{"body": "`), []byte("\"}\n")
+	open, end := []byte(`{"body": "`), []byte(`"}`) // the line's "\n" is the caller's
 	if r.kind == "yaml" {
 		open, end = []byte("---\nbody: "), []byte("\n...\n")
 	}
@@ -109,7 +151,11 @@ func (r *report) writeHuge(w io.Writer) {
 	for i := range fill {
 		fill[i] = 'x'
 	}
-	for left := r.hugeSize - int64(len(open)+len(end)); left > 0; {
+	size := r.hugeSize
+	if r.kind == "json" {
+		size-- // the "\n"
+	}
+	for left := size - int64(len(open)+len(end)); left > 0; {
 		k := min(left, int64(len(fill)))
 		w.Write(fill[:k])
 		left -= k
@@ -127,9 +173,9 @@ func (r *report) measure() {
 // endOf returns the offset just after measurement i's terminator.
 func (r *report) endOf(i int) int64 {
 	var at int64 = -1
-	r.write(io.Discard, func(j int, off int64) {
+	r.write(io.Discard, func(j int, _, end int64) {
 		if j == i {
-			at = off
+			at = end
 		}
 	})
 	return at
@@ -147,6 +193,14 @@ func (r *report) kept() int {
 		return r.n - 1
 	}
 	return r.n
+}
+
+// badblobs is how many of the kept measurements are badblobs.
+func (r *report) badblobs() int {
+	if r.corrupt == KindBadblob {
+		return 1
+	}
+	return 0
 }
 
 type countWriter struct {

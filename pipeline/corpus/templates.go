@@ -3,10 +3,13 @@ package corpus
 import (
 	"bytes"
 	"embed"
+	stdjson "encoding/json"
 	"fmt"
 	"path"
 	"regexp"
 	"sort"
+
+	yamlv3 "gopkg.in/yaml.v3"
 )
 
 // The templates are real OONI samples (see testdata/ooni and the realdata
@@ -22,6 +25,11 @@ type template struct {
 	kind     string // "json" or "yaml"
 	header   []byte // YAML header document, markers included
 	blob     []byte // one measurement: a JSON line without "\n", or a YAML document with markers
+	// entryJSON is the measurement as the autoclaved form holds it: its
+	// JSON object without braces, keys sorted, without the id and
+	// report_filename the normalisation sets (for YAML, the header's
+	// keys merged in, as the OONI pipeline did).
+	entryJSON []byte
 }
 
 var testNameRe = regexp.MustCompile(`(?m)"?test_name"?\s*:\s*"?([a-z_]+)`)
@@ -54,7 +62,38 @@ func loadTemplates() (json, yaml []template, err error) {
 			yaml = append(yaml, t)
 		}
 	}
+	for i := range json {
+		json[i].entryJSON = normalise(nil, json[i].blob)
+	}
+	for i := range yaml {
+		yaml[i].entryJSON = normalise(yaml[i].header, yaml[i].blob)
+	}
 	sort.Slice(json, func(i, j int) bool { return json[i].name < json[j].name })
 	sort.Slice(yaml, func(i, j int) bool { return yaml[i].name < yaml[j].name })
 	return json, yaml, nil
+}
+
+// normalise turns a measurement (and the YAML header it inherits) into the
+// body of a sorted JSON object.
+func normalise(header, blob []byte) []byte {
+	m := map[string]any{}
+	var err error
+	if header == nil {
+		err = stdjson.Unmarshal(blob, &m)
+	} else {
+		var h map[string]any
+		if err = yamlv3.Unmarshal(blob, &m); err == nil {
+			err = yamlv3.Unmarshal(header, &h)
+		}
+		for k, v := range h {
+			m[k] = v
+		}
+	}
+	delete(m, "id")
+	delete(m, "report_filename")
+	out, merr := stdjson.Marshal(m)
+	if err != nil || merr != nil {
+		out, _ = stdjson.Marshal(map[string]string{"entry": string(blob)})
+	}
+	return bytes.TrimSuffix(bytes.TrimPrefix(out, []byte("{")), []byte("}"))
 }

@@ -49,6 +49,8 @@ const (
 	NotInContainer   = "not_in_container"  // the index lists a report the container does not hold (rejects it: no data)
 	SizeMismatch     = "size_mismatch"     // a size differs from the index
 	ChecksumMismatch = "checksum_mismatch" // a SHA-1 or CRC-32 differs from the index
+	FrameMismatch    = "frame_mismatch"    // an autoclaved file's LZ4 frames differ from its index's frame rows (flag)
+	DatumMismatch    = "datum_mismatch"    // an autoclaved datum is not where, or not what, its index row says (flag: it keeps its ID)
 
 	// Report.
 	BadTextname     = "bad_textname"     // the textname gives no timestamp; the report is rejected
@@ -60,6 +62,10 @@ const (
 	// Measurement (flags: the blob keeps its ndx and ID, as a badblob does).
 	InvalidUTF8   = "invalid_utf8"   // the blob is not valid UTF-8
 	OversizedBlob = "oversized_blob" // the blob is over the size limit; it is counted, not parsed
+	// Badblob is a blob that does not parse. It keeps its ID under the
+	// default ndx policy and is not recorded; under --ndx datums it has
+	// no ID and this record says so.
+	Badblob = "badblob"
 
 	// Run.
 	Collision = "collision" // the report's IDs overlap those of a report whose textname sorts first

@@ -35,9 +35,15 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/sink"
 )
 
-// NdxBlobs is the ndx policy of DESIGN.md §2: every blob after the YAML
-// header counts, badblobs included.
-const NdxBlobs = "blobs"
+// The ndx policies of DESIGN.md §2.
+const (
+	// NdxBlobs, the default: every blob after the YAML header counts,
+	// badblobs included.
+	NdxBlobs = "blobs"
+	// NdxDatums counts the blobs that parse only (the old MetaDB
+	// numbering); badblobs get no ID.
+	NdxDatums = "datums"
+)
 
 // Config says what to run.
 type Config struct {
@@ -50,7 +56,15 @@ type Config struct {
 	// VerifySHA1 checks every report's and file's SHA-1 against the index
 	// too (sizes and CRC-32s always are); it costs about half the CPU.
 	VerifySHA1 bool
-	Version    string
+	// Format is the bucket layout: reader.FormatAuto (detected per
+	// bucket, the default when empty), FormatCanned or FormatAutoclaved.
+	Format string
+	// FromIndex enumerates autoclaved buckets from their index alone,
+	// reading no data; canned buckets are read as usual.
+	FromIndex bool
+	// Ndx is NdxBlobs (the default when empty) or NdxDatums.
+	Ndx     string
+	Version string
 	// Progress, when set, is called by one goroutine after every
 	// container.
 	Progress func(Progress)
@@ -119,6 +133,18 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (Summary, error) {
 	if err := cfg.Scheme.Validate(); err != nil {
 		return sum, err
 	}
+	switch cfg.Ndx {
+	case "":
+		cfg.Ndx = NdxBlobs
+	case NdxBlobs, NdxDatums:
+	default:
+		return sum, fmt.Errorf("unknown ndx policy %q (want %s or %s)", cfg.Ndx, NdxBlobs, NdxDatums)
+	}
+	switch cfg.Format {
+	case "", reader.FormatAuto, reader.FormatCanned, reader.FormatAutoclaved:
+	default:
+		return sum, fmt.Errorf("unknown format %q (want auto, canned or autoclaved)", cfg.Format)
+	}
 	names := cfg.Buckets
 	if len(names) == 0 {
 		var err error
@@ -161,8 +187,8 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (Summary, error) {
 		defer close(tasks)
 		defer close(jobs)
 		for _, name := range names {
-			j := &bucketJob{meta: sink.Meta{Bucket: name, Scheme: cfg.Scheme, NdxPolicy: NdxBlobs, Version: cfg.Version}}
-			b, err := reader.OpenBucket(filepath.Join(cfg.In, name))
+			j := &bucketJob{meta: sink.Meta{Bucket: name, Scheme: cfg.Scheme, NdxPolicy: cfg.Ndx, Version: cfg.Version}}
+			b, err := reader.Open(filepath.Join(cfg.In, name), reader.Options{Format: cfg.Format, Datums: !cfg.FromIndex})
 			if err != nil {
 				j.problems = []deadletter.Record{{Bucket: name, Reason: deadletter.Unreadable, Message: err.Error()}}
 				j.meta.Fingerprint = "unreadable"
@@ -204,11 +230,9 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (Summary, error) {
 	})
 	for range workers {
 		g.Go(func() error {
-			cr := reader.NewContainerReader()
-			cr.Reports.MaxBlob = cfg.MaxBlob
-			cr.VerifySHA1 = cfg.VerifySHA1
+			rd := newReaders(cfg)
 			for t := range tasks {
-				res, err := readContainer(ctx, cr, cfg, t.job.bucket, t.job.bucket.Containers[t.i])
+				res, err := readContainer(ctx, rd, cfg, t.job.bucket, t.job.bucket.Containers[t.i])
 				if err != nil {
 					return err
 				}
@@ -357,12 +381,40 @@ func writeBucket(ctx context.Context, s sink.Sink, j *bucketJob, col *verdicts, 
 	return nil
 }
 
+// readers are one worker's readers, one per layout.
+type readers struct {
+	canned     *reader.ContainerReader
+	autoclaved *reader.AutoclavedReader
+}
+
+func newReaders(cfg Config) readers {
+	rd := readers{canned: reader.NewContainerReader(), autoclaved: reader.NewAutoclavedReader()}
+	rd.canned.Reports.MaxBlob = cfg.MaxBlob
+	rd.canned.VerifySHA1 = cfg.VerifySHA1
+	rd.canned.Reports.Datums = cfg.Ndx == NdxDatums
+	rd.autoclaved.Datums = cfg.Ndx == NdxDatums
+	rd.autoclaved.Verify = cfg.VerifySHA1
+	return rd
+}
+
+// read reads container c of b as its layout and the mode say.
+func (rd readers) read(ctx context.Context, cfg Config, b *reader.Bucket, c reader.Container, h reader.Handler) (reader.ContainerStats, error) {
+	switch {
+	case b.Format == reader.FormatAutoclaved && cfg.FromIndex:
+		reader.IndexReports(b, c, cfg.Ndx == NdxDatums, h)
+		return reader.ContainerStats{}, ctx.Err()
+	case b.Format == reader.FormatAutoclaved:
+		return rd.autoclaved.Read(ctx, b, c, h)
+	}
+	return rd.canned.Read(ctx, b, c, h)
+}
+
 // readContainer reads one container and stamps its reports.
-func readContainer(ctx context.Context, cr *reader.ContainerReader, cfg Config, b *reader.Bucket, c reader.Container) (containerResult, error) {
+func readContainer(ctx context.Context, rd readers, cfg Config, b *reader.Bucket, c reader.Container) (containerResult, error) {
 	var res containerResult
 	scheme := cfg.Scheme
 	problem := func(p deadletter.Record) { res.problems = append(res.problems, p) }
-	st, err := cr.Read(ctx, b, c, reader.Handler{
+	st, err := rd.read(ctx, cfg, b, c, reader.Handler{
 		Problem: problem,
 		Report: func(r reader.ContainerReport) {
 			reject := func(reason, msg string) {

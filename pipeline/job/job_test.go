@@ -28,13 +28,7 @@ const maxBlob = 256 << 10
 // folder.
 func genCorpus(t testing.TB, buckets, reports int) string {
 	t.Helper()
-	cfg := corpus.DefaultConfig()
-	cfg.Buckets, cfg.Reports, cfg.CanSize, cfg.MaxMeasurements = buckets, reports, 64<<10, 3000
-	cfg.HugeBlob, cfg.MaxBlob = maxBlob+100, maxBlob
-	cfg.Corrupt = map[string]float64{}
-	for _, k := range corpus.ReportKinds {
-		cfg.Corrupt[k] = 0.03
-	}
+	cfg := damagedConfig(buckets, reports, 64<<10, 0.03)
 	for _, k := range corpus.ContainerKinds {
 		cfg.Corrupt[k] = 0.12
 	}
@@ -43,6 +37,19 @@ func genCorpus(t testing.TB, buckets, reports int) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// damagedConfig is a small corpus with every report-level corruption kind
+// at rate.
+func damagedConfig(buckets, reports int, canSize int64, rate float64) corpus.Config {
+	cfg := corpus.DefaultConfig()
+	cfg.Buckets, cfg.Reports, cfg.CanSize, cfg.MaxMeasurements = buckets, reports, canSize, 3000
+	cfg.HugeBlob, cfg.MaxBlob = maxBlob+100, maxBlob
+	cfg.Corrupt = map[string]float64{}
+	for _, k := range corpus.ReportKinds {
+		cfg.Corrupt[k] = rate
+	}
+	return cfg
 }
 
 func runJob(t testing.TB, ctx context.Context, in, out string, workers int, buckets ...string) (job.Summary, error) {
@@ -139,6 +146,9 @@ func TestRun_GroundTruth(t *testing.T) {
 		for _, r := range tr.Reasons {
 			wantDead[r]++
 			reasonsSeen[r] = true
+		}
+		if tr.Badblobs > 0 { // counted, not flagged, under the default policy
+			reasonsSeen[corpus.KindBadblob] = true
 		}
 	}
 	for _, k := range append(corpus.ReportKinds, corpus.ContainerKinds...) {

@@ -42,12 +42,14 @@ type Container struct {
 	Tar     bool
 	Indexed bool
 	Missing bool       // listed by the index, not on disk
-	Entry   CannedFile // the index row, when Indexed
+	Entry   CannedFile // the index row, when Indexed (canned)
+	AC      *ACFile    // the index's rows of the file (autoclaved)
 }
 
-// Bucket is a canned bucket folder: its containers in name order, the
+// Bucket is a bucket folder: its containers in name order, the
 // problems found in its index, and a fingerprint of its input.
 type Bucket struct {
+	Format     string // FormatCanned or FormatAutoclaved
 	Date       string
 	Dir        string
 	Containers []Container
@@ -62,32 +64,13 @@ type Bucket struct {
 // with the index or with files are in Bucket.Problems; the error is only
 // for a folder that cannot be listed.
 func OpenBucket(dir string) (*Bucket, error) {
-	date := filepath.Base(dir)
-	b := &Bucket{Date: date, Dir: dir}
-	ents, err := os.ReadDir(dir)
+	b, onDisk, fp, err := listBucket(dir)
 	if err != nil {
 		return nil, err
 	}
-	fp := sha256.New()
-	onDisk := map[string]os.FileInfo{}
-	for _, e := range ents {
-		info, err := e.Info()
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(fp, "%s\x00%d\x00%d\x00", e.Name(), info.Size(), info.ModTime().UnixNano())
-		if e.Name() == IndexName {
-			continue
-		}
-		if !info.Mode().IsRegular() || !strings.HasSuffix(e.Name(), ".lz4") {
-			b.Problems = append(b.Problems, deadletter.Record{Bucket: date, File: date + "/" + e.Name(),
-				Reason: deadletter.NotInIndex, Message: "not a container (.lz4 regular file); ignored"})
-			continue
-		}
-		onDisk[e.Name()] = info
-	}
 	indexed := b.readIndex(fp)
 	b.Fingerprint = hex.EncodeToString(fp.Sum(nil))
+	date := b.Date
 	for _, f := range indexed {
 		base := strings.TrimPrefix(f.Filename, date+"/")
 		c := Container{Name: f.Filename, Path: filepath.Join(dir, base), Size: f.Size, Tar: f.Tar, Indexed: true, Entry: f}
@@ -112,6 +95,37 @@ func OpenBucket(dir string) (*Bucket, error) {
 		}
 	}
 	return b, nil
+}
+
+// listBucket lists the bucket folder: its containers (.lz4 regular files)
+// by name, and a fingerprint hash fed with every entry's name, size and
+// modification time. Anything else is a problem of the bucket.
+func listBucket(dir string) (*Bucket, map[string]os.FileInfo, hash.Hash, error) {
+	date := filepath.Base(dir)
+	b := &Bucket{Date: date, Dir: dir, Format: FormatCanned}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	fp := sha256.New()
+	onDisk := map[string]os.FileInfo{}
+	for _, e := range ents {
+		info, err := e.Info()
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		fmt.Fprintf(fp, "%s\x00%d\x00%d\x00", e.Name(), info.Size(), info.ModTime().UnixNano())
+		if e.Name() == IndexName {
+			continue
+		}
+		if !info.Mode().IsRegular() || !strings.HasSuffix(e.Name(), ".lz4") {
+			b.Problems = append(b.Problems, deadletter.Record{Bucket: date, File: date + "/" + e.Name(),
+				Reason: deadletter.NotInIndex, Message: "not a container (.lz4 regular file); ignored"})
+			continue
+		}
+		onDisk[e.Name()] = info
+	}
+	return b, onDisk, fp, nil
 }
 
 // readIndex returns the good rows of the bucket's index, each container

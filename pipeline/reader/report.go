@@ -3,6 +3,7 @@ package reader
 import (
 	"bytes"
 	"crypto/sha1"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -87,6 +88,11 @@ type ReportReader struct {
 	// step of reading a report (about half the CPU time); the CRC-32 and
 	// size are always computed.
 	SHA1 bool
+	// Datums numbers datums only (--ndx datums): every blob is parsed (as
+	// JSON, or as YAML), and one that does not parse is a badblob, which
+	// gets no ndx and a dead-letter record. Blobs over MaxBlob are counted
+	// without a parse.
+	Datums bool
 
 	sha   hash.Hash
 	crc   hash.Hash32
@@ -149,6 +155,9 @@ func (rr *ReportReader) Read(r io.Reader, kind Kind, onBlob func(Measurement), p
 	}
 	for {
 		rr.blob.reset(header)
+		if rr.Datums && !header {
+			rr.blob.keep = int(min(maxBlob, 1<<40))
+		}
 		b, err := next()
 		var cut *SliceError
 		switch {
@@ -175,6 +184,12 @@ func (rr *ReportReader) Read(r io.Reader, kind Kind, onBlob func(Measurement), p
 		}
 		if kind == KindYAML && b.Size <= falsyProbe && falsy(rr.blob.head) {
 			continue
+		}
+		if rr.Datums && b.Size <= maxBlob {
+			if msg := badblob(kind, rr.blob.head); msg != "" {
+				flag(deadletter.Badblob, b.Offset, fmt.Sprintf("blob at byte %d (%d bytes) does not parse (%s); under --ndx datums it has no ID", b.Offset, b.Size, msg))
+				continue
+			}
 		}
 		m := Measurement{Ndx: st.N, Blob: b}
 		st.N++
@@ -210,6 +225,23 @@ func (rr *ReportReader) finish(rest io.Reader, st ReportStats) (ReportStats, err
 	}
 	st.CRC32 = int32(rr.crc.Sum32())
 	return st, err
+}
+
+// badblob tells why a blob is one the OONI pipeline could not load, or
+// "" when it loads. Invalid UTF-8 is not a reason: the pipeline kept such
+// measurements (their bytes base64-encoded).
+func badblob(kind Kind, blob []byte) string {
+	if kind == KindJSON {
+		if !json.Valid(bytes.ToValidUTF8(blob, []byte("\uFFFD"))) {
+			return "not JSON"
+		}
+		return ""
+	}
+	var v any
+	if err := yaml.Unmarshal(bytes.ToValidUTF8(blob, []byte("\uFFFD")), &v); err != nil {
+		return err.Error()
+	}
+	return ""
 }
 
 func checkHeader(b *blobCheck, size int64) string {

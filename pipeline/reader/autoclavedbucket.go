@@ -1,0 +1,336 @@
+package reader
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/klauspost/compress/gzip"
+
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
+)
+
+// Bucket layouts (ooni-formats.md §1 and §2).
+const (
+	FormatAuto       = "auto"
+	FormatCanned     = "canned"
+	FormatAutoclaved = "autoclaved"
+)
+
+// ACFile is an autoclaved file as its index describes it.
+type ACFile struct {
+	Frames  []Frame
+	Reports []*ACReport
+	Closed  bool // its /file row was read
+	Size    int64
+	SHA1    [20]byte
+	CRC32   int32
+}
+
+// ACReport is a report of an autoclaved file as its index describes it.
+type ACReport struct {
+	Textname string
+	SrcSize  int64
+	SHA1     [20]byte
+	Datums   int
+	FirstOff int64 // text_off of its first datum, 0 without one
+	Badblobs []ACBadblob
+	// Items are the datum rows, in order; kept only when the bucket is
+	// opened for the data path.
+	Items []ACDatum
+	// Cutoff is the /report row's src_cutoff: the slicer gave up there.
+	Cutoff    int64
+	HasCutoff bool
+	Info      string
+	Closed    bool
+	// Damaged is set when a row inside the report is bad: its numbering
+	// cannot be trusted, so it gets no IDs.
+	Damaged string
+}
+
+// ACDatum is one datum row.
+type ACDatum struct {
+	TextOff, TextSize int64
+	SHA1              [20]byte
+}
+
+// ACBadblob is one badblob row, with its place among the report's blobs.
+type ACBadblob struct {
+	Blob            uint32 // datums and badblobs before it
+	SrcOff, SrcSize int64
+	Info            string
+}
+
+// Blobs is the report's datums and badblobs.
+func (r *ACReport) Blobs() int { return r.Datums + len(r.Badblobs) }
+
+// Options say how to open a bucket.
+type Options struct {
+	// Format is FormatAuto (the default when empty), FormatCanned or
+	// FormatAutoclaved.
+	Format string
+	// Datums keeps every datum row of an autoclaved index, which the
+	// data path checks the files against.
+	Datums bool
+}
+
+// Open lists the bucket folder dir, tells its layout and reads its index.
+// Problems with the index or with files are in Bucket.Problems; the error
+// is only for a folder that cannot be listed or a bad Format.
+func Open(dir string, opt Options) (*Bucket, error) {
+	format := opt.Format
+	switch format {
+	case "", FormatAuto:
+		format = DetectFormat(dir)
+	case FormatCanned, FormatAutoclaved:
+	default:
+		return nil, fmt.Errorf("unknown format %q (want auto, canned or autoclaved)", opt.Format)
+	}
+	if format == FormatCanned {
+		return OpenBucket(dir)
+	}
+	return openAutoclaved(dir, opt.Datums)
+}
+
+// DetectFormat tells a bucket's layout: from the first row of its index
+// (an autoclaved index is an event stream whose rows have a "type"), or,
+// without a readable index, from its first file's LZ4 frame header (the
+// autoclaving writer set the content-size flag, the lz4 CLI that canned
+// from a pipe could not).
+func DetectFormat(dir string) string {
+	if f, err := os.Open(filepath.Join(dir, IndexName)); err == nil {
+		defer f.Close()
+		br := bufio.NewReader(f)
+		var r io.Reader = br
+		if magic, _ := br.Peek(2); bytes.Equal(magic, []byte{0x1f, 0x8b}) {
+			gz, err := gzip.NewReader(br)
+			if err != nil {
+				return FormatCanned
+			}
+			r = gz
+		}
+		line, _ := bufio.NewReaderSize(r, 4096).ReadSlice('\n')
+		line = bytes.TrimSpace(line)
+		if len(line) > 0 {
+			if bytes.Contains(line, []byte(`"type": "file"`)) || bytes.Contains(line, []byte(`"type":"file"`)) {
+				return FormatAutoclaved
+			}
+			return FormatCanned
+		}
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return FormatCanned
+	}
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".lz4") {
+			continue
+		}
+		f, err := os.Open(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		var h [5]byte
+		_, err = io.ReadFull(f, h[:])
+		f.Close()
+		if err == nil && binary.LittleEndian.Uint32(h[:]) == 0x184D2204 && h[4]&0x08 != 0 {
+			return FormatAutoclaved
+		}
+		return FormatCanned
+	}
+	return FormatCanned
+}
+
+func openAutoclaved(dir string, datums bool) (*Bucket, error) {
+	b, onDisk, fp, err := listBucket(dir)
+	if err != nil {
+		return nil, err
+	}
+	b.Format = FormatAutoclaved
+	files, names := b.readAutoclavedIndex(fp, datums)
+	b.Fingerprint = fmt.Sprintf("%x", fp.Sum(nil))
+	for _, name := range names {
+		f := files[name]
+		base := strings.TrimPrefix(name, b.Date+"/")
+		c := Container{Name: name, Path: filepath.Join(dir, base), Size: f.Size, Tar: strings.HasSuffix(name, ".tar.lz4"), Indexed: true, AC: f}
+		if info, ok := onDisk[base]; ok && !strings.Contains(base, "/") {
+			c.Size = info.Size()
+			delete(onDisk, base)
+		} else {
+			c.Missing = true
+		}
+		b.Containers = append(b.Containers, c)
+	}
+	var extra []string
+	for base := range onDisk {
+		extra = append(extra, base)
+	}
+	sort.Strings(extra)
+	for _, base := range extra {
+		b.Problems = append(b.Problems, deadletter.Record{Bucket: b.Date, File: b.Date + "/" + base, Reason: deadletter.NotInIndex,
+			Message: "the autoclaved index does not list this file; without its rows its measurements cannot be numbered, so it is not read"})
+	}
+	sort.Slice(b.Containers, func(i, j int) bool { return b.Containers[i].Name < b.Containers[j].Name })
+	for _, c := range b.Containers {
+		if !c.Missing {
+			b.Bytes += c.Size
+		}
+	}
+	return b, nil
+}
+
+// readAutoclavedIndex reads the bucket's autoclaved index into its files,
+// each once, in index order, and feeds the index bytes to fp. Every bad
+// row is a problem with its line; a bad row inside a report damages that
+// report (its numbering is in doubt), and a file whose rows end early is
+// kept with the reports its rows closed.
+func (b *Bucket) readAutoclavedIndex(fp io.Writer, datums bool) (map[string]*ACFile, []string) {
+	indexFile := b.Date + "/" + IndexName
+	problem := func(reason, msg string) {
+		b.Problems = append(b.Problems, deadletter.Record{Bucket: b.Date, File: indexFile, Reason: reason, Message: msg})
+	}
+	f, err := os.Open(filepath.Join(b.Dir, IndexName))
+	if errors.Is(err, os.ErrNotExist) {
+		problem(deadletter.IndexMissing, "no "+IndexName+": an autoclaved bucket cannot be numbered without its index; nothing is read")
+		return nil, nil
+	}
+	if err != nil {
+		problem(deadletter.Unreadable, err.Error())
+		return nil, nil
+	}
+	defer f.Close()
+	defer io.Copy(fp, f) // whatever the reader left unread
+	br := bufio.NewReaderSize(io.TeeReader(f, fp), 256<<10)
+	var r io.Reader = br
+	if magic, _ := br.Peek(2); bytes.Equal(magic, []byte{0x1f, 0x8b}) {
+		gz, err := gzip.NewReader(br)
+		if err != nil {
+			problem(deadletter.BadIndexRow, "gzip header: "+err.Error()+"; nothing is read")
+			return nil, nil
+		}
+		defer gz.Close()
+		r = gz
+	}
+	files := map[string]*ACFile{}
+	var names []string
+	var file *ACFile
+	var fileName string
+	var report *ACReport
+	var frame *Frame
+	skipFile := false // rows of a file listed twice
+	pending := ""     // a bad row since the last report: the next one is damaged
+	x := NewAutoclavedIndex(r)
+	for {
+		ev, err := x.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			var ie *IndexError
+			if !errors.As(err, &ie) {
+				ie = &IndexError{Err: err}
+			}
+			msg := err.Error()
+			inside := fmt.Sprintf("line %d of the index, inside this report, is bad (%v): its measurements cannot be numbered", ie.Line, ie.Err)
+			switch {
+			case skipFile:
+			case report != nil:
+				damage(report, inside)
+			case file != nil:
+				// A row between reports may be one of either: neither
+				// can be numbered.
+				near := fmt.Sprintf("line %d of the index, next to this report, is bad (%v): its measurements cannot be numbered", ie.Line, ie.Err)
+				if n := len(file.Reports); n > 0 {
+					damage(file.Reports[n-1], near)
+				}
+				pending = near
+			}
+			if file != nil {
+				msg = fmt.Sprintf("%s (in %s)", msg, fileName)
+			}
+			problem(deadletter.BadIndexRow, msg)
+			if x.eof {
+				break
+			}
+			continue
+		}
+		// A row at odds with the rows around it, which does not change
+		// how the reports are numbered.
+		odd := func(reason, format string, args ...any) {
+			msg := fmt.Sprintf("line %d: ", ev.Line) + fmt.Sprintf(format, args...)
+			b.Problems = append(b.Problems, deadletter.Record{Bucket: b.Date, File: fileName, Reason: reason, Message: msg + " (the index row)"})
+		}
+		switch ev.Kind {
+		case RowFile:
+			fileName, report, frame, skipFile, pending = ev.Filename, nil, nil, false, ""
+			if files[ev.Filename] != nil {
+				problem(deadletter.BadIndexRow, fmt.Sprintf("line %d: %s is listed twice; the second listing is skipped", ev.Line, ev.Filename))
+				skipFile, file = true, &ACFile{}
+				continue
+			}
+			if !strings.HasPrefix(ev.Filename, b.Date+"/") || !strings.HasSuffix(ev.Filename, ".lz4") {
+				problem(deadletter.BadIndexRow, fmt.Sprintf("line %d: file %q is not a .lz4 file of bucket %s; it is skipped", ev.Line, ev.Filename, b.Date))
+				skipFile, file = true, &ACFile{}
+				continue
+			}
+			file = &ACFile{}
+			files[ev.Filename] = file
+			names = append(names, ev.Filename)
+		case RowFrame:
+			fr := Frame{FileOff: ev.FileOff, FileSize: ev.FileSize, TextOff: ev.TextOff, TextSize: ev.TextSize}
+			var want Frame
+			if n := len(file.Frames); n > 0 {
+				last := file.Frames[n-1]
+				want = Frame{FileOff: last.FileOff + last.FileSize, TextOff: last.TextOff + last.TextSize}
+			}
+			if fr.FileOff != want.FileOff || fr.TextOff != want.TextOff {
+				odd(deadletter.FrameMismatch, "frame at file_off %d, text_off %d: the frame before it ends at %d, %d", fr.FileOff, fr.TextOff, want.FileOff, want.TextOff)
+			}
+			file.Frames = append(file.Frames, fr)
+			frame = &file.Frames[len(file.Frames)-1]
+		case RowEndFrame:
+			frame = nil
+		case RowReport:
+			report = &ACReport{Textname: ev.Textname, SrcSize: ev.SrcSize, SHA1: ev.SHA1, Damaged: pending}
+			pending = ""
+			if !skipFile {
+				file.Reports = append(file.Reports, report)
+			}
+		case RowDatum:
+			if ev.TextOff < frame.TextOff || ev.TextOff+ev.TextSize > frame.TextOff+frame.TextSize {
+				odd(deadletter.DatumMismatch, "datum at text_off %d, %d bytes, lies outside its frame (text_off %d, %d bytes)", ev.TextOff, ev.TextSize, frame.TextOff, frame.TextSize)
+			}
+			if report.Datums == 0 {
+				report.FirstOff = ev.TextOff
+			}
+			if datums {
+				report.Items = append(report.Items, ACDatum{TextOff: ev.TextOff, TextSize: ev.TextSize, SHA1: ev.SHA1})
+			}
+			report.Datums++
+		case RowBadblob:
+			report.Badblobs = append(report.Badblobs, ACBadblob{Blob: uint32(report.Blobs()), SrcOff: ev.SrcOff, SrcSize: ev.SrcSize, Info: ev.Info})
+		case RowEndReport:
+			report.Closed, report.Cutoff, report.HasCutoff, report.Info = true, ev.Cutoff, ev.HasCutoff, ev.Info
+			report = nil
+		case RowEndFile:
+			file.Closed, file.Size, file.SHA1, file.CRC32 = true, ev.FileSize, ev.SHA1, ev.CRC32
+			file, report, frame = nil, nil, nil
+		}
+	}
+	return files, names
+}
+
+// damage marks r as one whose numbering is in doubt, keeping the first
+// reason.
+func damage(r *ACReport, why string) {
+	if r.Damaged == "" {
+		r.Damaged = why
+	}
+}
