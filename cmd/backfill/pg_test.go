@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"math/rand/v2"
+	"net/url"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/backfill-dev/backfill/internal/pgtest"
+	"github.com/jackc/pgx/v5"
 )
 
 func buildBinary(t *testing.T) string {
@@ -81,6 +83,11 @@ func exitOf(err error) int {
 // SIGKILL at 10 random points of a load, each time rerun with --resume,
 // then SIGINT once: the final database is identical to a clean load, with
 // no partial bucket and no duplicate at any point.
+//
+// Each kill is aimed at a load in progress: it comes a random time after the
+// server shows one of the run's COPYs, so it lands however slow the machine
+// is. When the resumed runs have loaded every bucket before the tenth kill,
+// the schema is dropped and loading starts over.
 func TestPostgres_KillAndResume(t *testing.T) {
 	bin, in := buildBinary(t), genPG(t)
 	admin := pgtest.AdminURL(t)
@@ -93,28 +100,44 @@ func TestPostgres_KillAndResume(t *testing.T) {
 	want := checksum(t, clean)
 
 	dsn := pgtest.CreateDatabase(t, admin)
+	watch := pgtest.Connect(t, admin)
 	rng := rand.New(rand.NewPCG(7, 7))
-	killed := 0
-	for i := range 10 {
+	killed, restarts := 0, 0
+	for attempt := 0; killed < 10; attempt++ {
+		if attempt == 30 {
+			t.Fatalf("only %d of 30 runs were killed during a load", killed)
+		}
 		cmd := pgRun(bin, in, dsn, "--resume")
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(rng.Int64N(int64(full/2))) + full/20)
-		cmd.Process.Signal(syscall.SIGKILL)
-		code := exitOf(cmd.Wait())
-		if code == -int(syscall.SIGKILL) {
-			killed++
-		} else if code != 3 && code != 0 {
-			t.Fatalf("kill %d: exit %d\n%s", i, code, stderr.String())
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		var err error
+		if copying(t, watch, dsn, exited, &err) {
+			time.Sleep(time.Duration(rng.Int64N(int64(full/4) + 1)))
+			cmd.Process.Signal(syscall.SIGKILL)
+			err = <-exited
 		}
-		checksum(t, dsn) // no partial bucket
+		code := exitOf(err)
+		switch {
+		case code == -int(syscall.SIGKILL):
+			killed++
+			checksum(t, dsn) // no partial bucket
+		case code == 3 || code == 0:
+			// Every bucket was loaded before the kill: start over.
+			if got := checksum(t, dsn); got != want {
+				t.Fatalf("after %d kills and a complete run: checksum %s, clean load %s", killed, got, want)
+			}
+			pgtest.Exec(t, dsn, "DROP SCHEMA backfill CASCADE")
+			restarts++
+		default:
+			t.Fatalf("kill %d: exit %d\n%s", killed, code, stderr.String())
+		}
 	}
-	if killed < 5 {
-		t.Errorf("only %d of 10 kills landed during a load", killed)
-	}
+	t.Logf("%d kills, %d times the schema was dropped to start over", killed, restarts)
 
 	cmd := pgRun(bin, in, dsn)
 	var stderr bytes.Buffer
@@ -190,5 +213,33 @@ func TestPostgres_PasswordNotShown(t *testing.T) {
 		if code != 1 || strings.Contains(out.String()+errb.String(), secret) || errb.Len() == 0 {
 			t.Errorf("%s: exit %d, output %q %q", args[0], code, out.String(), errb.String())
 		}
+	}
+}
+
+// copying waits until the server shows a COPY into the database of dsn, and
+// reports true, or until the run ends first, and reports false with the
+// run's error in *err.
+func copying(t *testing.T, watch *pgx.Conn, dsn string, exited <-chan error, err *error) bool {
+	t.Helper()
+	u, perr := url.Parse(dsn)
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	db := strings.TrimPrefix(u.Path, "/")
+	for {
+		select {
+		case *err = <-exited:
+			return false
+		default:
+		}
+		var n int
+		if qerr := watch.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = $1 AND state = 'active' AND query ILIKE 'copy %'`, db).Scan(&n); qerr != nil {
+			t.Fatal(qerr)
+		}
+		if n > 0 {
+			return true
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }
