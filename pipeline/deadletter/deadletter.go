@@ -51,6 +51,7 @@ const (
 	ChecksumMismatch = "checksum_mismatch" // a SHA-1 or CRC-32 differs from the index
 	FrameMismatch    = "frame_mismatch"    // an autoclaved file's LZ4 frames differ from its index's frame rows (flag)
 	DatumMismatch    = "datum_mismatch"    // an autoclaved datum is not where, or not what, its index row says (flag: it keeps its ID)
+	CannedMismatch   = "canned_mismatch"   // an autoclaved report differs from its canned form (--canned): orig_sha1, size, measurements or cutoff (flag)
 
 	// Report.
 	BadTextname     = "bad_textname"     // the textname gives no timestamp; the report is rejected

@@ -66,6 +66,7 @@ type ACBadblob struct {
 	Blob            uint32 // datums and badblobs before it
 	SrcOff, SrcSize int64
 	Info            string
+	SHA1            [20]byte // orig_sha1
 }
 
 // Blobs is the report's datums and badblobs.
@@ -315,7 +316,7 @@ func (b *Bucket) readAutoclavedIndex(fp io.Writer, datums bool) (map[string]*ACF
 			}
 			report.Datums++
 		case RowBadblob:
-			report.Badblobs = append(report.Badblobs, ACBadblob{Blob: uint32(report.Blobs()), SrcOff: ev.SrcOff, SrcSize: ev.SrcSize, Info: ev.Info})
+			report.Badblobs = append(report.Badblobs, ACBadblob{Blob: uint32(report.Blobs()), SrcOff: ev.SrcOff, SrcSize: ev.SrcSize, Info: ev.Info, SHA1: ev.SHA1})
 		case RowEndReport:
 			report.Closed, report.Cutoff, report.HasCutoff, report.Info = true, ev.Cutoff, ev.HasCutoff, ev.Info
 			report = nil

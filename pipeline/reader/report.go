@@ -54,6 +54,10 @@ func KindOf(textname string) Kind {
 type Measurement struct {
 	Ndx uint32
 	Blob
+	// OrigSHA1 is the autoclaved index's orig_sha1 of the blob, set with
+	// ReportReader.OrigSHA1: the SHA-1 of the YAML header document and
+	// the blob, markers included, or of the JSON line without its "\n".
+	OrigSHA1 [20]byte
 }
 
 // ReportStats is what reading one raw report found.
@@ -93,23 +97,40 @@ type ReportReader struct {
 	// gets no ndx and a dead-letter record. Blobs over MaxBlob are counted
 	// without a parse.
 	Datums bool
+	// OrigSHA1 makes every Measurement carry its blob's orig_sha1, as the
+	// autoclaving step computed it.
+	OrigSHA1 bool
 
 	sha   hash.Hash
+	orig  hash.Hash // with OrigSHA1: the current blob's orig_sha1
+	hdr   []byte    // the YAML header document, for orig
 	crc   hash.Hash32
 	count int64
 	blob  blobCheck
+	sink  blobSink
 	json  *JSONSlicer
 	yaml  *YAMLSlicer
 }
 
 // NewReportReader returns a ReportReader.
 func NewReportReader() *ReportReader {
-	rr := &ReportReader{sha: sha1.New(), crc: crc32.NewIEEE()}
+	rr := &ReportReader{sha: sha1.New(), orig: sha1.New(), crc: crc32.NewIEEE()}
+	rr.sink.rr = rr
 	rr.json = NewJSONSlicer(nil)
-	rr.json.Content = &rr.blob
+	rr.json.Content = &rr.sink
 	rr.yaml = NewYAMLSlicer(nil)
-	rr.yaml.Content = &rr.blob
+	rr.yaml.Content = &rr.sink
 	return rr
+}
+
+// blobSink receives the bytes of each blob from the slicer.
+type blobSink struct{ rr *ReportReader }
+
+func (s *blobSink) Write(p []byte) (int, error) {
+	if s.rr.OrigSHA1 {
+		s.rr.orig.Write(p)
+	}
+	return s.rr.blob.Write(p)
 }
 
 // Write feeds the report's hashes: the raw bytes pass through here.
@@ -158,6 +179,12 @@ func (rr *ReportReader) Read(r io.Reader, kind Kind, onBlob func(Measurement), p
 		if rr.Datums && !header {
 			rr.blob.keep = int(min(maxBlob, 1<<40))
 		}
+		if rr.OrigSHA1 {
+			rr.orig.Reset()
+			if kind == KindYAML && !header {
+				rr.orig.Write(rr.hdr)
+			}
+		}
 		b, err := next()
 		var cut *SliceError
 		switch {
@@ -180,6 +207,8 @@ func (rr *ReportReader) Read(r io.Reader, kind Kind, onBlob func(Measurement), p
 				st.Rejected = true
 				return rr.finish(tee, st)
 			}
+			// checkHeader took the header whole: it is at most MaxHeader.
+			rr.hdr = append(rr.hdr[:0], rr.blob.head...)
 			continue
 		}
 		if kind == KindYAML && b.Size <= falsyProbe && falsy(rr.blob.head) {
@@ -192,6 +221,9 @@ func (rr *ReportReader) Read(r io.Reader, kind Kind, onBlob func(Measurement), p
 			}
 		}
 		m := Measurement{Ndx: st.N, Blob: b}
+		if rr.OrigSHA1 {
+			rr.orig.Sum(m.OrigSHA1[:0])
+		}
 		st.N++
 		if st.N == 0 {
 			// 2^32 blobs: the ndx would wrap; nothing real comes close.
