@@ -37,7 +37,8 @@ var (
 
 // marks receives, for each measurement written, its number, where its
 // blob starts in the report and the offset just after its terminator; for
-// a YAML report, number -1 is the header document.
+// a YAML report, number -1 is the header document. A truncated last blob
+// has no terminator: its end is the end of the report.
 type marks func(i int, start, end int64)
 
 // Blob kinds of a measurement, as the plan decides them.
@@ -128,10 +129,7 @@ func (r *report) write(w io.Writer, mark marks) error {
 		}
 		start := cw.n
 		r.writeBlob(cw, i)
-		if r.blobKind(i) == blobTruncated {
-			continue
-		}
-		if r.kind == "json" {
+		if r.kind == "json" && r.blobKind(i) != blobTruncated {
 			put([]byte("\n"))
 		}
 		if mark != nil {

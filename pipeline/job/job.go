@@ -63,7 +63,11 @@ type Config struct {
 	// reading no data; canned buckets are read as usual.
 	FromIndex bool
 	// Ndx is NdxBlobs (the default when empty) or NdxDatums.
-	Ndx     string
+	Ndx string
+	// Canned, when set, is a folder of the same buckets in canned form:
+	// each autoclaved file is compared with its canned form
+	// (reader.CannedCheck), which checks every orig_sha1.
+	Canned  string
 	Version string
 	// Progress, when set, is called by one goroutine after every
 	// container.
@@ -109,6 +113,7 @@ func ListBuckets(dir string) ([]string, error) {
 type bucketJob struct {
 	meta     sink.Meta
 	bucket   *reader.Bucket
+	canned   *reader.Bucket // its canned form, with Config.Canned
 	skip     bool
 	results  []chan containerResult
 	problems []deadletter.Record
@@ -188,12 +193,19 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (Summary, error) {
 		defer close(jobs)
 		for _, name := range names {
 			j := &bucketJob{meta: sink.Meta{Bucket: name, Scheme: cfg.Scheme, NdxPolicy: cfg.Ndx, Version: cfg.Version}}
-			b, err := reader.Open(filepath.Join(cfg.In, name), reader.Options{Format: cfg.Format, Datums: !cfg.FromIndex})
+			b, err := reader.Open(filepath.Join(cfg.In, name), reader.Options{Format: cfg.Format, Datums: !cfg.FromIndex || cfg.Canned != ""})
 			if err != nil {
 				j.problems = []deadletter.Record{{Bucket: name, Reason: deadletter.Unreadable, Message: err.Error()}}
 				j.meta.Fingerprint = "unreadable"
 			} else {
 				j.bucket, j.problems, j.meta.Fingerprint = b, b.Problems, b.Fingerprint
+				if cfg.Canned != "" && b.Format == reader.FormatAutoclaved {
+					var p *deadletter.Record
+					j.canned, p = openCanned(cfg.Canned, name)
+					if p != nil {
+						j.problems = append(j.problems, *p)
+					}
+				}
 			}
 			if cfg.Resume && j.bucket != nil {
 				ok, err := s.Committed(ctx, j.meta)
@@ -232,7 +244,7 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (Summary, error) {
 		g.Go(func() error {
 			rd := newReaders(cfg)
 			for t := range tasks {
-				res, err := readContainer(ctx, rd, cfg, t.job.bucket, t.job.bucket.Containers[t.i])
+				res, err := readContainer(ctx, rd, cfg, t.job, t.i)
 				if err != nil {
 					return err
 				}
@@ -381,14 +393,31 @@ func writeBucket(ctx context.Context, s sink.Sink, j *bucketJob, col *verdicts, 
 	return nil
 }
 
-// readers are one worker's readers, one per layout.
+// openCanned opens the canned form of bucket name under dir, or tells
+// why it cannot be compared with.
+func openCanned(dir, name string) (*reader.Bucket, *deadletter.Record) {
+	cb, err := reader.Open(filepath.Join(dir, name), reader.Options{Format: reader.FormatAuto})
+	switch {
+	case err != nil:
+		return nil, &deadletter.Record{Bucket: name, Reason: deadletter.CannedMismatch, Message: "the canned form cannot be read (" + err.Error() + "); no orig_sha1 is checked"}
+	case cb.Format != reader.FormatCanned:
+		return nil, &deadletter.Record{Bucket: name, Reason: deadletter.CannedMismatch, Message: cb.Dir + " is not a canned bucket; no orig_sha1 is checked"}
+	}
+	return cb, nil
+}
+
+// readers are one worker's readers, one per layout, and the canned check.
 type readers struct {
 	canned     *reader.ContainerReader
 	autoclaved *reader.AutoclavedReader
+	check      *reader.CannedCheck // with Config.Canned
 }
 
 func newReaders(cfg Config) readers {
 	rd := readers{canned: reader.NewContainerReader(), autoclaved: reader.NewAutoclavedReader()}
+	if cfg.Canned != "" {
+		rd.check = reader.NewCannedCheck()
+	}
 	rd.canned.Reports.MaxBlob = cfg.MaxBlob
 	rd.canned.VerifySHA1 = cfg.VerifySHA1
 	rd.canned.Reports.Datums = cfg.Ndx == NdxDatums
@@ -397,24 +426,33 @@ func newReaders(cfg Config) readers {
 	return rd
 }
 
-// read reads container c of b as its layout and the mode say.
-func (rd readers) read(ctx context.Context, cfg Config, b *reader.Bucket, c reader.Container, h reader.Handler) (reader.ContainerStats, error) {
-	switch {
-	case b.Format == reader.FormatAutoclaved && cfg.FromIndex:
-		reader.IndexReports(b, c, cfg.Ndx == NdxDatums, h)
-		return reader.ContainerStats{}, ctx.Err()
-	case b.Format == reader.FormatAutoclaved:
-		return rd.autoclaved.Read(ctx, b, c, h)
+// read reads container c of b as its layout and the mode say, and
+// compares an autoclaved one with its canned form when there is one.
+func (rd readers) read(ctx context.Context, cfg Config, b, canned *reader.Bucket, c reader.Container, h reader.Handler) (reader.ContainerStats, error) {
+	if b.Format != reader.FormatAutoclaved {
+		return rd.canned.Read(ctx, b, c, h)
 	}
-	return rd.canned.Read(ctx, b, c, h)
+	var st reader.ContainerStats
+	var err error
+	if cfg.FromIndex {
+		reader.IndexReports(b, c, cfg.Ndx == NdxDatums, h)
+		err = ctx.Err()
+	} else {
+		st, err = rd.autoclaved.Read(ctx, b, c, h)
+	}
+	if err == nil && rd.check != nil {
+		err = rd.check.Check(ctx, b, c, canned, h.Problem)
+	}
+	return st, err
 }
 
-// readContainer reads one container and stamps its reports.
-func readContainer(ctx context.Context, rd readers, cfg Config, b *reader.Bucket, c reader.Container) (containerResult, error) {
+// readContainer reads container i of j's bucket and stamps its reports.
+func readContainer(ctx context.Context, rd readers, cfg Config, j *bucketJob, i int) (containerResult, error) {
+	b, c := j.bucket, j.bucket.Containers[i]
 	var res containerResult
 	scheme := cfg.Scheme
 	problem := func(p deadletter.Record) { res.problems = append(res.problems, p) }
-	st, err := rd.read(ctx, cfg, b, c, reader.Handler{
+	st, err := rd.read(ctx, cfg, b, j.canned, c, reader.Handler{
 		Problem: problem,
 		Report: func(r reader.ContainerReport) {
 			reject := func(reason, msg string) {

@@ -173,3 +173,44 @@ func TestReportReader_HugeLine(t *testing.T) {
 		t.Errorf("reading a %d-byte line allocated %d bytes", size, alloc)
 	}
 }
+
+// With OrigSHA1 every measurement carries the autoclaved index's
+// orig_sha1: the SHA-1 of the YAML header document and its own document,
+// markers included and what lies between them left out, or of the JSON
+// line without its "\n".
+func TestReportReader_OrigSHA1(t *testing.T) {
+	rr := NewReportReader()
+	rr.OrigSHA1 = true
+	for name, data := range realYAML(t) {
+		s := string(data)
+		hs := strings.Index(s, "---\n")
+		he := hs + strings.Index(s[hs:], "\n...\n") + len("\n...\n")
+		res := readReport(t, rr, bytes.NewReader(data), KindYAML)
+		if len(res.ms) != 1 {
+			t.Fatalf("%s: %d measurements", name, len(res.ms))
+		}
+		m := res.ms[0]
+		if want := sha1.Sum([]byte(s[hs:he] + s[m.Offset:m.Offset+m.Size])); m.OrigSHA1 != want {
+			t.Errorf("%s: orig_sha1 %x, want %x", name, m.OrigSHA1, want)
+		}
+	}
+	for _, tc := range []struct {
+		kind   Kind
+		report string
+		blobs  []string // what each orig_sha1 hashes
+	}{
+		{KindJSON, "{\"a\":1}\n{\"b\":\"\u00e9\"}\n{\"c\":[]}\n", []string{`{"a":1}`, "{\"b\":\"\u00e9\"}", `{"c":[]}`}},
+		{KindYAML, "# banner\n---\nh: 1\n...\n# between\n---\na: 1\n...\n...\n---\nnull\n...\n---\nb: [2]\n...\n",
+			[]string{"---\nh: 1\n...\n---\na: 1\n...\n", "---\nh: 1\n...\n---\nb: [2]\n...\n"}},
+	} {
+		res := readReport(t, rr, strings.NewReader(tc.report), tc.kind)
+		if len(res.ms) != len(tc.blobs) {
+			t.Fatalf("%s: %d measurements, want %d", tc.kind, len(res.ms), len(tc.blobs))
+		}
+		for i, m := range res.ms {
+			if want := sha1.Sum([]byte(tc.blobs[i])); m.OrigSHA1 != want {
+				t.Errorf("%s #%d: orig_sha1 %x, want the SHA-1 of %q", tc.kind, i, m.OrigSHA1, tc.blobs[i])
+			}
+		}
+	}
+}
