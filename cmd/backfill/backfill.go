@@ -44,7 +44,10 @@ containers are decompressed and their reports sliced. Autoclaved files are
 decompressed frame by frame and checked against their index's frame, report
 and datum rows; with --from-index they are not read at all: every
 (textname, ndx) comes from the index's rows, the fast way to stamp or audit
-the whole corpus. Both ways give the same IDs. --ndx datums numbers the
+the whole corpus. Both ways give the same IDs. An index's orig_sha1s are
+hashes of the raw blobs, which only the canned form holds: --canned compares
+every autoclaved file with the canned file of the same name, report by
+report and measurement by measurement. --ndx datums numbers the
 measurements that parse only (the old MetaDB numbering): badblobs get no ID
 and a dead-letter record, where by default they are counted like any other.
 
@@ -82,6 +85,11 @@ Flags:
 	--from-index        autoclaved buckets: IDs from the index alone, no data
 	                    read (canned buckets are read as usual)
 	--ndx POLICY        blobs (default: badblobs count) or datums
+	--canned DIR        autoclaved buckets: compare each file with its canned
+	                    form in DIR/BUCKET (same file names): each report's
+	                    and measurement's orig_sha1, the sizes and the
+	                    cutoffs; a difference is a canned_mismatch record,
+	                    the IDs stay the index's
 	--workers N         containers read at once (default: the number of CPUs)
 	--resume            skip buckets committed with the same input and scheme
 	--counter-bits N    counter width, 20..28 (default 28)
@@ -130,6 +138,7 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	fs.StringVar(&cfg.Format, "format", reader.FormatAuto, "")
 	fs.BoolVar(&cfg.FromIndex, "from-index", false, "")
 	fs.StringVar(&cfg.Ndx, "ndx", job.NdxBlobs, "")
+	fs.StringVar(&cfg.Canned, "canned", "", "")
 	fs.Var(&maxBlob, "max-blob", "")
 	fs.BoolVar(&asJSON, "json", false, "")
 	fs.BoolVar(&quiet, "q", false, "")
@@ -161,6 +170,8 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 		return usagef("run: --format must be auto, canned or autoclaved")
 	case cfg.Ndx != job.NdxBlobs && cfg.Ndx != job.NdxDatums:
 		return usagef("run: --ndx must be blobs or datums")
+	case cfg.Canned != "" && !isDir(cfg.Canned):
+		return usagef("run: --canned %s is not a folder", cfg.Canned)
 	}
 	if err := cfg.Scheme.Validate(); err != nil {
 		return usagef("run: %v", err)

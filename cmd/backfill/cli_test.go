@@ -283,4 +283,9 @@ func TestAutoclavedCLI(t *testing.T) {
 			}
 		}
 	}
+	// The two forms agree with each other, orig_sha1s included.
+	code, stdout := call("run", "-q", "--json", "--out", dir+"/out-checked", "--in", dir+"/c/autoclaved", "--from-index", "--canned", dir+"/c/canned")
+	if code != exitRejects && code != exitOK || !strings.Contains(stdout, `"measurements":`) || strings.Contains(stdout, "canned_mismatch") {
+		t.Errorf("--canned: exit %d\n%s", code, stdout)
+	}
 }
