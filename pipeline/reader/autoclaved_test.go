@@ -1,6 +1,7 @@
 package reader
 
 import (
+	"archive/tar"
 	"bufio"
 	"bytes"
 	"context"
@@ -173,6 +174,11 @@ func FuzzAutoclavedBucket(f *testing.F) {
 	f.Add([]byte(autoclavedSample))
 	f.Add([]byte(strings.Replace(autoclavedSample, `"type": "/report"`, `"type": "datum"`, 1)))
 	f.Add([]byte(autoclavedSample[:700]))
+	canned, err := OpenBucket(cannedSample(f))
+	if err != nil {
+		f.Fatal(err)
+	}
+	check := NewCannedCheck()
 	f.Fuzz(func(t *testing.T, index []byte) {
 		dir := filepath.Join(t.TempDir(), "2017-08-28")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -206,6 +212,41 @@ func FuzzAutoclavedBucket(f *testing.F) {
 			}}
 			IndexReports(b, c, true, h)
 			ar.Read(context.Background(), b, c, h)
+			err := check.Check(context.Background(), b, c, canned, func(p deadletter.Record) {
+				if p.Reason != deadletter.CannedMismatch || p.File != c.Name || p.Message == "" {
+					t.Fatalf("canned check record %+v", p)
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
+}
+
+// cannedSample writes a canned bucket holding the files and reports that
+// autoclavedSample lists, and returns its folder.
+func cannedSample(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "2017-08-28")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	for _, m := range []struct{ name, body string }{
+		{"2017-08-28/a.json", "{\"a\": 1}\n{\"b\": 2}\n"},
+		{"2017-08-28/b.yaml", "---\nh: 1\n...\n---\na: 1\n...\n---\nb: ["},
+		{"2017-08-28/c.json", ""},
+	} {
+		tw.WriteHeader(&tar.Header{Name: m.name, Mode: 0o644, Size: int64(len(m.body)), Typeflag: tar.TypeReg})
+		tw.Write([]byte(m.body))
+	}
+	tw.Close()
+	for name, data := range map[string][]byte{"web_connectivity.02.tar.lz4": tb.Bytes(), "d.json.lz4": []byte("{\"d\": 1}\n")} {
+		if err := os.WriteFile(filepath.Join(dir, name), frame(t, data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
