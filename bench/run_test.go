@@ -121,32 +121,36 @@ func benchRun(b *testing.B, args []string, base time.Duration) {
 	}
 }
 
-// autoclavedCorpus generates (once, cached) the autoclaved form of the
-// scale-1 corpus: the same reports, in frame chains with their index.
-func autoclavedCorpus(b *testing.B) string {
+// autoclavedCorpus generates (once, cached) the scale-1 corpus in both
+// forms, and returns the folders of its autoclaved form (the same reports,
+// in frame chains with their index) and of its canned form.
+func autoclavedCorpus(b *testing.B) (auto, canned string) {
 	b.Helper()
-	dir := filepath.Join(*benchDir, "corpus-autoclaved-x1")
-	if _, err := os.Stat(filepath.Join(dir, "ground-truth.jsonl")); err == nil {
-		return dir
+	dir := filepath.Join(*benchDir, "corpus-both-x1")
+	auto, canned = filepath.Join(dir, "autoclaved"), filepath.Join(dir, "canned")
+	if _, err := os.Stat(filepath.Join(auto, "ground-truth.jsonl")); err == nil {
+		return auto, canned
 	}
 	os.RemoveAll(dir)
-	out, err := exec.Command(binary(b), "gen", "--format", "autoclaved", "--out", dir, "--seed", "7", "--buckets", "4",
+	out, err := exec.Command(binary(b), "gen", "--format", "both", "--out", dir, "--seed", "7", "--buckets", "4",
 		"--reports", "700", "--max-measurements", "20000").CombinedOutput()
 	if err != nil {
 		b.Fatalf("gen: %v\n%s", err, out)
 	}
-	return dir
+	return auto, canned
 }
 
 // BenchmarkRunAutoclaved runs backfill run over the autoclaved form of the
 // scale-1 corpus: the data path (every frame decompressed, every datum
 // checked against the index) beside the lz4 CLI decompressing the same
 // files on both cores, and --from-index, which reads the indexes only.
+// The canned check (--canned) reads the canned form besides: it is timed
+// beside a plain run over that canned form, its baseline.
 func BenchmarkRunAutoclaved(b *testing.B) {
 	if _, err := exec.LookPath("lz4"); err != nil {
 		b.Fatal("the lz4 CLI is needed for the baseline")
 	}
-	dir := autoclavedCorpus(b)
+	dir, canned := autoclavedCorpus(b)
 	var base time.Duration
 	b.Run("impl=lz4-cli/procs=2", func(b *testing.B) {
 		for b.Loop() {
@@ -159,6 +163,15 @@ func BenchmarkRunAutoclaved(b *testing.B) {
 	})
 	b.Run("impl=backfill/from-index/workers=2", func(b *testing.B) {
 		benchRun(b, []string{"run", "--in", dir, "-q", "--json", "--workers", "2", "--from-index"}, 0)
+	})
+	b.Run("impl=backfill/canned-form/workers=2", func(b *testing.B) {
+		benchRun(b, []string{"run", "--in", canned, "-q", "--json", "--workers", "2"}, 0)
+	})
+	b.Run("impl=backfill/canned-form+verify/workers=2", func(b *testing.B) {
+		benchRun(b, []string{"run", "--in", canned, "-q", "--json", "--workers", "2", "--verify"}, 0)
+	})
+	b.Run("impl=backfill/from-index+canned-check/workers=2", func(b *testing.B) {
+		benchRun(b, []string{"run", "--in", dir, "-q", "--json", "--workers", "2", "--from-index", "--canned", canned}, 0)
 	})
 }
 

@@ -207,6 +207,9 @@ type Handler struct {
 type ContainerReader struct {
 	Reports    *ReportReader
 	VerifySHA1 bool
+	// ReportSHA1 makes each report's stats carry its SHA-1, without
+	// VerifySHA1's checks (nor its hash of the whole file).
+	ReportSHA1 bool
 	lz         *lz4.Reader
 	in         countingReader
 	out        countingReader
@@ -274,7 +277,7 @@ func (cr *ContainerReader) Read(ctx context.Context, b *Bucket, c Container, h H
 	defer f.Close()
 	cr.fileSHA.Reset()
 	cr.fileCRC.Reset()
-	cr.Reports.SHA1 = cr.VerifySHA1
+	cr.Reports.SHA1 = cr.VerifySHA1 || cr.ReportSHA1
 	var sums io.Writer = cr.fileCRC
 	if cr.VerifySHA1 {
 		sums = io.MultiWriter(cr.fileSHA, cr.fileCRC)

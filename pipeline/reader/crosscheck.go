@@ -23,7 +23,7 @@ type CannedCheck struct {
 // NewCannedCheck returns a CannedCheck.
 func NewCannedCheck() *CannedCheck {
 	cr := NewContainerReader()
-	cr.VerifySHA1 = true
+	cr.ReportSHA1 = true
 	cr.Reports.OrigSHA1 = true
 	cr.Reports.MaxBlob = 1 << 62 // every blob is hashed, none is flagged
 	return &CannedCheck{cr: cr}

@@ -2,6 +2,7 @@ package reader
 
 import (
 	"bytes"
+	"encoding"
 	"crypto/sha1"
 	"encoding/json"
 	"errors"
@@ -103,7 +104,7 @@ type ReportReader struct {
 
 	sha   hash.Hash
 	orig  hash.Hash // with OrigSHA1: the current blob's orig_sha1
-	hdr   []byte    // the YAML header document, for orig
+	hdr   []byte    // orig's state after the YAML header document
 	crc   hash.Hash32
 	count int64
 	blob  blobCheck
@@ -182,7 +183,10 @@ func (rr *ReportReader) Read(r io.Reader, kind Kind, onBlob func(Measurement), p
 		if rr.OrigSHA1 {
 			rr.orig.Reset()
 			if kind == KindYAML && !header {
-				rr.orig.Write(rr.hdr)
+				// Start from the state after the header: it is hashed once.
+				if err := rr.orig.(encoding.BinaryUnmarshaler).UnmarshalBinary(rr.hdr); err != nil {
+					panic(err) // a state MarshalBinary made
+				}
 			}
 		}
 		b, err := next()
@@ -207,8 +211,13 @@ func (rr *ReportReader) Read(r io.Reader, kind Kind, onBlob func(Measurement), p
 				st.Rejected = true
 				return rr.finish(tee, st)
 			}
-			// checkHeader took the header whole: it is at most MaxHeader.
-			rr.hdr = append(rr.hdr[:0], rr.blob.head...)
+			if rr.OrigSHA1 {
+				state, err := rr.orig.(encoding.BinaryAppender).AppendBinary(rr.hdr[:0])
+				if err != nil {
+					panic(err) // SHA-1 states always marshal
+				}
+				rr.hdr = state
+			}
 			continue
 		}
 		if kind == KindYAML && b.Size <= falsyProbe && falsy(rr.blob.head) {
