@@ -2,8 +2,8 @@ package reader
 
 import (
 	"bytes"
-	"encoding"
 	"crypto/sha1"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
