@@ -98,7 +98,8 @@ Flags:
 	--verify            check every report's and file's SHA-1 against the
 	                    index too (sizes and CRC-32s always are), and parse
 	                    every autoclaved datum as JSON; about half the CPU
-	                    time of a run (--verify-sha1 is the same flag)
+	                    time of a run (--verify-sha1 is the same flag); an
+	                    orig_sha1 is checked with --canned
 	--json              print the summary as JSON
 	-q                  no progress output
 
