@@ -185,7 +185,7 @@ func (rr *ReportReader) Read(r io.Reader, kind Kind, onBlob func(Measurement), p
 			if kind == KindYAML && !header {
 				// Start from the state after the header: it is hashed once.
 				if err := rr.orig.(encoding.BinaryUnmarshaler).UnmarshalBinary(rr.hdr); err != nil {
-					panic(err) // a state MarshalBinary made
+					panic(err) // a state AppendBinary made
 				}
 			}
 		}
