@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 
 	"github.com/pierrec/lz4/v4"
 )
@@ -55,7 +56,7 @@ type FrameChain struct {
 
 // NewFrameChain returns a FrameChain; Reset it onto a file.
 func NewFrameChain() *FrameChain {
-	return &FrameChain{br: bufio.NewReaderSize(nil, 256<<10), lz: lz4.NewReader(nil)}
+	return &FrameChain{br: bufio.NewReaderSize(nil, peekSize), lz: lz4.NewReader(nil)}
 }
 
 // Reset makes fc read the frames of r from the start.
@@ -126,8 +127,18 @@ func (fc *FrameChain) Read(p []byte) (int, error) {
 	}
 }
 
+// peekSize is the chain's read buffer: a header, a block of the largest
+// size with its size field and checksum, and the end mark fit in it.
+const peekSize = 4<<20 + 64
+
 // frameLimiter passes on the bytes of exactly one LZ4 frame: it parses the
 // frame's layout as the bytes go by and reports io.EOF after its end.
+//
+// A frame of linked blocks that holds a single block (an autoclaved frame
+// of up to 4 MiB always does) is passed on marked as independent blocks,
+// its header checksum redone: the decoding is the same, and the decoder
+// then does not copy each block into the dictionary that only a next
+// block of the frame would use (a quarter of the data path's CPU time).
 type frameLimiter struct {
 	br       *bufio.Reader
 	left     int // bytes of the current segment not yet passed on
@@ -137,6 +148,8 @@ type frameLimiter struct {
 	sumLen   int // content checksum
 	done     bool
 	err      error
+	hdr      []byte // a rewritten header, passed on instead of the file's
+	hdrBuf   [19]byte
 }
 
 const (
@@ -156,6 +169,14 @@ func (l *frameLimiter) Read(p []byte) (int, error) {
 			return 0, err
 		}
 	}
+	if len(l.hdr) > 0 {
+		n := copy(p[:min(len(p), l.left)], l.hdr[len(l.hdr)-l.left:])
+		l.br.Discard(n)
+		if l.left -= n; l.left == 0 {
+			l.hdr = nil
+		}
+		return n, nil
+	}
 	n, err := l.br.Read(p[:min(len(p), l.left)])
 	l.left -= n
 	if err != nil && errors.Is(err, io.EOF) {
@@ -165,6 +186,48 @@ func (l *frameLimiter) Read(p []byte) (int, error) {
 		l.err = err
 	}
 	return n, err
+}
+
+// singleBlock tells whether the frame whose header is hl bytes holds
+// exactly one block, as far as the buffered bytes show.
+func (l *frameLimiter) singleBlock(hl int) bool {
+	h, err := l.br.Peek(hl + 4)
+	if err != nil {
+		return false
+	}
+	size := binary.LittleEndian.Uint32(h[hl:])
+	data := int(size &^ (1 << 31))
+	if size == 0 || data > l.blockMax {
+		return false
+	}
+	end := hl + 4 + data
+	if l.blockSum {
+		end += 4
+	}
+	h, err = l.br.Peek(end + 4)
+	return err == nil && binary.LittleEndian.Uint32(h[end:]) == 0
+}
+
+// headerChecksum is an LZ4 frame descriptor's checksum byte: the second
+// byte of its xxHash32 (seed 0). A descriptor is under 16 bytes, so only
+// the short-input path of xxHash32 is needed.
+func headerChecksum(desc []byte) byte {
+	const p1, p2, p3, p4, p5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+	h := uint32(p5) + uint32(len(desc))
+	for ; len(desc) >= 4; desc = desc[4:] {
+		h += binary.LittleEndian.Uint32(desc) * p3
+		h = bits.RotateLeft32(h, 17) * p4
+	}
+	for _, c := range desc {
+		h += uint32(c) * p5
+		h = bits.RotateLeft32(h, 11) * p1
+	}
+	h ^= h >> 15
+	h *= p2
+	h ^= h >> 13
+	h *= p3
+	h ^= h >> 16
+	return byte(h >> 8)
 }
 
 // next sizes the next segment of the frame: its header, or one block with
@@ -210,6 +273,12 @@ func (l *frameLimiter) next() error {
 			l.left += 4 // dictionary id
 		}
 		l.state = limBlock
+		if flg&0x20 == 0 && l.singleBlock(l.left) {
+			h, _ := l.br.Peek(l.left)
+			l.hdr = append(l.hdrBuf[:0], h...)
+			l.hdr[4] |= 0x20
+			l.hdr[len(l.hdr)-1] = headerChecksum(l.hdr[4 : len(l.hdr)-1])
+		}
 	case limBlock:
 		h, err := peek(4)
 		if err != nil {
