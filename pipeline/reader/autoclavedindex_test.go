@@ -146,14 +146,18 @@ func TestAutoclavedIndex_BadRows(t *testing.T) {
 	}
 }
 
-// The hand parser of datum rows agrees with encoding/json wherever it
-// accepts a row, and accepts the writer's form.
+// The hand parser of the common rows agrees with encoding/json wherever
+// it accepts a row, and accepts the writer's form.
 func FuzzAutoclavedDatum(f *testing.F) {
+	f.Add([]byte(`{"file_off": 162864, "file_size": 1000, "text_off": 362462, "text_size": 300000, "type": "frame"}`))
+	f.Add([]byte(`{"file_off": 0, "file_size": 15, "text_off": 0, "text_size": 0, "type": "frame"}` + "\r\n"))
+	f.Add([]byte(`{"type": "/frame"}`))
+	f.Add([]byte(`{"type": "/report"}` + "\n"))
 	f.Add([]byte(`{"orig_sha1": "OSVZy4G4MaKizTNl5m3+LGoSdW4=", "text_off": 1536, "text_size": 58327, "type": "datum"}`))
 	f.Add([]byte(`{"orig_sha1": "OSVZy4G4MaKizTNl5m3+LGoSdW4=", "text_off": 01, "text_size": 5, "type": "datum"}`))
 	f.Add([]byte(`{"orig_sha1": "OSVZy4G4MaKizTNl5m3+LGoSdW4=", "text_off": 9007199254740993, "text_size": 5, "type": "datum"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		fast, ok := parseDatumFast(b)
+		fast, ok := parseRowFast(b)
 		if !ok {
 			return
 		}
@@ -181,4 +185,27 @@ func FuzzAutoclavedIndex(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The hand parser takes every datum, frame, /frame and /report row (without
+// a cutoff) of the writer's form, as encoding/json reads it.
+func TestParseRowFast_WritersForm(t *testing.T) {
+	taken := 0
+	for _, line := range strings.Split(strings.TrimSpace(autoclavedSample), "\n") {
+		slow, err := parseAutoclavedRow([]byte(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fast, ok := parseRowFast([]byte(line + "\n"))
+		common := slow.Kind == RowDatum || slow.Kind == RowFrame || slow.Kind == RowEndFrame || (slow.Kind == RowEndReport && !slow.HasCutoff)
+		if ok != common || ok && fast != slow {
+			t.Errorf("%s: fast %+v (%v), json %+v", line, fast, ok, slow)
+		}
+		if ok {
+			taken++
+		}
+	}
+	if taken < 10 {
+		t.Errorf("only %d rows of the sample taken", taken)
+	}
 }
