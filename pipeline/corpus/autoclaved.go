@@ -19,6 +19,7 @@ import (
 
 	"github.com/pierrec/lz4/v4"
 
+	"github.com/backfill-dev/backfill/internal/lz4frame"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 )
 
@@ -260,12 +261,7 @@ func (w *frameWriter) flush() error {
 // BLOCKMODE_LINKED frames are (a frame of independent blocks is a valid
 // linked one), and fixes the header checksum.
 func linkBlocks(frame []byte) []byte {
-	desc := 2
-	if frame[4]&0x08 != 0 {
-		desc += 8
-	}
-	frame[4] &^= 0x20
-	frame[4+desc] = byte(xxh32(frame[4:4+desc]) >> 8)
+	lz4frame.SetLinked(frame, true)
 	return frame
 }
 

@@ -45,6 +45,7 @@ import (
 
 	"github.com/pierrec/lz4/v4"
 
+	"github.com/backfill-dev/backfill/internal/lz4frame"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 )
 
@@ -707,13 +708,13 @@ func claimContentSize(f *os.File, size uint64) error {
 	if err != nil {
 		return err
 	}
-	if len(data) < 7 || binary.LittleEndian.Uint32(data) != 0x184D2204 || data[4]&0x08 != 0 {
+	if len(data) < 7 || binary.LittleEndian.Uint32(data) != lz4frame.Magic || data[4]&0x08 != 0 {
 		return fmt.Errorf("corpus: %s: not a frame without content size", f.Name())
 	}
 	desc := make([]byte, 10)
 	desc[0], desc[1] = data[4]|0x08, data[5]
 	binary.LittleEndian.PutUint64(desc[2:], size)
-	hc := byte(xxh32(desc) >> 8)
+	hc := lz4frame.HeaderChecksum(desc)
 	out := append(append(append(data[:4:4], desc...), hc), data[7:]...)
 	if _, err := f.WriteAt(out, 0); err != nil {
 		return err

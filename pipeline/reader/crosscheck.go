@@ -58,6 +58,7 @@ func (k *CannedCheck) Check(ctx context.Context, b *Bucket, c Container, canned 
 	for i := range canned.Containers {
 		if canned.Containers[i].Name == c.Name && !canned.Containers[i].Missing {
 			cc = &canned.Containers[i]
+			break
 		}
 	}
 	if cc == nil {

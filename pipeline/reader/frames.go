@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/bits"
 
 	"github.com/pierrec/lz4/v4"
+
+	"github.com/backfill-dev/backfill/internal/lz4frame"
 )
 
 // Frame is one LZ4 frame of a chain: its compressed range in the file and
@@ -135,10 +136,10 @@ const peekSize = 4<<20 + 64
 // frame's layout as the bytes go by and reports io.EOF after its end.
 //
 // A frame of linked blocks that holds a single block (an autoclaved frame
-// of up to 4 MiB always does) is passed on marked as independent blocks,
-// its header checksum redone: the decoding is the same, and the decoder
-// then does not copy each block into the dictionary that only a next
-// block of the frame would use (a quarter of the data path's CPU time).
+// of up to 4 MiB always does) is passed on marked as independent blocks
+// (lz4frame.SetLinked): the decoding is the same, and the decoder then
+// does not copy each block into the dictionary that only a next block of
+// the frame would use (a quarter of the data path's CPU time).
 type frameLimiter struct {
 	br       *bufio.Reader
 	left     int // bytes of the current segment not yet passed on
@@ -208,28 +209,6 @@ func (l *frameLimiter) singleBlock(hl int) bool {
 	return err == nil && binary.LittleEndian.Uint32(h[end:]) == 0
 }
 
-// headerChecksum is an LZ4 frame descriptor's checksum byte: the second
-// byte of its xxHash32 (seed 0). A descriptor is under 16 bytes, so only
-// the short-input path of xxHash32 is needed.
-func headerChecksum(desc []byte) byte {
-	const p1, p2, p3, p4, p5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
-	h := uint32(p5) + uint32(len(desc))
-	for ; len(desc) >= 4; desc = desc[4:] {
-		h += binary.LittleEndian.Uint32(desc) * p3
-		h = bits.RotateLeft32(h, 17) * p4
-	}
-	for _, c := range desc {
-		h += uint32(c) * p5
-		h = bits.RotateLeft32(h, 11) * p1
-	}
-	h ^= h >> 15
-	h *= p2
-	h ^= h >> 13
-	h *= p3
-	h ^= h >> 16
-	return byte(h >> 8)
-}
-
 // next sizes the next segment of the frame: its header, or one block with
 // its size field and checksum, or the end mark with the content checksum.
 func (l *frameLimiter) next() error {
@@ -249,7 +228,7 @@ func (l *frameLimiter) next() error {
 		if err != nil {
 			return err
 		}
-		if magic := binary.LittleEndian.Uint32(h); magic != 0x184D2204 {
+		if magic := binary.LittleEndian.Uint32(h); magic != lz4frame.Magic {
 			return fmt.Errorf("not an LZ4 frame (magic %#08x)", magic)
 		}
 		flg, bd := h[4], h[5]
@@ -265,19 +244,12 @@ func (l *frameLimiter) next() error {
 		if flg&0x04 != 0 {
 			l.sumLen = 4
 		}
-		l.left = 7
-		if flg&0x08 != 0 {
-			l.left += 8
-		}
-		if flg&0x01 != 0 {
-			l.left += 4 // dictionary id
-		}
+		l.left = lz4frame.HeaderLen(flg)
 		l.state = limBlock
-		if flg&0x20 == 0 && l.singleBlock(l.left) {
+		if lz4frame.Linked(flg) && l.singleBlock(l.left) {
 			h, _ := l.br.Peek(l.left)
 			l.hdr = append(l.hdrBuf[:0], h...)
-			l.hdr[4] |= 0x20
-			l.hdr[len(l.hdr)-1] = headerChecksum(l.hdr[4 : len(l.hdr)-1])
+			lz4frame.SetLinked(l.hdr, false)
 		}
 	case limBlock:
 		h, err := peek(4)

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/pierrec/lz4/v4"
+
+	"github.com/backfill-dev/backfill/internal/lz4frame"
 )
 
 // frame compresses data into one LZ4 frame with the content size and
@@ -97,34 +99,6 @@ func FuzzFrameChain(f *testing.F) {
 	})
 }
 
-// headerChecksum gives the checksum byte the LZ4 writer puts in its frame
-// headers, with and without the content size and for linked and
-// independent blocks.
-func TestHeaderChecksum(t *testing.T) {
-	for _, opts := range [][]lz4.Option{
-		{lz4.ChecksumOption(true)},
-		{lz4.ChecksumOption(true), lz4.SizeOption(12345)},
-		{lz4.BlockSizeOption(lz4.Block64Kb), lz4.SizeOption(1 << 40)},
-		{lz4.BlockSizeOption(lz4.Block256Kb), lz4.ChecksumOption(false)},
-	} {
-		var b bytes.Buffer
-		zw := lz4.NewWriter(&b)
-		if err := zw.Apply(opts...); err != nil {
-			t.Fatal(err)
-		}
-		zw.Write([]byte("x"))
-		zw.Close()
-		h := b.Bytes()
-		hl := 7
-		if h[4]&0x08 != 0 {
-			hl += 8
-		}
-		if got := headerChecksum(h[4 : hl-1]); got != h[hl-1] {
-			t.Errorf("descriptor %x: checksum %#x, the writer's %#x", h[4:hl-1], got, h[hl-1])
-		}
-	}
-}
-
 // Frames marked as linked blocks, as autoclaved frames are, decode the
 // same: a single-block one is passed to the decoder as independent, the
 // two-block one as it is.
@@ -132,12 +106,7 @@ func TestFrameChain_Linked(t *testing.T) {
 	var file, want []byte
 	for _, p := range [][]byte{bytes.Repeat([]byte("ab"), 100000), {}, bytes.Repeat([]byte("xyz"), 5<<20/3), []byte("end\n")} {
 		f := frame(t, p)
-		hl := 7
-		if f[4]&0x08 != 0 {
-			hl += 8
-		}
-		f[4] &^= 0x20
-		f[hl-1] = headerChecksum(f[4 : hl-1])
+		lz4frame.SetLinked(f, true)
 		file = append(file, f...)
 		want = append(want, p...)
 	}

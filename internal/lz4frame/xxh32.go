@@ -1,4 +1,4 @@
-package corpus
+package lz4frame
 
 import (
 	"encoding/binary"
