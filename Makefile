@@ -33,10 +33,11 @@ fmt-check: ## fail if gofmt would change a file
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 tidy-check: ## fail if go.mod or go.sum are not tidy
-	@cp go.mod /tmp/backfill-go.mod.bak; cp go.sum /tmp/backfill-go.sum.bak; \
+	@bak=$$(mktemp -d); trap 'rm -rf "$$bak"' EXIT; \
+	cp go.mod go.sum "$$bak"/; \
 	$(GO) mod tidy; \
-	if ! cmp -s go.mod /tmp/backfill-go.mod.bak || ! cmp -s go.sum /tmp/backfill-go.sum.bak; then \
-		cp /tmp/backfill-go.mod.bak go.mod; cp /tmp/backfill-go.sum.bak go.sum; \
+	if ! cmp -s go.mod "$$bak"/go.mod || ! cmp -s go.sum "$$bak"/go.sum; then \
+		cp "$$bak"/go.mod "$$bak"/go.sum .; \
 		echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; fi
 
 fuzz: ## run each fuzzer for FUZZTIME (default 20000x)

@@ -318,21 +318,15 @@ func (au *auditor) readRunOutput(dir string) error {
 // readBuckets reads bucket folders as backfill run does, into a sink that
 // only counts.
 func (au *auditor) readBuckets(ctx context.Context, dir string) error {
-	in, buckets := dir, []string(nil)
-	if reader.IsBucketName(filepath.Base(filepath.Clean(dir))) {
-		in, buckets = filepath.Dir(filepath.Clean(dir)), []string{filepath.Base(filepath.Clean(dir))}
+	in, err := job.ResolveInput(dir, nil)
+	if err != nil {
+		return &usageError{msg: "audit: " + err.Error(), cmd: "audit"}
 	}
 	cs := &countingSink{au: au}
 	cfg := au.runCfg
-	cfg.In, cfg.Buckets, cfg.Scheme, cfg.Version = in, buckets, ooid.DefaultScheme, buildVersion()
-	sum, err := job.Run(ctx, cfg, cs)
-	if err != nil {
-		return err
-	}
-	if sum.Buckets == 0 {
-		return fmt.Errorf("%s: no bucket folder (YYYY-MM-DD) found", dir)
-	}
-	return nil
+	cfg.In, cfg.Buckets, cfg.Scheme, cfg.Version = in.Dir, in.Buckets, ooid.DefaultScheme, buildVersion()
+	_, err = job.Run(ctx, cfg, cs)
+	return err
 }
 
 // countingSink takes the reports of a run for the audit and keeps nothing.
@@ -340,7 +334,7 @@ func (au *auditor) readBuckets(ctx context.Context, dir string) error {
 // and the audit counts every pair itself.
 type countingSink struct{ au *auditor }
 
-func (c *countingSink) Committed(context.Context, sink.Meta) (bool, error) { return false, nil }
+func (c *countingSink) Committed(context.Context, sink.Meta) (*sink.Counts, error) { return nil, nil }
 func (c *countingSink) Close() error                                       { return nil }
 func (c *countingSink) Begin(context.Context, sink.Meta) (sink.BucketWriter, error) {
 	return countingWriter{c.au}, nil
@@ -356,6 +350,9 @@ func (w countingWriter) Report(r *sink.Report) error {
 func (w countingWriter) DeadLetter(d deadletter.Record) error {
 	if d.Reason == deadletter.Collision && d.Textname != "" {
 		return nil // a run's verdict; the audit counts every pair itself
+	}
+	if !d.IsReject() {
+		return nil // nothing lost: every ID is counted
 	}
 	w.au.reject(d.File, fmt.Errorf("%s %s at %d: %s", d.Reason, d.Textname, d.Offset, d.Message))
 	return nil

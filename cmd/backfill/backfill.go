@@ -3,11 +3,15 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"path/filepath"
 	"runtime"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,12 +34,15 @@ const runHelp = `Usage: backfill run --in DIR --out DIR [flags] [BUCKET...]
 
 Backfill OOIDs onto every measurement of the OONI buckets in DIR (folders
 named YYYY-MM-DD holding *.tar.lz4, *.lz4 and index.json.gz), canned or
-autoclaved, or only of the BUCKETs named. Per bucket it writes, under --out:
+autoclaved, or only of the BUCKETs named. DIR may also be one bucket
+folder. Other folders in DIR are skipped with a notice each; a DIR with no
+bucket folder is a usage error. Per bucket it writes, under --out:
 
 	measurements/BUCKET.parquet  ooid (INT64), textname, ndx (INT32), bucket_date
 	reports/BUCKET.parquet       textname, ts, ts_source, counter_base, n, ...
 	dead-letters/BUCKET.jsonl    every rejected or flagged input, with its
-	                             bucket, file, textname, offset, reason, message
+	                             bucket, file, textname, offset, reason,
+	                             kind (reject or notice), message
 	ledger/BUCKET.json           the commit record: input fingerprint, scheme,
 	                             counts
 
@@ -52,9 +59,16 @@ measurements that parse only (the old MetaDB numbering): badblobs get no ID
 and a dead-letter record, where by default they are counted like any other.
 
 Each file appears atomically; the ledger entry is written last. The output
-does not depend on --workers. A progress bar goes to standard error on a
-terminal, a line every few seconds otherwise; the summary goes to standard
-output.
+does not depend on --workers. One run writes to an output folder at a
+time (OUT/.lock); a second one fails at once, naming the first one's PID.
+A progress bar goes to standard error on a terminal, a line every few
+seconds otherwise; the summary goes to standard output.
+
+Every record of the dead-letter archive is a reject (an input lost, or a
+report or measurement left without IDs) or a notice (recorded, nothing
+lost: an empty report, a checksum that differs, a container read without
+its index row). The summary counts both, by reason; with --resume it
+covers the buckets skipped too, as their ledger records them.
 
 With --sink postgres each bucket is one transaction into the tables of
 --pg-schema (see ` + "`backfill help schema`" + ` and the README): the bucket's old rows
@@ -67,7 +81,8 @@ twice as long each time (at most 30s); then the run fails with status 1.
 
 Flags:
 
-	--in DIR            the folder of bucket folders (required)
+	--in DIR            the folder of bucket folders, or one bucket folder
+	                    (required)
 	--out DIR           the output folder (required for --sink parquet)
 	--sink NAME         parquet (default) or postgres
 	--dsn URL           PostgreSQL connection string; the PG* environment
@@ -100,6 +115,7 @@ Flags:
 	                    every autoclaved datum as JSON; about half the CPU
 	                    time of a run (--verify-sha1 is the same flag); an
 	                    orig_sha1 is checked with --canned
+	--strict            exit 3 for notices too, not only for rejects
 	--json              print the summary as JSON
 	-q                  no progress output
 
@@ -111,10 +127,11 @@ Examples:
 
 EXIT STATUS
 
-	0    every input was taken as it is
+	0    completed; every input has its IDs (notices may have been recorded)
 	1    failure: the buckets committed so far are whole, the others absent
 	2    usage error
-	3    completed, with dead-letter records (see dead-letters/)
+	3    completed, with rejects (with --strict: or notices); see the
+	     dead-letter archive
 	130  interrupted: committed buckets are whole; rerun with --resume
 `
 
@@ -122,7 +139,7 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("run", runHelp, std)
 	cfg := job.Config{Scheme: ooid.DefaultScheme, Version: buildVersion()}
 	var out, sinkName string
-	var asJSON, quiet, createSchema, bulk, skipLocked bool
+	var asJSON, quiet, createSchema, bulk, skipLocked, strict bool
 	var pf pgFlags
 	pf.register(fs, true)
 	fs.StringVar(&sinkName, "sink", "parquet", "")
@@ -143,11 +160,13 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	fs.Var(&maxBlob, "max-blob", "")
 	fs.BoolVar(&asJSON, "json", false, "")
 	fs.BoolVar(&quiet, "q", false, "")
+	fs.BoolVar(&strict, "strict", false, "")
 	schemeFlags(fs, &cfg.Scheme)
 	buckets, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
+	pgOnly := setFlags(fs, "dsn", "pg-schema", "create-schema", "bulk", "skip-locked", "retries", "retry-wait")
 	switch {
 	case sinkName != "parquet" && sinkName != "postgres":
 		return usagef("run: --sink must be parquet or postgres")
@@ -157,8 +176,8 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 		return usagef("run: --out is required (or --sink postgres)")
 	case sinkName == "postgres" && out != "":
 		return usagef("run: --out is for --sink parquet; Postgres output goes to --dsn")
-	case sinkName == "parquet" && (createSchema || bulk || skipLocked):
-		return usagef("run: --create-schema, --bulk and --skip-locked are for --sink postgres")
+	case sinkName == "parquet" && len(pgOnly) > 0:
+		return usagef("run: %s %s for --sink postgres; add --sink postgres, or leave %s out", strings.Join(pgOnly, ", "), isAre(len(pgOnly)), itThem(len(pgOnly)))
 	case pf.retries < 0 || pf.retryWait <= 0:
 		return usagef("run: --retries must be 0 or more and --retry-wait positive")
 	case pf.schema == "":
@@ -177,15 +196,18 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	if err := cfg.Scheme.Validate(); err != nil {
 		return usagef("run: %v", err)
 	}
-	for _, b := range buckets {
-		if !reader.IsBucketName(b) {
-			return usagef("run: %q is not a bucket name (YYYY-MM-DD)", b)
-		}
+	// The input is checked before anything is created under --out.
+	in, err := job.ResolveInput(cfg.In, buckets)
+	if err != nil {
+		return usagef("run: --in %v", err)
 	}
-	cfg.Buckets, cfg.MaxBlob = buckets, int64(maxBlob)
+	cfg.In, cfg.Buckets, cfg.Ignored, cfg.MaxBlob = in.Dir, in.Buckets, in.Ignored, int64(maxBlob)
+	for _, name := range in.Ignored {
+		fmt.Fprintf(std.err, "backfill: notice: %s is not a bucket folder (its name is not a date YYYY-MM-DD); skipped\n", filepath.Join(in.Dir, name))
+	}
 	var s sink.Sink
 	var finish func(context.Context) error
-	deadLetters := out + "/dead-letters/"
+	var deadLetters, dest string
 	switch sinkName {
 	case "parquet":
 		ps, err := parquetfile.Open(out)
@@ -193,26 +215,28 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 			return err
 		}
 		s = ps
+		deadLetters, dest = filepath.Join(out, "dead-letters")+"/", "Parquet in "+absPath(out)
 	case "postgres":
 		opt := pf.options(std)
 		opt.CreateSchema, opt.SkipLocked, opt.Resume = createSchema, skipLocked, cfg.Resume
+		var ps *pgcopy.Sink
 		if bulk {
 			bs, err := pgcopy.OpenBulk(ctx, opt)
 			if err != nil {
 				return err
 			}
-			s, finish = bs, bs.Finish
+			s, finish, ps = bs, bs.Finish, bs.Sink
 		} else {
-			ps, err := pgcopy.Open(ctx, opt)
-			if err != nil {
+			if ps, err = pgcopy.Open(ctx, opt); err != nil {
 				return err
 			}
 			s = ps
 		}
-		deadLetters = "table " + pgx.Identifier{pf.schema, "dead_letters"}.Sanitize()
+		deadLetters, dest = "table "+pgx.Identifier{pf.schema, "dead_letters"}.Sanitize(), ps.String()
 	}
 	defer s.Close()
 	if !quiet {
+		fmt.Fprintf(std.err, "backfill: %d buckets from %s into %s\n", len(cfg.Buckets), absPath(cfg.In), dest)
 		p := newProgress(std.err)
 		defer p.finish()
 		cfg.Progress = p.update
@@ -220,6 +244,10 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	sum, err := job.Run(ctx, cfg, s)
 	if err == nil && finish != nil {
 		err = finish(ctx)
+	}
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintf(std.err, "backfill: interrupted: %d buckets committed in this run, each whole; the others are untouched.\n", sum.Buckets)
+		fmt.Fprintf(std.err, "backfill: to finish, run: %s\n", resumeCommand(args))
 	}
 	if err != nil {
 		return err
@@ -229,10 +257,71 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	} else {
 		printSummary(std.out, sum)
 	}
-	if sum.DeadLetters > 0 {
-		return &rejectsError{n: int(sum.DeadLetters), what: "inputs (dead-letter records in " + deadLetters + ")"}
+	switch {
+	case sum.Rejects > 0:
+		return &rejectsError{n: int(sum.Rejects), what: "inputs (reject records in " + deadLetters + ")"}
+	case strict && sum.Notices > 0:
+		return &rejectsError{n: int(sum.Notices), what: "notices (--strict; records in " + deadLetters + ")", verb: "recorded"}
 	}
 	return nil
+}
+
+// setFlags returns the names, as --name, of the flags among names that
+// were set on the command line.
+func setFlags(fs *flag.FlagSet, names ...string) []string {
+	var out []string
+	fs.Visit(func(f *flag.Flag) {
+		if slices.Contains(names, f.Name) {
+			out = append(out, "--"+f.Name)
+		}
+	})
+	return out
+}
+
+func isAre(n int) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
+}
+
+func itThem(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
+}
+
+// resumeCommand is the command line that finishes an interrupted run.
+func resumeCommand(args []string) string {
+	parts := []string{"backfill", "run"}
+	resume := false
+	for _, a := range args {
+		if a == "--resume" || a == "-resume" || strings.HasPrefix(a, "--resume=") || strings.HasPrefix(a, "-resume=") {
+			resume = true
+		}
+		parts = append(parts, shellQuote(a))
+	}
+	if !resume {
+		parts = append(parts[:2], append([]string{"--resume"}, parts[2:]...)...)
+	}
+	return strings.Join(parts, " ")
+}
+
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,@%+", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
 }
 
 func printSummary(w io.Writer, s job.Summary) {
@@ -240,18 +329,19 @@ func printSummary(w io.Writer, s job.Summary) {
 	fmt.Fprintf(w, "buckets        %d committed, %d skipped\n", s.Buckets, s.Skipped)
 	fmt.Fprintf(w, "reports        %d\n", s.Reports)
 	fmt.Fprintf(w, "measurements   %d\n", s.Measurements)
-	fmt.Fprintf(w, "dead letters   %d\n", s.DeadLetters)
-	reasons := make([]string, 0, len(s.Reasons))
-	for r := range s.Reasons {
-		reasons = append(reasons, r)
+	byReason := func(m map[string]int64) {
+		reasons := slices.Sorted(maps.Keys(m))
+		for _, r := range reasons {
+			fmt.Fprintf(w, "  %-20s %d\n", r, m[r])
+		}
 	}
-	sort.Strings(reasons)
-	for _, r := range reasons {
-		fmt.Fprintf(w, "  %-20s %d\n", r, s.Reasons[r])
-	}
-	fmt.Fprintf(w, "bytes in       %s compressed, %s decompressed\n", humanBytes(s.BytesIn), humanBytes(s.BytesOut))
+	fmt.Fprintf(w, "rejects        %d (inputs lost, or reports and measurements left without IDs)\n", s.Rejects)
+	byReason(s.RejectsByReason)
+	fmt.Fprintf(w, "notices        %d (recorded; nothing lost)\n", s.Notices)
+	byReason(s.NoticesByReason)
+	fmt.Fprintf(w, "read           %s compressed, %s decompressed\n", humanBytes(s.BytesIn), humanBytes(s.BytesOut))
 	fmt.Fprintf(w, "elapsed        %.2fs\n", s.Elapsed.Seconds())
-	fmt.Fprintf(w, "throughput     %.1f MB/s decompressed, %.0f measurements/s\n", float64(s.BytesOut)/secs/1e6, float64(s.Measurements)/secs)
+	fmt.Fprintf(w, "throughput     %.1f MiB/s decompressed, %.0f measurements/s\n", float64(s.BytesOut)/secs/(1<<20), float64(s.Written)/secs)
 }
 
 func printSummaryJSON(w io.Writer, s job.Summary) {
@@ -259,9 +349,9 @@ func printSummaryJSON(w io.Writer, s job.Summary) {
 	out := struct {
 		job.Summary
 		ElapsedSeconds  float64 `json:"elapsed_seconds"`
-		MBPerSecond     float64 `json:"mb_per_second"`
+		MiBPerSecond    float64 `json:"decompressed_mib_per_second"`
 		MeasurementsPer float64 `json:"measurements_per_second"`
-	}{s, s.Elapsed.Seconds(), float64(s.BytesOut) / secs / 1e6, float64(s.Measurements) / secs}
+	}{s, s.Elapsed.Seconds(), float64(s.BytesOut) / secs / (1 << 20), float64(s.Written) / secs}
 	b, _ := json.Marshal(out)
 	fmt.Fprintf(w, "%s\n", b)
 }
@@ -323,8 +413,8 @@ func (p *progress) line() {
 	if rate > 0 {
 		eta = (time.Duration(float64(j.BytesTotal-j.BytesIn)/rate) * time.Second).Round(time.Second).String()
 	}
-	fmt.Fprintf(p.w, "backfill: %d/%d buckets, %s of %s in (%.1f MB/s), %d measurements (%.0f/s), ETA %s\n",
-		j.Buckets, j.BucketsTotal, humanBytes(j.BytesIn), humanBytes(j.BytesTotal), rate/1e6, j.Measurements, float64(j.Measurements)/secs, eta)
+	fmt.Fprintf(p.w, "backfill: %d/%d buckets, %s of %s read (%.1f MiB/s), %d measurements (%.0f/s), ETA %s\n",
+		j.Buckets, j.BucketsTotal, humanBytes(j.BytesIn), humanBytes(j.BytesTotal), rate/(1<<20), j.Measurements, float64(j.Measurements)/secs, eta)
 }
 
 func (p *progress) finish() {

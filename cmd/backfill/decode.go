@@ -13,7 +13,12 @@ import (
 const decodeHelp = `Usage: backfill decode OOID...
        backfill decode -
 
-Decode OOIDs (16 hex digits) into their fields, one JSON object per line:
+Decode OOIDs into their fields, one JSON object per line. An OOID is given
+as 16 hex digits (50bef44df29c69e2), or as the signed decimal that psql
+and Parquet readers show for the bigint (5818356384229255650; negative
+from 2038): 16 characters that are all hex digits are read as hex,
+anything else as a decimal.
+
 
 	{"ooid":"…","namespace":"backfilled"|"collector","unix":…,
 	 "time":"RFC3339 UTC","counter":…}
@@ -29,7 +34,8 @@ input) and the others are still decoded.
 
 Examples:
 
-	backfill decode 50bef44df29c69e2
+	backfill decode 50bef44df29c69e2 5818356384229255650
+	  {"ooid":"50bef44df29c69e2","namespace":"backfilled","unix":1354691661,"time":"2012-12-05T07:14:21Z","counter":43805154}
 	  {"ooid":"50bef44df29c69e2","namespace":"backfilled","unix":1354691661,"time":"2012-12-05T07:14:21Z","counter":43805154}
 	cut -f1 ooids.tsv | backfill decode -
 
@@ -55,7 +61,7 @@ func runDecode(ctx context.Context, args []string, std stdio) error {
 	bad := 0
 	var buf []byte
 	emit := func(text []byte, where string) {
-		id, err := ooid.ParseBytes(text)
+		id, err := ooid.ParseAny(text)
 		if err != nil {
 			bad++
 			fmt.Fprintf(std.err, "backfill: %s: %v\n", where, err)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"runtime/debug"
 	"strings"
+	"sync"
 )
 
 // Exit statuses; see the EXIT STATUS section of doc.go.
@@ -28,10 +29,30 @@ type stdio struct {
 	out, err io.Writer
 }
 
-// usageError is a bad command line; it exits 2.
-type usageError struct{ msg string }
+// usageError is a bad command line; it exits 2. cmd names the command
+// whose help to point at; without it, the "cmd: " prefix of the message
+// does.
+type usageError struct{ msg, cmd string }
 
 func (e *usageError) Error() string { return e.msg }
+
+// helpHint is the line that follows a usage error.
+func (e *usageError) helpHint() string {
+	cmd := e.cmd
+	if cmd == "" {
+		if c, _, ok := strings.Cut(e.msg, ":"); ok && !strings.Contains(c, " ") {
+			for _, k := range commands() {
+				if k.name == c {
+					cmd = c
+				}
+			}
+		}
+	}
+	if cmd == "" {
+		return "Run 'backfill help' for usage."
+	}
+	return "Run 'backfill help " + cmd + "' for usage."
+}
 
 func usagef(format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...)}
@@ -42,9 +63,16 @@ func usagef(format string, args ...any) error {
 type rejectsError struct {
 	n    int
 	what string
+	verb string // "rejected" when empty
 }
 
-func (e *rejectsError) Error() string { return fmt.Sprintf("%d %s rejected", e.n, e.what) }
+func (e *rejectsError) Error() string {
+	verb := e.verb
+	if verb == "" {
+		verb = "rejected"
+	}
+	return fmt.Sprintf("%d %s %s", e.n, e.what, verb)
+}
 
 // errHelp is returned when help was asked for and printed; it exits 0.
 var errHelp = flag.ErrHelp
@@ -60,7 +88,7 @@ func exitCode(err error, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "backfill: interrupted")
 		return exitInterrupted
 	case errors.As(err, &usage):
-		fmt.Fprintf(stderr, "backfill: %v\nRun 'backfill help' for usage.\n", err)
+		fmt.Fprintf(stderr, "backfill: %v\n%s\n", err, usage.helpHint())
 		return exitUsage
 	case errors.As(err, &rejects):
 		fmt.Fprintf(stderr, "backfill: %v\n", err)
@@ -132,11 +160,21 @@ func run(ctx context.Context, args []string, std stdio) error {
 	return usagef("unknown command %q", name)
 }
 
+// flagHelp holds the help text of each flag set newFlagSet made, which
+// parseFlags prints for -h (and only then: a bad flag gets one line).
+var flagHelp sync.Map // *flag.FlagSet → helpOut
+
+type helpOut struct {
+	text string
+	w    io.Writer
+}
+
 // newFlagSet returns a flag set whose -h prints help to stderr.
 func newFlagSet(name, help string, std stdio) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(std.err)
-	fs.Usage = func() { fmt.Fprint(std.err, help) }
+	fs.SetOutput(io.Discard) // parseFlags says what went wrong, once
+	fs.Usage = func() {}
+	flagHelp.Store(fs, helpOut{help, std.err})
 	return fs
 }
 
@@ -146,11 +184,21 @@ func newFlagSet(name, help string, std stdio) *flag.FlagSet {
 func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
+		// A negative number (an OOID as a signed bigint) is an argument:
+		// no flag name starts with a digit.
+		if len(args) > 0 && len(args[0]) > 1 && args[0][0] == '-' && args[0][1] >= '0' && args[0][1] <= '9' {
+			pos = append(pos, args[0])
+			args = args[1:]
+			continue
+		}
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				if h, ok := flagHelp.Load(fs); ok {
+					fmt.Fprint(h.(helpOut).w, h.(helpOut).text)
+				}
 				return nil, errHelp
 			}
-			return nil, &usageError{msg: err.Error()}
+			return nil, &usageError{msg: flagError(fs, err), cmd: fs.Name()}
 		}
 		rest := fs.Args()
 		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
@@ -162,6 +210,56 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// flagError rewords the flag package's errors: an unknown flag gets the
+// closest defined one as a suggestion.
+func flagError(fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	name, ok := strings.CutPrefix(msg, "flag provided but not defined: ")
+	if !ok {
+		if v, ok := strings.CutPrefix(msg, "invalid value "); ok {
+			return "bad value " + v
+		}
+		return strings.Replace(msg, "flag needs an argument: -", "flag needs an argument: --", 1)
+	}
+	name = strings.TrimLeft(name, "-")
+	out := "unknown flag --" + name
+	best, bestD := "", 3
+	fs.VisitAll(func(f *flag.Flag) {
+		d := editDistance(name, f.Name)
+		if strings.HasPrefix(f.Name, name) && len(name) >= 3 {
+			d = min(d, 1)
+		}
+		if d < bestD || (d == bestD && f.Name < best) {
+			best, bestD = f.Name, d
+		}
+	})
+	if best != "" && bestD <= max(1, len(name)/3) {
+		out += "; did you mean --" + best + "?"
+	}
+	return out
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 const versionHelp = `Usage: backfill version

@@ -14,9 +14,15 @@
 //     in the raw report, as the OONI pipeline's src_off and src_cutoff;
 //   - bucket and index reasons: 0.
 //
-// Some records reject what they name (the report gets no IDs); others
-// only flag it (the measurements keep their IDs); the comment of each
-// reason says which.
+// Every record is of one of two kinds. A [Reject] records a loss: an
+// input not read, or a report or measurement left without IDs. A [Notice]
+// records something worth knowing that lost nothing: every ID was given
+// (an empty report, a kept badblob, a checksum that differs, a container
+// read without its index row). A run that completed with rejects exits 3;
+// notices alone do not change the exit status unless asked (--strict).
+// Most reasons are of one kind; the few that are not (a container the
+// index does not list is read unchecked in a canned bucket, but cannot be
+// numbered in an autoclaved one) are told apart where they are recorded.
 package deadletter
 
 // Record is one entry of the dead-letter archive.
@@ -26,15 +32,59 @@ type Record struct {
 	Textname string `json:"textname"`
 	Offset   int64  `json:"offset"`
 	Reason   string `json:"reason"`
-	Message  string `json:"message"`
+	// Kind is Reject or Notice; empty means KindOf(Reason), which
+	// [Record.Classified] fills in.
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
 }
+
+// The kinds of record.
+const (
+	Reject = "reject" // an input lost, or a report or measurement left without IDs
+	Notice = "notice" // recorded; nothing lost, every ID given
+)
+
+// notices are the reasons that never lose anything.
+var notices = map[string]bool{
+	NotABucket: true, IndexMissing: true, LZ4ContentSize: true, SizeMismatch: true, ChecksumMismatch: true,
+	FrameMismatch: true, DatumMismatch: true, CannedMismatch: true,
+	EmptyReport: true, InvalidUTF8: true, OversizedBlob: true,
+}
+
+// KindOf returns the usual kind of a reason: Notice for the reasons that
+// never lose anything, Reject for every other one, unknown ones included.
+func KindOf(reason string) string {
+	if notices[reason] {
+		return Notice
+	}
+	return Reject
+}
+
+// Classified returns r with its Kind set: KindOf(r.Reason) unless the
+// place that recorded it said otherwise.
+func (r Record) Classified() Record {
+	if r.Kind == "" {
+		r.Kind = KindOf(r.Reason)
+	}
+	return r
+}
+
+// IsReject reports whether r records a loss.
+func (r Record) IsReject() bool { return r.Classified().Kind == Reject }
 
 // Reason codes.
 const (
+	// Input folder.
+	NotABucket = "not_a_bucket" // a folder beside the buckets whose name is not a bucket date; skipped (notice, in the summary only)
+
 	// Bucket and index.
-	IndexMissing     = "index_missing"     // no index.json.gz: every container is read unchecked
-	BadIndexRow      = "bad_index_row"     // an index row that does not parse; the row is skipped
-	MissingContainer = "missing_container" // the index lists a file that is not in the bucket; one record per report it lists
+	IndexMissing = "index_missing" // no index.json.gz: a canned bucket's containers are read unchecked (notice)
+	// BadIndexRow is an index row that does not parse, or is out of
+	// place; the row is skipped (notice). An autoclaved report whose rows
+	// are in doubt gets a reject record of its own: it is left without
+	// IDs.
+	BadIndexRow      = "bad_index_row"
+	MissingContainer = "missing_container" // the index lists a file that is not in the bucket; one record per report it lists (notice with --from-index, which gives the IDs anyway)
 	Unreadable       = "unreadable"        // a file that cannot be opened or read
 
 	// Container stream.
@@ -42,10 +92,10 @@ const (
 	LZ4Corrupt     = "lz4_corrupt"      // invalid LZ4 data or checksum; the reports not read are lost
 	LZ4ContentSize = "lz4_content_size" // a frame's content-size field disagrees with its data (flag only)
 	TarTruncated   = "tar_truncated"    // the tar ends inside a member or without its end blocks
-	TarCorrupt     = "tar_corrupt"      // a tar header that does not parse, or a member that is not a regular file
+	TarCorrupt     = "tar_corrupt"      // a tar header that does not parse; a member that is not a regular file is skipped (notice)
 
 	// Container against its index (flags: the data is read as it is).
-	NotInIndex       = "not_in_index"      // a member or file the index does not list
+	NotInIndex       = "not_in_index"      // a member or file the index does not list: read unchecked (canned, notice) or not at all (autoclaved, reject)
 	NotInContainer   = "not_in_container"  // the index lists a report the container does not hold (rejects it: no data)
 	SizeMismatch     = "size_mismatch"     // a size differs from the index
 	ChecksumMismatch = "checksum_mismatch" // a SHA-1 or CRC-32 differs from the index

@@ -47,6 +47,7 @@ func runScheme(t testing.TB, in, out string, workers int, buckets ...string) job
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer s.Close()
 	sum, err := job.Run(context.Background(), job.Config{In: in, Buckets: buckets, Workers: workers, Scheme: narrow, MaxBlob: maxBlob, Version: "test"}, s)
 	if err != nil {
 		t.Fatal(err)

@@ -67,7 +67,10 @@ type Config struct {
 	// Canned, when set, is a folder of the same buckets in canned form:
 	// each autoclaved file is compared with its canned form
 	// (reader.CannedCheck), which checks every orig_sha1.
-	Canned  string
+	Canned string
+	// Ignored are folders beside the buckets whose names are not bucket
+	// dates (Input.Ignored); each is a notice of the summary.
+	Ignored []string
 	Version string
 	// Progress, when set, is called by one goroutine after every
 	// container.
@@ -81,17 +84,49 @@ type Progress struct {
 	Reports, Measurements int64
 }
 
-// Summary is what a run did.
+// Summary is what a run did, and the state it leaves: its counts cover
+// every bucket in scope, those --resume skipped included (as their
+// ledger records them), so they do not depend on how the run was started.
 type Summary struct {
-	Buckets      int              `json:"buckets"` // committed
-	Skipped      int              `json:"skipped"` // already committed (--resume)
-	Reports      int64            `json:"reports"`
-	Measurements int64            `json:"measurements"`
-	DeadLetters  int64            `json:"dead_letters"`
-	Reasons      map[string]int64 `json:"dead_letters_by_reason"`
-	BytesIn      int64            `json:"bytes_in"`  // compressed
-	BytesOut     int64            `json:"bytes_out"` // decompressed
-	Elapsed      time.Duration    `json:"-"`
+	Buckets      int   `json:"buckets"` // committed by this run
+	Skipped      int   `json:"skipped"` // already committed (--resume), or loaded by another run
+	Reports      int64 `json:"reports"`
+	Measurements int64 `json:"measurements"`
+	// DeadLetters counts every record; Rejects those that lost an input
+	// or left a report or measurement without IDs; Notices the others.
+	DeadLetters     int64            `json:"dead_letters"`
+	Rejects         int64            `json:"rejects"`
+	Notices         int64            `json:"notices"`
+	Reasons         map[string]int64 `json:"dead_letters_by_reason"`
+	RejectsByReason map[string]int64 `json:"rejects_by_reason"`
+	NoticesByReason map[string]int64 `json:"notices_by_reason"`
+	// Ignored are the folders under the input that are not buckets, each
+	// counted as a notice (reason not_a_bucket).
+	Ignored []string `json:"ignored_folders,omitempty"`
+	// Written is the measurements of the buckets this run committed;
+	// BytesIn and BytesOut what it read of them.
+	Written  int64         `json:"measurements_written"`
+	BytesIn  int64         `json:"compressed_bytes_read"`
+	BytesOut int64         `json:"decompressed_bytes_read"`
+	Elapsed  time.Duration `json:"-"`
+}
+
+// add adds a bucket's committed counts.
+func (s *Summary) add(c sink.Counts) {
+	s.Reports += c.Reports
+	s.Measurements += c.Measurements
+	for r, n := range c.DeadLetters {
+		s.Reasons[r] += n
+		s.DeadLetters += n
+	}
+	for r, n := range c.Rejects {
+		s.RejectsByReason[r] += n
+		s.Rejects += n
+	}
+	for r, n := range c.Notices() {
+		s.NoticesByReason[r] += n
+		s.Notices += n
+	}
 }
 
 // ListBuckets returns the bucket folders of dir (YYYY-MM-DD names) in
@@ -114,7 +149,7 @@ type bucketJob struct {
 	meta     sink.Meta
 	bucket   *reader.Bucket
 	canned   *reader.Bucket // its canned form, with Config.Canned
-	skip     bool
+	skip     *sink.Counts   // committed already (--resume): its counts
 	results  []chan containerResult
 	problems []deadletter.Record
 }
@@ -134,7 +169,14 @@ type task struct {
 // records; the error is for the run itself (a sink failure, ctx).
 func Run(ctx context.Context, cfg Config, s sink.Sink) (Summary, error) {
 	start := time.Now()
-	sum := Summary{Reasons: map[string]int64{}}
+	sum := Summary{Reasons: map[string]int64{}, RejectsByReason: map[string]int64{}, NoticesByReason: map[string]int64{}}
+	for _, name := range cfg.Ignored {
+		sum.Ignored = append(sum.Ignored, name)
+		sum.DeadLetters++
+		sum.Notices++
+		sum.Reasons[deadletter.NotABucket]++
+		sum.NoticesByReason[deadletter.NotABucket]++
+	}
 	if err := cfg.Scheme.Validate(); err != nil {
 		return sum, err
 	}
@@ -208,13 +250,13 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (Summary, error) {
 				}
 			}
 			if cfg.Resume && j.bucket != nil {
-				ok, err := s.Committed(ctx, j.meta)
+				c, err := s.Committed(ctx, j.meta)
 				if err != nil {
 					return err
 				}
-				j.skip = ok
+				j.skip = c
 			}
-			if j.bucket != nil && !j.skip {
+			if j.bucket != nil && j.skip == nil {
 				j.results = make([]chan containerResult, len(b.Containers))
 				for i := range j.results {
 					j.results[i] = make(chan containerResult, 1)
@@ -255,9 +297,18 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (Summary, error) {
 	}
 	g.Go(func() error { // writer
 		for j := range jobs {
-			if !j.skip {
+			if j.skip == nil {
 				err := writeBucket(ctx, s, j, col, &sum, &prog, sem, cfg)
 				if errors.Is(err, sink.ErrSkipped) { // the sink left the bucket to another run
+					// Committed by it meanwhile (its counts are known),
+					// or still being loaded (they are not).
+					c, err := s.Committed(ctx, j.meta)
+					if err != nil {
+						return err
+					}
+					if c != nil {
+						sum.add(*c)
+					}
 					sum.Skipped++
 					prog.Buckets++
 					report(cfg, prog)
@@ -271,6 +322,7 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (Summary, error) {
 			if err := col.load(ctx, j.meta.Bucket); err != nil {
 				return err
 			}
+			sum.add(*j.skip)
 			sum.Skipped++
 			prog.Buckets++
 			prog.BytesIn += j.bucket.Bytes
@@ -335,9 +387,10 @@ func writeBucket(ctx context.Context, s sink.Sink, j *bucketJob, col *verdicts, 
 			bw.Abort()
 		}
 	}()
-	counts := sink.Counts{DeadLetters: map[string]int64{}}
+	counts := sink.NewCounts()
 	dead := func(d deadletter.Record) error {
-		counts.DeadLetters[d.Reason]++
+		d = d.Classified()
+		counts.Add(d)
 		return bw.DeadLetter(d)
 	}
 	for _, p := range j.problems {
@@ -381,14 +434,10 @@ func writeBucket(ctx context.Context, s sink.Sink, j *bucketJob, col *verdicts, 
 	}
 	sum.Buckets++
 	prog.Buckets++
-	sum.Reports += counts.Reports
-	sum.Measurements += counts.Measurements
+	sum.add(counts)
+	sum.Written += counts.Measurements
 	sum.BytesIn += counts.BytesIn
 	sum.BytesOut += counts.BytesOut
-	for r, n := range counts.DeadLetters {
-		sum.Reasons[r] += n
-		sum.DeadLetters += n
-	}
 	report(cfg, *prog)
 	return nil
 }

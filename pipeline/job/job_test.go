@@ -301,6 +301,7 @@ func TestRun_InterruptAndResume(t *testing.T) {
 				}
 			}}, s)
 		cancel()
+		s.Close()
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("stop at %d: %v, want context.Canceled", stopAt, err)
 		}
@@ -315,6 +316,7 @@ func TestRun_InterruptAndResume(t *testing.T) {
 		}
 		s2, _ := parquetfile.Open(out)
 		sum, err := job.Run(context.Background(), job.Config{In: in, Workers: 2, Scheme: ooid.DefaultScheme, MaxBlob: maxBlob, Version: "test", Resume: true}, s2)
+		s2.Close()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -340,6 +342,7 @@ func runJobResume(t testing.TB, in, out string, scheme ooid.Scheme) (job.Summary
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer s.Close()
 	return job.Run(context.Background(), job.Config{In: in, Workers: 2, Scheme: scheme, MaxBlob: maxBlob, Version: "test", Resume: true}, s)
 }
 

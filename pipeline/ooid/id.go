@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -95,6 +96,38 @@ func parse(b []byte) (ID, error) {
 		v = v<<4 | uint64(d)
 	}
 	return ID(v), nil
+}
+
+// ParseAny reads an OOID as users paste it: the text form (exactly 16 hex
+// digits), or the signed decimal that PostgreSQL's bigint and Parquet's
+// INT64 show (6425909723508586491; negative from 2038). The rule that
+// tells them apart: 16 characters that are all hex digits are the text
+// form; anything else is read as a decimal, an optional "-" and digits,
+// in the int64 range. No real OOID is ambiguous: its decimal form has 19
+// digits (ts >= 2^28, from 1978), so a 16-digit string is always hex.
+func ParseAny(b []byte) (ID, error) {
+	if len(b) == TextLen {
+		if id, err := parse(b); err == nil {
+			return id, nil
+		}
+	}
+	digits := b
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 19 {
+		return 0, fmt.Errorf("%w: %q is neither 16 hex digits nor a signed 64-bit decimal", ErrSyntax, clip(b))
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, fmt.Errorf("%w: %q is neither 16 hex digits nor a signed 64-bit decimal", ErrSyntax, clip(b))
+		}
+	}
+	v, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %q is outside the signed 64-bit range", ErrSyntax, clip(b))
+	}
+	return FromInt64(v), nil
 }
 
 // clip shortens garbage for error messages.

@@ -50,7 +50,8 @@ func acReport(b *Bucket, c Container, r *ACReport, datums bool, blobs int, h Han
 	}
 	switch {
 	case !r.Closed:
-		problem(0, deadletter.BadIndexRow, fmt.Sprintf("the index ends before this report's /report row; the %d measurements it lists keep their IDs", n))
+		h.Problem(deadletter.Record{Bucket: b.Date, File: c.Name, Textname: r.Textname, Reason: deadletter.BadIndexRow, Kind: deadletter.Notice,
+			Message: fmt.Sprintf("the index ends before this report's /report row; the %d measurements it lists keep their IDs", n)})
 	case r.HasCutoff:
 		reason := deadletter.TruncatedReport
 		if strings.Contains(r.Info, "BrokenFrame") {
@@ -73,7 +74,8 @@ func acReport(b *Bucket, c Container, r *ACReport, datums bool, blobs int, h Han
 func IndexReports(b *Bucket, c Container, datums bool, h Handler) {
 	f := c.AC
 	problem := func(reason, msg string) {
-		h.Problem(deadletter.Record{Bucket: b.Date, File: c.Name, Reason: reason, Message: msg})
+		// Nothing is lost here: every ID comes from the index.
+		h.Problem(deadletter.Record{Bucket: b.Date, File: c.Name, Reason: reason, Kind: deadletter.Notice, Message: msg})
 	}
 	switch {
 	case c.Missing:
@@ -122,6 +124,9 @@ func NewAutoclavedReader() *AutoclavedReader {
 func (ar *AutoclavedReader) Read(ctx context.Context, b *Bucket, c Container, h Handler) (ContainerStats, error) {
 	problem := func(textname string, off int64, reason, msg string) {
 		h.Problem(deadletter.Record{Bucket: b.Date, File: c.Name, Textname: textname, Offset: off, Reason: reason, Message: msg})
+	}
+	notice := func(textname string, off int64, reason, msg string) {
+		h.Problem(deadletter.Record{Bucket: b.Date, File: c.Name, Textname: textname, Offset: off, Reason: reason, Kind: deadletter.Notice, Message: msg})
 	}
 	f := c.AC
 	lost := func(from int, reason, why string) {
@@ -206,7 +211,7 @@ func (ar *AutoclavedReader) Read(ctx context.Context, b *Bucket, c Container, h 
 			i, listed := where[hdr.Name]
 			switch {
 			case hdr.Typeflag != tar.TypeReg:
-				problem(hdr.Name, off, deadletter.TarCorrupt, fmt.Sprintf("member of type %q is not a regular file; skipped", hdr.Typeflag))
+				notice(hdr.Name, off, deadletter.TarCorrupt, fmt.Sprintf("member of type %q is not a regular file; skipped", hdr.Typeflag))
 			case !listed || i < next:
 				problem(hdr.Name, off, deadletter.NotInIndex, "the index does not list this member here; without its rows it cannot be numbered, so it gets no IDs")
 			default:
@@ -263,7 +268,7 @@ func (ar *AutoclavedReader) Read(ctx context.Context, b *Bucket, c Container, h 
 			problem("", 0, deadletter.ChecksumMismatch, fmt.Sprintf("the file's CRC-32 is %d, the index says %d", int32(ar.crc.Sum32()), f.CRC32))
 		}
 	} else {
-		problem("", 0, deadletter.BadIndexRow, "the index ends before this file's /file row")
+		notice("", 0, deadletter.BadIndexRow, "the index ends before this file's /file row")
 	}
 	return st, nil
 }

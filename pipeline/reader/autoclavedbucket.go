@@ -194,8 +194,10 @@ func openAutoclaved(dir string, datums bool) (*Bucket, error) {
 // kept with the reports its rows closed.
 func (b *Bucket) readAutoclavedIndex(fp io.Writer, datums bool) (map[string]*ACFile, []string) {
 	indexFile := b.Date + "/" + IndexName
+	// Index-level records are notices: a report whose rows are in doubt
+	// gets a reject record of its own when it is read.
 	problem := func(reason, msg string) {
-		b.Problems = append(b.Problems, deadletter.Record{Bucket: b.Date, File: indexFile, Reason: reason, Message: msg})
+		b.Problems = append(b.Problems, deadletter.Record{Bucket: b.Date, File: indexFile, Reason: reason, Kind: deadletter.Notice, Message: msg})
 	}
 	f, err := os.Open(filepath.Join(b.Dir, IndexName))
 	if errors.Is(err, os.ErrNotExist) {

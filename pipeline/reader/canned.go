@@ -86,7 +86,7 @@ func OpenBucket(dir string) (*Bucket, error) {
 		b.Containers = append(b.Containers, Container{Name: date + "/" + base, Path: filepath.Join(dir, base),
 			Size: info.Size(), Tar: strings.HasSuffix(base, ".tar.lz4")})
 		b.Problems = append(b.Problems, deadletter.Record{Bucket: date, File: date + "/" + base,
-			Reason: deadletter.NotInIndex, Message: "the index does not list this container; it is read unchecked"})
+			Reason: deadletter.NotInIndex, Kind: deadletter.Notice, Message: "the index does not list this container; it is read unchecked"})
 	}
 	sort.Slice(b.Containers, func(i, j int) bool { return b.Containers[i].Name < b.Containers[j].Name })
 	for _, c := range b.Containers {
@@ -120,7 +120,7 @@ func listBucket(dir string) (*Bucket, map[string]os.FileInfo, hash.Hash, error) 
 		}
 		if !info.Mode().IsRegular() || !strings.HasSuffix(e.Name(), ".lz4") {
 			b.Problems = append(b.Problems, deadletter.Record{Bucket: date, File: date + "/" + e.Name(),
-				Reason: deadletter.NotInIndex, Message: "not a container (.lz4 regular file); ignored"})
+				Reason: deadletter.NotInIndex, Kind: deadletter.Notice, Message: "not a container (.lz4 regular file); ignored"})
 			continue
 		}
 		onDisk[e.Name()] = info
@@ -133,7 +133,9 @@ func listBucket(dir string) (*Bucket, map[string]os.FileInfo, hash.Hash, error) 
 func (b *Bucket) readIndex(fp hash.Hash) []CannedFile {
 	path := filepath.Join(b.Dir, IndexName)
 	problem := func(reason, msg string) {
-		b.Problems = append(b.Problems, deadletter.Record{Bucket: b.Date, File: b.Date + "/" + IndexName, Reason: reason, Message: msg})
+		// The index is only a check of a canned bucket: without a row,
+		// a container is still read, unchecked.
+		b.Problems = append(b.Problems, deadletter.Record{Bucket: b.Date, File: b.Date + "/" + IndexName, Reason: reason, Kind: deadletter.Notice, Message: msg})
 	}
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -141,7 +143,7 @@ func (b *Bucket) readIndex(fp hash.Hash) []CannedFile {
 		return nil
 	}
 	if err != nil {
-		problem(deadletter.Unreadable, err.Error())
+		problem(deadletter.Unreadable, err.Error()+"; every container is read without checks")
 		return nil
 	}
 	defer f.Close()
@@ -245,6 +247,9 @@ func (cr *ContainerReader) Read(ctx context.Context, b *Bucket, c Container, h H
 	problem := func(textname string, off int64, reason, msg string) {
 		h.Problem(deadletter.Record{Bucket: b.Date, File: c.Name, Textname: textname, Offset: off, Reason: reason, Message: msg})
 	}
+	notice := func(textname string, off int64, reason, msg string) {
+		h.Problem(deadletter.Record{Bucket: b.Date, File: c.Name, Textname: textname, Offset: off, Reason: reason, Kind: deadletter.Notice, Message: msg})
+	}
 	// What the index expects, in order, and what has been read of it.
 	var want []Text
 	if c.Indexed {
@@ -320,7 +325,7 @@ func (cr *ContainerReader) Read(ctx context.Context, b *Bucket, c Container, h H
 				problem(textname, offset, deadletter.ChecksumMismatch, fmt.Sprintf("the report's CRC-32 is %d, the index says %d", st.CRC32, t.CRC32))
 			}
 		} else if c.Indexed {
-			problem(textname, offset, deadletter.NotInIndex, "the index row of this container does not list this report; it is read unchecked")
+			notice(textname, offset, deadletter.NotInIndex, "the index row of this container does not list this report; it is read unchecked")
 		}
 		if kind == KindUnknown {
 			problem(textname, offset, deadletter.BadTextname, "the textname ends in neither .json nor .yaml")
@@ -350,7 +355,7 @@ func (cr *ContainerReader) Read(ctx context.Context, b *Bucket, c Container, h H
 				break
 			}
 			if hdr.Typeflag != tar.TypeReg {
-				problem(hdr.Name, off, deadletter.TarCorrupt, fmt.Sprintf("member of type %q is not a regular file; skipped", hdr.Typeflag))
+				notice(hdr.Name, off, deadletter.TarCorrupt, fmt.Sprintf("member of type %q is not a regular file; skipped", hdr.Typeflag))
 				continue
 			}
 			readReport(tr, hdr.Name, off)

@@ -8,6 +8,7 @@ package sink
 import (
 	"context"
 	"errors"
+	"maps"
 
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
@@ -58,11 +59,84 @@ type Verdict struct {
 
 // Counts sums up a committed bucket.
 type Counts struct {
-	Reports      int64            `json:"reports"`
-	Measurements int64            `json:"measurements"`
-	DeadLetters  map[string]int64 `json:"dead_letters"` // by reason
-	BytesIn      int64            `json:"bytes_in"`     // compressed
-	BytesOut     int64            `json:"bytes_out"`    // decompressed
+	Reports      int64 `json:"reports"`
+	Measurements int64 `json:"measurements"`
+	// DeadLetters counts every record by reason, Rejects the rejects
+	// among them (deadletter.Reject); the rest are notices.
+	DeadLetters map[string]int64 `json:"dead_letters"`
+	Rejects     map[string]int64 `json:"rejects"`
+	BytesIn     int64            `json:"bytes_in"`  // compressed
+	BytesOut    int64            `json:"bytes_out"` // decompressed
+}
+
+// NewCounts returns empty counts, ready to Add to.
+func NewCounts() Counts {
+	return Counts{DeadLetters: map[string]int64{}, Rejects: map[string]int64{}}
+}
+
+// Add counts a dead-letter record.
+func (c *Counts) Add(d deadletter.Record) {
+	c.addReason(d.Reason, 1, d.IsReject())
+}
+
+// AddCollisions counts n more collision records (fewer when n < 0): every
+// one a reject, by a report that lost its IDs (or got them back).
+func (c *Counts) AddCollisions(n int64) {
+	c.addReason(deadletter.Collision, n, true)
+}
+
+func (c *Counts) addReason(reason string, n int64, reject bool) {
+	if c.DeadLetters == nil {
+		c.DeadLetters = map[string]int64{}
+	}
+	if c.Rejects == nil {
+		c.Rejects = map[string]int64{}
+	}
+	bump := func(m map[string]int64) {
+		if m[reason] += n; m[reason] == 0 {
+			delete(m, reason)
+		}
+	}
+	bump(c.DeadLetters)
+	if reject {
+		bump(c.Rejects)
+	}
+}
+
+// Clone returns a copy of c that shares no map with it.
+func (c Counts) Clone() Counts {
+	out := c
+	out.DeadLetters, out.Rejects = maps.Clone(c.DeadLetters), maps.Clone(c.Rejects)
+	if out.DeadLetters == nil {
+		out.DeadLetters = map[string]int64{}
+	}
+	if out.Rejects == nil {
+		out.Rejects = map[string]int64{}
+	}
+	return out
+}
+
+// Totals returns the number of rejects and of notices.
+func (c Counts) Totals() (rejects, notices int64) {
+	var all int64
+	for _, n := range c.DeadLetters {
+		all += n
+	}
+	for _, n := range c.Rejects {
+		rejects += n
+	}
+	return rejects, all - rejects
+}
+
+// Notices returns the notices by reason.
+func (c Counts) Notices() map[string]int64 {
+	out := map[string]int64{}
+	for r, n := range c.DeadLetters {
+		if k := n - c.Rejects[r]; k != 0 {
+			out[r] = k
+		}
+	}
+	return out
 }
 
 // Sink stores buckets.
@@ -72,9 +146,10 @@ type Counts struct {
 // a bucket, against everything committed before by any run, and its
 // BucketWriter receives every report with RejectedBy unset.
 type Sink interface {
-	// Committed reports whether the bucket was committed with the same
-	// Meta (fingerprint, scheme, policy); --resume skips those.
-	Committed(ctx context.Context, m Meta) (bool, error)
+	// Committed returns the counts of the bucket when it was committed
+	// with the same Meta (fingerprint, scheme, policy), and nil otherwise;
+	// --resume skips those, and reports their counts.
+	Committed(ctx context.Context, m Meta) (*Counts, error)
 	// Begin starts writing a bucket. Nothing is visible until Commit.
 	Begin(ctx context.Context, m Meta) (BucketWriter, error)
 	Close() error

@@ -150,11 +150,7 @@ func (s *Sink) Reassign(ctx context.Context, bucket string, verdicts []sink.Verd
 		kept = append(kept, d)
 	}
 	m := l.meta()
-	counts := l.Counts
-	counts.DeadLetters = map[string]int64{}
-	for k, v := range l.Counts.DeadLetters {
-		counts.DeadLetters[k] = v
-	}
+	counts := l.Counts.Clone()
 	reports := make([]sink.Report, len(rows))
 	var collided []deadletter.Record
 	for i, row := range rows {
@@ -177,11 +173,11 @@ func (s *Sink) Reassign(ctx context.Context, bucket string, verdicts []sink.Verd
 			case r.RejectedBy == "" && v.RejectedBy != "":
 				counts.Reports--
 				counts.Measurements -= int64(r.N)
-				counts.DeadLetters[deadletter.Collision]++
+				counts.AddCollisions(1)
 			case r.RejectedBy != "" && v.RejectedBy == "":
 				counts.Reports++
 				counts.Measurements += int64(r.N)
-				counts.DeadLetters[deadletter.Collision]--
+				counts.AddCollisions(-1)
 			}
 			r.RejectedBy = v.RejectedBy
 			d, had = sink.CollisionRecord(bucket, &r, v.Message), v.RejectedBy != ""
@@ -193,9 +189,6 @@ func (s *Sink) Reassign(ctx context.Context, bucket string, verdicts []sink.Verd
 			collided = append(collided, d)
 		}
 		reports[i] = r
-	}
-	if counts.DeadLetters[deadletter.Collision] == 0 {
-		delete(counts.DeadLetters, deadletter.Collision)
 	}
 	slices.SortStableFunc(collided, func(a, b deadletter.Record) int { return strings.Compare(a.Textname, b.Textname) })
 	w, err := s.Begin(ctx, m)

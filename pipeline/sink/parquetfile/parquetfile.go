@@ -87,34 +87,98 @@ var Dirs = []string{"measurements", "reports", "dead-letters", "ledger"}
 // rowGroup bounds the rows buffered before a row group is written.
 const rowGroup = 128 << 10
 
-// Sink writes under a folder.
+// Sink writes under a folder. It holds the folder's lock from Open to
+// Close: one writer per output folder.
 type Sink struct {
-	dir string
+	dir  string
+	lock *os.File
 }
 
-// Open prepares dir and clears the temporary folders of runs that died.
+// LockName is the lock file of an output folder; it holds the PID of the
+// run that has it.
+const LockName = ".lock"
+
+// LockedError is returned by Open when another process writes to the
+// folder.
+type LockedError struct {
+	Dir string
+	PID int // 0 when the holder did not write its PID yet
+}
+
+func (e *LockedError) Error() string {
+	who := "another run"
+	if e.PID > 0 {
+		who = fmt.Sprintf("another run (pid %d)", e.PID)
+	}
+	return fmt.Sprintf("%s is writing to %s; wait for it to finish, or write to another folder", who, e.Dir)
+}
+
+// Open prepares dir, takes its lock (a second writer fails at once with a
+// *LockedError) and clears what runs that died left in its temporary
+// folder.
 func Open(dir string) (*Sink, error) {
-	for _, d := range append(Dirs, ".tmp") {
+	for _, d := range Dirs {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return nil, err
 		}
 	}
-	ents, err := os.ReadDir(filepath.Join(dir, ".tmp"))
+	lock, err := os.OpenFile(filepath.Join(dir, LockName), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(strings.SplitN(e.Name(), "-", 2)[0])
-		if err == nil && pid != os.Getpid() && syscall.Kill(pid, 0) == nil {
-			continue // a live run's
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			pid, _ := Holder(dir)
+			return nil, &LockedError{Dir: dir, PID: pid}
 		}
-		os.RemoveAll(filepath.Join(dir, ".tmp", e.Name()))
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
 	}
-	return &Sink{dir: dir}, nil
+	if err := errors.Join(lock.Truncate(0), writeAt0(lock, strconv.Itoa(os.Getpid())+"\n")); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	// Holding the lock, whatever is in .tmp was left by a run that died.
+	if err := os.RemoveAll(filepath.Join(dir, ".tmp")); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	return &Sink{dir: dir, lock: lock}, nil
 }
 
-// Close does nothing: every bucket is committed or aborted on its own.
-func (s *Sink) Close() error { return nil }
+func writeAt0(f *os.File, s string) error {
+	_, err := f.WriteAt([]byte(s), 0)
+	return err
+}
+
+// Holder returns the PID of the run that holds dir's lock, if any.
+func Holder(dir string) (pid int, locked bool) {
+	f, err := os.Open(filepath.Join(dir, LockName))
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB) == nil {
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		return 0, false
+	}
+	b := make([]byte, 32)
+	n, _ := f.ReadAt(b, 0)
+	pid, _ = strconv.Atoi(strings.TrimSpace(string(b[:n])))
+	return pid, true
+}
+
+// Close removes the temporary folder and releases the lock. Every bucket
+// is committed or aborted on its own before.
+func (s *Sink) Close() error {
+	if s.lock == nil {
+		return nil
+	}
+	err := os.RemoveAll(filepath.Join(s.dir, ".tmp"))
+	err = errors.Join(err, s.lock.Close()) // closing releases the lock
+	s.lock = nil
+	return err
+}
 
 func (s *Sink) path(sub, bucket, ext string) string {
 	return filepath.Join(s.dir, sub, bucket+ext)
@@ -131,23 +195,21 @@ func (s *Sink) ReadLedger(bucket string) (Ledger, error) {
 }
 
 // Committed implements sink.Sink.
-func (s *Sink) Committed(_ context.Context, m sink.Meta) (bool, error) {
+func (s *Sink) Committed(_ context.Context, m sink.Meta) (*sink.Counts, error) {
 	l, err := s.ReadLedger(m.Bucket)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
 	if err != nil {
-		return false, nil // unreadable: redo it
+		return nil, nil // missing or unreadable: redo it
 	}
 	if l.Fingerprint != m.Fingerprint || l.CounterBits != m.Scheme.CounterBits || l.SHA1Offset != m.Scheme.SHA1Offset || l.NdxPolicy != m.NdxPolicy {
-		return false, nil
+		return nil, nil
 	}
 	for _, f := range []string{s.path("measurements", m.Bucket, ".parquet"), s.path("reports", m.Bucket, ".parquet"), s.path("dead-letters", m.Bucket, ".jsonl")} {
 		if _, err := os.Stat(f); err != nil {
-			return false, nil
+			return nil, nil
 		}
 	}
-	return true, nil
+	c := l.Counts.Clone()
+	return &c, nil
 }
 
 // Begin implements sink.Sink.
@@ -156,7 +218,10 @@ func (s *Sink) Begin(_ context.Context, m sink.Meta) (sink.BucketWriter, error) 
 	if err != nil {
 		return nil, fmt.Errorf("parquetfile: bucket %q: %w", m.Bucket, err)
 	}
-	tmp, err := os.MkdirTemp(filepath.Join(s.dir, ".tmp"), fmt.Sprintf("%d-%s-", os.Getpid(), m.Bucket))
+	if err := os.MkdirAll(filepath.Join(s.dir, ".tmp"), 0o755); err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp(filepath.Join(s.dir, ".tmp"), m.Bucket+"-")
 	if err != nil {
 		return nil, err
 	}

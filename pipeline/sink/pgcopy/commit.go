@@ -48,16 +48,12 @@ func (s *Sink) commit(ctx context.Context, w *bucketWriter, c sink.Counts) (sink
 // adjustCounts takes the reports that lost their IDs out of the counts the
 // run made (it counted every report as kept).
 func adjustCounts(c sink.Counts, rs []sink.Report, winners []string) sink.Counts {
-	out := c
-	out.DeadLetters = map[string]int64{}
-	for k, v := range c.DeadLetters {
-		out.DeadLetters[k] = v
-	}
+	out := c.Clone()
 	for i := range rs {
 		if winners[i] != "" {
 			out.Reports--
 			out.Measurements -= int64(rs[i].N)
-			out.DeadLetters[deadletter.Collision]++
+			out.AddCollisions(1)
 		}
 	}
 	return out
@@ -228,7 +224,7 @@ func (s *Sink) writeBucket(ctx context.Context, tx pgx.Tx, w *bucketWriter, winn
 	}
 	dead := make([][]any, 0, len(w.dead))
 	for i, d := range w.dead {
-		dead = append(dead, []any{day, int32(i), d.File, d.Textname, d.Offset, d.Reason, d.Message})
+		dead = append(dead, []any{day, int32(i), d.File, d.Textname, d.Offset, d.Reason, d.Classified().Kind, d.Message})
 	}
 	var collided []deadletter.Record
 	for i := range w.reports {
@@ -238,7 +234,7 @@ func (s *Sink) writeBucket(ctx context.Context, tx pgx.Tx, w *bucketWriter, winn
 	}
 	slices.SortStableFunc(collided, func(a, b deadletter.Record) int { return strings.Compare(a.Textname, b.Textname) })
 	for _, d := range collided {
-		dead = append(dead, []any{day, nil, d.File, d.Textname, d.Offset, d.Reason, d.Message})
+		dead = append(dead, []any{day, nil, d.File, d.Textname, d.Offset, d.Reason, d.Classified().Kind, d.Message})
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{s.schema, "dead_letters"}, deadColumns, pgx.CopyFromRows(dead)); err != nil {
 		return err
@@ -248,27 +244,23 @@ func (s *Sink) writeBucket(ctx context.Context, tx pgx.Tx, w *bucketWriter, winn
 
 var (
 	reportColumns = []string{"bucket", "seq", "textname", "ts", "ts_source", "counter_base", "n", "span", "container", "offset", "size", "sha1", "rejected_by"}
-	deadColumns   = []string{"bucket", "seq", "file", "textname", "offset", "reason", "message"}
+	deadColumns   = []string{"bucket", "seq", "file", "textname", "offset", "reason", "kind", "message"}
 )
 
 func (s *Sink) markLedger(ctx context.Context, tx pgx.Tx, w *bucketWriter, c sink.Counts) error {
-	var dl int64
-	reasons := map[string]int64{}
-	for k, v := range c.DeadLetters {
-		if v != 0 {
-			reasons[k] = v
-			dl += v
-		}
-	}
+	c = c.Clone()
+	rejects, notices := c.Totals()
 	_, err := tx.Exec(ctx, `INSERT INTO `+s.q("ledger")+` (bucket, input_fingerprint, counter_bits, sha1_offset, ndx_policy,
-			reports, measurements, dead_letters, dead_letters_by_reason, bytes_in, bytes_out, status, error, started_at, finished_at, version)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'committed', NULL, $12, clock_timestamp(), $13)
+			reports, measurements, dead_letters, dead_letters_by_reason, rejects, notices, rejects_by_reason,
+			bytes_in, bytes_out, status, error, started_at, finished_at, version)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'committed', NULL, $15, clock_timestamp(), $16)
 		ON CONFLICT (bucket) DO UPDATE SET input_fingerprint = EXCLUDED.input_fingerprint, counter_bits = EXCLUDED.counter_bits,
 			sha1_offset = EXCLUDED.sha1_offset, ndx_policy = EXCLUDED.ndx_policy, reports = EXCLUDED.reports,
 			measurements = EXCLUDED.measurements, dead_letters = EXCLUDED.dead_letters,
-			dead_letters_by_reason = EXCLUDED.dead_letters_by_reason, bytes_in = EXCLUDED.bytes_in, bytes_out = EXCLUDED.bytes_out,
+			dead_letters_by_reason = EXCLUDED.dead_letters_by_reason, rejects = EXCLUDED.rejects, notices = EXCLUDED.notices,
+			rejects_by_reason = EXCLUDED.rejects_by_reason, bytes_in = EXCLUDED.bytes_in, bytes_out = EXCLUDED.bytes_out,
 			status = 'committed', error = NULL, started_at = EXCLUDED.started_at, finished_at = EXCLUDED.finished_at, version = EXCLUDED.version`,
 		w.m.Bucket, w.m.Fingerprint, w.m.Scheme.CounterBits, w.m.Scheme.SHA1Offset, w.m.NdxPolicy,
-		c.Reports, c.Measurements, dl, reasons, c.BytesIn, c.BytesOut, w.started, w.m.Version)
+		c.Reports, c.Measurements, rejects+notices, c.DeadLetters, rejects, notices, c.Rejects, c.BytesIn, c.BytesOut, w.started, w.m.Version)
 	return err
 }

@@ -191,6 +191,18 @@ func (s *Sink) checkSchema(ctx context.Context) error {
 		return fmt.Errorf("postgres: schema %s lacks %s: run `backfill schema` or pass --create-schema",
 			pgx.Identifier{s.schema}.Sanitize(), strings.Join(missing, ", "))
 	}
+	for _, c := range [][2]string{{"dead_letters", "kind"}, {"ledger", "rejects"}, {"ledger", "notices"}, {"ledger", "rejects_by_reason"}} {
+		var ok bool
+		err := s.conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped)`,
+			s.q(c[0]), c[1]).Scan(&ok)
+		if err != nil {
+			return s.clean(err)
+		}
+		if !ok {
+			return fmt.Errorf("postgres: schema %s was made by an older backfill (%s has no column %s): run `backfill schema` to upgrade it",
+				pgx.Identifier{s.schema}.Sanitize(), c[0], c[1])
+		}
+	}
 	return nil
 }
 
@@ -216,15 +228,27 @@ func closeConn(slot **pgx.Conn) error {
 func (s *Sink) Conn() *pgx.Conn { return s.conn }
 
 // Committed implements sink.Sink.
-func (s *Sink) Committed(ctx context.Context, m sink.Meta) (bool, error) {
-	var ok bool
+func (s *Sink) Committed(ctx context.Context, m sink.Meta) (*sink.Counts, error) {
+	var out *sink.Counts
 	s.checkMu.Lock()
 	defer s.checkMu.Unlock()
-	err := s.retryOn(ctx, &s.check, "checking bucket "+m.Bucket, func(ctx context.Context) (err error) {
-		ok, err = s.committed(ctx, s.check, m)
+	err := s.retryOn(ctx, &s.check, "checking bucket "+m.Bucket, func(ctx context.Context) error {
+		out = nil
+		c := sink.NewCounts()
+		err := s.check.QueryRow(ctx, `SELECT reports, measurements, dead_letters_by_reason, rejects_by_reason, bytes_in, bytes_out
+			FROM `+s.q("ledger")+` WHERE bucket = $1 AND status = 'committed'
+			AND input_fingerprint = $2 AND counter_bits = $3 AND sha1_offset = $4 AND ndx_policy = $5`,
+			m.Bucket, m.Fingerprint, m.Scheme.CounterBits, m.Scheme.SHA1Offset, m.NdxPolicy).Scan(
+			&c.Reports, &c.Measurements, &c.DeadLetters, &c.Rejects, &c.BytesIn, &c.BytesOut)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err == nil {
+			out = &c
+		}
 		return err
 	})
-	return ok, err
+	return out, err
 }
 
 // committed asks q whether the ledger holds the bucket committed with m's

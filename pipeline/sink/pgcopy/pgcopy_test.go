@@ -111,6 +111,7 @@ func parquetRun(t testing.TB, in string, scheme ooid.Scheme) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer s.Close()
 	if _, err := job.Run(context.Background(), job.Config{In: in, Workers: 2, Scheme: scheme, MaxBlob: maxBlob, Version: "test"}, s); err != nil {
 		t.Fatal(err)
 	}
@@ -134,15 +135,18 @@ func (s state) digest() string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-func countsLine(bucket string, reports, measurements int64, dead map[string]int64, in, out int64) string {
-	keys := make([]string, 0, len(dead))
-	for k, v := range dead {
-		if v != 0 {
-			keys = append(keys, fmt.Sprintf("%s=%d", k, v))
+func countsLine(bucket string, reports, measurements int64, dead, rejects map[string]int64, in, out int64) string {
+	list := func(m map[string]int64) string {
+		keys := make([]string, 0, len(m))
+		for k, v := range m {
+			if v != 0 {
+				keys = append(keys, fmt.Sprintf("%s=%d", k, v))
+			}
 		}
+		sort.Strings(keys)
+		return strings.Join(keys, ",")
 	}
-	sort.Strings(keys)
-	return fmt.Sprintf("%s reports=%d measurements=%d dead=%s in=%d out=%d", bucket, reports, measurements, strings.Join(keys, ","), in, out)
+	return fmt.Sprintf("%s reports=%d measurements=%d dead=%s rejects=%s in=%d out=%d", bucket, reports, measurements, list(dead), list(rejects), in, out)
 }
 
 func rows(t testing.TB, c *pgx.Conn, sql string) []string {
@@ -177,28 +181,32 @@ func dumpPostgres(t testing.TB, dsn, schema string) state {
 	}
 	st.reports = rows(t, c, `SELECT concat_ws(' ', bucket, textname, ts, ts_source, counter_base, n, container, "offset", size,
 		coalesce(encode(sha1, 'hex'), '-'), coalesce(rejected_by, '-')) FROM `+q("reports")+` ORDER BY bucket, seq`)
-	st.dead = rows(t, c, `SELECT concat_ws(' | ', bucket, file, textname, "offset", reason, message) FROM `+q("dead_letters")+
+	st.dead = rows(t, c, `SELECT concat_ws(' | ', bucket, file, textname, "offset", reason, kind, message) FROM `+q("dead_letters")+
 		` ORDER BY bucket, seq NULLS LAST, textname COLLATE "C"`)
-	lr, err := c.Query(context.Background(), `SELECT bucket::text, reports, measurements, dead_letters_by_reason, bytes_in, bytes_out, dead_letters, status
+	lr, err := c.Query(context.Background(), `SELECT bucket::text, reports, measurements, dead_letters_by_reason, rejects_by_reason,
+		bytes_in, bytes_out, dead_letters, rejects, notices, status
 		FROM `+q("ledger")+` ORDER BY bucket`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for lr.Next() {
 		var b, status string
-		var r, m, in, out, total int64
-		var dead map[string]int64
-		if err := lr.Scan(&b, &r, &m, &dead, &in, &out, &total, &status); err != nil {
+		var r, m, in, out, total, rejects, notices int64
+		var dead, rej map[string]int64
+		if err := lr.Scan(&b, &r, &m, &dead, &rej, &in, &out, &total, &rejects, &notices, &status); err != nil {
 			t.Fatal(err)
 		}
-		var sum int64
+		var sum, rsum int64
 		for _, v := range dead {
 			sum += v
 		}
-		if sum != total || status != "committed" {
-			t.Errorf("ledger %s: %d dead letters, by reason %v; status %s", b, total, dead, status)
+		for _, v := range rej {
+			rsum += v
 		}
-		st.ledger = append(st.ledger, countsLine(b, r, m, dead, in, out))
+		if sum != total || rsum != rejects || rejects+notices != total || status != "committed" {
+			t.Errorf("ledger %s: %d dead letters (%d rejects, %d notices), by reason %v, rejects by reason %v; status %s", b, total, rejects, notices, dead, rej, status)
+		}
+		st.ledger = append(st.ledger, countsLine(b, r, m, dead, rej, in, out))
 	}
 	return st
 }
@@ -211,13 +219,14 @@ func dumpParquet(t testing.TB, out string) state {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer ps.Close()
 	for _, lf := range ledgers {
 		b := strings.TrimSuffix(filepath.Base(lf), ".json")
 		l, err := ps.ReadLedger(b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		st.ledger = append(st.ledger, countsLine(b, l.Counts.Reports, l.Counts.Measurements, l.Counts.DeadLetters, l.Counts.BytesIn, l.Counts.BytesOut))
+		st.ledger = append(st.ledger, countsLine(b, l.Counts.Reports, l.Counts.Measurements, l.Counts.DeadLetters, l.Counts.Rejects, l.Counts.BytesIn, l.Counts.BytesOut))
 		ms, err := parquetfile.ReadMeasurements(filepath.Join(out, "measurements", b+".parquet"))
 		if err != nil {
 			t.Fatal(err)
@@ -245,7 +254,7 @@ func dumpParquet(t testing.TB, out string) state {
 			t.Fatal(err)
 		}
 		for _, d := range ds {
-			st.dead = append(st.dead, strings.Join([]string{b, d.File, d.Textname, fmt.Sprint(d.Offset), d.Reason, d.Message}, " | "))
+			st.dead = append(st.dead, strings.Join([]string{b, d.File, d.Textname, fmt.Sprint(d.Offset), d.Reason, d.Kind, d.Message}, " | "))
 		}
 	}
 	return st

@@ -17,9 +17,10 @@ const DefaultSchema = "backfill"
 //	              counter_base, n, span int4multirange, container, offset,
 //	              size, sha1 bytea, rejected_by
 //	dead_letters  bucket, seq (NULL for collision records), file, textname,
-//	              offset, reason, message
+//	              offset, reason, kind (reject or notice), message
 //	ledger        bucket PK, input_fingerprint, counter_bits, sha1_offset,
-//	              ndx_policy, counts, status, error, started_at, finished_at,
+//	              ndx_policy, counts (dead letters, rejects and notices, by
+//	              reason), status, error, started_at, finished_at,
 //	              version
 //	measurement_ids (view) ooid bigint, textname text, ndx integer, bucket_date date
 //
@@ -58,6 +59,7 @@ func tables(schema string) []string {
 			textname text    NOT NULL,
 			"offset" bigint  NOT NULL,
 			reason   text    NOT NULL,
+			kind     text    NOT NULL DEFAULT 'reject' CHECK (kind IN ('reject', 'notice')),
 			message  text    NOT NULL)`,
 		`CREATE TABLE IF NOT EXISTS ` + q("ledger") + ` (
 			bucket            date     PRIMARY KEY,
@@ -69,6 +71,9 @@ func tables(schema string) []string {
 			measurements      bigint   NOT NULL DEFAULT 0,
 			dead_letters      bigint   NOT NULL DEFAULT 0,
 			dead_letters_by_reason jsonb NOT NULL DEFAULT '{}',
+			rejects           bigint   NOT NULL DEFAULT 0,
+			notices           bigint   NOT NULL DEFAULT 0,
+			rejects_by_reason jsonb    NOT NULL DEFAULT '{}',
 			bytes_in          bigint   NOT NULL DEFAULT 0,
 			bytes_out         bigint   NOT NULL DEFAULT 0,
 			status            text     NOT NULL CHECK (status IN ('committed', 'failed')),
@@ -76,6 +81,14 @@ func tables(schema string) []string {
 			started_at        timestamptz NOT NULL,
 			finished_at       timestamptz,
 			version           text     NOT NULL)`,
+		// Schemas made before records had a kind: their records count as
+		// rejects until their buckets are loaded again.
+		`ALTER TABLE ` + q("dead_letters") + ` ADD COLUMN IF NOT EXISTS kind text NOT NULL DEFAULT 'reject' CHECK (kind IN ('reject', 'notice'))`,
+		`ALTER TABLE ` + q("ledger") + ` ADD COLUMN IF NOT EXISTS rejects bigint NOT NULL DEFAULT 0`,
+		`ALTER TABLE ` + q("ledger") + ` ADD COLUMN IF NOT EXISTS notices bigint NOT NULL DEFAULT 0`,
+		`ALTER TABLE ` + q("ledger") + ` ADD COLUMN IF NOT EXISTS rejects_by_reason jsonb NOT NULL DEFAULT '{}'`,
+		`UPDATE ` + q("ledger") + ` SET rejects = dead_letters, rejects_by_reason = dead_letters_by_reason
+			WHERE rejects = 0 AND notices = 0 AND dead_letters > 0`,
 		`CREATE INDEX IF NOT EXISTS dead_letters_bucket ON ` + q("dead_letters") + ` (bucket)`,
 		`CREATE OR REPLACE VIEW ` + q("measurement_ids") + ` AS
 			SELECT m.ooid, r.textname, m.ndx, m.bucket AS bucket_date

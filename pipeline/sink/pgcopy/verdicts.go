@@ -183,8 +183,8 @@ func (s *Sink) reassign(ctx context.Context, tx pgx.Tx, x *stored, want, msg str
 		if err := s.deleteMeasurements(ctx, tx, x.bucket, lo, hi); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO `+s.q("dead_letters")+` (bucket, seq, file, textname, "offset", reason, message)
-			VALUES ($1, NULL, $2, $3, $4, $5, $6)`, x.bucket, x.container, x.textname, x.offset, deadletter.Collision, msg); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO `+s.q("dead_letters")+` (bucket, seq, file, textname, "offset", reason, kind, message)
+			VALUES ($1, NULL, $2, $3, $4, $5, $6, $7)`, x.bucket, x.container, x.textname, x.offset, deadletter.Collision, deadletter.Reject, msg); err != nil {
 			return err
 		}
 		return s.adjustLedger(ctx, tx, x.bucket, -1, -int64(x.rg.N), 1)
@@ -204,11 +204,15 @@ func (s *Sink) reassign(ctx context.Context, tx pgx.Tx, x *stored, want, msg str
 }
 
 func (s *Sink) adjustLedger(ctx context.Context, tx pgx.Tx, bucket string, reports, measurements, collided int64) error {
+	// bump adds $4 to the collision count of a by-reason column, dropping
+	// the key at zero as sink.Counts does.
+	bump := func(col string) string {
+		return col + ` = CASE WHEN coalesce((` + col + `->>'collision')::bigint, 0) + $4 = 0
+			THEN ` + col + ` - 'collision'
+			ELSE jsonb_set(` + col + `, '{collision}', to_jsonb(coalesce((` + col + `->>'collision')::bigint, 0) + $4)) END`
+	}
 	_, err := tx.Exec(ctx, `UPDATE `+s.q("ledger")+` SET reports = reports + $2, measurements = measurements + $3,
-		dead_letters = dead_letters + $4,
-		dead_letters_by_reason = CASE WHEN coalesce((dead_letters_by_reason->>'collision')::bigint, 0) + $4 = 0
-			THEN dead_letters_by_reason - 'collision'
-			ELSE jsonb_set(dead_letters_by_reason, '{collision}', to_jsonb(coalesce((dead_letters_by_reason->>'collision')::bigint, 0) + $4)) END
+		dead_letters = dead_letters + $4, rejects = rejects + $4, `+bump("dead_letters_by_reason")+`, `+bump("rejects_by_reason")+`
 		WHERE bucket = $1`, bucket, reports, measurements, collided)
 	return err
 }
