@@ -59,7 +59,7 @@ DEMO_DIR ?= demo
 demo: build ## the main job on the embedded default: generate a corpus, backfill it to Parquet
 	rm -rf $(DEMO_DIR)
 	$(BIN) gen --out $(DEMO_DIR)/corpus --buckets 3 --reports 300 --max-measurements 20000 \
-		--corrupt all=0.01 --huge-blob 80MiB
+		--corrupt all=0.01
 	$(BIN) run --in $(DEMO_DIR)/corpus --out $(DEMO_DIR)/out; \
 		status=$$?; echo "exit status $$status (3: completed, with the dead letters listed above)"; \
 		[ $$status -eq 0 ] || [ $$status -eq 3 ]

@@ -335,7 +335,7 @@ func (au *auditor) readBuckets(ctx context.Context, dir string) error {
 type countingSink struct{ au *auditor }
 
 func (c *countingSink) Committed(context.Context, sink.Meta) (*sink.Counts, error) { return nil, nil }
-func (c *countingSink) Close() error                                       { return nil }
+func (c *countingSink) Close() error                                               { return nil }
 func (c *countingSink) Begin(context.Context, sink.Meta) (sink.BucketWriter, error) {
 	return countingWriter{c.au}, nil
 }

@@ -198,7 +198,9 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	}
 	// The input is checked before anything is created under --out.
 	in, err := job.ResolveInput(cfg.In, buckets)
-	if err != nil {
+	if ie := (*job.InputError)(nil); errors.As(err, &ie) && ie.Name {
+		return usagef("run: %v", err)
+	} else if err != nil {
 		return usagef("run: --in %v", err)
 	}
 	cfg.In, cfg.Buckets, cfg.Ignored, cfg.MaxBlob = in.Dir, in.Buckets, in.Ignored, int64(maxBlob)

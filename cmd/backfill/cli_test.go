@@ -158,7 +158,7 @@ func call(args ...string) (int, string) {
 func TestGenRun(t *testing.T) {
 	dir := t.TempDir()
 	if code, out := call("gen", "--out", dir+"/bad", "--buckets", "2", "--reports", "60", "--can-size", "64KiB",
-		"--max-measurements", "2000", "--corrupt", "all=0.05", "--huge-blob", "2MiB", "--max-blob", "1MiB"); code != 0 || !strings.Contains(out, "ground truth") {
+		"--max-measurements", "2000", "--corrupt", "all=0.05", "--corrupt", "huge_blob=0.05", "--huge-blob", "2MiB", "--max-blob", "1MiB"); code != 0 || !strings.Contains(out, "ground truth") {
 		t.Fatalf("gen: exit %d\n%s", code, out)
 	}
 	code, out := call("run", "--in", dir+"/bad", "--out", dir+"/out", "-q", "--json", "--max-blob", "1MiB")

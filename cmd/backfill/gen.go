@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/term"
 
 	"github.com/backfill-dev/backfill/pipeline/corpus"
 )
@@ -66,20 +69,25 @@ Flags:
 	                        that reports share timestamps and small counter
 	                        widths collide
 	--corrupt KIND=RATE     damage inputs of KIND at RATE (0..1); repeat the
-	                        flag; KIND "all" sets every kind. Report kinds:
+	                        flag; KIND "all" sets every kind but huge_blob,
+	                        which writes --huge-blob bytes per blob and is
+	                        only made when named. Report kinds:
 	                        bad_textname truncated_report broken_frame
 	                        bad_yaml_header empty_report invalid_utf8 huge_blob
 	                        not_in_index not_in_container badblob; container
 	                        kinds:
 	                        lz4_truncated lz4_corrupt lz4_content_size
 	                        tar_truncated
-	--huge-blob SIZE        size of a huge_blob measurement (default 1GiB)
+	--huge-blob SIZE        size of a huge_blob measurement (default: 1MiB
+	                        over --max-blob, the least that is flagged)
 	--max-blob SIZE         the run's --max-blob the truth assumes (default 64MiB)
+	-q                      no progress output
 
 Examples:
 
 	backfill gen --out corpus
 	backfill gen --out corpus --buckets 10 --reports 2000 --corrupt all=0.01
+	backfill gen --out corpus --corrupt huge_blob=0.01 --huge-blob 2MiB --max-blob 1MiB
 	backfill gen --profile ooni2018 --manifest-only --out corpus.tsv
 
 EXIT STATUS
@@ -112,6 +120,8 @@ func runGen(_ context.Context, args []string, std stdio) error {
 	fs.IntVar(&cfg.TimeSlots, "time-slots", 0, "")
 	fs.Var(&huge, "huge-blob", "")
 	fs.Var(&maxBlob, "max-blob", "")
+	quiet := false
+	fs.BoolVar(&quiet, "q", false, "")
 	fs.Func("corrupt", "", func(s string) error {
 		kind, rate, ok := strings.Cut(s, "=")
 		r, err := strconv.ParseFloat(rate, 64)
@@ -120,7 +130,12 @@ func runGen(_ context.Context, args []string, std stdio) error {
 		}
 		kinds := []string{kind}
 		if kind == "all" {
-			kinds = append(append([]string(nil), corpus.ReportKinds...), corpus.ContainerKinds...)
+			kinds = nil
+			for _, k := range append(append([]string(nil), corpus.ReportKinds...), corpus.ContainerKinds...) {
+				if k != corpus.KindHugeBlob {
+					kinds = append(kinds, k)
+				}
+			}
 		}
 		for _, k := range kinds {
 			cfg.Corrupt[k] = r
@@ -154,6 +169,7 @@ func runGen(_ context.Context, args []string, std stdio) error {
 		return usagef("gen: a count, size or fraction is out of range")
 	}
 	cfg.CanSize, cfg.HugeBlob, cfg.MaxBlob = int64(canSize), int64(huge), int64(maxBlob)
+	setHuge := len(setFlags(fs, "huge-blob")) > 0
 	switch cfg.Format {
 	case corpus.FormatCanned, corpus.FormatAutoclaved, corpus.FormatBoth:
 	default:
@@ -161,8 +177,17 @@ func runGen(_ context.Context, args []string, std stdio) error {
 	}
 	for k := range cfg.Corrupt {
 		if !corpus.IsKind(k) {
-			return usagef("gen: unknown corruption kind %q", k)
+			return usagef("gen: unknown corruption kind %q; the kinds are all, %s", k,
+				strings.Join(append(append([]string(nil), corpus.ReportKinds...), corpus.ContainerKinds...), ", "))
 		}
+	}
+	if !setHuge {
+		cfg.HugeBlob = cfg.MaxBlob + 1<<20
+	}
+	if !quiet {
+		p := newGenProgress(std.err, cfg.Buckets)
+		cfg.Progress = p.update
+		defer p.finish()
 	}
 	st, err := corpus.Generate(out, cfg)
 	if err != nil {
@@ -171,6 +196,47 @@ func runGen(_ context.Context, args []string, std stdio) error {
 	fmt.Fprintf(std.out, "buckets        %d\ncontainers     %d\nreports        %d\nmeasurements   %d (that get IDs)\nbytes          %s compressed, %s uncompressed\nground truth   %s\n",
 		st.Buckets, st.Containers, st.Reports, st.Measurements, humanBytes(st.Bytes), humanBytes(st.TextBytes), truthPath(out, cfg.Format))
 	return nil
+}
+
+// genProgress shows how far gen is: a line redrawn per bucket on a
+// terminal, a line every five seconds elsewhere.
+type genProgress struct {
+	w           io.Writer
+	tty         bool
+	total       int
+	start, last time.Time
+	st          corpus.Stats
+}
+
+func newGenProgress(w io.Writer, buckets int) *genProgress {
+	p := &genProgress{w: w, total: buckets, start: time.Now(), last: time.Now()}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.tty = true
+	}
+	return p
+}
+
+func (p *genProgress) line() string {
+	return fmt.Sprintf("backfill: gen: %d/%d buckets, %d reports, %s written", p.st.Buckets, p.total, p.st.Reports, humanBytes(p.st.Bytes))
+}
+
+func (p *genProgress) update(st corpus.Stats) {
+	p.st = st
+	switch {
+	case p.tty:
+		fmt.Fprintf(p.w, "\r%s\x1b[K", p.line())
+	case time.Since(p.last) >= 5*time.Second:
+		p.last = time.Now()
+		fmt.Fprintln(p.w, p.line())
+	}
+}
+
+func (p *genProgress) finish() {
+	if p.tty {
+		fmt.Fprint(p.w, "\r\x1b[K")
+	} else if time.Since(p.start) >= 5*time.Second {
+		fmt.Fprintln(p.w, p.line())
+	}
 }
 
 // genManifest writes the ooni2018 manifest to out ("" or "-": stdout).

@@ -5,6 +5,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -30,7 +31,7 @@ func genPG(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "corpus")
 	if code, out := call("gen", "--out", dir, "--seed", "31", "--buckets", "4", "--reports", "150", "--max-measurements", "6000",
-		"--corrupt", "all=0.02", "--huge-blob", "2MiB", "--max-blob", "1MiB"); code != 0 {
+		"--corrupt", "all=0.02", "--corrupt", "huge_blob=0.02", "--huge-blob", "2MiB", "--max-blob", "1MiB"); code != 0 {
 		t.Fatalf("gen: exit %d\n%s", code, out)
 	}
 	return dir
@@ -203,7 +204,10 @@ func TestPostgres_TwoProcesses(t *testing.T) {
 // The password of --dsn appears nowhere in the output of a failed run.
 func TestPostgres_PasswordNotShown(t *testing.T) {
 	const secret = "n0t-F0r-y0ur-eyes"
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "2017-06-01") // a bucket folder: the input is fine
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, args := range [][]string{
 		{"run", "--in", dir, "--sink", "postgres", "--dsn", "postgres://postgres:" + secret + "@127.0.0.1:1/x?connect_timeout=2"},
 		{"schema", "--dsn", "postgres://postgres:" + secret + "@127.0.0.1:1/x%zz"},

@@ -107,6 +107,9 @@ type Config struct {
 	// limit over which the ground truth expects oversized_blob.
 	HugeBlob int64
 	MaxBlob  int64
+	// Progress, when set, is called after each bucket with the stats so
+	// far (of the canned form, when both are written).
+	Progress func(Stats)
 }
 
 // DefaultConfig is a small corpus: a few buckets of YAML and JSON reports.
@@ -114,7 +117,7 @@ func DefaultConfig() Config {
 	return Config{
 		Seed: 1, Start: time.Date(2017, 6, 1, 0, 0, 0, 0, time.UTC), Buckets: 3, Reports: 200,
 		JSONFraction: 0.6, MinMeasurements: 10, Alpha: 1.2, MaxMeasurements: 1_000_003,
-		CanSize: 64 << 20, HugeBlob: 1 << 30, MaxBlob: 64 << 20,
+		CanSize: 64 << 20, HugeBlob: 65 << 20, MaxBlob: 64 << 20,
 	}
 }
 
@@ -230,6 +233,9 @@ func Generate(dir string, cfg Config) (Stats, error) {
 			}
 		}
 		st.Buckets++
+		if cfg.Progress != nil {
+			cfg.Progress(st)
+		}
 	}
 	for _, tf := range truths {
 		if tf != nil {

@@ -22,8 +22,12 @@ type Input struct {
 }
 
 // InputError is the error of ResolveInput: the folder given is not one a
-// run can read (a usage error, found before anything is written).
-type InputError struct{ msg string }
+// run can read (a usage error, found before anything is written). Its
+// message starts with the folder, but for a bad bucket name.
+type InputError struct {
+	msg  string
+	Name bool // a bad bucket name, not a bad folder
+}
 
 func (e *InputError) Error() string { return e.msg }
 
@@ -38,6 +42,11 @@ func inputErr(format string, args ...any) error {
 // that says what was looked for and, where it sees one, which folder was
 // probably meant.
 func ResolveInput(in string, names []string) (Input, error) {
+	for _, n := range names {
+		if !reader.IsBucketName(n) {
+			return Input{}, &InputError{msg: fmt.Sprintf("%q is not a bucket name (YYYY-MM-DD)", n), Name: true}
+		}
+	}
 	st, err := os.Stat(in)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -46,11 +55,6 @@ func ResolveInput(in string, names []string) (Input, error) {
 		return Input{}, inputErr("%s: %v", in, err)
 	case !st.IsDir():
 		return Input{}, inputErr("%s is a file; give the folder that holds the bucket folders (YYYY-MM-DD), or one bucket folder", in)
-	}
-	for _, n := range names {
-		if !reader.IsBucketName(n) {
-			return Input{}, inputErr("%q is not a bucket name (YYYY-MM-DD)", n)
-		}
 	}
 	clean := filepath.Clean(in)
 	if base := filepath.Base(clean); reader.IsBucketName(base) {

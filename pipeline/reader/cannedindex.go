@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/klauspost/compress/gzip"
@@ -60,8 +61,12 @@ func (e *IndexError) Error() string {
 func (e *IndexError) Unwrap() []error { return []error{ErrIndex, e.Err} }
 
 // MaxIndexRow bounds one row of an index. A tar row lists every report of
-// a slice of at most 64 MiB of reports, so real rows are far smaller.
-const MaxIndexRow = 64 << 20
+// a slice of at most 64 MiB of reports; each report takes at least 1 KiB
+// of the tar (a header block and a data block; 1.5 KiB with the LongLink
+// of a real textname) and under 250 bytes of the row, so a real row stays
+// under 16 MiB. A longer row is skipped without being kept: a hostile
+// index costs no more memory than this.
+const MaxIndexRow = 16 << 20
 
 // CannedIndexReader reads the rows of a canned index: gzip-compressed JSON
 // lines, or (for indexes written by shovel 0.0.13 and earlier) plain JSON
@@ -120,6 +125,10 @@ func (ir *CannedIndexReader) Next() (CannedFile, error) {
 			return CannedFile{}, io.EOF
 		}
 		line, err := ir.readLine()
+		var long *longRowError
+		if errors.As(err, &long) {
+			return CannedFile{}, &IndexError{Line: ir.line, Err: err}
+		}
 		if err != nil {
 			ir.done = true
 			if errors.Is(err, io.EOF) {
@@ -145,14 +154,28 @@ func (ir *CannedIndexReader) Next() (CannedFile, error) {
 }
 
 // readLine returns the next line without its "\n"; a last line without
-// "\n" is returned too. A line over MaxRow ends the index with an error.
+// "\n" is returned too. A line over MaxRow is read to its end without
+// being kept and is an *IndexError of its own; the next call goes on after
+// it.
 func (ir *CannedIndexReader) readLine() ([]byte, error) {
 	ir.buf = ir.buf[:0]
 	ir.line++
 	for {
 		chunk, err := ir.br.ReadSlice('\n')
 		if len(ir.buf)+len(chunk) > ir.MaxRow {
-			return nil, fmt.Errorf("row longer than %d bytes", ir.MaxRow)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = ir.br.ReadSlice('\n')
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				return nil, err
+			}
+			ir.buf = nil // do not keep what a hostile row made it grow to
+			return nil, &longRowError{max: ir.MaxRow}
+		}
+		if need := len(ir.buf) + len(chunk); need > cap(ir.buf) && need > 1<<20 {
+			// A row past 1 MiB gets room for MaxRow at once: doubling on
+			// the way there would leave as much again behind as garbage.
+			ir.buf = slices.Grow(ir.buf, ir.MaxRow-len(ir.buf))
 		}
 		ir.buf = append(ir.buf, chunk...)
 		switch {
@@ -170,6 +193,11 @@ func (ir *CannedIndexReader) readLine() ([]byte, error) {
 		}
 	}
 }
+
+// longRowError is a row over MaxRow, skipped.
+type longRowError struct{ max int }
+
+func (e *longRowError) Error() string { return fmt.Sprintf("row longer than %d bytes; skipped", e.max) }
 
 type rawText struct {
 	CRC32    *json.Number `json:"text_crc32"`

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -189,9 +190,19 @@ func TestCannedIndex_BadRows(t *testing.T) {
 // never a panic or a hang; truncations inside the deflate stream or its
 // trailer are reported.
 func TestCannedIndex_LongRow(t *testing.T) {
-	files, errs := readAllMax(t, gz(strings.Repeat("x", 5000)+"\n{}\n"), 4096)
-	if len(files) != 0 || len(errs) != 1 || !strings.Contains(errs[0].Error(), "row longer than 4096 bytes") {
-		t.Errorf("files %v, errors %v", files, errs)
+	// The long row is skipped, and the rows after it are read: a last
+	// line too, with or without its "\n".
+	index, _ := sampleIndex(t)
+	rows := strings.SplitAfter(strings.TrimSuffix(index, "\n"), "\n")
+	for _, tail := range []string{"\n", ""} {
+		data := rows[0] + strings.Repeat(" ", 20000) + "\n" + strings.Join(rows[1:], "") + tail
+		files, errs := readAllMax(t, gz(data), 4096)
+		if len(errs) != 1 || !strings.Contains(errs[0].Error(), "index line 2: row longer than 4096 bytes; skipped") {
+			t.Errorf("errors %v", errs)
+		}
+		if len(files) != len(rows) || len(rows) < 3 {
+			t.Fatalf("%d rows read, want %d (every row but the long one)", len(files), len(rows))
+		}
 	}
 }
 
@@ -228,4 +239,31 @@ func FuzzCannedIndex(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A hostile row (a gzip bomb of spaces, 4× MaxIndexRow) is skipped with at
+// most MaxIndexRow allocated for it, and the rows after it are read.
+func TestCannedIndex_HostileRowMemory(t *testing.T) {
+	index, _ := sampleIndex(t)
+	rows := strings.SplitAfter(strings.TrimSuffix(index, "\n"), "\n")
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write([]byte(rows[0]))
+	spaces := bytes.Repeat([]byte(" "), 1<<20)
+	for range 4 * MaxIndexRow >> 20 {
+		zw.Write(spaces)
+	}
+	zw.Write([]byte("\n" + strings.Join(rows[1:], "")))
+	zw.Close()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	files, errs := readAllMax(t, buf.Bytes(), MaxIndexRow)
+	runtime.ReadMemStats(&after)
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "skipped") || len(files) != len(rows) {
+		t.Fatalf("%d rows, errors %v; want %d rows and the long one skipped", len(files), errs, len(rows))
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > MaxIndexRow+8<<20 {
+		t.Errorf("reading the index allocated %d MiB, want at most MaxIndexRow (%d MiB) and a little", got>>20, MaxIndexRow>>20)
+	}
 }

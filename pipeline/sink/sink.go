@@ -194,5 +194,5 @@ type BucketWriter interface {
 // CollisionRecord is the dead letter of a report rejected for a
 // collision. A bucket lists these after its other records, by textname.
 func CollisionRecord(bucket string, r *Report, msg string) deadletter.Record {
-	return deadletter.Record{Bucket: bucket, File: r.Container, Textname: r.Textname, Offset: r.Offset, Reason: deadletter.Collision, Message: msg}
+	return deadletter.Record{Bucket: bucket, File: r.Container, Textname: r.Textname, Offset: r.Offset, Reason: deadletter.Collision, Kind: deadletter.Reject, Message: msg}
 }

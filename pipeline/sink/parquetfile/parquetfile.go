@@ -308,7 +308,7 @@ func (w *bucketWriter) Report(r *sink.Report) error {
 }
 
 // DeadLetter implements sink.BucketWriter.
-func (w *bucketWriter) DeadLetter(d deadletter.Record) error { return w.dl.Encode(d) }
+func (w *bucketWriter) DeadLetter(d deadletter.Record) error { return w.dl.Encode(d.Classified()) }
 
 // Commit implements sink.BucketWriter.
 func (w *bucketWriter) Commit(ctx context.Context, c sink.Counts) (sink.Counts, error) {
