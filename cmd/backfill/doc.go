@@ -11,6 +11,7 @@ Commands:
 
 	run          backfill OOIDs over OONI canned or autoclaved buckets into Parquet or PostgreSQL
 	schema       create the PostgreSQL tables of run --sink postgres
+	status       show what an output holds: buckets, rejects, notices, what --resume would do
 	audit        count OOID collisions per counter width and SHA-1 offset
 	gen          write a synthetic corpus (or manifest) with its ground truth
 	ooid         compute backfilled OOIDs for textnames and measurement indexes
@@ -25,6 +26,7 @@ lines and progress go to standard error.
 Examples:
 
 	backfill gen --out corpus && backfill run --in corpus --out out
+	backfill status out --in corpus
 	backfill audit --counter-bits 20..28 --offsets all corpus.tsv
 	backfill ooid 2012-12-05/20121205T071421Z-MM-AS18399-http_invalid_request_line-no_report_id-0.1.0-probe.yaml 0 1
 	printf '%s\t%d\n' "$TEXTNAME" 7 | backfill ooid -
@@ -35,7 +37,8 @@ EXIT STATUS
 	0    success
 	1    failure: nothing is guaranteed
 	2    usage error
-	3    completed, but some inputs were rejected (each one reported)
+	3    completed, but some inputs were rejected (each one reported);
+	     run: with --strict, notices count too
 	130  interrupted
 */
 package main

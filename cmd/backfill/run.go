@@ -118,6 +118,7 @@ func commands() []command {
 	return []command{
 		{name: "run", help: runHelp, run: runRun},
 		{name: "schema", help: schemaHelp, run: runSchema},
+		{name: "status", help: statusHelp, run: runStatus},
 		{name: "audit", help: auditHelp, run: runAudit},
 		{name: "gen", help: genHelp, run: runGen},
 		{name: "ooid", help: ooidHelp, run: runOOID},

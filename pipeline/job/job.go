@@ -315,6 +315,9 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (Summary, error) {
 					continue
 				}
 				if err != nil {
+					if fr, ok := s.(sink.FailureRecorder); ok && ctx.Err() == nil {
+						fr.RecordFailure(j.meta, err)
+					}
 					return err
 				}
 				continue

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"time"
 
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
@@ -195,4 +196,28 @@ type BucketWriter interface {
 // collision. A bucket lists these after its other records, by textname.
 func CollisionRecord(bucket string, r *Report, msg string) deadletter.Record {
 	return deadletter.Record{Bucket: bucket, File: r.Container, Textname: r.Textname, Offset: r.Offset, Reason: deadletter.Collision, Kind: deadletter.Reject, Message: msg}
+}
+
+// BucketState is what an output holds of a bucket, from its ledger: the
+// status command's row.
+type BucketState struct {
+	Meta     Meta
+	Status   string // StatusCommitted or StatusFailed
+	Error    string // why a failed bucket failed
+	Counts   Counts
+	Finished time.Time
+}
+
+// The states of a bucket in a ledger.
+const (
+	StatusCommitted = "committed"
+	// StatusFailed is a bucket whose last load failed and that holds no
+	// committed output: --resume loads it again.
+	StatusFailed = "failed"
+)
+
+// FailureRecorder is a Sink that keeps a record of a bucket whose load
+// failed, for the status command; the next commit of the bucket clears it.
+type FailureRecorder interface {
+	RecordFailure(m Meta, failure error)
 }

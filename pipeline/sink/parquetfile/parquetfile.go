@@ -357,6 +357,7 @@ func (w *bucketWriter) commit(ctx context.Context, c sink.Counts) error {
 		}
 	}
 	w.done = true
+	os.Remove(w.s.path("ledger", w.m.Bucket, failedExt))
 	return os.RemoveAll(w.tmp)
 }
 

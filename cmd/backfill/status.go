@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/backfill-dev/backfill/pipeline/job"
+	"github.com/backfill-dev/backfill/pipeline/reader"
+	"github.com/backfill-dev/backfill/pipeline/sink"
+	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
+	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
+)
+
+const statusHelp = `Usage: backfill status OUT [--in DIR] [--json]
+       backfill status --sink postgres [--dsn URL] [--pg-schema NAME] [--in DIR] [--json]
+
+Show what an output holds, from its ledger: the Parquet output folder OUT
+of backfill run, or the tables of a PostgreSQL schema. Per bucket: its
+status (committed, or failed with its error), the scheme it was made
+under, its reports and measurements, and its rejects and notices; then
+the rejects and notices of all buckets by reason. For a Parquet folder it
+also says whether a run is writing to it now (and its PID).
+
+With --in DIR (the input of the runs), it also says what
+backfill run --resume would still do: the buckets of DIR that are not
+committed, failed, or committed from other input (their files changed
+since).
+
+It reads and never writes; a run may go on meanwhile.
+
+Flags:
+
+	--sink NAME         parquet (default: OUT is a folder) or postgres
+	--dsn URL           PostgreSQL connection string; the PG* environment
+	                    variables fill in what it leaves out
+	--pg-schema NAME    schema of the tables (default ` + pgcopy.DefaultSchema + `)
+	--in DIR            the folder of bucket folders the runs read
+	--json              one JSON object instead of the table
+
+Examples:
+
+	backfill status out
+	backfill status out --in corpus --json
+	backfill status --sink postgres --dsn postgres://me@db/ooni
+
+EXIT STATUS
+
+	0    the status was shown
+	1    failure (the output cannot be read)
+	2    usage error
+`
+
+// statusBucket is a bucket's row of the status.
+type statusBucket struct {
+	Bucket          string           `json:"bucket"`
+	Status          string           `json:"status"`
+	Error           string           `json:"error,omitempty"`
+	Fingerprint     string           `json:"input_fingerprint"`
+	CounterBits     int              `json:"counter_bits"`
+	SHA1Offset      int              `json:"sha1_offset"`
+	NdxPolicy       string           `json:"ndx_policy"`
+	Reports         int64            `json:"reports"`
+	Measurements    int64            `json:"measurements"`
+	Rejects         int64            `json:"rejects"`
+	Notices         int64            `json:"notices"`
+	RejectsByReason map[string]int64 `json:"rejects_by_reason"`
+	NoticesByReason map[string]int64 `json:"notices_by_reason"`
+	Finished        time.Time        `json:"finished"`
+}
+
+// statusTodo is a bucket --resume would load.
+type statusTodo struct {
+	Bucket string `json:"bucket"`
+	Why    string `json:"why"`
+}
+
+type statusReport struct {
+	Output          string           `json:"output"`
+	WriterPID       int              `json:"writer_pid,omitempty"` // a run writing to a Parquet folder now
+	Committed       int              `json:"committed"`
+	Failed          int              `json:"failed"`
+	Reports         int64            `json:"reports"`
+	Measurements    int64            `json:"measurements"`
+	Rejects         int64            `json:"rejects"`
+	Notices         int64            `json:"notices"`
+	RejectsByReason map[string]int64 `json:"rejects_by_reason"`
+	NoticesByReason map[string]int64 `json:"notices_by_reason"`
+	Buckets         []statusBucket   `json:"buckets"`
+	// Resume lists what run --resume would still do, with --in.
+	Resume []statusTodo `json:"resume,omitempty"`
+}
+
+func runStatus(ctx context.Context, args []string, std stdio) error {
+	fs := newFlagSet("status", statusHelp, std)
+	var sinkName, in string
+	var asJSON bool
+	var pf pgFlags
+	pf.register(fs, false)
+	fs.StringVar(&sinkName, "sink", "parquet", "")
+	fs.StringVar(&in, "in", "", "")
+	fs.BoolVar(&asJSON, "json", false, "")
+	rest, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	pgOnly := setFlags(fs, "dsn", "pg-schema")
+	switch {
+	case sinkName != "parquet" && sinkName != "postgres":
+		return usagef("status: --sink must be parquet or postgres")
+	case sinkName == "parquet" && len(rest) != 1:
+		return usagef("status: name one output folder (or --sink postgres)")
+	case sinkName == "parquet" && len(pgOnly) > 0:
+		return usagef("status: %s %s for --sink postgres", strings.Join(pgOnly, ", "), isAre(len(pgOnly)))
+	case sinkName == "postgres" && len(rest) > 0:
+		return usagef("status: with --sink postgres the output is --dsn and --pg-schema, not %q", rest[0])
+	}
+	var input job.Input
+	if in != "" {
+		if input, err = job.ResolveInput(in, nil); err != nil {
+			return usagef("status: --in %v", err)
+		}
+	}
+	var rep statusReport
+	var states []sink.BucketState
+	switch sinkName {
+	case "parquet":
+		if !isDir(rest[0]) {
+			return usagef("status: %s is not a folder", rest[0])
+		}
+		if states, err = parquetfile.ReadState(rest[0]); err != nil {
+			return err
+		}
+		rep.Output = "Parquet in " + absPath(rest[0])
+		if pid, locked := parquetfile.Holder(rest[0]); locked {
+			rep.WriterPID = max(pid, -1)
+		}
+	case "postgres":
+		s, err := pgcopy.Open(ctx, pf.options(std))
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		if states, err = s.State(ctx); err != nil {
+			return err
+		}
+		rep.Output = s.String()
+	}
+	rep.fill(states)
+	if in != "" {
+		rep.Resume = resumeTodo(input, states)
+	}
+	if asJSON {
+		b, _ := json.Marshal(rep)
+		fmt.Fprintf(std.out, "%s\n", b)
+		return nil
+	}
+	rep.print(std.out, in != "")
+	return nil
+}
+
+func (rep *statusReport) fill(states []sink.BucketState) {
+	rep.RejectsByReason, rep.NoticesByReason, rep.Buckets = map[string]int64{}, map[string]int64{}, []statusBucket{}
+	for _, st := range states {
+		r, n := st.Counts.Totals()
+		b := statusBucket{Bucket: st.Meta.Bucket, Status: st.Status, Error: st.Error, Fingerprint: st.Meta.Fingerprint,
+			CounterBits: st.Meta.Scheme.CounterBits, SHA1Offset: st.Meta.Scheme.SHA1Offset, NdxPolicy: st.Meta.NdxPolicy,
+			Reports: st.Counts.Reports, Measurements: st.Counts.Measurements, Rejects: r, Notices: n,
+			RejectsByReason: st.Counts.Rejects, NoticesByReason: st.Counts.Notices(), Finished: st.Finished}
+		rep.Buckets = append(rep.Buckets, b)
+		if st.Status != sink.StatusCommitted {
+			rep.Failed++
+			continue
+		}
+		rep.Committed++
+		rep.Reports += b.Reports
+		rep.Measurements += b.Measurements
+		rep.Rejects += r
+		rep.Notices += n
+		for k, v := range b.RejectsByReason {
+			rep.RejectsByReason[k] += v
+		}
+		for k, v := range b.NoticesByReason {
+			rep.NoticesByReason[k] += v
+		}
+	}
+}
+
+// resumeTodo lists the buckets of the input that run --resume would load:
+// not committed, failed, or committed from other input.
+func resumeTodo(in job.Input, states []sink.BucketState) []statusTodo {
+	byBucket := map[string]sink.BucketState{}
+	for _, st := range states {
+		byBucket[st.Meta.Bucket] = st
+	}
+	todo := []statusTodo{}
+	for _, name := range in.Buckets {
+		st, ok := byBucket[name]
+		switch {
+		case !ok:
+			todo = append(todo, statusTodo{name, "not committed"})
+		case st.Status != sink.StatusCommitted:
+			todo = append(todo, statusTodo{name, "its last load failed"})
+		default:
+			b, err := reader.Open(filepath.Join(in.Dir, name), reader.Options{})
+			if err != nil {
+				todo = append(todo, statusTodo{name, "its folder cannot be read: " + err.Error()})
+			} else if b.Fingerprint != st.Meta.Fingerprint {
+				todo = append(todo, statusTodo{name, "its input changed since it was committed"})
+			}
+		}
+	}
+	return todo
+}
+
+func (rep *statusReport) print(w io.Writer, withResume bool) {
+	fmt.Fprintf(w, "output         %s\n", rep.Output)
+	switch {
+	case rep.WriterPID > 0:
+		fmt.Fprintf(w, "writer         a run (pid %d) is writing to it now\n", rep.WriterPID)
+	case rep.WriterPID < 0:
+		fmt.Fprintf(w, "writer         a run is writing to it now\n")
+	}
+	schemes := map[string]bool{}
+	for _, b := range rep.Buckets {
+		schemes[fmt.Sprintf("counter_bits=%d sha1_offset=%d ndx=%s", b.CounterBits, b.SHA1Offset, b.NdxPolicy)] = true
+	}
+	for _, s := range slices.Sorted(maps.Keys(schemes)) {
+		fmt.Fprintf(w, "scheme         %s\n", s)
+	}
+	fmt.Fprintf(w, "buckets        %d committed, %d failed\n", rep.Committed, rep.Failed)
+	fmt.Fprintf(w, "reports        %d\n", rep.Reports)
+	fmt.Fprintf(w, "measurements   %d\n", rep.Measurements)
+	fmt.Fprintf(w, "rejects        %d\n", rep.Rejects)
+	for _, r := range slices.Sorted(maps.Keys(rep.RejectsByReason)) {
+		fmt.Fprintf(w, "  %-20s %d\n", r, rep.RejectsByReason[r])
+	}
+	fmt.Fprintf(w, "notices        %d\n", rep.Notices)
+	for _, r := range slices.Sorted(maps.Keys(rep.NoticesByReason)) {
+		fmt.Fprintf(w, "  %-20s %d\n", r, rep.NoticesByReason[r])
+	}
+	if len(rep.Buckets) > 0 {
+		fmt.Fprintf(w, "\n%-12s %-10s %10s %13s %8s %8s  %s\n", "BUCKET", "STATUS", "REPORTS", "MEASUREMENTS", "REJECTS", "NOTICES", "FINISHED")
+		for _, b := range rep.Buckets {
+			fmt.Fprintf(w, "%-12s %-10s %10d %13d %8d %8d  %s\n", b.Bucket, b.Status, b.Reports, b.Measurements, b.Rejects, b.Notices,
+				b.Finished.Format(time.RFC3339))
+			if b.Error != "" {
+				fmt.Fprintf(w, "  error: %s\n", b.Error)
+			}
+		}
+	}
+	if withResume {
+		if len(rep.Resume) == 0 {
+			fmt.Fprintf(w, "\nresume         nothing to do: every bucket of the input is committed from it\n")
+			return
+		}
+		fmt.Fprintf(w, "\nresume         run --resume would load %d buckets:\n", len(rep.Resume))
+		for _, t := range rep.Resume {
+			fmt.Fprintf(w, "  %-12s %s\n", t.Bucket, t.Why)
+		}
+	}
+}

@@ -1,0 +1,77 @@
+package parquetfile
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/backfill-dev/backfill/pipeline/sink"
+)
+
+// failure is the content of ledger/B.failed.json: a bucket whose last
+// commit failed. A commit of the bucket removes it.
+type failure struct {
+	Bucket      string    `json:"bucket"`
+	Fingerprint string    `json:"input_fingerprint"`
+	CounterBits int       `json:"counter_bits"`
+	SHA1Offset  int       `json:"sha1_offset"`
+	NdxPolicy   string    `json:"ndx_policy"`
+	Error       string    `json:"error"`
+	Failed      time.Time `json:"failed"`
+}
+
+const failedExt = ".failed.json"
+
+// RecordFailure implements sink.FailureRecorder: it writes
+// ledger/B.failed.json, unless the bucket is committed (its output is
+// whole, and stays).
+func (s *Sink) RecordFailure(m sink.Meta, err error) {
+	if _, e := os.Stat(s.path("ledger", m.Bucket, ".json")); e == nil {
+		return
+	}
+	b, _ := json.MarshalIndent(failure{Bucket: m.Bucket, Fingerprint: m.Fingerprint, CounterBits: m.Scheme.CounterBits,
+		SHA1Offset: m.Scheme.SHA1Offset, NdxPolicy: m.NdxPolicy, Error: err.Error(), Failed: time.Now().UTC()}, "", "  ")
+	writeSynced(s.path("ledger", m.Bucket, failedExt), append(b, '\n'))
+}
+
+// ReadState reads the ledger of the output folder dir: every committed
+// bucket with its counts, and every bucket whose last commit failed, by
+// bucket. It takes no lock: a run may be writing meanwhile (see Holder).
+func ReadState(dir string) ([]sink.BucketState, error) {
+	if st, err := os.Stat(filepath.Join(dir, "ledger")); err != nil || !st.IsDir() {
+		return nil, errors.New(dir + " is not an output folder of backfill run (it has no ledger/)")
+	}
+	ents, err := os.ReadDir(filepath.Join(dir, "ledger"))
+	if err != nil {
+		return nil, err
+	}
+	var out []sink.BucketState
+	for _, e := range ents {
+		name := e.Name()
+		data, err := os.ReadFile(filepath.Join(dir, "ledger", name))
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case strings.HasSuffix(name, failedExt):
+			var f failure
+			if err := json.Unmarshal(data, &f); err != nil {
+				return nil, errors.New("ledger/" + name + ": " + err.Error())
+			}
+			l := Ledger{Bucket: f.Bucket, Fingerprint: f.Fingerprint, CounterBits: f.CounterBits, SHA1Offset: f.SHA1Offset, NdxPolicy: f.NdxPolicy}
+			out = append(out, sink.BucketState{Meta: l.meta(), Status: sink.StatusFailed, Error: f.Error, Finished: f.Failed, Counts: sink.NewCounts()})
+		case strings.HasSuffix(name, ".json"):
+			var l Ledger
+			if err := json.Unmarshal(data, &l); err != nil {
+				return nil, errors.New("ledger/" + name + ": " + err.Error())
+			}
+			out = append(out, sink.BucketState{Meta: l.meta(), Status: sink.StatusCommitted, Counts: l.Counts.Clone(), Finished: l.Finished})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Meta.Bucket < out[j].Meta.Bucket })
+	return out, nil
+}

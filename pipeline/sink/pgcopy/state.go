@@ -1,0 +1,37 @@
+package pgcopy
+
+import (
+	"context"
+	"time"
+
+	"github.com/backfill-dev/backfill/pipeline/ooid"
+	"github.com/backfill-dev/backfill/pipeline/sink"
+)
+
+// State reads the ledger: every bucket with its status, counts and, for a
+// failed one, its error, by bucket.
+func (s *Sink) State(ctx context.Context) ([]sink.BucketState, error) {
+	rows, err := s.conn.Query(ctx, `SELECT bucket::text, input_fingerprint, counter_bits, sha1_offset, ndx_policy, version,
+		status, coalesce(error, ''), reports, measurements, dead_letters_by_reason, rejects_by_reason, bytes_in, bytes_out,
+		coalesce(finished_at, started_at)
+		FROM `+s.q("ledger")+` ORDER BY bucket`)
+	if err != nil {
+		return nil, s.clean(err)
+	}
+	defer rows.Close()
+	var out []sink.BucketState
+	for rows.Next() {
+		st := sink.BucketState{Counts: sink.NewCounts()}
+		var bits, off int16
+		var finished time.Time
+		if err := rows.Scan(&st.Meta.Bucket, &st.Meta.Fingerprint, &bits, &off, &st.Meta.NdxPolicy, &st.Meta.Version,
+			&st.Status, &st.Error, &st.Counts.Reports, &st.Counts.Measurements, &st.Counts.DeadLetters, &st.Counts.Rejects,
+			&st.Counts.BytesIn, &st.Counts.BytesOut, &finished); err != nil {
+			return nil, s.clean(err)
+		}
+		st.Meta.Scheme = ooid.Scheme{CounterBits: int(bits), SHA1Offset: int(off)}
+		st.Finished = finished.UTC()
+		out = append(out, st)
+	}
+	return out, s.clean(rows.Err())
+}
