@@ -14,13 +14,18 @@ import (
 
 	"golang.org/x/tools/txtar"
 
+	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 )
 
 // TestCLI runs the scenarios of testdata/cli/*.txtar in process. The
-// archive comment holds "args: ..." (split at spaces) and "exit: N"; the
-// files are stdin, stdout (compared exactly), stdout-contains and stderr
-// (each of their lines must appear in that output).
+// archive comment holds "args: ..." (split at spaces) and "exit: N", and
+// any number of "setup: ..." commands run first, each of which must exit 0
+// or 3; the files are stdin, stdout (compared exactly), stdout-contains and
+// stderr (each of their lines must appear in that output), stderr-lacks
+// (none of its lines may appear), and fs/PATH,
+// written to $WORK/PATH first. $WORK is a fresh folder and $PGDSN the URL
+// of a fresh database on the test server, wherever they appear.
 func TestCLI(t *testing.T) {
 	files, err := filepath.Glob("testdata/cli/*.txtar")
 	if err != nil || len(files) == 0 {
@@ -32,10 +37,36 @@ func TestCLI(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			work := t.TempDir()
+			pgdsn := ""
+			expand := func(s string) string {
+				if strings.Contains(s, "$PGDSN") && pgdsn == "" {
+					pgdsn = pgtest.NewDatabase(t)
+				}
+				return strings.ReplaceAll(strings.ReplaceAll(s, "$WORK", work), "$PGDSN", pgdsn)
+			}
+			ar.Comment = []byte(expand(string(ar.Comment)))
 			args, wantExit := scenarioHeader(t, ar.Comment)
 			parts := map[string][]byte{}
 			for _, f := range ar.Files {
-				parts[f.Name] = f.Data
+				if p, ok := strings.CutPrefix(f.Name, "fs/"); ok {
+					path := filepath.Join(work, filepath.FromSlash(p))
+					if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(path, f.Data, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				parts[f.Name] = []byte(expand(string(f.Data)))
+			}
+			for _, line := range strings.Split(string(ar.Comment), "\n") {
+				if v, ok := strings.CutPrefix(line, "setup:"); ok {
+					if code, out := call(strings.Fields(v)...); code != exitOK && code != exitRejects {
+						t.Fatalf("setup %s: exit %d\n%s", v, code, out)
+					}
+				}
 			}
 			var stdout, stderr bytes.Buffer
 			err = run(context.Background(), args, stdio{in: bytes.NewReader(parts["stdin"]), out: &stdout, err: &stderr})
@@ -48,6 +79,11 @@ func TestCLI(t *testing.T) {
 			}
 			containsLines(t, "stdout", stdout.String(), parts["stdout-contains"])
 			containsLines(t, "stderr", stderr.String(), parts["stderr"])
+			for _, line := range strings.Split(strings.TrimSpace(string(parts["stderr-lacks"])), "\n") {
+				if line != "" && strings.Contains(stderr.String(), line) {
+					t.Errorf("stderr contains %q:\n%s", line, stderr.String())
+				}
+			}
 		})
 	}
 }
