@@ -166,7 +166,7 @@ func cachedFile(b *testing.B, name string, write func(w *bufio.Writer)) string {
 }
 
 // BenchmarkOOIDStdin: "backfill ooid -" on 1 M lines, against the
-// ooni-uuid.md definition in plain Python on the same file.
+// ooni-uuid definition in plain Python on the same file.
 func BenchmarkOOIDStdin(b *testing.B) {
 	const n = 1_000_000
 	in := ooidLines(b, n)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Baseline for the OOID benchmarks: the docs/ooni-uuid.md definition of an
+"""Baseline for the OOID benchmarks: the ooni-uuid definition of an
 OOID in plain Python (regex with a backreference, calendar.timegm, hashlib),
 reading "TEXTNAME<TAB>NDX" lines and writing "OOID<TAB>TEXTNAME<TAB>NDX".
 It does per measurement what the definition says, with no caching."""

@@ -50,7 +50,7 @@ Flags:
 	--pairs N             pairs to list per result (default 10); the counts
 	                      are never cut
 	--predict             print beside each result the probability of no
-	                      collision that docs/ooid-hash-prob.ipynb's model
+	                      collision that the ooid-hash-prob notebook's model
 	                      predicts from the corpus's shared timestamps
 	--json                one JSON object on stdout
 	--workers N           containers read at once, for bucket folders

@@ -162,16 +162,16 @@ func TestBinary(t *testing.T) {
 	_ = os.Remove(bin)
 }
 
-// TestDocsListCommands: every command has a README section, a line in the
+// TestDocsListCommands: every command has a section in docs/cli.md, a line in the
 // main help, and an EXIT STATUS section in its own help.
 func TestDocsListCommands(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/cli.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range commands() {
 		if !strings.Contains(string(readme), "### `backfill "+c.name+"`") {
-			t.Errorf("README has no section for %s", c.name)
+			t.Errorf("docs/cli.md has no section for %s", c.name)
 		}
 		if !strings.Contains(mainHelp(), "\t"+c.name+" ") {
 			t.Errorf("main help does not list %s", c.name)

@@ -227,3 +227,19 @@ func TestRun_OneWriterPerOutput(t *testing.T) {
 		t.Errorf(".tmp left behind: %v", err)
 	}
 }
+
+// An interrupted run says what it committed and prints the command that
+// resumes it, its arguments quoted for the shell.
+func TestRun_InterruptMessage(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "with space")
+	genCorpus(t, dir+"/c")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var errb bytes.Buffer
+	args := []string{"run", "--in", dir + "/c", "--out", dir + "/out", "--workers", "1"}
+	code := exitCode(run(ctx, args, stdio{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &errb}), &errb)
+	want := "backfill: to finish, run: backfill run --resume --in '" + dir + "/c' --out '" + dir + "/out' --workers 1"
+	if code != exitInterrupted || !strings.Contains(errb.String(), "0 buckets committed in this run, each whole") || !strings.Contains(errb.String(), want) {
+		t.Errorf("exit %d, stderr:\n%s\nwant a line %q", code, errb.String(), want)
+	}
+}

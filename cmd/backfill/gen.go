@@ -42,7 +42,7 @@ manifest (TEXTNAME<TAB>N lines, the input of backfill audit) at the scale of
 the real OONI corpus up to 2018-06-20: 3.6 M reports, 147 M measurements,
 316,084 timestamps shared by 753,235 reports holding 40,440,216
 measurements (at most 20 per timestamp), timestamps 0x50bef44d..0x5b29a005,
-the five largest reports of docs/ooni-uuid.md, the three report_id forms
+the five largest reports of ooni-uuid, the three report_id forms
 (timestamped ids whose time may differ from the filename's), and reports
 uploaded again into a later bucket. It goes to --out FILE or standard
 output; its statistics go to standard error.

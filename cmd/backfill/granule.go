@@ -18,7 +18,7 @@ import (
 
 const granuleHelp = `Usage: backfill granule-id --collection-id C [--hash-length N] [--include-timestamp] ID...
        backfill granule-id [--collection-id C] [--hash-length N] [--include-timestamp] -
-       backfill granule-id --payload FILE|- [--config FILE] [--hash-length N] [--include-timestamp]
+       backfill granule-id --payload FILE|- [--config FILE|JSON] [--hash-length N] [--include-timestamp]
        backfill granule-id --risk [--hash-length N] [--ingests N]
        backfill granule-id --risk --simulate --hash-length N [--ingests N] [--trials N] [--seed N]
 
@@ -62,7 +62,8 @@ Flags:
 	--include-timestamp   hash "<collectionId>_<nanoseconds>": IDs differ on
 	                      every call, even within one nanosecond
 	--payload FILE        JSON payload for the AddUniqueGranuleId task ("-": stdin)
-	--config FILE         JSON task config {"hashLength":…, "includeTimestampHashKey":…}
+	--config FILE|JSON    the task config {"hashLength":…, "includeTimestampHashKey":…}:
+	                      a file, or the JSON object itself
 	--risk                print collision probabilities
 	--ingests N           same-ID ingests for --risk (default 10000)
 	--simulate            with --risk: measure the rate with real IDs

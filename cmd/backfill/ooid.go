@@ -25,7 +25,7 @@ extra fields, longer than 64 KiB) is reported on standard error with its
 line number and reason; the other lines are still processed.
 
 The ts comes from the textname: the report_id timestamp when there is one,
-else the filename timestamp; textnames outside the ooni-uuid.md grammar but
+else the filename timestamp; textnames outside the ooni-uuid grammar but
 inside the canning grammar use the filename timestamp. The counter is
 (int(sha1(TEXTNAME).hexdigest()[off:off+7], 16) + NDX) mod 2^bits.
 

@@ -148,8 +148,14 @@ func TestPostgres_KillAndResume(t *testing.T) {
 	}
 	time.Sleep(full / 3)
 	cmd.Process.Signal(syscall.SIGINT)
-	if code := exitOf(cmd.Wait()); code != 130 && code != 3 {
+	code := exitOf(cmd.Wait())
+	if code != 130 && code != 3 {
 		t.Fatalf("SIGINT: exit %d, want 130\n%s", code, stderr.String())
+	}
+	// Interrupted, the run says what it committed and how to go on.
+	if code == 130 && (!strings.Contains(stderr.String(), "buckets committed in this run, each whole") ||
+		!strings.Contains(stderr.String(), "to finish, run: backfill run --resume --in "+in)) {
+		t.Errorf("SIGINT: stderr does not say what was committed and how to resume:\n%s", stderr.String())
 	}
 	checksum(t, dsn)
 

@@ -150,7 +150,7 @@ func TestViolations(t *testing.T) {
 }
 
 // mention matches a file name of a document or notebook in prose or
-// code: "docs/design.md", "DESIGN.md §3", "ooid-hash-prob.ipynb".
+// code: "docs/design.md", "docs/design.md §3", "the ooid-hash-prob notebook".
 var mention = regexp.MustCompile(`[A-Za-z0-9_./-]*[A-Za-z0-9_-]\.(md|ipynb)\b`)
 
 // url matches a web address, whose path names files of other projects.

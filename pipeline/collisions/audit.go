@@ -186,7 +186,7 @@ func (r *Result) add(p Pair, keep int) {
 
 // Predict returns log2 of the probability that no two reports collide
 // when every report of a group gets a uniformly random counter base in a
-// space of 2^bits values: the model of docs/ooid-hash-prob.ipynb,
+// space of 2^bits values: the model of the ooid-hash-prob notebook,
 //
 //	P_group = C(2^bits − M + K, K) · K! / (2^bits)^K,   P = Π P_group,
 //

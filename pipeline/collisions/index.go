@@ -2,7 +2,7 @@
 // share, exactly, and says which report keeps its IDs.
 //
 // Two reports collide only when they share a timestamp and their counter
-// ranges [base, base+n) modulo 2^bits overlap (DESIGN.md §3). Three tools
+// ranges [base, base+n) modulo 2^bits overlap (docs/design.md §3). Three tools
 // work on that fact:
 //
 //   - [Index] holds the IDs of every report added to it in a sharded

@@ -2,7 +2,7 @@ package collisions
 
 import "fmt"
 
-// Resolver applies the collision policy of DESIGN.md §3 to reports as they
+// Resolver applies the collision policy of docs/design.md §3 to reports as they
 // are added: of two reports whose IDs overlap, the one whose textname sorts
 // first keeps its IDs and the other is rejected whole.
 //

@@ -35,7 +35,7 @@ const (
 const FrameFlush = 262144
 
 // The autoclaved form of a bucket is what OONI's autoclaving step made of
-// the canned one (ooni-formats.md §2): the same file names; tar members
+// the canned one (docs/formats.md §2): the same file names; tar members
 // named by textname holding one normalised JSON line per datum; a chain of
 // LZ4 frames per file, flushed by FrameFlush and never splitting a write;
 // index.json.gz as the flat event stream the writer emitted at each

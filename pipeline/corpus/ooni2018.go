@@ -13,7 +13,7 @@ import (
 )
 
 // The published statistics of the OONI corpus up to bucket 2018-06-20
-// (docs/ooni-uuid.md, docs/ooid-hash-prob.ipynb) that the ooni2018
+// (ooni-uuid, the ooid-hash-prob notebook) that the ooni2018
 // manifest reproduces.
 const (
 	OONI2018Reports      = 3_600_000
@@ -25,14 +25,14 @@ const (
 	OONI2018MaxTS        = 0x5b29a005 // 2018-06-20 00:29:57
 )
 
-// OONI2018Largest are the largest reports of docs/ooni-uuid.md.
+// OONI2018Largest are the largest reports of ooni-uuid.
 var OONI2018Largest = []uint32{1_000_003, 65_007, 41_889, 40_875, 30_949}
 
 // Group is the reports sharing one timestamp.
 type Group struct{ Reports, Measurements int64 }
 
 // NotebookGroups returns shared-timestamp groups that honour everything
-// docs/ooid-hash-prob.ipynb publishes of its input (its per-group file is
+// the ooid-hash-prob notebook publishes of its input (its per-group file is
 // not published): 316,084 groups, 753,235 reports, 40,440,216
 // measurements, at most 20 reports per group, and its first five rows.
 // Group sizes fall off geometrically; one group in 21 holds about 500

@@ -179,7 +179,7 @@ func (r *report) endOf(i int) int64 {
 	return at
 }
 
-// kept is how many measurements of the report get IDs, as DESIGN.md §2
+// kept is how many measurements of the report get IDs, as docs/design.md §2
 // numbers them.
 func (r *report) kept() int {
 	switch r.corrupt {

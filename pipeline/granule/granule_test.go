@@ -21,7 +21,7 @@ func naive(id, collectionID string, hashLength int) string {
 	return id + "_" + h[:min(hashLength, len(h))]
 }
 
-// TestUniqueGranuleID_Vectors: the golden vectors of cumulus.md §1.5.
+// TestUniqueGranuleID_Vectors: the golden vectors of docs/granules.md.
 func TestUniqueGranuleID_Vectors(t *testing.T) {
 	for _, tc := range []struct {
 		id, collection string
@@ -172,7 +172,7 @@ func granules(m map[string]any) []map[string]any {
 	return gs
 }
 
-// The AddUniqueGranuleId scenarios of cumulus.md §1.5.
+// The AddUniqueGranuleId scenarios of docs/granules.md.
 func TestAddUniqueGranuleIDs(t *testing.T) {
 	t.Run("preserves producerGranuleId", func(t *testing.T) {
 		m := task(t, `{"granules":[{"granuleId":"granule1","collectionId":"collection1"},{"granuleId":"granule2","collectionId":"collection2"}]}`,

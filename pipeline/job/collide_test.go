@@ -55,7 +55,7 @@ func runScheme(t testing.TB, in, out string, workers int, buckets ...string) job
 	return sum
 }
 
-// expectedLosers applies DESIGN.md §3 to the ground truth by brute force:
+// expectedLosers applies docs/design.md §3 to the ground truth by brute force:
 // every ID of every report in a set; a report loses to the first-sorting
 // report that shares an ID with it and sorts before it.
 func expectedLosers(t testing.TB, truth []corpus.Truth) map[string]string {

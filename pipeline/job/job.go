@@ -35,7 +35,7 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/sink"
 )
 
-// The ndx policies of DESIGN.md §2.
+// The ndx policies of docs/design.md §2.
 const (
 	// NdxBlobs, the default: every blob after the YAML header counts,
 	// badblobs included.

@@ -16,7 +16,7 @@ import (
 //
 // A run loads the report manifests of the committed buckets it does not
 // rewrite, adds each bucket's reports before committing it, and tells the
-// sink of every committed report whose verdict changes (DESIGN.md §3: the
+// sink of every committed report whose verdict changes (docs/design.md §3: the
 // textname that sorts first keeps its IDs). A report only loses to one
 // whose textname sorts first, which lives in the same bucket or an earlier
 // one, so buckets run in order never change the buckets of the same run;

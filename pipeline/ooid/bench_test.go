@@ -5,7 +5,7 @@ import "testing"
 // Per-measurement OOID assignment. impl=fast is Report.ID on a report set up
 // once; impl=naive is the baseline that parses the textname with the
 // reference regexps and hashes it for every measurement, as a direct port of
-// the ooni-uuid.md code would.
+// the ooni-uuid code would.
 //
 //	go test -run '^$' -bench 'BenchmarkAssign|BenchmarkReportSetup' -benchmem ./pipeline/ooid/
 func BenchmarkAssign(b *testing.B) {

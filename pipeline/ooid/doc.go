@@ -42,7 +42,7 @@
 //
 // The ts of a backfilled OOID comes from the report's textname
 // "YYYY-MM-DD/<basename>" ([ParseTextname]). The grammar is the one of
-// docs/ooni-uuid.md in the OONI pipeline: the report_id timestamp wins when
+// ooni-uuid in the OONI pipeline: the report_id timestamp wins when
 // the report_id has one, else the filename timestamp; the bucket date never
 // counts. Textnames outside that grammar but inside the looser one the
 // canning step enforced get the filename timestamp and [SourceFallback].

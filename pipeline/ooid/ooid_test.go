@@ -39,7 +39,7 @@ func readTSV(t testing.TB, name string) [][]string {
 	return rows
 }
 
-// TestVectors checks the ooni-uuid.md test vectors.
+// TestVectors checks the ooni-uuid test vectors.
 func TestVectors(t *testing.T) {
 	for _, row := range readTSV(t, "ooid_test_vectors.tsv") {
 		name, ndx, wantTS, wantID := row[0], row[1], row[2], row[3]
@@ -64,7 +64,7 @@ func TestVectors(t *testing.T) {
 }
 
 // TestRealTextnames parses every real textname and checks ts, its source
-// and ooid(0) against the values computed with the ooni-uuid.md code.
+// and ooid(0) against the values computed with the ooni-uuid code.
 func TestRealTextnames(t *testing.T) {
 	want := map[string][]string{}
 	for _, row := range readTSV(t, "textnames_sources.tsv") {

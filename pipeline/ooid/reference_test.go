@@ -11,12 +11,12 @@ import (
 )
 
 // This file holds a plain reference implementation of the OOID rules,
-// written from docs/ooni-uuid.md and the canning regex with the standard
+// written from ooni-uuid and the canning regex with the standard
 // library only. The fast path in the package is tested against it.
 
 var (
 	refBucket = regexp.MustCompile(`^(20[0-9]{2})-([01][0-9])-([0123][0-9])/`)
-	// docs/ooni-uuid.md, with the (?P=asn) backreference replaced by a
+	// ooni-uuid, with the (?P=asn) backreference replaced by a
 	// second capture (ridasn) that refParse compares by hand.
 	refStrict = regexp.MustCompile(`^(?P<bktyear>20[0-9]{2})-(?P<bktmon>[01][0-9])-(?P<bktday>[0123][0-9])/` +
 		`(?P<year>20[0-9]{2})(?P<mon>[01][0-9])(?P<day>[0123][0-9])T(?P<hr>[012][0-9])(?P<min>[0-5][0-9])(?P<sec>[0-5][0-9])Z-` +

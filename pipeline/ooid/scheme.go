@@ -26,7 +26,7 @@ type Scheme struct {
 	SHA1Offset int
 }
 
-// DefaultScheme is the scheme of docs/ooni-uuid.md: 28 bits, the last 7 hex
+// DefaultScheme is the scheme of ooni-uuid: 28 bits, the last 7 hex
 // digits of the SHA-1.
 var DefaultScheme = Scheme{CounterBits: DefaultCounterBits, SHA1Offset: DefaultSHA1Offset}
 

@@ -9,13 +9,13 @@ import (
 type Source uint8
 
 const (
-	// SourceReportID: the textname matches the ooni-uuid.md grammar and its
+	// SourceReportID: the textname matches the ooni-uuid grammar and its
 	// report_id carries a timestamp, which wins.
 	SourceReportID Source = iota + 1
-	// SourceFilename: the textname matches the ooni-uuid.md grammar and its
+	// SourceFilename: the textname matches the ooni-uuid grammar and its
 	// report_id carries no timestamp; the filename timestamp is used.
 	SourceFilename
-	// SourceFallback: the textname fails the ooni-uuid.md grammar but
+	// SourceFallback: the textname fails the ooni-uuid grammar but
 	// matches the canning grammar; the filename timestamp is used and the
 	// report is counted as a fallback.
 	SourceFallback
@@ -77,7 +77,7 @@ type Textname struct {
 
 // ParseTextname parses "YYYY-MM-DD/<basename>" to its ts.
 //
-// The grammar is docs/ooni-uuid.md's regular expression:
+// The grammar is ooni-uuid's regular expression:
 //
 //	20YY-MM-DD/20YYmmddTHHMMSSZ-CC-AS<asn>-<test_name>-<report_id>-0.[12].0-probe.(yaml|json)
 //
@@ -257,7 +257,7 @@ func looseStamp[T text](st T) bool {
 		in(st[11], '0', '5') && in(st[13], '0', '5')
 }
 
-// strictStamp checks the ooni-uuid.md grammar: the canning grammar in the
+// strictStamp checks the ooni-uuid grammar: the canning grammar in the
 // 21st century.
 func strictStamp[T text](st T) bool { return looseStamp(st) && st[0] == '2' && st[1] == '0' }
 

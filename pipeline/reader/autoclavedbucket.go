@@ -17,7 +17,7 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 )
 
-// Bucket layouts (ooni-formats.md §1 and §2).
+// Bucket layouts (docs/formats.md §1 and §2).
 const (
 	FormatAuto       = "auto"
 	FormatCanned     = "canned"

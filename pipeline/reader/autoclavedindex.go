@@ -11,7 +11,7 @@ import (
 	"math"
 )
 
-// AutoclavedRow is the kind of an autoclaved index row (ooni-formats.md
+// AutoclavedRow is the kind of an autoclaved index row (docs/formats.md
 // §2.3).
 type AutoclavedRow uint8
 

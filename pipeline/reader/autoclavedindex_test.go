@@ -10,7 +10,7 @@ import (
 
 // autoclavedSample is an autoclaved index in the writer's form (sort_keys,
 // Python separators), with the row shapes of the real examples of
-// ooni-formats.md §2.3: a report spanning two frames, a frame holding two
+// docs/formats.md §2.3: a report spanning two frames, a frame holding two
 // reports, a badblob, a truncated report and an empty as-is file frame.
 const autoclavedSample = `{"filename": "2017-08-28/web_connectivity.02.tar.lz4", "type": "file"}
 {"file_off": 0, "file_size": 162864, "text_off": 0, "text_size": 362462, "type": "frame"}

@@ -80,7 +80,7 @@ const (
 )
 
 // ReportReader reads raw reports one after the other, reusing its buffers.
-// Measurements are numbered as DESIGN.md §2 says: the YAML header is not a
+// Measurements are numbered as docs/design.md §2 says: the YAML header is not a
 // measurement, YAML documents that load as a falsy value are skipped, and
 // every other blob counts, whether it would parse or not. Blob contents
 // are not parsed; they are checked for valid UTF-8 and size only, which is

@@ -36,7 +36,7 @@ type Report struct {
 	ID        ooid.Report
 	N         uint32
 	// RejectedBy, when set, names the report that keeps the IDs this one
-	// would share with it (DESIGN.md §3): the report is listed in the
+	// would share with it (docs/design.md §3): the report is listed in the
 	// bucket's report manifest, and its measurements get no rows.
 	RejectedBy string
 }
@@ -142,7 +142,7 @@ func (c Counts) Notices() map[string]int64 {
 
 // Sink stores buckets.
 //
-// The collision verdicts (DESIGN.md §3) are settled by the run when the
+// The collision verdicts (docs/design.md §3) are settled by the run when the
 // sink is a [Rewriter]; any other sink settles them itself when it commits
 // a bucket, against everything committed before by any run, and its
 // BucketWriter receives every report with RejectedBy unset.

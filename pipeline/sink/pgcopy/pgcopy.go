@@ -18,7 +18,7 @@
 // and the database takes their buckets one at a time. A report whose IDs
 // overlap those of a committed report with the same ts is found with the
 // GiST index on (ts, span); of two, the textname that sorts first keeps its
-// IDs (DESIGN.md §3), whichever was loaded first. When a new report wins,
+// IDs (docs/design.md §3), whichever was loaded first. When a new report wins,
 // the committed loser, in whatever bucket, loses its measurement rows in
 // the same transaction and gets its collision dead letter. An exclusion
 // constraint on the kept reports' spans and the primary key on ooid make

@@ -36,7 +36,7 @@ type storedKey struct {
 // keeps its IDs) and the dead-letter message.
 //
 // A report is rejected exactly when a report it collides with sorts first;
-// its winner is the first-sorting such report (DESIGN.md §3, as
+// its winner is the first-sorting such report (docs/design.md §3, as
 // collisions.Resolver applies it). So a committed report's winner is the
 // first of the winner it has and the new reports that beat it; the
 // committed reports whose winner was in the bucket (orphans) are decided
