@@ -59,20 +59,15 @@ EXIT STATUS
 
 // statusBucket is a bucket's row of the status.
 type statusBucket struct {
-	Bucket          string           `json:"bucket"`
-	Status          string           `json:"status"`
-	Error           string           `json:"error,omitempty"`
-	Fingerprint     string           `json:"input_fingerprint"`
-	CounterBits     int              `json:"counter_bits"`
-	SHA1Offset      int              `json:"sha1_offset"`
-	NdxPolicy       string           `json:"ndx_policy"`
-	Reports         int64            `json:"reports"`
-	Measurements    int64            `json:"measurements"`
-	Rejects         int64            `json:"rejects"`
-	Notices         int64            `json:"notices"`
-	RejectsByReason map[string]int64 `json:"rejects_by_reason"`
-	NoticesByReason map[string]int64 `json:"notices_by_reason"`
-	Finished        time.Time        `json:"finished"`
+	Bucket      string `json:"bucket"`
+	Status      string `json:"status"`
+	Error       string `json:"error,omitempty"`
+	Fingerprint string `json:"input_fingerprint"`
+	CounterBits int    `json:"counter_bits"`
+	SHA1Offset  int    `json:"sha1_offset"`
+	NdxPolicy   string `json:"ndx_policy"`
+	sink.Tally
+	Finished time.Time `json:"finished"`
 }
 
 // statusTodo is a bucket --resume would load.
@@ -82,17 +77,12 @@ type statusTodo struct {
 }
 
 type statusReport struct {
-	Output          string           `json:"output"`
-	WriterPID       int              `json:"writer_pid,omitempty"` // a run writing to a Parquet folder now
-	Committed       int              `json:"committed"`
-	Failed          int              `json:"failed"`
-	Reports         int64            `json:"reports"`
-	Measurements    int64            `json:"measurements"`
-	Rejects         int64            `json:"rejects"`
-	Notices         int64            `json:"notices"`
-	RejectsByReason map[string]int64 `json:"rejects_by_reason"`
-	NoticesByReason map[string]int64 `json:"notices_by_reason"`
-	Buckets         []statusBucket   `json:"buckets"`
+	Output    string `json:"output"`
+	WriterPID int    `json:"writer_pid,omitempty"` // a run writing to a Parquet folder now
+	Committed int    `json:"committed"`
+	Failed    int    `json:"failed"`
+	sink.Tally
+	Buckets []statusBucket `json:"buckets"`
 	// Resume lists what run --resume would still do, with --in.
 	Resume []statusTodo `json:"resume,omitempty"`
 }
@@ -166,29 +156,19 @@ func runStatus(ctx context.Context, args []string, std stdio) error {
 }
 
 func (rep *statusReport) fill(states []sink.BucketState) {
-	rep.RejectsByReason, rep.NoticesByReason, rep.Buckets = map[string]int64{}, map[string]int64{}, []statusBucket{}
+	rep.Tally, rep.Buckets = sink.NewTally(), []statusBucket{}
 	for _, st := range states {
-		r, n := st.Counts.Totals()
 		b := statusBucket{Bucket: st.Meta.Bucket, Status: st.Status, Error: st.Error, Fingerprint: st.Meta.Fingerprint,
 			CounterBits: st.Meta.Scheme.CounterBits, SHA1Offset: st.Meta.Scheme.SHA1Offset, NdxPolicy: st.Meta.NdxPolicy,
-			Reports: st.Counts.Reports, Measurements: st.Counts.Measurements, Rejects: r, Notices: n,
-			RejectsByReason: st.Counts.Rejects, NoticesByReason: st.Counts.Notices(), Finished: st.Finished}
+			Tally: sink.NewTally(), Finished: st.Finished}
+		b.Tally.Add(st.Counts)
 		rep.Buckets = append(rep.Buckets, b)
 		if st.Status != sink.StatusCommitted {
 			rep.Failed++
 			continue
 		}
 		rep.Committed++
-		rep.Reports += b.Reports
-		rep.Measurements += b.Measurements
-		rep.Rejects += r
-		rep.Notices += n
-		for k, v := range b.RejectsByReason {
-			rep.RejectsByReason[k] += v
-		}
-		for k, v := range b.NoticesByReason {
-			rep.NoticesByReason[k] += v
-		}
+		rep.Tally.Add(st.Counts)
 	}
 }
 

@@ -88,18 +88,14 @@ type Progress struct {
 // every bucket in scope, those --resume skipped included (as their
 // ledger records them), so they do not depend on how the run was started.
 type Summary struct {
-	Buckets      int   `json:"buckets"` // committed by this run
-	Skipped      int   `json:"skipped"` // already committed (--resume), or loaded by another run
-	Reports      int64 `json:"reports"`
-	Measurements int64 `json:"measurements"`
-	// DeadLetters counts every record; Rejects those that lost an input
-	// or left a report or measurement without IDs; Notices the others.
-	DeadLetters     int64            `json:"dead_letters"`
-	Rejects         int64            `json:"rejects"`
-	Notices         int64            `json:"notices"`
-	Reasons         map[string]int64 `json:"dead_letters_by_reason"`
-	RejectsByReason map[string]int64 `json:"rejects_by_reason"`
-	NoticesByReason map[string]int64 `json:"notices_by_reason"`
+	Buckets int `json:"buckets"` // committed by this run
+	Skipped int `json:"skipped"` // already committed (--resume), or loaded by another run
+	// Tally's rejects are the records that lost an input or left a report
+	// or measurement without IDs; its notices the others.
+	sink.Tally
+	// DeadLetters counts every record, Reasons by reason.
+	DeadLetters int64            `json:"dead_letters"`
+	Reasons     map[string]int64 `json:"dead_letters_by_reason"`
 	// Ignored are the folders under the input that are not buckets, each
 	// counted as a notice (reason not_a_bucket).
 	Ignored []string `json:"ignored_folders,omitempty"`
@@ -113,19 +109,10 @@ type Summary struct {
 
 // add adds a bucket's committed counts.
 func (s *Summary) add(c sink.Counts) {
-	s.Reports += c.Reports
-	s.Measurements += c.Measurements
+	s.Tally.Add(c)
 	for r, n := range c.DeadLetters {
 		s.Reasons[r] += n
 		s.DeadLetters += n
-	}
-	for r, n := range c.Rejects {
-		s.RejectsByReason[r] += n
-		s.Rejects += n
-	}
-	for r, n := range c.Notices() {
-		s.NoticesByReason[r] += n
-		s.Notices += n
 	}
 }
 
@@ -169,7 +156,7 @@ type task struct {
 // records; the error is for the run itself (a sink failure, ctx).
 func Run(ctx context.Context, cfg Config, s sink.Sink) (Summary, error) {
 	start := time.Now()
-	sum := Summary{Reasons: map[string]int64{}, RejectsByReason: map[string]int64{}, NoticesByReason: map[string]int64{}}
+	sum := Summary{Reasons: map[string]int64{}, Tally: sink.NewTally()}
 	for _, name := range cfg.Ignored {
 		sum.Ignored = append(sum.Ignored, name)
 		sum.DeadLetters++

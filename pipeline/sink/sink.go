@@ -221,3 +221,33 @@ const (
 type FailureRecorder interface {
 	RecordFailure(m Meta, failure error)
 }
+
+// Tally sums the counts of committed buckets: what a summary or a status
+// shows.
+type Tally struct {
+	Reports         int64            `json:"reports"`
+	Measurements    int64            `json:"measurements"`
+	Rejects         int64            `json:"rejects"`
+	Notices         int64            `json:"notices"`
+	RejectsByReason map[string]int64 `json:"rejects_by_reason"`
+	NoticesByReason map[string]int64 `json:"notices_by_reason"`
+}
+
+// NewTally returns an empty tally.
+func NewTally() Tally {
+	return Tally{RejectsByReason: map[string]int64{}, NoticesByReason: map[string]int64{}}
+}
+
+// Add adds a bucket's counts.
+func (t *Tally) Add(c Counts) {
+	t.Reports += c.Reports
+	t.Measurements += c.Measurements
+	for r, n := range c.Rejects {
+		t.RejectsByReason[r] += n
+		t.Rejects += n
+	}
+	for r, n := range c.Notices() {
+		t.NoticesByReason[r] += n
+		t.Notices += n
+	}
+}
