@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -63,6 +64,9 @@ func StartServer(t testing.TB) *Server {
 			t.Fatal(err)
 		}
 		s.runAs = []string{"runuser", "-u", "postgres", "--"}
+		if err := searchable(dir); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Cleanup(func() {
 		s.pgctl("-m", "immediate", "stop")
@@ -79,6 +83,29 @@ func StartServer(t testing.TB) *Server {
 	l.Close()
 	s.Start()
 	return s
+}
+
+// searchable lets the server's user reach dir: a private TMPDIR (mktemp -d
+// makes them 0700) above it gets search permission for others, nothing
+// more, on the folders this process owns.
+func searchable(dir string) error {
+	for p := filepath.Dir(dir); p != filepath.Dir(p); p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if st.Mode().Perm()&0o001 != 0 {
+			continue
+		}
+		sys, ok := st.Sys().(*syscall.Stat_t)
+		if !ok || int(sys.Uid) != os.Geteuid() {
+			continue
+		}
+		if err := os.Chmod(p, st.Mode().Perm()|0o001); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *Server) data() string { return filepath.Join(s.dir, "data") }
