@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/backfill-dev/backfill/pipeline/corpus"
+	"github.com/backfill-dev/backfill/internal/corpus"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 )

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/backfill-dev/backfill/pipeline/corpus"
+	"github.com/backfill-dev/backfill/internal/corpus"
 )
 
 const genHelp = `Usage: backfill gen --out DIR [flags]

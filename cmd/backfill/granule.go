@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/backfill-dev/backfill/pipeline/granule"
+	"github.com/backfill-dev/backfill/cumulus/granule"
 )
 
 const granuleHelp = `Usage: backfill granule-id --collection-id C [--hash-length N] [--include-timestamp] ID...

@@ -15,7 +15,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/backfill-dev/backfill/pipeline/corpus"
+	"github.com/backfill-dev/backfill/internal/corpus"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/ooid"

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/backfill-dev/backfill/pipeline/corpus"
+	"github.com/backfill-dev/backfill/internal/corpus"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/reader"
 )

@@ -13,14 +13,21 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
-	"github.com/backfill-dev/backfill/pipeline/reader"
 	"github.com/backfill-dev/backfill/pipeline/sink"
 )
+
+// isBucket reports whether name is a bucket's (YYYY-MM-DD), as the
+// ledger's file names are.
+func isBucket(name string) bool {
+	_, err := time.Parse(time.DateOnly, name)
+	return err == nil && len(name) == len(time.DateOnly)
+}
 
 // Buckets implements sink.Rewriter: the buckets with a ledger entry.
 func (s *Sink) Buckets(context.Context) ([]string, error) {
@@ -30,7 +37,7 @@ func (s *Sink) Buckets(context.Context) ([]string, error) {
 	}
 	var out []string
 	for _, e := range ents {
-		if b, ok := strings.CutSuffix(e.Name(), ".json"); ok && reader.IsBucketName(b) {
+		if b, ok := strings.CutSuffix(e.Name(), ".json"); ok && isBucket(b) {
 			out = append(out, b)
 		}
 	}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/backfill-dev/backfill/internal/corpus"
 	"github.com/backfill-dev/backfill/internal/pgtest"
-	"github.com/backfill-dev/backfill/pipeline/corpus"
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink"

@@ -8,7 +8,7 @@ import (
 // IDs per second on one core, against the naive computation
 // (crypto/md5 + encoding/base64 + strings.ReplaceAll + concatenation):
 //
-//	go test -run '^$' -bench UniqueGranuleID -benchmem -cpu 1 ./pipeline/granule/
+//	go test -run '^$' -bench UniqueGranuleID -benchmem -cpu 1 ./cumulus/granule/
 func BenchmarkUniqueGranuleID(b *testing.B) {
 	id := "MOD09GQ.A2017224.h09v02.006.2017227165020"
 	collections := make([]string, 64)

@@ -1,0 +1,105 @@
+package lint
+
+import (
+	"go/parser"
+	"go/token"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/backfill-dev/backfill/"
+
+// layering says which packages of the module a package may not import
+// (prefixes, from the module root). Test files are not held to it.
+var layering = []struct {
+	pkg    string // a prefix of package paths
+	forbid []string
+	why    string
+}{
+	{"pipeline/ooid", []string{"pipeline/reader", "pipeline/collisions", "pipeline/sink", "pipeline/job", "pipeline/stamp", "pipeline/load"}, "IDs are the base of everything"},
+	{"pipeline/deadletter", []string{"pipeline/"}, "the record is plain data"},
+	{"pipeline/collisions", []string{"pipeline/reader", "pipeline/sink", "pipeline/job", "pipeline/stamp", "pipeline/load"}, "the collision policy knows no input and no output"},
+	{"pipeline/reader", []string{"pipeline/sink", "pipeline/job", "pipeline/stamp", "pipeline/load", "pipeline/collisions"}, "a stage knows no sink"},
+	{"pipeline/stamp", []string{"pipeline/sink", "pipeline/job", "pipeline/load"}, "stamping knows no sink"},
+	{"pipeline/sink", []string{"pipeline/reader", "pipeline/job", "pipeline/stamp", "pipeline/load"}, "a sink knows no stage"},
+	{"pipeline/", []string{"cumulus/", "internal/corpus", "cmd/"}, "the OONI pipeline stands alone"},
+	{"cumulus/", []string{"pipeline/", "cmd/"}, "the Cumulus code stands alone"},
+	{"internal/", []string{"cmd/"}, "nothing imports the CLI"},
+}
+
+// TestLayering fails when a package imports one its layer forbids, as
+// pebble's forbidden-imports test does.
+func TestLayering(t *testing.T) {
+	root := repoRoot(t)
+	checkedFiles := 0
+	walk(t, root, func(rel string, data []byte) {
+		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") || strings.Contains(rel, "/testdata/") {
+			return
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), rel, data, parser.ImportsOnly|parser.ParseComments)
+		if err != nil {
+			t.Errorf("%s: %v", rel, err)
+			return
+		}
+		if f.Name.Name == "main" && !strings.HasPrefix(rel, "cmd/") {
+			return // a generator run with go run
+		}
+		checkedFiles++
+		pkg := path.Dir(filepath.ToSlash(rel))
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			local, ok := strings.CutPrefix(p, module)
+			if !ok {
+				continue
+			}
+			if violates(pkg+"/", local+"/") != "" {
+				t.Errorf("%s imports %s: %s", rel, p, violates(pkg+"/", local+"/"))
+			}
+		}
+	})
+	if checkedFiles < 30 {
+		t.Fatalf("checked only %d files", checkedFiles)
+	}
+}
+
+// violates returns why package pkg may not import imp ("" when it may);
+// both end in "/".
+func violates(pkg, imp string) string {
+	for _, l := range layering {
+		if !strings.HasPrefix(pkg, l.pkg) {
+			continue
+		}
+		for _, f := range l.forbid {
+			if strings.HasPrefix(imp, f) && !strings.HasPrefix(imp, pkg) {
+				return l.why
+			}
+		}
+	}
+	return ""
+}
+
+// TestViolates holds the rules to a few imports that must and must not
+// pass.
+func TestViolates(t *testing.T) {
+	for _, tc := range []struct {
+		pkg, imp string
+		bad      bool
+	}{
+		{"pipeline/reader/", "pipeline/sink/", true},
+		{"pipeline/sink/pgcopy/", "pipeline/reader/", true},
+		{"pipeline/sink/pgcopy/", "pipeline/collisions/", false},
+		{"pipeline/sink/pgcopy/", "pipeline/sink/", false},
+		{"pipeline/job/", "pipeline/sink/parquetfile/", false},
+		{"pipeline/job/", "cumulus/granule/", true},
+		{"internal/corpus/", "cmd/backfill/", true},
+		{"cumulus/granule/", "pipeline/ooid/", true},
+		{"pipeline/deadletter/", "pipeline/ooid/", true},
+	} {
+		if got := violates(tc.pkg, tc.imp) != ""; got != tc.bad {
+			t.Errorf("violates(%s, %s) = %v, want %v", tc.pkg, tc.imp, got, tc.bad)
+		}
+	}
+}
