@@ -122,9 +122,10 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 	fs.BoolVar(&asJSON, "json", false, "")
 	fs.IntVar(&workers, "workers", runtime.NumCPU(), "")
 	var read job.Config
-	fs.StringVar(&read.Format, "format", reader.FormatAuto, "")
+	read.Format, read.Ndx = reader.FormatAuto, reader.NdxBlobs
+	fs.Var(&read.Format, "format", "")
 	fs.BoolVar(&read.FromIndex, "from-index", false, "")
-	fs.StringVar(&read.Ndx, "ndx", job.NdxBlobs, "")
+	fs.Var(&read.Ndx, "ndx", "")
 	inputs, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -139,12 +140,6 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 	offsets, err := intList(offArg, 0, ooid.MaxSHA1Offset)
 	if err != nil {
 		return usagef("audit: --sha1-offset: %v", err)
-	}
-	if read.Format != reader.FormatAuto && read.Format != reader.FormatCanned && read.Format != reader.FormatAutoclaved {
-		return usagef("audit: --format must be auto, canned or autoclaved")
-	}
-	if read.Ndx != job.NdxBlobs && read.Ndx != job.NdxDatums {
-		return usagef("audit: --ndx must be blobs or datums")
 	}
 	if pairs < 0 || workers < 1 {
 		return usagef("audit: --pairs must be 0 or more and --workers 1 or more")

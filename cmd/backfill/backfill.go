@@ -153,9 +153,10 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	fs.BoolVar(&cfg.Resume, "resume", false, "")
 	fs.BoolVar(&cfg.VerifySHA1, "verify-sha1", false, "")
 	fs.BoolVar(&cfg.VerifySHA1, "verify", false, "")
-	fs.StringVar(&cfg.Format, "format", reader.FormatAuto, "")
+	cfg.Format, cfg.Ndx = reader.FormatAuto, reader.NdxBlobs
+	fs.Var(&cfg.Format, "format", "")
 	fs.BoolVar(&cfg.FromIndex, "from-index", false, "")
-	fs.StringVar(&cfg.Ndx, "ndx", job.NdxBlobs, "")
+	fs.Var(&cfg.Ndx, "ndx", "")
 	fs.StringVar(&cfg.Canned, "canned", "", "")
 	fs.Var(&maxBlob, "max-blob", "")
 	fs.BoolVar(&asJSON, "json", false, "")
@@ -186,10 +187,6 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 		return usagef("run: --workers must be at least 1")
 	case maxBlob <= 0:
 		return usagef("run: --max-blob must be positive")
-	case cfg.Format != reader.FormatAuto && cfg.Format != reader.FormatCanned && cfg.Format != reader.FormatAutoclaved:
-		return usagef("run: --format must be auto, canned or autoclaved")
-	case cfg.Ndx != job.NdxBlobs && cfg.Ndx != job.NdxDatums:
-		return usagef("run: --ndx must be blobs or datums")
 	case cfg.Canned != "" && !isDir(cfg.Canned):
 		return usagef("run: --canned %s is not a folder", cfg.Canned)
 	}

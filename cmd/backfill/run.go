@@ -220,6 +220,16 @@ func flagError(fs *flag.FlagSet, err error) string {
 	name, ok := strings.CutPrefix(msg, "flag provided but not defined: ")
 	if !ok {
 		if v, ok := strings.CutPrefix(msg, "invalid value "); ok {
+			// invalid value "x" for flag -name: why
+			if _, rest, ok := strings.Cut(v, " for flag -"); ok {
+				if name, why, ok := strings.Cut(rest, ": "); ok {
+					sep := ": "
+					if strings.HasPrefix(why, "must ") {
+						sep = " " // --format must be auto, canned or autoclaved
+					}
+					return fs.Name() + ": --" + name + sep + why
+				}
+			}
 			return "bad value " + v
 		}
 		return strings.Replace(msg, "flag needs an argument: -", "flag needs an argument: --", 1)

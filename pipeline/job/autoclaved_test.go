@@ -107,15 +107,15 @@ func TestRun_AutoclavedAgreesWithCanned(t *testing.T) {
 	if badblobs == 0 {
 		t.Fatal("the corpus has no badblob")
 	}
-	byPolicy := map[string]map[mkey]int64{}
-	for _, ndx := range []string{job.NdxBlobs, job.NdxDatums} {
+	byPolicy := map[reader.Ndx]map[mkey]int64{}
+	for _, ndx := range []reader.Ndx{reader.NdxBlobs, reader.NdxDatums} {
 		c := runWith(t, job.Config{In: canned, Ndx: ndx})
 		d := runWith(t, job.Config{In: auto, Ndx: ndx, VerifySHA1: true})
 		x := runWith(t, job.Config{In: auto, Ndx: ndx, FromIndex: true})
 		forced := runWith(t, job.Config{In: auto, Ndx: ndx, Format: reader.FormatAutoclaved})
-		sameIDs(t, ndx+": canned against the data path", c.ids, d.ids)
-		sameIDs(t, ndx+": data path against --from-index", d.ids, x.ids)
-		sameIDs(t, ndx+": auto against --format autoclaved", d.ids, forced.ids)
+		sameIDs(t, string(ndx)+": canned against the data path", c.ids, d.ids)
+		sameIDs(t, string(ndx)+": data path against --from-index", d.ids, x.ids)
+		sameIDs(t, string(ndx)+": auto against --format autoclaved", d.ids, forced.ids)
 		byPolicy[ndx] = x.ids
 		t.Logf("%s: %d IDs; dead letters: canned %v, autoclaved %v", ndx, len(x.ids), c.summary.Reasons, x.summary.Reasons)
 		for k, id := range x.ids {
@@ -134,7 +134,7 @@ func TestRun_AutoclavedAgreesWithCanned(t *testing.T) {
 			for _, tr := range truth {
 				r := append([]string(nil), tr.Reasons...)
 				for range tr.Badblobs {
-					if ndx == job.NdxDatums {
+					if ndx == reader.NdxDatums {
 						r = append(r, deadletter.Badblob)
 					}
 				}
@@ -161,7 +161,7 @@ func TestRun_AutoclavedAgreesWithCanned(t *testing.T) {
 			var wantN int
 			for _, tr := range truth {
 				wantN += tr.N
-				if ndx == job.NdxDatums {
+				if ndx == reader.NdxDatums {
 					wantN -= tr.Badblobs
 				}
 			}
@@ -172,7 +172,7 @@ func TestRun_AutoclavedAgreesWithCanned(t *testing.T) {
 	}
 	// The policies differ: by one ID per badblob, and in the numbering of
 	// what follows a badblob.
-	if diff := len(byPolicy[job.NdxBlobs]) - len(byPolicy[job.NdxDatums]); diff != badblobs {
+	if diff := len(byPolicy[reader.NdxBlobs]) - len(byPolicy[reader.NdxDatums]); diff != badblobs {
 		t.Errorf("blobs gives %d more IDs than datums, the corpus has %d badblobs", diff, badblobs)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/job"
+	"github.com/backfill-dev/backfill/pipeline/reader"
 )
 
 // indexReport is a report of an autoclaved index: the lines of its rows.
@@ -78,7 +79,7 @@ func TestRun_CannedCheck(t *testing.T) {
 	buckets, _ := job.ListBuckets(auto)
 	bucket := buckets[0]
 
-	for _, mode := range []job.Config{{In: auto}, {In: auto, FromIndex: true, Ndx: job.NdxDatums}} {
+	for _, mode := range []job.Config{{In: auto}, {In: auto, FromIndex: true, Ndx: reader.NdxDatums}} {
 		plain := runWith(t, mode)
 		mode.Canned = canned
 		checked := runWith(t, mode)

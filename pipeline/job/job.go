@@ -35,16 +35,6 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/sink"
 )
 
-// The ndx policies of docs/design.md §2.
-const (
-	// NdxBlobs, the default: every blob after the YAML header counts,
-	// badblobs included.
-	NdxBlobs = "blobs"
-	// NdxDatums counts the blobs that parse only (the old MetaDB
-	// numbering); badblobs get no ID.
-	NdxDatums = "datums"
-)
-
 // Config says what to run.
 type Config struct {
 	In      string   // the folder of bucket folders
@@ -58,12 +48,12 @@ type Config struct {
 	VerifySHA1 bool
 	// Format is the bucket layout: reader.FormatAuto (detected per
 	// bucket, the default when empty), FormatCanned or FormatAutoclaved.
-	Format string
+	Format reader.Format
 	// FromIndex enumerates autoclaved buckets from their index alone,
 	// reading no data; canned buckets are read as usual.
 	FromIndex bool
-	// Ndx is NdxBlobs (the default when empty) or NdxDatums.
-	Ndx string
+	// Ndx is reader.NdxBlobs (the default when empty) or NdxDatums.
+	Ndx reader.Ndx
 	// Canned, when set, is a folder of the same buckets in canned form:
 	// each autoclaved file is compared with its canned form
 	// (reader.CannedCheck), which checks every orig_sha1.
@@ -167,17 +157,17 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (Summary, error) {
 	if err := cfg.Scheme.Validate(); err != nil {
 		return sum, err
 	}
-	switch cfg.Ndx {
-	case "":
-		cfg.Ndx = NdxBlobs
-	case NdxBlobs, NdxDatums:
-	default:
-		return sum, fmt.Errorf("unknown ndx policy %q (want %s or %s)", cfg.Ndx, NdxBlobs, NdxDatums)
+	if cfg.Ndx == "" {
+		cfg.Ndx = reader.NdxBlobs
 	}
-	switch cfg.Format {
-	case "", reader.FormatAuto, reader.FormatCanned, reader.FormatAutoclaved:
-	default:
-		return sum, fmt.Errorf("unknown format %q (want auto, canned or autoclaved)", cfg.Format)
+	if err := cfg.Ndx.Set(string(cfg.Ndx)); err != nil {
+		return sum, fmt.Errorf("ndx policy %w", err)
+	}
+	if cfg.Format == "" {
+		cfg.Format = reader.FormatAuto
+	}
+	if err := cfg.Format.Set(string(cfg.Format)); err != nil {
+		return sum, fmt.Errorf("format %w", err)
 	}
 	names := cfg.Buckets
 	if len(names) == 0 {
@@ -221,8 +211,8 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (Summary, error) {
 		defer close(tasks)
 		defer close(jobs)
 		for _, name := range names {
-			j := &bucketJob{meta: sink.Meta{Bucket: name, Scheme: cfg.Scheme, NdxPolicy: cfg.Ndx, Version: cfg.Version}}
-			b, err := reader.Open(filepath.Join(cfg.In, name), reader.Options{Format: cfg.Format, Datums: !cfg.FromIndex || cfg.Canned != ""})
+			j := &bucketJob{meta: sink.Meta{Bucket: name, Scheme: cfg.Scheme, NdxPolicy: string(cfg.Ndx), Version: cfg.Version}}
+			b, err := reader.Open(filepath.Join(cfg.In, name), cfg.readOptions().OpenOptions(cfg.Format))
 			if err != nil {
 				j.problems = []deadletter.Record{{Bucket: name, Reason: deadletter.Unreadable, Message: err.Error()}}
 				j.meta.Fingerprint = "unreadable"
@@ -271,7 +261,7 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (Summary, error) {
 	})
 	for range workers {
 		g.Go(func() error {
-			rd := newReaders(cfg)
+			rd := reader.NewReaders(cfg.readOptions())
 			for t := range tasks {
 				res, err := readContainer(ctx, rd, cfg, t.job, t.i)
 				if err != nil {
@@ -445,53 +435,17 @@ func openCanned(dir, name string) (*reader.Bucket, *deadletter.Record) {
 	return cb, nil
 }
 
-// readers are one worker's readers, one per layout, and the canned check.
-type readers struct {
-	canned     *reader.ContainerReader
-	autoclaved *reader.AutoclavedReader
-	check      *reader.CannedCheck // with Config.Canned
-}
-
-func newReaders(cfg Config) readers {
-	rd := readers{canned: reader.NewContainerReader(), autoclaved: reader.NewAutoclavedReader()}
-	if cfg.Canned != "" {
-		rd.check = reader.NewCannedCheck()
-	}
-	rd.canned.Reports.MaxBlob = cfg.MaxBlob
-	rd.canned.VerifySHA1 = cfg.VerifySHA1
-	rd.canned.Reports.Datums = cfg.Ndx == NdxDatums
-	rd.autoclaved.Datums = cfg.Ndx == NdxDatums
-	rd.autoclaved.Verify = cfg.VerifySHA1
-	return rd
-}
-
-// read reads container c of b as its layout and the mode say, and
-// compares an autoclaved one with its canned form when there is one.
-func (rd readers) read(ctx context.Context, cfg Config, b, canned *reader.Bucket, c reader.Container, h reader.Handler) (reader.ContainerStats, error) {
-	if b.Format != reader.FormatAutoclaved {
-		return rd.canned.Read(ctx, b, c, h)
-	}
-	var st reader.ContainerStats
-	var err error
-	if cfg.FromIndex {
-		reader.IndexReports(b, c, cfg.Ndx == NdxDatums, h)
-		err = ctx.Err()
-	} else {
-		st, err = rd.autoclaved.Read(ctx, b, c, h)
-	}
-	if err == nil && rd.check != nil {
-		err = rd.check.Check(ctx, b, c, canned, h.Problem)
-	}
-	return st, err
+func (cfg Config) readOptions() reader.ReadOptions {
+	return reader.ReadOptions{Ndx: cfg.Ndx, MaxBlob: cfg.MaxBlob, Verify: cfg.VerifySHA1, FromIndex: cfg.FromIndex, Canned: cfg.Canned != ""}
 }
 
 // readContainer reads container i of j's bucket and stamps its reports.
-func readContainer(ctx context.Context, rd readers, cfg Config, j *bucketJob, i int) (containerResult, error) {
+func readContainer(ctx context.Context, rd *reader.Readers, cfg Config, j *bucketJob, i int) (containerResult, error) {
 	b, c := j.bucket, j.bucket.Containers[i]
 	var res containerResult
 	scheme := cfg.Scheme
 	problem := func(p deadletter.Record) { res.problems = append(res.problems, p) }
-	st, err := rd.read(ctx, cfg, b, j.canned, c, reader.Handler{
+	st, err := rd.Read(ctx, b, j.canned, c, reader.Handler{
 		Problem: problem,
 		Report: func(r reader.ContainerReport) {
 			reject := func(reason, msg string) {

@@ -88,7 +88,7 @@ func readParquetScheme[T any](t testing.TB, path, bits, offset string) []T {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for key, want := range map[string]string{"backfill.counter_bits": bits, "backfill.sha1_offset": offset, "backfill.ndx_policy": job.NdxBlobs, "backfill.version": "test"} {
+	for key, want := range map[string]string{"backfill.counter_bits": bits, "backfill.sha1_offset": offset, "backfill.ndx_policy": "blobs", "backfill.version": "test"} {
 		if got, ok := pf.Lookup(key); !ok || got != want {
 			t.Errorf("%s: metadata %s = %q, want %q", path, key, got, want)
 		}

@@ -19,9 +19,9 @@ import (
 
 // Bucket layouts (docs/formats.md §1 and §2).
 const (
-	FormatAuto       = "auto"
-	FormatCanned     = "canned"
-	FormatAutoclaved = "autoclaved"
+	FormatAuto       Format = "auto" // told per bucket (DetectFormat)
+	FormatCanned     Format = "canned"
+	FormatAutoclaved Format = "autoclaved"
 )
 
 // ACFile is an autoclaved file as its index describes it.
@@ -76,7 +76,7 @@ func (r *ACReport) Blobs() int { return r.Datums + len(r.Badblobs) }
 type Options struct {
 	// Format is FormatAuto (the default when empty), FormatCanned or
 	// FormatAutoclaved.
-	Format string
+	Format Format
 	// Datums keeps every datum row of an autoclaved index, which the
 	// data path checks the files against.
 	Datums bool
@@ -105,7 +105,7 @@ func Open(dir string, opt Options) (*Bucket, error) {
 // without a readable index, from its first file's LZ4 frame header (the
 // autoclaving writer set the content-size flag, the lz4 CLI that canned
 // from a pipe could not).
-func DetectFormat(dir string) string {
+func DetectFormat(dir string) Format {
 	if f, err := os.Open(filepath.Join(dir, IndexName)); err == nil {
 		defer f.Close()
 		br := bufio.NewReader(f)

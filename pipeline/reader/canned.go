@@ -49,7 +49,7 @@ type Container struct {
 // Bucket is a bucket folder: its containers in name order, the
 // problems found in its index, and a fingerprint of its input.
 type Bucket struct {
-	Format     string // FormatCanned or FormatAutoclaved
+	Format     Format // FormatCanned or FormatAutoclaved
 	Date       string
 	Dir        string
 	Containers []Container

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/backfill-dev/backfill/internal/pgtest"
-	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
@@ -33,7 +32,7 @@ func benchReports(b testing.TB, day string, n, m int) []sink.Report {
 
 func commitBucket(b testing.TB, s sink.Sink, day string, rs []sink.Report) {
 	ctx := context.Background()
-	w, err := s.Begin(ctx, sink.Meta{Bucket: day, Fingerprint: "bench", Scheme: ooid.DefaultScheme, NdxPolicy: job.NdxBlobs, Version: "bench"})
+	w, err := s.Begin(ctx, sink.Meta{Bucket: day, Fingerprint: "bench", Scheme: ooid.DefaultScheme, NdxPolicy: "blobs", Version: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -565,7 +565,7 @@ func TestLoad_2039Negative(t *testing.T) {
 	if id.TS < 1<<31 {
 		t.Fatalf("ts %d is below 2^31", id.TS)
 	}
-	m := sink.Meta{Bucket: "2039-06-01", Fingerprint: "f", Scheme: ooid.DefaultScheme, NdxPolicy: job.NdxBlobs, Version: "test"}
+	m := sink.Meta{Bucket: "2039-06-01", Fingerprint: "f", Scheme: ooid.DefaultScheme, NdxPolicy: "blobs", Version: "test"}
 	w, err := s.Begin(ctx, m)
 	if err != nil {
 		t.Fatal(err)
