@@ -20,6 +20,7 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/reader"
 	"github.com/backfill-dev/backfill/pipeline/sink"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
+	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
 const auditHelp = `Usage: backfill audit [flags] INPUT...
@@ -329,15 +330,17 @@ func (au *auditor) readBuckets(ctx context.Context, dir string) error {
 // and the audit counts every pair itself.
 type countingSink struct{ au *auditor }
 
-func (c *countingSink) Committed(context.Context, sink.Meta) (*sink.Counts, error) { return nil, nil }
-func (c *countingSink) Close() error                                               { return nil }
-func (c *countingSink) Begin(context.Context, sink.Meta) (sink.BucketWriter, error) {
+func (c *countingSink) Committed(context.Context, stamped.Meta) (*stamped.Counts, error) {
+	return nil, nil
+}
+func (c *countingSink) Close() error { return nil }
+func (c *countingSink) Begin(context.Context, stamped.Meta) (sink.BucketWriter, error) {
 	return countingWriter{c.au}, nil
 }
 
 type countingWriter struct{ au *auditor }
 
-func (w countingWriter) Report(r *sink.Report) error {
+func (w countingWriter) Report(r *stamped.Report) error {
 	w.au.add(r.Container, []byte(r.Textname), r.N)
 	return nil
 }
@@ -353,8 +356,10 @@ func (w countingWriter) DeadLetter(d deadletter.Record) error {
 	return nil
 }
 
-func (w countingWriter) Commit(_ context.Context, c sink.Counts) (sink.Counts, error) { return c, nil }
-func (w countingWriter) Abort() error                                                 { return nil }
+func (w countingWriter) Commit(_ context.Context, c stamped.Counts) (stamped.Counts, error) {
+	return c, nil
+}
+func (w countingWriter) Abort() error { return nil }
 
 // names returns the textnames of the reports in the results' pairs.
 func (au *auditor) names(results []collisions.Result, inputs []string) (map[uint32]string, error) {

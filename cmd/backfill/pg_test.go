@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/backfill-dev/backfill/internal/pgtest"
 )
 
 func buildBinary(t *testing.T) string {

@@ -13,9 +13,9 @@ import (
 
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/reader"
-	"github.com/backfill-dev/backfill/pipeline/sink"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
+	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
 const statusHelp = `Usage: backfill status OUT [--in DIR] [--json]
@@ -66,7 +66,7 @@ type statusBucket struct {
 	CounterBits int    `json:"counter_bits"`
 	SHA1Offset  int    `json:"sha1_offset"`
 	NdxPolicy   string `json:"ndx_policy"`
-	sink.Tally
+	stamped.Tally
 	Finished time.Time `json:"finished"`
 }
 
@@ -81,7 +81,7 @@ type statusReport struct {
 	WriterPID int    `json:"writer_pid,omitempty"` // a run writing to a Parquet folder now
 	Committed int    `json:"committed"`
 	Failed    int    `json:"failed"`
-	sink.Tally
+	stamped.Tally
 	Buckets []statusBucket `json:"buckets"`
 	// Resume lists what run --resume would still do, with --in.
 	Resume []statusTodo `json:"resume,omitempty"`
@@ -118,7 +118,7 @@ func runStatus(ctx context.Context, args []string, std stdio) error {
 		}
 	}
 	var rep statusReport
-	var states []sink.BucketState
+	var states []stamped.State
 	switch sinkName {
 	case "parquet":
 		if !isDir(rest[0]) {
@@ -155,15 +155,15 @@ func runStatus(ctx context.Context, args []string, std stdio) error {
 	return nil
 }
 
-func (rep *statusReport) fill(states []sink.BucketState) {
-	rep.Tally, rep.Buckets = sink.NewTally(), []statusBucket{}
+func (rep *statusReport) fill(states []stamped.State) {
+	rep.Tally, rep.Buckets = stamped.NewTally(), []statusBucket{}
 	for _, st := range states {
 		b := statusBucket{Bucket: st.Meta.Bucket, Status: st.Status, Error: st.Error, Fingerprint: st.Meta.Fingerprint,
 			CounterBits: st.Meta.Scheme.CounterBits, SHA1Offset: st.Meta.Scheme.SHA1Offset, NdxPolicy: st.Meta.NdxPolicy,
-			Tally: sink.NewTally(), Finished: st.Finished}
+			Tally: stamped.NewTally(), Finished: st.Finished}
 		b.Tally.Add(st.Counts)
 		rep.Buckets = append(rep.Buckets, b)
-		if st.Status != sink.StatusCommitted {
+		if st.Status != stamped.StatusCommitted {
 			rep.Failed++
 			continue
 		}
@@ -174,8 +174,8 @@ func (rep *statusReport) fill(states []sink.BucketState) {
 
 // resumeTodo lists the buckets of the input that run --resume would load:
 // not committed, failed, or committed from other input.
-func resumeTodo(in job.Input, states []sink.BucketState) []statusTodo {
-	byBucket := map[string]sink.BucketState{}
+func resumeTodo(in job.Input, states []stamped.State) []statusTodo {
+	byBucket := map[string]stamped.State{}
 	for _, st := range states {
 		byBucket[st.Meta.Bucket] = st
 	}
@@ -185,7 +185,7 @@ func resumeTodo(in job.Input, states []sink.BucketState) []statusTodo {
 		switch {
 		case !ok:
 			todo = append(todo, statusTodo{name, "not committed"})
-		case st.Status != sink.StatusCommitted:
+		case st.Status != stamped.StatusCommitted:
 			todo = append(todo, statusTodo{name, "its last load failed"})
 		default:
 			b, err := reader.Open(filepath.Join(in.Dir, name), reader.Options{})

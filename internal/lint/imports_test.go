@@ -19,12 +19,13 @@ var layering = []struct {
 	forbid []string
 	why    string
 }{
-	{"pipeline/ooid", []string{"pipeline/reader", "pipeline/collisions", "pipeline/sink", "pipeline/job", "pipeline/stamp", "pipeline/load"}, "IDs are the base of everything"},
-	{"pipeline/deadletter", []string{"pipeline/"}, "the record is plain data"},
-	{"pipeline/collisions", []string{"pipeline/reader", "pipeline/sink", "pipeline/job", "pipeline/stamp", "pipeline/load"}, "the collision policy knows no input and no output"},
-	{"pipeline/reader", []string{"pipeline/sink", "pipeline/job", "pipeline/stamp", "pipeline/load", "pipeline/collisions"}, "a stage knows no sink"},
-	{"pipeline/stamp", []string{"pipeline/sink", "pipeline/job", "pipeline/load"}, "stamping knows no sink"},
-	{"pipeline/sink", []string{"pipeline/reader", "pipeline/job", "pipeline/stamp", "pipeline/load"}, "a sink knows no stage"},
+	{"pipeline/ooid/", []string{"pipeline/reader/", "pipeline/collisions/", "pipeline/sink/", "pipeline/job/", "pipeline/stamp/", "pipeline/load/"}, "IDs are the base of everything"},
+	{"pipeline/deadletter/", []string{"pipeline/"}, "the record is plain data"},
+	{"pipeline/stamped/", []string{"pipeline/reader/", "pipeline/collisions/", "pipeline/sink/", "pipeline/job/", "pipeline/stamp/", "pipeline/load/"}, "what the stages hand on is plain data"},
+	{"pipeline/collisions/", []string{"pipeline/reader/", "pipeline/sink/", "pipeline/job/", "pipeline/stamp/", "pipeline/load/"}, "the collision policy knows no input and no output"},
+	{"pipeline/reader/", []string{"pipeline/sink/", "pipeline/job/", "pipeline/stamp/", "pipeline/load/", "pipeline/collisions/"}, "a stage knows no sink"},
+	{"pipeline/stamp/", []string{"pipeline/sink/", "pipeline/job/", "pipeline/load/"}, "stamping knows no sink"},
+	{"pipeline/sink/", []string{"pipeline/reader/", "pipeline/job/", "pipeline/stamp/", "pipeline/load/"}, "a sink knows no stage"},
 	{"pipeline/", []string{"cumulus/", "internal/corpus", "cmd/"}, "the OONI pipeline stands alone"},
 	{"cumulus/", []string{"pipeline/", "cmd/"}, "the Cumulus code stands alone"},
 	{"internal/", []string{"cmd/"}, "nothing imports the CLI"},
@@ -97,6 +98,10 @@ func TestViolates(t *testing.T) {
 		{"internal/corpus/", "cmd/backfill/", true},
 		{"cumulus/granule/", "pipeline/ooid/", true},
 		{"pipeline/deadletter/", "pipeline/ooid/", true},
+		{"pipeline/stamp/", "pipeline/stamped/", false},
+		{"pipeline/stamp/", "pipeline/sink/", true},
+		{"pipeline/stamped/", "pipeline/sink/", true},
+		{"pipeline/reader/", "pipeline/stamped/", false},
 	} {
 		if got := violates(tc.pkg, tc.imp) != ""; got != tc.bad {
 			t.Errorf("violates(%s, %s) = %v, want %v", tc.pkg, tc.imp, got, tc.bad)

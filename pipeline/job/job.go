@@ -33,6 +33,7 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/reader"
 	"github.com/backfill-dev/backfill/pipeline/sink"
+	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
 // Config says what to run.
@@ -82,7 +83,7 @@ type Summary struct {
 	Skipped int `json:"skipped"` // already committed (--resume), or loaded by another run
 	// Tally's rejects are the records that lost an input or left a report
 	// or measurement without IDs; its notices the others.
-	sink.Tally
+	stamped.Tally
 	// DeadLetters counts every record, Reasons by reason.
 	DeadLetters int64            `json:"dead_letters"`
 	Reasons     map[string]int64 `json:"dead_letters_by_reason"`
@@ -98,7 +99,7 @@ type Summary struct {
 }
 
 // add adds a bucket's committed counts.
-func (s *Summary) add(c sink.Counts) {
+func (s *Summary) add(c stamped.Counts) {
 	s.Tally.Add(c)
 	for r, n := range c.DeadLetters {
 		s.Reasons[r] += n
@@ -123,16 +124,16 @@ func ListBuckets(dir string) ([]string, error) {
 }
 
 type bucketJob struct {
-	meta     sink.Meta
+	meta     stamped.Meta
 	bucket   *reader.Bucket
-	canned   *reader.Bucket // its canned form, with Config.Canned
-	skip     *sink.Counts   // committed already (--resume): its counts
+	canned   *reader.Bucket  // its canned form, with Config.Canned
+	skip     *stamped.Counts // committed already (--resume): its counts
 	results  []chan containerResult
 	problems []deadletter.Record
 }
 
 type containerResult struct {
-	reports  []sink.Report
+	reports  []stamped.Report
 	problems []deadletter.Record
 	stats    reader.ContainerStats
 }
@@ -146,7 +147,7 @@ type task struct {
 // records; the error is for the run itself (a sink failure, ctx).
 func Run(ctx context.Context, cfg Config, s sink.Sink) (Summary, error) {
 	start := time.Now()
-	sum := Summary{Reasons: map[string]int64{}, Tally: sink.NewTally()}
+	sum := Summary{Reasons: map[string]int64{}, Tally: stamped.NewTally()}
 	for _, name := range cfg.Ignored {
 		sum.Ignored = append(sum.Ignored, name)
 		sum.DeadLetters++
@@ -211,7 +212,7 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (Summary, error) {
 		defer close(tasks)
 		defer close(jobs)
 		for _, name := range names {
-			j := &bucketJob{meta: sink.Meta{Bucket: name, Scheme: cfg.Scheme, NdxPolicy: string(cfg.Ndx), Version: cfg.Version}}
+			j := &bucketJob{meta: stamped.Meta{Bucket: name, Scheme: cfg.Scheme, NdxPolicy: string(cfg.Ndx), Version: cfg.Version}}
 			b, err := reader.Open(filepath.Join(cfg.In, name), cfg.readOptions().OpenOptions(cfg.Format))
 			if err != nil {
 				j.problems = []deadletter.Record{{Bucket: name, Reason: deadletter.Unreadable, Message: err.Error()}}
@@ -367,7 +368,7 @@ func writeBucket(ctx context.Context, s sink.Sink, j *bucketJob, col *verdicts, 
 			bw.Abort()
 		}
 	}()
-	counts := sink.NewCounts()
+	counts := stamped.NewCounts()
 	dead := func(d deadletter.Record) error {
 		d = d.Classified()
 		counts.Add(d)
@@ -394,7 +395,7 @@ func writeBucket(ctx context.Context, s sink.Sink, j *bucketJob, col *verdicts, 
 				return err
 			}
 			if r.RejectedBy != "" {
-				collided = append(collided, sink.CollisionRecord(j.meta.Bucket, r, msg))
+				collided = append(collided, stamped.CollisionRecord(j.meta.Bucket, r, msg))
 				continue
 			}
 			counts.Reports++
@@ -465,7 +466,7 @@ func readContainer(ctx context.Context, rd *reader.Readers, cfg Config, j *bucke
 			}
 			// The SHA-1 is the index's, whether or not it was verified,
 			// so the output does not depend on --verify-sha1.
-			res.reports = append(res.reports, sink.Report{Textname: r.Textname, Container: c.Name, Offset: r.Offset,
+			res.reports = append(res.reports, stamped.Report{Textname: r.Textname, Container: c.Name, Offset: r.Offset,
 				Size: r.Stats.Size, SHA1: r.IndexSHA1, ID: id, N: r.Stats.N})
 		},
 	})

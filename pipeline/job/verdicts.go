@@ -9,6 +9,7 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink"
+	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
 // verdicts keeps the collision verdicts of every report of the output,
@@ -89,7 +90,7 @@ func (v *verdicts) load(ctx context.Context, bucket string) error {
 
 // add adds a report of the bucket being written and returns its ref and
 // the refs of other buckets' reports whose verdict changed.
-func (v *verdicts) add(r *sink.Report, tag uint32, others []uint32) (uint32, []uint32) {
+func (v *verdicts) add(r *stamped.Report, tag uint32, others []uint32) (uint32, []uint32) {
 	if v.s == nil {
 		return 0, others
 	}
@@ -138,7 +139,7 @@ func (v *verdicts) sync(ctx context.Context, refs []uint32) error {
 	}
 	sort.Slice(tags, func(i, j int) bool { return v.buckets[tags[i]] < v.buckets[tags[j]] })
 	for _, t := range tags {
-		var vs []sink.Verdict
+		var vs []stamped.Verdict
 		seen := map[uint32]bool{}
 		for _, ref := range byBucket[t] {
 			if seen[ref] {
@@ -146,7 +147,7 @@ func (v *verdicts) sync(ctx context.Context, refs []uint32) error {
 			}
 			seen[ref] = true
 			w, msg := v.winner(ref)
-			vs = append(vs, sink.Verdict{Textname: v.res.Name(ref), RejectedBy: w, Message: msg})
+			vs = append(vs, stamped.Verdict{Textname: v.res.Name(ref), RejectedBy: w, Message: msg})
 		}
 		if err := v.s.Reassign(ctx, v.buckets[t], vs); err != nil {
 			return fmt.Errorf("bucket %s: recording collision verdicts: %w", v.buckets[t], err)

@@ -19,7 +19,7 @@ import (
 
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
-	"github.com/backfill-dev/backfill/pipeline/sink"
+	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
 // isBucket reports whether name is a bucket's (YYYY-MM-DD), as the
@@ -46,24 +46,24 @@ func (s *Sink) Buckets(context.Context) ([]string, error) {
 }
 
 // Manifest implements sink.Rewriter.
-func (s *Sink) Manifest(_ context.Context, bucket string) (sink.Meta, []sink.ManifestReport, error) {
+func (s *Sink) Manifest(_ context.Context, bucket string) (stamped.Meta, []stamped.ManifestReport, error) {
 	l, err := s.ReadLedger(bucket)
 	if err != nil {
-		return sink.Meta{}, nil, fmt.Errorf("bucket %s: ledger: %w", bucket, err)
+		return stamped.Meta{}, nil, fmt.Errorf("bucket %s: ledger: %w", bucket, err)
 	}
 	rows, err := ReadReports(s.path("reports", bucket, ".parquet"))
 	if err != nil {
-		return sink.Meta{}, nil, fmt.Errorf("bucket %s: %w", bucket, err)
+		return stamped.Meta{}, nil, fmt.Errorf("bucket %s: %w", bucket, err)
 	}
-	out := make([]sink.ManifestReport, len(rows))
+	out := make([]stamped.ManifestReport, len(rows))
 	for i, r := range rows {
-		out[i] = sink.ManifestReport{Textname: r.Textname, N: uint32(r.N), Container: r.Container, Offset: r.Offset, RejectedBy: r.RejectedBy}
+		out[i] = stamped.ManifestReport{Textname: r.Textname, N: uint32(r.N), Container: r.Container, Offset: r.Offset, RejectedBy: r.RejectedBy}
 	}
 	return l.meta(), out, nil
 }
 
-func (l Ledger) meta() sink.Meta {
-	return sink.Meta{Bucket: l.Bucket, Fingerprint: l.Fingerprint, Scheme: ooid.Scheme{CounterBits: l.CounterBits, SHA1Offset: l.SHA1Offset},
+func (l Ledger) meta() stamped.Meta {
+	return stamped.Meta{Bucket: l.Bucket, Fingerprint: l.Fingerprint, Scheme: ooid.Scheme{CounterBits: l.CounterBits, SHA1Offset: l.SHA1Offset},
 		NdxPolicy: l.NdxPolicy, Version: l.Version}
 }
 
@@ -123,7 +123,7 @@ func ReadDeadLetters(path string) ([]deadletter.Record, error) {
 // Reassign implements sink.Rewriter: it rewrites the bucket from its report
 // manifest and dead letters, through the same writer as a run, so the
 // files are those a run with the new verdicts writes.
-func (s *Sink) Reassign(ctx context.Context, bucket string, verdicts []sink.Verdict) error {
+func (s *Sink) Reassign(ctx context.Context, bucket string, verdicts []stamped.Verdict) error {
 	l, err := s.ReadLedger(bucket)
 	if err != nil {
 		return fmt.Errorf("reassign %s: ledger: %w", bucket, err)
@@ -136,7 +136,7 @@ func (s *Sink) Reassign(ctx context.Context, bucket string, verdicts []sink.Verd
 	if err != nil {
 		return fmt.Errorf("reassign %s: %w", bucket, err)
 	}
-	byName := map[string]sink.Verdict{}
+	byName := map[string]stamped.Verdict{}
 	for _, v := range verdicts {
 		byName[v.Textname] = v
 	}
@@ -158,14 +158,14 @@ func (s *Sink) Reassign(ctx context.Context, bucket string, verdicts []sink.Verd
 	}
 	m := l.meta()
 	counts := l.Counts.Clone()
-	reports := make([]sink.Report, len(rows))
+	reports := make([]stamped.Report, len(rows))
 	var collided []deadletter.Record
 	for i, row := range rows {
 		id, err := m.Scheme.Report(row.Textname)
 		if err != nil {
 			return fmt.Errorf("reassign %s: report %s: %w", bucket, row.Textname, err)
 		}
-		r := sink.Report{Textname: row.Textname, Container: row.Container, Offset: row.Offset, Size: row.Size,
+		r := stamped.Report{Textname: row.Textname, Container: row.Container, Offset: row.Offset, Size: row.Size,
 			ID: id, N: uint32(row.N), RejectedBy: row.RejectedBy}
 		if row.SHA1 != "" {
 			var sum [20]byte
@@ -187,7 +187,7 @@ func (s *Sink) Reassign(ctx context.Context, bucket string, verdicts []sink.Verd
 				counts.AddCollisions(-1)
 			}
 			r.RejectedBy = v.RejectedBy
-			d, had = sink.CollisionRecord(bucket, &r, v.Message), v.RejectedBy != ""
+			d, had = stamped.CollisionRecord(bucket, &r, v.Message), v.RejectedBy != ""
 		}
 		if r.RejectedBy != "" {
 			if !had {

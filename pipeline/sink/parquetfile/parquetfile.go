@@ -41,6 +41,7 @@ import (
 
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/sink"
+	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
 // Measurement is a row of measurements/B.parquet.
@@ -70,15 +71,15 @@ type Report struct {
 
 // Ledger is the content of ledger/B.json.
 type Ledger struct {
-	Bucket      string      `json:"bucket"`
-	Fingerprint string      `json:"input_fingerprint"`
-	CounterBits int         `json:"counter_bits"`
-	SHA1Offset  int         `json:"sha1_offset"`
-	NdxPolicy   string      `json:"ndx_policy"`
-	Version     string      `json:"version"`
-	Counts      sink.Counts `json:"counts"`
-	Started     time.Time   `json:"started"`
-	Finished    time.Time   `json:"finished"`
+	Bucket      string         `json:"bucket"`
+	Fingerprint string         `json:"input_fingerprint"`
+	CounterBits int            `json:"counter_bits"`
+	SHA1Offset  int            `json:"sha1_offset"`
+	NdxPolicy   string         `json:"ndx_policy"`
+	Version     string         `json:"version"`
+	Counts      stamped.Counts `json:"counts"`
+	Started     time.Time      `json:"started"`
+	Finished    time.Time      `json:"finished"`
 }
 
 // Dirs are the sub-folders of the output folder.
@@ -195,7 +196,7 @@ func (s *Sink) ReadLedger(bucket string) (Ledger, error) {
 }
 
 // Committed implements sink.Sink.
-func (s *Sink) Committed(_ context.Context, m sink.Meta) (*sink.Counts, error) {
+func (s *Sink) Committed(_ context.Context, m stamped.Meta) (*stamped.Counts, error) {
 	l, err := s.ReadLedger(m.Bucket)
 	if err != nil {
 		return nil, nil // missing or unreadable: redo it
@@ -213,7 +214,7 @@ func (s *Sink) Committed(_ context.Context, m sink.Meta) (*sink.Counts, error) {
 }
 
 // Begin implements sink.Sink.
-func (s *Sink) Begin(_ context.Context, m sink.Meta) (sink.BucketWriter, error) {
+func (s *Sink) Begin(_ context.Context, m stamped.Meta) (sink.BucketWriter, error) {
 	day, err := time.Parse("2006-01-02", m.Bucket)
 	if err != nil {
 		return nil, fmt.Errorf("parquetfile: bucket %q: %w", m.Bucket, err)
@@ -259,7 +260,7 @@ func (s *Sink) Begin(_ context.Context, m sink.Meta) (sink.BucketWriter, error) 
 
 type bucketWriter struct {
 	s                *Sink
-	m                sink.Meta
+	m                stamped.Meta
 	tmp              string
 	days             int32
 	started          time.Time
@@ -278,7 +279,7 @@ func (w *bucketWriter) create(name string) (*os.File, error) {
 
 // Report implements sink.BucketWriter: the report's row, and one row per
 // measurement.
-func (w *bucketWriter) Report(r *sink.Report) error {
+func (w *bucketWriter) Report(r *stamped.Report) error {
 	sha := ""
 	if r.SHA1 != nil {
 		sha = hex.EncodeToString(r.SHA1[:])
@@ -311,11 +312,11 @@ func (w *bucketWriter) Report(r *sink.Report) error {
 func (w *bucketWriter) DeadLetter(d deadletter.Record) error { return w.dl.Encode(d.Classified()) }
 
 // Commit implements sink.BucketWriter.
-func (w *bucketWriter) Commit(ctx context.Context, c sink.Counts) (sink.Counts, error) {
+func (w *bucketWriter) Commit(ctx context.Context, c stamped.Counts) (stamped.Counts, error) {
 	return c, w.commit(ctx, c)
 }
 
-func (w *bucketWriter) commit(ctx context.Context, c sink.Counts) error {
+func (w *bucketWriter) commit(ctx context.Context, c stamped.Counts) error {
 	if err := ctx.Err(); err != nil {
 		w.Abort()
 		return err

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/backfill-dev/backfill/pipeline/sink"
+	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
 // failure is the content of ledger/B.failed.json: a bucket whose last
@@ -29,7 +29,7 @@ const failedExt = ".failed.json"
 // RecordFailure implements sink.FailureRecorder: it writes
 // ledger/B.failed.json, unless the bucket is committed (its output is
 // whole, and stays).
-func (s *Sink) RecordFailure(m sink.Meta, err error) {
+func (s *Sink) RecordFailure(m stamped.Meta, err error) {
 	if _, e := os.Stat(s.path("ledger", m.Bucket, ".json")); e == nil {
 		return
 	}
@@ -41,7 +41,7 @@ func (s *Sink) RecordFailure(m sink.Meta, err error) {
 // ReadState reads the ledger of the output folder dir: every committed
 // bucket with its counts, and every bucket whose last commit failed, by
 // bucket. It takes no lock: a run may be writing meanwhile (see Holder).
-func ReadState(dir string) ([]sink.BucketState, error) {
+func ReadState(dir string) ([]stamped.State, error) {
 	if st, err := os.Stat(filepath.Join(dir, "ledger")); err != nil || !st.IsDir() {
 		return nil, errors.New(dir + " is not an output folder of backfill run (it has no ledger/)")
 	}
@@ -49,7 +49,7 @@ func ReadState(dir string) ([]sink.BucketState, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []sink.BucketState
+	var out []stamped.State
 	for _, e := range ents {
 		name := e.Name()
 		data, err := os.ReadFile(filepath.Join(dir, "ledger", name))
@@ -63,13 +63,13 @@ func ReadState(dir string) ([]sink.BucketState, error) {
 				return nil, errors.New("ledger/" + name + ": " + err.Error())
 			}
 			l := Ledger{Bucket: f.Bucket, Fingerprint: f.Fingerprint, CounterBits: f.CounterBits, SHA1Offset: f.SHA1Offset, NdxPolicy: f.NdxPolicy}
-			out = append(out, sink.BucketState{Meta: l.meta(), Status: sink.StatusFailed, Error: f.Error, Finished: f.Failed, Counts: sink.NewCounts()})
+			out = append(out, stamped.State{Meta: l.meta(), Status: stamped.StatusFailed, Error: f.Error, Finished: f.Failed, Counts: stamped.NewCounts()})
 		case strings.HasSuffix(name, ".json"):
 			var l Ledger
 			if err := json.Unmarshal(data, &l); err != nil {
 				return nil, errors.New("ledger/" + name + ": " + err.Error())
 			}
-			out = append(out, sink.BucketState{Meta: l.meta(), Status: sink.StatusCommitted, Counts: l.Counts.Clone(), Finished: l.Finished})
+			out = append(out, stamped.State{Meta: l.meta(), Status: stamped.StatusCommitted, Counts: l.Counts.Clone(), Finished: l.Finished})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Meta.Bucket < out[j].Meta.Bucket })

@@ -13,11 +13,12 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
+	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
 // benchReports makes n reports of m measurements each, in bucket day.
-func benchReports(b testing.TB, day string, n, m int) []sink.Report {
-	out := make([]sink.Report, n)
+func benchReports(b testing.TB, day string, n, m int) []stamped.Report {
+	out := make([]stamped.Report, n)
 	for i := range out {
 		name := fmt.Sprintf("%s/%sT%02d%02d%02dZ-IT-AS%d-web_connectivity-no_report_id-0.2.0-probe.json",
 			day, day[:4]+day[5:7]+day[8:10], i/3600%24, i/60%60, i%60, 100+i/86400)
@@ -25,18 +26,18 @@ func benchReports(b testing.TB, day string, n, m int) []sink.Report {
 		if err != nil {
 			b.Fatal(err)
 		}
-		out[i] = sink.Report{Textname: name, Container: "c.tar.lz4", ID: id, N: uint32(m)}
+		out[i] = stamped.Report{Textname: name, Container: "c.tar.lz4", ID: id, N: uint32(m)}
 	}
 	return out
 }
 
-func commitBucket(b testing.TB, s sink.Sink, day string, rs []sink.Report) {
+func commitBucket(b testing.TB, s sink.Sink, day string, rs []stamped.Report) {
 	ctx := context.Background()
-	w, err := s.Begin(ctx, sink.Meta{Bucket: day, Fingerprint: "bench", Scheme: ooid.DefaultScheme, NdxPolicy: "blobs", Version: "bench"})
+	w, err := s.Begin(ctx, stamped.Meta{Bucket: day, Fingerprint: "bench", Scheme: ooid.DefaultScheme, NdxPolicy: "blobs", Version: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	var c sink.Counts
+	var c stamped.Counts
 	for i := range rs {
 		w.Report(&rs[i])
 		c.Reports++

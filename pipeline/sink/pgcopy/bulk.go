@@ -8,6 +8,7 @@ import (
 
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/sink"
+	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
 // BulkSink loads into tables without indexes or constraints, one
@@ -66,7 +67,7 @@ func (b *BulkSink) Finish(ctx context.Context) error {
 
 // commitBulk runs a bucket's transaction of a bulk load: the verdicts are
 // the run's, and earlier rows of the bucket are found without indexes.
-func (s *Sink) commitBulk(ctx context.Context, w *bucketWriter, c sink.Counts) (sink.Counts, error) {
+func (s *Sink) commitBulk(ctx context.Context, w *bucketWriter, c stamped.Counts) (stamped.Counts, error) {
 	tx, err := s.conn.Begin(ctx)
 	if err != nil {
 		return c, err
@@ -129,11 +130,11 @@ func (b *BulkSink) Buckets(ctx context.Context) ([]string, error) {
 }
 
 // Manifest implements sink.Rewriter.
-func (b *BulkSink) Manifest(ctx context.Context, bucket string) (sink.Meta, []sink.ManifestReport, error) {
-	var m sink.Meta
-	var out []sink.ManifestReport
+func (b *BulkSink) Manifest(ctx context.Context, bucket string) (stamped.Meta, []stamped.ManifestReport, error) {
+	var m stamped.Meta
+	var out []stamped.ManifestReport
 	err := b.retry(ctx, "reading bucket "+bucket, func(ctx context.Context) error {
-		m = sink.Meta{Bucket: bucket}
+		m = stamped.Meta{Bucket: bucket}
 		if err := b.conn.QueryRow(ctx, `SELECT input_fingerprint, counter_bits, sha1_offset, ndx_policy, version FROM `+b.q("ledger")+`
 			WHERE bucket = $1 AND status = 'committed'`, bucket).Scan(&m.Fingerprint, &m.Scheme.CounterBits, &m.Scheme.SHA1Offset, &m.NdxPolicy, &m.Version); err != nil {
 			return err
@@ -145,7 +146,7 @@ func (b *BulkSink) Manifest(ctx context.Context, bucket string) (sink.Meta, []si
 		}
 		out = out[:0]
 		for rows.Next() {
-			var r sink.ManifestReport
+			var r stamped.ManifestReport
 			var n int32
 			if err := rows.Scan(&r.Textname, &n, &r.Container, &r.Offset, &r.RejectedBy); err != nil {
 				return err
@@ -159,7 +160,7 @@ func (b *BulkSink) Manifest(ctx context.Context, bucket string) (sink.Meta, []si
 }
 
 // Reassign implements sink.Rewriter.
-func (b *BulkSink) Reassign(ctx context.Context, bucket string, verdicts []sink.Verdict) error {
+func (b *BulkSink) Reassign(ctx context.Context, bucket string, verdicts []stamped.Verdict) error {
 	return b.retry(ctx, "bucket "+bucket, func(ctx context.Context) error {
 		tx, err := b.conn.Begin(ctx)
 		if err != nil {

@@ -12,10 +12,11 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/sink"
+	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
 // commit runs one bucket's transaction.
-func (s *Sink) commit(ctx context.Context, w *bucketWriter, c sink.Counts) (sink.Counts, error) {
+func (s *Sink) commit(ctx context.Context, w *bucketWriter, c stamped.Counts) (stamped.Counts, error) {
 	tx, err := s.conn.Begin(ctx)
 	if err != nil {
 		return c, err
@@ -47,7 +48,7 @@ func (s *Sink) commit(ctx context.Context, w *bucketWriter, c sink.Counts) (sink
 
 // adjustCounts takes the reports that lost their IDs out of the counts the
 // run made (it counted every report as kept).
-func adjustCounts(c sink.Counts, rs []sink.Report, winners []string) sink.Counts {
+func adjustCounts(c stamped.Counts, rs []stamped.Report, winners []string) stamped.Counts {
 	out := c.Clone()
 	for i := range rs {
 		if winners[i] != "" {
@@ -62,7 +63,7 @@ func adjustCounts(c sink.Counts, rs []sink.Report, winners []string) sink.Counts
 // lockBucket takes the bucket's advisory lock for the transaction, waiting
 // for (or, with SkipLocked, skipping) another run that holds it. With
 // Resume, a bucket committed meanwhile with the same meta is skipped.
-func (s *Sink) lockBucket(ctx context.Context, tx pgx.Tx, m sink.Meta) error {
+func (s *Sink) lockBucket(ctx context.Context, tx pgx.Tx, m stamped.Meta) error {
 	key := "backfill bucket " + s.schema
 	var ok bool
 	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtext($1), $2::date - date '1970-01-01')`, key, m.Bucket).Scan(&ok); err != nil {
@@ -102,7 +103,7 @@ func (s *Sink) lockBucket(ctx context.Context, tx pgx.Tx, m sink.Meta) error {
 
 // checkScheme refuses a bucket whose scheme differs from the committed
 // buckets': IDs of two schemes cannot be checked against each other.
-func (s *Sink) checkScheme(ctx context.Context, tx pgx.Tx, m sink.Meta) error {
+func (s *Sink) checkScheme(ctx context.Context, tx pgx.Tx, m stamped.Meta) error {
 	var other string
 	var bits, off int
 	err := tx.QueryRow(ctx, `SELECT bucket::text, counter_bits, sha1_offset FROM `+s.q("ledger")+`
@@ -195,7 +196,7 @@ func spans(r collisions.Range, bits int) (l1, h1, l2, h2 int32) {
 
 // writeBucket COPYs the bucket's reports, measurements and dead letters
 // and marks the ledger.
-func (s *Sink) writeBucket(ctx context.Context, tx pgx.Tx, w *bucketWriter, winners, msgs []string, c sink.Counts) error {
+func (s *Sink) writeBucket(ctx context.Context, tx pgx.Tx, w *bucketWriter, winners, msgs []string, c stamped.Counts) error {
 	b, bits := w.m.Bucket, w.m.Scheme.CounterBits
 	day, _ := time.Parse(time.DateOnly, b)
 	reportRows := make([][]any, len(w.reports))
@@ -229,7 +230,7 @@ func (s *Sink) writeBucket(ctx context.Context, tx pgx.Tx, w *bucketWriter, winn
 	var collided []deadletter.Record
 	for i := range w.reports {
 		if winners[i] != "" {
-			collided = append(collided, sink.CollisionRecord(b, &w.reports[i], msgs[i]))
+			collided = append(collided, stamped.CollisionRecord(b, &w.reports[i], msgs[i]))
 		}
 	}
 	slices.SortStableFunc(collided, func(a, b deadletter.Record) int { return strings.Compare(a.Textname, b.Textname) })
@@ -247,7 +248,7 @@ var (
 	deadColumns   = []string{"bucket", "seq", "file", "textname", "offset", "reason", "kind", "message"}
 )
 
-func (s *Sink) markLedger(ctx context.Context, tx pgx.Tx, w *bucketWriter, c sink.Counts) error {
+func (s *Sink) markLedger(ctx context.Context, tx pgx.Tx, w *bucketWriter, c stamped.Counts) error {
 	c = c.Clone()
 	rejects, notices := c.Totals()
 	_, err := tx.Exec(ctx, `INSERT INTO `+s.q("ledger")+` (bucket, input_fingerprint, counter_bits, sha1_offset, ndx_policy,

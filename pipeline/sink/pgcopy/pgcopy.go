@@ -45,6 +45,7 @@ import (
 
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/sink"
+	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
 // Options say where and how to load.
@@ -228,13 +229,13 @@ func closeConn(slot **pgx.Conn) error {
 func (s *Sink) Conn() *pgx.Conn { return s.conn }
 
 // Committed implements sink.Sink.
-func (s *Sink) Committed(ctx context.Context, m sink.Meta) (*sink.Counts, error) {
-	var out *sink.Counts
+func (s *Sink) Committed(ctx context.Context, m stamped.Meta) (*stamped.Counts, error) {
+	var out *stamped.Counts
 	s.checkMu.Lock()
 	defer s.checkMu.Unlock()
 	err := s.retryOn(ctx, &s.check, "checking bucket "+m.Bucket, func(ctx context.Context) error {
 		out = nil
-		c := sink.NewCounts()
+		c := stamped.NewCounts()
 		err := s.check.QueryRow(ctx, `SELECT reports, measurements, dead_letters_by_reason, rejects_by_reason, bytes_in, bytes_out
 			FROM `+s.q("ledger")+` WHERE bucket = $1 AND status = 'committed'
 			AND input_fingerprint = $2 AND counter_bits = $3 AND sha1_offset = $4 AND ndx_policy = $5`,
@@ -255,7 +256,7 @@ func (s *Sink) Committed(ctx context.Context, m sink.Meta) (*sink.Counts, error)
 // fingerprint, scheme and ndx policy.
 func (s *Sink) committed(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
-}, m sink.Meta) (bool, error) {
+}, m stamped.Meta) (bool, error) {
 	var ok bool
 	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+s.q("ledger")+` WHERE bucket = $1 AND status = 'committed'
 		AND input_fingerprint = $2 AND counter_bits = $3 AND sha1_offset = $4 AND ndx_policy = $5)`,
@@ -266,7 +267,7 @@ func (s *Sink) committed(ctx context.Context, q interface {
 // Begin implements sink.Sink. The writer keeps the bucket's reports and
 // dead letters in memory (the measurements are made from the reports as
 // they are COPYed), so Commit can run the transaction again after a fault.
-func (s *Sink) Begin(ctx context.Context, m sink.Meta) (sink.BucketWriter, error) {
+func (s *Sink) Begin(ctx context.Context, m stamped.Meta) (sink.BucketWriter, error) {
 	if _, err := time.Parse(time.DateOnly, m.Bucket); err != nil {
 		return nil, fmt.Errorf("pgcopy: bucket %q: %w", m.Bucket, err)
 	}
@@ -275,13 +276,13 @@ func (s *Sink) Begin(ctx context.Context, m sink.Meta) (sink.BucketWriter, error
 
 type bucketWriter struct {
 	s       *Sink
-	m       sink.Meta
+	m       stamped.Meta
 	started time.Time
-	reports []sink.Report
+	reports []stamped.Report
 	dead    []deadletter.Record
 }
 
-func (w *bucketWriter) Report(r *sink.Report) error {
+func (w *bucketWriter) Report(r *stamped.Report) error {
 	w.reports = append(w.reports, *r)
 	return nil
 }
@@ -297,8 +298,8 @@ func (w *bucketWriter) Abort() error {
 }
 
 // Commit implements sink.BucketWriter.
-func (w *bucketWriter) Commit(ctx context.Context, c sink.Counts) (sink.Counts, error) {
-	var out sink.Counts
+func (w *bucketWriter) Commit(ctx context.Context, c stamped.Counts) (stamped.Counts, error) {
+	var out stamped.Counts
 	err := w.s.retry(ctx, "bucket "+w.m.Bucket, func(ctx context.Context) error {
 		var err error
 		if w.s.opt.Bulk {

@@ -16,9 +16,9 @@ import (
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
-	"github.com/backfill-dev/backfill/pipeline/sink"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
+	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
 const maxBlob = 1 << 20
@@ -565,13 +565,13 @@ func TestLoad_2039Negative(t *testing.T) {
 	if id.TS < 1<<31 {
 		t.Fatalf("ts %d is below 2^31", id.TS)
 	}
-	m := sink.Meta{Bucket: "2039-06-01", Fingerprint: "f", Scheme: ooid.DefaultScheme, NdxPolicy: "blobs", Version: "test"}
+	m := stamped.Meta{Bucket: "2039-06-01", Fingerprint: "f", Scheme: ooid.DefaultScheme, NdxPolicy: "blobs", Version: "test"}
 	w, err := s.Begin(ctx, m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Report(&sink.Report{Textname: name, Container: "c.tar.lz4", ID: id, N: 3})
-	if _, err := w.Commit(ctx, sink.Counts{Reports: 1, Measurements: 3}); err != nil {
+	w.Report(&stamped.Report{Textname: name, Container: "c.tar.lz4", ID: id, N: 3})
+	if _, err := w.Commit(ctx, stamped.Counts{Reports: 1, Measurements: 3}); err != nil {
 		t.Fatal(err)
 	}
 	c := pgtest.Connect(t, dsn)

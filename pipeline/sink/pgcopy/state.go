@@ -5,12 +5,12 @@ import (
 	"time"
 
 	"github.com/backfill-dev/backfill/pipeline/ooid"
-	"github.com/backfill-dev/backfill/pipeline/sink"
+	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
 // State reads the ledger: every bucket with its status, counts and, for a
 // failed one, its error, by bucket.
-func (s *Sink) State(ctx context.Context) ([]sink.BucketState, error) {
+func (s *Sink) State(ctx context.Context) ([]stamped.State, error) {
 	rows, err := s.conn.Query(ctx, `SELECT bucket::text, input_fingerprint, counter_bits, sha1_offset, ndx_policy, version,
 		status, coalesce(error, ''), reports, measurements, dead_letters_by_reason, rejects_by_reason, bytes_in, bytes_out,
 		coalesce(finished_at, started_at)
@@ -19,9 +19,9 @@ func (s *Sink) State(ctx context.Context) ([]sink.BucketState, error) {
 		return nil, s.clean(err)
 	}
 	defer rows.Close()
-	var out []sink.BucketState
+	var out []stamped.State
 	for rows.Next() {
-		st := sink.BucketState{Counts: sink.NewCounts()}
+		st := stamped.State{Counts: stamped.NewCounts()}
 		var bits, off int16
 		var finished time.Time
 		if err := rows.Scan(&st.Meta.Bucket, &st.Meta.Fingerprint, &bits, &off, &st.Meta.NdxPolicy, &st.Meta.Version,

@@ -205,7 +205,7 @@ func (s *Sink) reassign(ctx context.Context, tx pgx.Tx, x *stored, want, msg str
 
 func (s *Sink) adjustLedger(ctx context.Context, tx pgx.Tx, bucket string, reports, measurements, collided int64) error {
 	// bump adds $4 to the collision count of a by-reason column, dropping
-	// the key at zero as sink.Counts does.
+	// the key at zero as stamped.Counts does.
 	bump := func(col string) string {
 		return col + ` = CASE WHEN coalesce((` + col + `->>'collision')::bigint, 0) + $4 = 0
 			THEN ` + col + ` - 'collision'

@@ -1,0 +1,193 @@
+// Package stamped holds what the pipeline's stages hand each other and
+// the sinks: a bucket's stamped reports and records, how its output was
+// made (Meta), what it counts (Counts, Tally) and what a committed output
+// holds (State). It is plain data: every stage and every sink may import
+// it, and it imports no stage and no sink.
+package stamped
+
+import (
+	"maps"
+	"time"
+
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/ooid"
+)
+
+// Meta describes how a bucket's output was made. Two runs of a bucket
+// with equal Meta and Fingerprint produce the same output.
+type Meta struct {
+	Bucket      string // YYYY-MM-DD
+	Fingerprint string // of the bucket's input files
+	Scheme      ooid.Scheme
+	NdxPolicy   string // "blobs": every blob after the YAML header counts
+	Version     string // of the tool
+}
+
+// Report is one report of a bucket and the IDs of its measurements:
+// measurement ndx (0 <= ndx < N) has the OOID ID.ID(ndx).
+type Report struct {
+	Textname  string
+	Container string    // the container file, as the index names it
+	Offset    int64     // of the report in the decompressed container
+	Size      int64     // of the raw report
+	SHA1      *[20]byte // of the raw report, from the index; nil when the index does not list it
+	ID        ooid.Report
+	N         uint32
+	// RejectedBy, when set, names the report that keeps the IDs this one
+	// would share with it (docs/design.md §3): the report is listed in the
+	// bucket's report manifest, and its measurements get no rows.
+	RejectedBy string
+}
+
+// ManifestReport is a committed report as its bucket's report manifest
+// lists it.
+type ManifestReport struct {
+	Textname   string
+	N          uint32
+	Container  string
+	Offset     int64
+	RejectedBy string
+}
+
+// Verdict changes the collision verdict of a committed report: RejectedBy
+// names the report that keeps the IDs ("" when the report keeps its own),
+// and Message is the dead-letter message of a rejection.
+type Verdict struct {
+	Textname, RejectedBy, Message string
+}
+
+// Counts sums up a committed bucket.
+type Counts struct {
+	Reports      int64 `json:"reports"`
+	Measurements int64 `json:"measurements"`
+	// DeadLetters counts every record by reason, Rejects the rejects
+	// among them (deadletter.Reject); the rest are notices.
+	DeadLetters map[string]int64 `json:"dead_letters"`
+	Rejects     map[string]int64 `json:"rejects"`
+	BytesIn     int64            `json:"bytes_in"`  // compressed
+	BytesOut    int64            `json:"bytes_out"` // decompressed
+}
+
+// NewCounts returns empty counts, ready to Add to.
+func NewCounts() Counts {
+	return Counts{DeadLetters: map[string]int64{}, Rejects: map[string]int64{}}
+}
+
+// Add counts a dead-letter record.
+func (c *Counts) Add(d deadletter.Record) {
+	c.addReason(d.Reason, 1, d.IsReject())
+}
+
+// AddCollisions counts n more collision records (fewer when n < 0): every
+// one a reject, by a report that lost its IDs (or got them back).
+func (c *Counts) AddCollisions(n int64) {
+	c.addReason(deadletter.Collision, n, true)
+}
+
+func (c *Counts) addReason(reason string, n int64, reject bool) {
+	if c.DeadLetters == nil {
+		c.DeadLetters = map[string]int64{}
+	}
+	if c.Rejects == nil {
+		c.Rejects = map[string]int64{}
+	}
+	bump := func(m map[string]int64) {
+		if m[reason] += n; m[reason] == 0 {
+			delete(m, reason)
+		}
+	}
+	bump(c.DeadLetters)
+	if reject {
+		bump(c.Rejects)
+	}
+}
+
+// Clone returns a copy of c that shares no map with it.
+func (c Counts) Clone() Counts {
+	out := c
+	out.DeadLetters, out.Rejects = maps.Clone(c.DeadLetters), maps.Clone(c.Rejects)
+	if out.DeadLetters == nil {
+		out.DeadLetters = map[string]int64{}
+	}
+	if out.Rejects == nil {
+		out.Rejects = map[string]int64{}
+	}
+	return out
+}
+
+// Totals returns the number of rejects and of notices.
+func (c Counts) Totals() (rejects, notices int64) {
+	var all int64
+	for _, n := range c.DeadLetters {
+		all += n
+	}
+	for _, n := range c.Rejects {
+		rejects += n
+	}
+	return rejects, all - rejects
+}
+
+// Notices returns the notices by reason.
+func (c Counts) Notices() map[string]int64 {
+	out := map[string]int64{}
+	for r, n := range c.DeadLetters {
+		if k := n - c.Rejects[r]; k != 0 {
+			out[r] = k
+		}
+	}
+	return out
+}
+
+// CollisionRecord is the dead letter of a report rejected for a
+// collision. A bucket lists these after its other records, by textname.
+func CollisionRecord(bucket string, r *Report, msg string) deadletter.Record {
+	return deadletter.Record{Bucket: bucket, File: r.Container, Textname: r.Textname, Offset: r.Offset, Reason: deadletter.Collision, Kind: deadletter.Reject, Message: msg}
+}
+
+// State is what an output holds of a bucket, from its ledger: the
+// status command's row.
+type State struct {
+	Meta     Meta
+	Status   string // StatusCommitted or StatusFailed
+	Error    string // why a failed bucket failed
+	Counts   Counts
+	Finished time.Time
+}
+
+// The states of a bucket in a ledger.
+const (
+	StatusCommitted = "committed"
+	// StatusFailed is a bucket whose last load failed and that holds no
+	// committed output: --resume loads it again.
+	StatusFailed = "failed"
+)
+
+// Tally sums the counts of committed buckets: what a summary or a status
+// shows.
+type Tally struct {
+	Reports         int64            `json:"reports"`
+	Measurements    int64            `json:"measurements"`
+	Rejects         int64            `json:"rejects"`
+	Notices         int64            `json:"notices"`
+	RejectsByReason map[string]int64 `json:"rejects_by_reason"`
+	NoticesByReason map[string]int64 `json:"notices_by_reason"`
+}
+
+// NewTally returns an empty tally.
+func NewTally() Tally {
+	return Tally{RejectsByReason: map[string]int64{}, NoticesByReason: map[string]int64{}}
+}
+
+// Add adds a bucket's counts.
+func (t *Tally) Add(c Counts) {
+	t.Reports += c.Reports
+	t.Measurements += c.Measurements
+	for r, n := range c.Rejects {
+		t.RejectsByReason[r] += n
+		t.Rejects += n
+	}
+	for r, n := range c.Notices() {
+		t.NoticesByReason[r] += n
+		t.Notices += n
+	}
+}
