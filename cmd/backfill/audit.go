@@ -15,11 +15,10 @@ import (
 
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
-	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/reader"
-	"github.com/backfill-dev/backfill/pipeline/sink"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
+	"github.com/backfill-dev/backfill/pipeline/stamp"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
@@ -122,11 +121,11 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 	fs.BoolVar(&predict, "predict", false, "")
 	fs.BoolVar(&asJSON, "json", false, "")
 	fs.IntVar(&workers, "workers", runtime.NumCPU(), "")
-	var read job.Config
-	read.Format, read.Ndx = reader.FormatAuto, reader.NdxBlobs
+	var read stamp.Config
+	read.Format, read.Read.Ndx = reader.FormatAuto, reader.NdxBlobs
 	fs.Var(&read.Format, "format", "")
-	fs.BoolVar(&read.FromIndex, "from-index", false, "")
-	fs.Var(&read.Ndx, "ndx", "")
+	fs.BoolVar(&read.Read.FromIndex, "from-index", false, "")
+	fs.Var(&read.Read.Ndx, "ndx", "")
 	inputs, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -150,7 +149,7 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 		return usagef("audit: %v", err)
 	}
 	read.Workers = workers
-	au := &auditor{a: a, std: std, runCfg: read}
+	au := &auditor{a: a, std: std, stampCfg: read}
 	files := true
 	for _, in := range inputs {
 		if st, err := os.Stat(in); in == "-" || err != nil || !st.Mode().IsRegular() {
@@ -237,7 +236,7 @@ func intList(s string, lo, hi int) ([]int, error) {
 type auditor struct {
 	a         *collisions.Auditor
 	std       stdio
-	runCfg    job.Config // how bucket folders are read
+	stampCfg  stamp.Config // how bucket folders are read
 	keepNames bool
 	textnames []string
 	rejected  int64
@@ -314,52 +313,31 @@ func (au *auditor) readRunOutput(dir string) error {
 // readBuckets reads bucket folders as backfill run does, into a sink that
 // only counts.
 func (au *auditor) readBuckets(ctx context.Context, dir string) error {
-	in, err := job.ResolveInput(dir, nil)
+	in, err := stamp.ResolveInput(dir, nil)
 	if err != nil {
 		return &usageError{msg: "audit: " + err.Error(), cmd: "audit"}
 	}
-	cs := &countingSink{au: au}
-	cfg := au.runCfg
+	cfg := au.stampCfg
 	cfg.In, cfg.Buckets, cfg.Scheme, cfg.Version = in.Dir, in.Buckets, ooid.DefaultScheme, buildVersion()
-	_, err = job.Run(ctx, cfg, cs)
-	return err
-}
-
-// countingSink takes the reports of a run for the audit and keeps nothing.
-// It is not a sink.Rewriter: the run leaves the collision verdicts to it,
-// and the audit counts every pair itself.
-type countingSink struct{ au *auditor }
-
-func (c *countingSink) Committed(context.Context, stamped.Meta) (*stamped.Counts, error) {
-	return nil, nil
-}
-func (c *countingSink) Close() error { return nil }
-func (c *countingSink) Begin(context.Context, stamped.Meta) (sink.BucketWriter, error) {
-	return countingWriter{c.au}, nil
-}
-
-type countingWriter struct{ au *auditor }
-
-func (w countingWriter) Report(r *stamped.Report) error {
-	w.au.add(r.Container, []byte(r.Textname), r.N)
-	return nil
-}
-
-func (w countingWriter) DeadLetter(d deadletter.Record) error {
-	if d.Reason == deadletter.Collision && d.Textname != "" {
-		return nil // a run's verdict; the audit counts every pair itself
+	plan, err := stamp.NewPlan(cfg)
+	if err != nil {
+		return err
 	}
-	if !d.IsReject() {
-		return nil // nothing lost: every ID is counted
-	}
-	w.au.reject(d.File, fmt.Errorf("%s %s at %d: %s", d.Reason, d.Textname, d.Offset, d.Message))
-	return nil
+	return stamp.Run(ctx, cfg, plan, func(b *stamped.Bucket) error {
+		for _, d := range b.Records {
+			if d.Reason == deadletter.Collision && d.Textname != "" {
+				continue // more measurements than counter values: the audit counts every pair itself
+			}
+			if d.IsReject() {
+				au.reject(d.File, fmt.Errorf("%s %s at %d: %s", d.Reason, d.Textname, d.Offset, d.Message))
+			}
+		}
+		for _, r := range b.Reports {
+			au.add(r.Container, []byte(r.Textname), r.N)
+		}
+		return nil
+	})
 }
-
-func (w countingWriter) Commit(_ context.Context, c stamped.Counts) (stamped.Counts, error) {
-	return c, nil
-}
-func (w countingWriter) Abort() error { return nil }
 
 // names returns the textnames of the reports in the results' pairs.
 func (au *auditor) names(results []collisions.Result, inputs []string) (map[uint32]string, error) {

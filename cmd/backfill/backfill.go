@@ -27,6 +27,7 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/sink"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
+	"github.com/backfill-dev/backfill/pipeline/stamp"
 )
 
 const runHelp = `Usage: backfill run --in DIR --out DIR [flags] [BUCKET...]
@@ -194,8 +195,8 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 		return usagef("run: %v", err)
 	}
 	// The input is checked before anything is created under --out.
-	in, err := job.ResolveInput(cfg.In, buckets)
-	if ie := (*job.InputError)(nil); errors.As(err, &ie) && ie.Name {
+	in, err := stamp.ResolveInput(cfg.In, buckets)
+	if ie := (*stamp.InputError)(nil); errors.As(err, &ie) && ie.Name {
 		return usagef("run: %v", err)
 	} else if err != nil {
 		return usagef("run: --in %v", err)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/backfill-dev/backfill/internal/lines"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 )
 
@@ -71,7 +72,7 @@ func runDecode(ctx context.Context, args []string, std stdio) error {
 		out.Write(buf)
 	}
 	if len(args) == 1 && args[0] == "-" {
-		err := eachLine(ctx, std.in, func(line []byte, n int, tooLong error) error {
+		err := lines.Each(ctx, std.in, func(line []byte, n int, tooLong error) error {
 			if tooLong != nil {
 				bad++
 				fmt.Fprintf(std.err, "backfill: line %d: %v\n", n, tooLong)

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/backfill-dev/backfill/cumulus/granule"
+	"github.com/backfill-dev/backfill/internal/lines"
 )
 
 const granuleHelp = `Usage: backfill granule-id --collection-id C [--hash-length N] [--include-timestamp] ID...
@@ -182,7 +183,7 @@ func granuleStream(ctx context.Context, gen *granule.Generator, defaultCollectio
 		bad++
 		fmt.Fprintf(std.err, "backfill: line %d: %s\n", n, fmt.Sprintf(format, args...))
 	}
-	err := eachLine(ctx, std.in, func(line []byte, n int, tooLong error) error {
+	err := lines.Each(ctx, std.in, func(line []byte, n int, tooLong error) error {
 		if tooLong != nil {
 			reject(n, "%v", tooLong)
 			return nil

@@ -3,10 +3,10 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/backfill-dev/backfill/pipeline/ooid"
+	"github.com/backfill-dev/backfill/pipeline/ooidlines"
 )
 
 const ooidHelp = `Usage: backfill ooid [--counter-bits N] [--sha1-offset N] TEXTNAME [NDX...]
@@ -98,7 +98,7 @@ func ooidArgs(scheme ooid.Scheme, textname string, ndxs []string, std stdio) err
 	bad := 0
 	var buf []byte
 	for _, s := range ndxs {
-		ndx, err := parseNDX([]byte(s), scheme)
+		ndx, err := ooidlines.ParseNDX([]byte(s), scheme)
 		if err != nil {
 			fmt.Fprintf(std.err, "backfill: NDX %q: %v\n", s, err)
 			bad++
@@ -116,44 +116,24 @@ func ooidArgs(scheme ooid.Scheme, textname string, ndxs []string, std stdio) err
 	return nil
 }
 
-var (
-	errNDXSyntax = errors.New("not a decimal integer")
-	errNDXRange  = errors.New("too large")
-)
-
-// parseNDX parses a decimal NDX below 2^CounterBits.
-func parseNDX(b []byte, scheme ooid.Scheme) (uint32, error) {
-	if len(b) == 0 || len(b) > 10 {
-		if len(b) > 10 && allDigits(b) {
-			return 0, fmt.Errorf("%w: the counter space is 2^%d", errNDXRange, scheme.CounterBits)
-		}
-		return 0, errNDXSyntax
-	}
-	var v uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, errNDXSyntax
-		}
-		v = v*10 + uint64(c-'0')
-	}
-	if v > uint64(scheme.Mask()) {
-		return 0, fmt.Errorf("%w: %d, the counter space is 2^%d", errNDXRange, v, scheme.CounterBits)
-	}
-	return uint32(v), nil
-}
-
-func allDigits(b []byte) bool {
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
-}
-
 func clip(b []byte) string {
 	if len(b) > 40 {
 		return string(b[:40]) + "..."
 	}
 	return string(b)
+}
+
+// ooidStream is "backfill ooid -": package ooidlines, with each bad line
+// reported on stderr.
+func ooidStream(ctx context.Context, scheme ooid.Scheme, std stdio) error {
+	bad, err := ooidlines.Run(ctx, scheme, std.in, std.out, func(line int, msg string) {
+		fmt.Fprintf(std.err, "backfill: line %d: %s\n", line, msg)
+	})
+	if err != nil {
+		return err
+	}
+	if bad > 0 {
+		return &rejectsError{n: bad, what: "lines"}
+	}
+	return nil
 }

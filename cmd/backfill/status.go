@@ -11,10 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/reader"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
+	"github.com/backfill-dev/backfill/pipeline/stamp"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
@@ -111,9 +111,9 @@ func runStatus(ctx context.Context, args []string, std stdio) error {
 	case sinkName == "postgres" && len(rest) > 0:
 		return usagef("status: with --sink postgres the output is --dsn and --pg-schema, not %q", rest[0])
 	}
-	var input job.Input
+	var input stamp.Input
 	if in != "" {
-		if input, err = job.ResolveInput(in, nil); err != nil {
+		if input, err = stamp.ResolveInput(in, nil); err != nil {
 			return usagef("status: --in %v", err)
 		}
 	}
@@ -174,7 +174,7 @@ func (rep *statusReport) fill(states []stamped.State) {
 
 // resumeTodo lists the buckets of the input that run --resume would load:
 // not committed, failed, or committed from other input.
-func resumeTodo(in job.Input, states []stamped.State) []statusTodo {
+func resumeTodo(in stamp.Input, states []stamped.State) []statusTodo {
 	byBucket := map[string]stamped.State{}
 	for _, st := range states {
 		byBucket[st.Meta.Bucket] = st

@@ -12,7 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/backfill-dev/backfill/internal/lines"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
+	"github.com/backfill-dev/backfill/pipeline/ooidlines"
 )
 
 // lineGen is an io.Reader of n "TEXTNAME<TAB>NDX" lines, generated on the
@@ -98,32 +100,6 @@ func TestOOIDStream_ConstantMemory(t *testing.T) {
 	}
 }
 
-func TestLineReader(t *testing.T) {
-	long := strings.Repeat("x", 3*maxLine+17)
-	in := "a\r\n" + long + "\nb\n\n" + long + "\nc"
-	lr := newLineReader(strings.NewReader(in))
-	type got struct {
-		line string
-		n    int
-		long bool
-	}
-	var all []got
-	for {
-		line, n, err := lr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil && !errors.Is(err, errLineTooLong) {
-			t.Fatal(err)
-		}
-		all = append(all, got{string(line), n, errors.Is(err, errLineTooLong)})
-	}
-	want := []got{{"a", 1, false}, {"", 2, true}, {"b", 3, false}, {"", 4, false}, {"", 5, true}, {"c", 6, false}}
-	if fmt.Sprint(all) != fmt.Sprint(want) {
-		t.Errorf("lines = %v, want %v", all, want)
-	}
-}
-
 // BenchmarkOOIDStream measures "backfill ooid -" in process, lines/s, for
 // reports of 1 line (a textname parse and SHA-1 per line) and of 40 lines.
 //
@@ -144,7 +120,7 @@ func BenchmarkOOIDStream(b *testing.B) {
 	}
 }
 
-// TestOOIDStream_LongLines: lines longer than maxLine, and longer than a
+// TestOOIDStream_LongLines: lines longer than lines.MaxLine, and longer than a
 // whole chunk, are rejected with their numbers; the lines around them, and a
 // last line without "\n", come out right and in order.
 func TestOOIDStream_LongLines(t *testing.T) {
@@ -153,11 +129,11 @@ func TestOOIDStream_LongLines(t *testing.T) {
 	for i := range 5000 {
 		switch i {
 		case 10:
-			in.WriteString(strings.Repeat("y", maxLine+1) + "\n")
+			in.WriteString(strings.Repeat("y", lines.MaxLine+1) + "\n")
 		case 2000:
-			in.WriteString(strings.Repeat("z", 3*chunkSize+5) + "\n")
+			in.WriteString(strings.Repeat("z", 3*ooidlines.ChunkSize+5) + "\n")
 		case 2001:
-			in.WriteString(strings.Repeat("z", chunkSize) + "\n")
+			in.WriteString(strings.Repeat("z", ooidlines.ChunkSize) + "\n")
 		default:
 			fmt.Fprintf(&in, "%s\t%d\r\n", name, i)
 		}

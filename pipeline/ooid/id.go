@@ -202,6 +202,12 @@ func (id ID) Decode() Decoded {
 	return d
 }
 
+// NewBackfilledID builds a backfilled OOID (32:4:28) from its ts and counter;
+// counter must fit the scheme's width (at most 28 bits).
+func NewBackfilledID(ts, counter uint32) ID {
+	return ID(uint64(ts)<<32 | backfillNibble | uint64(counter))
+}
+
 // NewCollectorID builds a collector-stamped OOID (32:8:24). It fails when
 // collector exceeds [MaxCollectorID] or counter exceeds
 // [MaxCollectorCounter].

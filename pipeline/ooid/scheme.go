@@ -99,5 +99,5 @@ func (r Report) CounterBase() uint32 { return r.base }
 // 2^CounterBits or more wraps around onto the IDs of smaller ndx values;
 // callers that may see such reports must reject them.
 func (r Report) ID(ndx uint32) ID {
-	return ID(uint64(r.TS)<<32 | backfillNibble | uint64((r.base+ndx)&r.mask))
+	return NewBackfilledID(r.TS, (r.base+ndx)&r.mask)
 }

@@ -13,20 +13,28 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
-// Sink stores buckets.
+// Sink stores buckets. A run calls it from one goroutine.
 //
 // The collision verdicts (docs/design.md §3) are settled by the run when the
-// sink is a [Rewriter]; any other sink settles them itself when it commits
-// a bucket, against everything committed before by any run, and its
-// BucketWriter receives every report with RejectedBy unset.
+// sink is a [Rewriter], and by the sink itself when it is [SelfSettling].
 type Sink interface {
-	// Committed returns the counts of the bucket when it was committed
-	// with the same Meta (fingerprint, scheme, policy), and nil otherwise;
-	// --resume skips those, and reports their counts.
-	Committed(ctx context.Context, m stamped.Meta) (*stamped.Counts, error)
+	// State reads the ledger: every bucket the output holds, committed
+	// or failed, with its Meta and counts, by bucket. --resume skips the
+	// buckets committed with the same Meta (fingerprint, scheme, policy)
+	// and reports their counts.
+	State(ctx context.Context) ([]stamped.State, error)
 	// Begin starts writing a bucket. Nothing is visible until Commit.
 	Begin(ctx context.Context, m stamped.Meta) (BucketWriter, error)
 	Close() error
+}
+
+// SelfSettling is a Sink that settles the collision verdicts itself, when
+// it commits a bucket, against everything committed before by any run:
+// its BucketWriter receives every report with RejectedBy unset, and
+// Commit's counts leave out the reports it rejected.
+type SelfSettling interface {
+	Sink
+	SettlesCollisions()
 }
 
 // Rewriter is a Sink whose collision verdicts the run settles: it lists

@@ -138,12 +138,6 @@ func (c Counts) Notices() map[string]int64 {
 	return out
 }
 
-// CollisionRecord is the dead letter of a report rejected for a
-// collision. A bucket lists these after its other records, by textname.
-func CollisionRecord(bucket string, r *Report, msg string) deadletter.Record {
-	return deadletter.Record{Bucket: bucket, File: r.Container, Textname: r.Textname, Offset: r.Offset, Reason: deadletter.Collision, Kind: deadletter.Reject, Message: msg}
-}
-
 // State is what an output holds of a bucket, from its ledger: the
 // status command's row.
 type State struct {
@@ -190,4 +184,19 @@ func (t *Tally) Add(c Counts) {
 		t.NoticesByReason[r] += n
 		t.Notices += n
 	}
+}
+
+// Bucket is a bucket as the stamp stage hands it on: its reports with
+// their IDs, in container order and file order, and its records, in the
+// order they were found (the bucket's own, then each container's).
+type Bucket struct {
+	Meta Meta
+	// Skipped is set for a bucket the run leaves as it is committed
+	// (--resume): nothing of it was read.
+	Skipped bool
+	Reports []Report
+	Records []deadletter.Record
+	// Size is the compressed bytes of its files; BytesIn and BytesOut
+	// what was read of them, compressed and decompressed.
+	Size, BytesIn, BytesOut int64
 }

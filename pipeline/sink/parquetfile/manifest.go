@@ -10,13 +10,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
@@ -187,7 +187,7 @@ func (s *Sink) Reassign(ctx context.Context, bucket string, verdicts []stamped.V
 				counts.AddCollisions(-1)
 			}
 			r.RejectedBy = v.RejectedBy
-			d, had = stamped.CollisionRecord(bucket, &r, v.Message), v.RejectedBy != ""
+			d, had = collisions.Record(bucket, &r, v.Message), v.RejectedBy != ""
 		}
 		if r.RejectedBy != "" {
 			if !had {
@@ -197,7 +197,7 @@ func (s *Sink) Reassign(ctx context.Context, bucket string, verdicts []stamped.V
 		}
 		reports[i] = r
 	}
-	slices.SortStableFunc(collided, func(a, b deadletter.Record) int { return strings.Compare(a.Textname, b.Textname) })
+	collisions.SortRecords(collided)
 	w, err := s.Begin(ctx, m)
 	if err != nil {
 		return err

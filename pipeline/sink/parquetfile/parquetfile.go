@@ -195,24 +195,6 @@ func (s *Sink) ReadLedger(bucket string) (Ledger, error) {
 	return l, json.Unmarshal(b, &l)
 }
 
-// Committed implements sink.Sink.
-func (s *Sink) Committed(_ context.Context, m stamped.Meta) (*stamped.Counts, error) {
-	l, err := s.ReadLedger(m.Bucket)
-	if err != nil {
-		return nil, nil // missing or unreadable: redo it
-	}
-	if l.Fingerprint != m.Fingerprint || l.CounterBits != m.Scheme.CounterBits || l.SHA1Offset != m.Scheme.SHA1Offset || l.NdxPolicy != m.NdxPolicy {
-		return nil, nil
-	}
-	for _, f := range []string{s.path("measurements", m.Bucket, ".parquet"), s.path("reports", m.Bucket, ".parquet"), s.path("dead-letters", m.Bucket, ".jsonl")} {
-		if _, err := os.Stat(f); err != nil {
-			return nil, nil
-		}
-	}
-	c := l.Counts.Clone()
-	return &c, nil
-}
-
 // Begin implements sink.Sink.
 func (s *Sink) Begin(_ context.Context, m stamped.Meta) (sink.BucketWriter, error) {
 	day, err := time.Parse("2006-01-02", m.Bucket)

@@ -1,6 +1,7 @@
 package parquetfile
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -36,6 +37,33 @@ func (s *Sink) RecordFailure(m stamped.Meta, err error) {
 	b, _ := json.MarshalIndent(failure{Bucket: m.Bucket, Fingerprint: m.Fingerprint, CounterBits: m.Scheme.CounterBits,
 		SHA1Offset: m.Scheme.SHA1Offset, NdxPolicy: m.NdxPolicy, Error: err.Error(), Failed: time.Now().UTC()}, "", "  ")
 	writeSynced(s.path("ledger", m.Bucket, failedExt), append(b, '\n'))
+}
+
+// State implements sink.Sink: ReadState, less the committed buckets one of
+// whose files is missing (they are done again).
+func (s *Sink) State(context.Context) ([]stamped.State, error) {
+	all, err := ReadState(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, st := range all {
+		if st.Status == stamped.StatusCommitted && !s.whole(st.Meta.Bucket) {
+			continue
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// whole reports whether every file of a committed bucket is there.
+func (s *Sink) whole(bucket string) bool {
+	for _, f := range []string{s.path("measurements", bucket, ".parquet"), s.path("reports", bucket, ".parquet"), s.path("dead-letters", bucket, ".jsonl")} {
+		if _, err := os.Stat(f); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // ReadState reads the ledger of the output folder dir: every committed

@@ -3,14 +3,13 @@ package pgcopy
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
@@ -170,7 +169,7 @@ func (s *Sink) deleteMeasurements(ctx context.Context, tx pgx.Tx, bucket string,
 // one, or two where the counters wrap.
 func appendIDRanges(lo, hi []int64, r collisions.Range, bits int) ([]int64, []int64) {
 	l1, h1, l2, h2 := spans(r, bits)
-	top := int64(uint64(r.TS)<<32 | 0xF<<28)
+	top := ooid.NewBackfilledID(r.TS, 0).Int64()
 	if h1 > l1 {
 		lo, hi = append(lo, top|int64(l1)), append(hi, top|int64(h1-1))
 	}
@@ -230,10 +229,10 @@ func (s *Sink) writeBucket(ctx context.Context, tx pgx.Tx, w *bucketWriter, winn
 	var collided []deadletter.Record
 	for i := range w.reports {
 		if winners[i] != "" {
-			collided = append(collided, stamped.CollisionRecord(b, &w.reports[i], msgs[i]))
+			collided = append(collided, collisions.Record(b, &w.reports[i], msgs[i]))
 		}
 	}
-	slices.SortStableFunc(collided, func(a, b deadletter.Record) int { return strings.Compare(a.Textname, b.Textname) })
+	collisions.SortRecords(collided)
 	for _, d := range collided {
 		dead = append(dead, []any{day, nil, d.File, d.Textname, d.Offset, d.Reason, d.Classified().Kind, d.Message})
 	}

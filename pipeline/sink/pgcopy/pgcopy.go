@@ -38,7 +38,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -85,19 +84,19 @@ const (
 
 // Sink loads buckets into PostgreSQL over one connection.
 type Sink struct {
-	opt  Options
-	cfg  *pgx.ConnConfig
-	conn *pgx.Conn // the writer's: buckets, manifests, verdicts
-	// check answers Committed, which the run asks from another goroutine
-	// than the writer's; checkMu keeps its callers apart.
-	check   *pgx.Conn
-	checkMu sync.Mutex
-	schema  string
-	secret  string // the password, kept out of every message
-	q       func(table string) string
+	opt    Options
+	cfg    *pgx.ConnConfig
+	conn   *pgx.Conn // the run calls the sink from one goroutine
+	schema string
+	secret string // the password, kept out of every message
+	q      func(table string) string
 }
 
-var _ sink.Sink = (*Sink)(nil)
+var _ sink.SelfSettling = (*Sink)(nil)
+
+// SettlesCollisions implements sink.SelfSettling: Commit settles the
+// verdicts in the bucket's transaction.
+func (*Sink) SettlesCollisions() {}
 
 // Open connects and checks (or, with CreateSchema, creates) the schema.
 func Open(ctx context.Context, opt Options) (*Sink, error) {
@@ -209,9 +208,7 @@ func (s *Sink) checkSchema(ctx context.Context) error {
 
 // Close implements sink.Sink.
 func (s *Sink) Close() error {
-	s.checkMu.Lock()
-	defer s.checkMu.Unlock()
-	return errors.Join(closeConn(&s.conn), closeConn(&s.check))
+	return closeConn(&s.conn)
 }
 
 func closeConn(slot **pgx.Conn) error {
@@ -227,30 +224,6 @@ func closeConn(slot **pgx.Conn) error {
 
 // Conn is the sink's connection, for tools and tests.
 func (s *Sink) Conn() *pgx.Conn { return s.conn }
-
-// Committed implements sink.Sink.
-func (s *Sink) Committed(ctx context.Context, m stamped.Meta) (*stamped.Counts, error) {
-	var out *stamped.Counts
-	s.checkMu.Lock()
-	defer s.checkMu.Unlock()
-	err := s.retryOn(ctx, &s.check, "checking bucket "+m.Bucket, func(ctx context.Context) error {
-		out = nil
-		c := stamped.NewCounts()
-		err := s.check.QueryRow(ctx, `SELECT reports, measurements, dead_letters_by_reason, rejects_by_reason, bytes_in, bytes_out
-			FROM `+s.q("ledger")+` WHERE bucket = $1 AND status = 'committed'
-			AND input_fingerprint = $2 AND counter_bits = $3 AND sha1_offset = $4 AND ndx_policy = $5`,
-			m.Bucket, m.Fingerprint, m.Scheme.CounterBits, m.Scheme.SHA1Offset, m.NdxPolicy).Scan(
-			&c.Reports, &c.Measurements, &c.DeadLetters, &c.Rejects, &c.BytesIn, &c.BytesOut)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err == nil {
-			out = &c
-		}
-		return err
-	})
-	return out, err
-}
 
 // committed asks q whether the ledger holds the bucket committed with m's
 // fingerprint, scheme and ndx policy.

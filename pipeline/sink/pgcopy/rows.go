@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/backfill-dev/backfill/pipeline/ooid"
 )
 
 // copyReport is a kept report whose measurement rows are to be COPYed.
@@ -87,7 +89,7 @@ func (m *measurementRows) fill() {
 	}
 	for len(b)+rowSize <= cap(b) && m.i < len(m.reports) {
 		r := &m.reports[m.i]
-		top := uint64(r.ts)<<32 | 0xF<<28
+		top := uint64(ooid.NewBackfilledID(r.ts, 0))
 		for ; m.ndx < r.n && len(b)+rowSize <= cap(b); m.ndx++ {
 			b = binary.BigEndian.AppendUint16(b, 4)
 			b = binary.BigEndian.AppendUint32(b, 8)

@@ -8,9 +8,18 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
-// State reads the ledger: every bucket with its status, counts and, for a
-// failed one, its error, by bucket.
+// State implements sink.Sink: every bucket of the ledger with its status,
+// counts and, for a failed one, its error, by bucket.
 func (s *Sink) State(ctx context.Context) ([]stamped.State, error) {
+	var out []stamped.State
+	err := s.retry(ctx, "reading the ledger", func(ctx context.Context) (err error) {
+		out, err = s.state(ctx)
+		return err
+	})
+	return out, err
+}
+
+func (s *Sink) state(ctx context.Context) ([]stamped.State, error) {
 	rows, err := s.conn.Query(ctx, `SELECT bucket::text, input_fingerprint, counter_bits, sha1_offset, ndx_policy, version,
 		status, coalesce(error, ''), reports, measurements, dead_letters_by_reason, rejects_by_reason, bytes_in, bytes_out,
 		coalesce(finished_at, started_at)

@@ -1,4 +1,6 @@
-package main
+// Package lines reads newline-terminated lines in constant memory, for
+// the commands that stream standard input.
+package lines
 
 import (
 	"bufio"
@@ -9,29 +11,30 @@ import (
 	"io"
 )
 
-// lineReader reads newline-terminated lines of at most maxLine bytes in
+// Reader reads newline-terminated lines of at most MaxLine bytes in
 // constant memory. A longer line is skipped whole and reported by Next.
-type lineReader struct {
+type Reader struct {
 	r       *bufio.Reader
 	n       int // number of the line last returned
 	tooLong bool
 }
 
-// maxLine bounds an input line of the streaming commands.
-const maxLine = 64 << 10
+// MaxLine bounds an input line of the streaming commands.
+const MaxLine = 64 << 10
 
-func newLineReader(r io.Reader) *lineReader {
-	return &lineReader{r: bufio.NewReaderSize(r, maxLine)}
+// NewReader returns a Reader of r.
+func NewReader(r io.Reader) *Reader {
+	return &Reader{r: bufio.NewReaderSize(r, MaxLine)}
 }
 
-// errLineTooLong is returned by Next for a line longer than maxLine; the
+// ErrTooLong is returned by Next for a line longer than MaxLine; the
 // reader then continues after that line.
-var errLineTooLong = fmt.Errorf("longer than %d bytes", maxLine)
+var ErrTooLong = fmt.Errorf("longer than %d bytes", MaxLine)
 
 // Next returns the next line without its "\n" or "\r\n", and its 1-based
 // number. The slice is valid until the next call. At the end of input it
 // returns io.EOF.
-func (lr *lineReader) Next() (line []byte, n int, err error) {
+func (lr *Reader) Next() (line []byte, n int, err error) {
 	for {
 		line, err = lr.r.ReadSlice('\n')
 		switch {
@@ -39,7 +42,7 @@ func (lr *lineReader) Next() (line []byte, n int, err error) {
 			if !lr.tooLong {
 				lr.tooLong = true
 				lr.n++
-				return nil, lr.n, errLineTooLong
+				return nil, lr.n, ErrTooLong
 			}
 			continue
 		case err != nil && !errors.Is(err, io.EOF):
@@ -57,18 +60,18 @@ func (lr *lineReader) Next() (line []byte, n int, err error) {
 	}
 }
 
-// eachLine calls fn with every line of r and its number; for a line longer
-// than maxLine it passes a nil line and errLineTooLong. It stops at the end
+// Each calls fn with every line of r and its number; for a line longer
+// than MaxLine it passes a nil line and ErrTooLong. It stops at the end
 // of input, at the first error of fn, at a read error, or when ctx is done
 // (checked every 65536 lines).
-func eachLine(ctx context.Context, r io.Reader, fn func(line []byte, n int, tooLong error) error) error {
-	lr := newLineReader(r)
+func Each(ctx context.Context, r io.Reader, fn func(line []byte, n int, tooLong error) error) error {
+	lr := NewReader(r)
 	for {
 		line, n, err := lr.Next()
 		switch {
 		case errors.Is(err, io.EOF):
 			return nil
-		case errors.Is(err, errLineTooLong):
+		case errors.Is(err, ErrTooLong):
 		case err != nil:
 			return fmt.Errorf("read standard input: %w", err)
 		}

@@ -1,4 +1,4 @@
-package job
+package load
 
 import (
 	"context"
@@ -7,50 +7,47 @@ import (
 	"sort"
 
 	"github.com/backfill-dev/backfill/pipeline/collisions"
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
-// verdicts keeps the collision verdicts of every report of the output,
-// committed before the run or in it, and what the sink holds of them.
+// Memory is the in-memory Settler: it keeps the collision verdicts of
+// every report of the output, committed before the run or in it, and what
+// the sink holds of them.
 //
-// A run loads the report manifests of the committed buckets it does not
-// rewrite, adds each bucket's reports before committing it, and tells the
-// sink of every committed report whose verdict changes (docs/design.md §3: the
-// textname that sorts first keeps its IDs). A report only loses to one
-// whose textname sorts first, which lives in the same bucket or an earlier
-// one, so buckets run in order never change the buckets of the same run;
-// the changes fall on buckets committed before, out of order.
-//
-// With a sink that is not a sink.Rewriter, verdicts does nothing: every
-// report is written as kept and the sink settles the verdicts itself.
-type verdicts struct {
+// It loads the report manifests of the committed buckets the run does not
+// rewrite, adds each bucket's reports before it is committed, and tells
+// the sink of every committed report whose verdict changes (the textname
+// that sorts first keeps its IDs). A report only loses to one whose
+// textname sorts first, which lives in the same bucket or an earlier one,
+// so buckets run in order never change the buckets of the same run; the
+// changes fall on buckets committed before, out of order.
+type Memory struct {
 	scheme    ooid.Scheme
-	s         sink.Rewriter // nil: the sink settles the verdicts
+	s         sink.Rewriter
 	res       *collisions.Resolver
 	buckets   []string // by tag
 	persisted []string // by ref: the winner the sink holds ("" none)
 }
 
-func newVerdicts(scheme ooid.Scheme, s sink.Sink) *verdicts {
-	v := &verdicts{scheme: scheme, res: collisions.NewResolver(scheme.CounterBits)}
-	v.s, _ = s.(sink.Rewriter)
-	return v
+var _ Settler = (*Memory)(nil)
+
+// NewMemory returns the in-memory Settler of s.
+func NewMemory(scheme ooid.Scheme, s sink.Rewriter) *Memory {
+	return &Memory{scheme: scheme, s: s, res: collisions.NewResolver(scheme.CounterBits)}
 }
 
-// start loads the committed buckets that are not among names (sorted).
-func (v *verdicts) start(ctx context.Context, names []string) error {
-	if v.s == nil {
-		return nil
-	}
+// Start loads the committed buckets that are not among names (sorted).
+func (v *Memory) Start(ctx context.Context, names []string) error {
 	committed, err := v.s.Buckets(ctx)
 	if err != nil {
 		return err
 	}
 	for _, b := range committed {
 		if _, in := slices.BinarySearch(names, b); !in {
-			if err := v.load(ctx, b); err != nil {
+			if err := v.Keep(ctx, b); err != nil {
 				return err
 			}
 		}
@@ -58,16 +55,13 @@ func (v *verdicts) start(ctx context.Context, names []string) error {
 	return nil
 }
 
-func (v *verdicts) tag(bucket string) uint32 {
+func (v *Memory) tag(bucket string) uint32 {
 	v.buckets = append(v.buckets, bucket)
 	return uint32(len(v.buckets) - 1)
 }
 
-// load adds a committed bucket's reports as the sink holds them.
-func (v *verdicts) load(ctx context.Context, bucket string) error {
-	if v.s == nil {
-		return nil
-	}
+// Keep adds a committed bucket's reports as the sink holds them.
+func (v *Memory) Keep(ctx context.Context, bucket string) error {
 	m, reports, err := v.s.Manifest(ctx, bucket)
 	if err != nil {
 		return err
@@ -88,28 +82,37 @@ func (v *verdicts) load(ctx context.Context, bucket string) error {
 	return nil
 }
 
-// add adds a report of the bucket being written and returns its ref and
-// the refs of other buckets' reports whose verdict changed.
-func (v *verdicts) add(r *stamped.Report, tag uint32, others []uint32) (uint32, []uint32) {
-	if v.s == nil {
-		return 0, others
-	}
-	ref, changed := v.res.Add(r.Textname, collisions.RangeOf(r.ID, r.N), tag)
-	v.persisted = append(v.persisted, "")
-	for _, c := range changed {
-		if v.res.Tag(c) != tag {
-			others = append(others, c)
+// Settle adds the bucket's reports, rewrites the committed buckets whose
+// verdicts change, and sets the bucket's own verdicts.
+func (v *Memory) Settle(ctx context.Context, b *stamped.Bucket) ([]deadletter.Record, error) {
+	tag := v.tag(b.Meta.Bucket)
+	refs := make([]uint32, len(b.Reports))
+	var others []uint32
+	for i := range b.Reports {
+		r := &b.Reports[i]
+		var changed []uint32
+		refs[i], changed = v.res.Add(r.Textname, collisions.RangeOf(r.ID, r.N), tag)
+		v.persisted = append(v.persisted, "")
+		for _, c := range changed {
+			if v.res.Tag(c) != tag {
+				others = append(others, c)
+			}
 		}
 	}
-	return ref, others
+	if err := v.sync(ctx, others); err != nil {
+		return nil, err
+	}
+	msgs := make([]string, len(b.Reports))
+	for i := range b.Reports {
+		b.Reports[i].RejectedBy, msgs[i] = v.winner(refs[i])
+		v.persisted[refs[i]] = b.Reports[i].RejectedBy
+	}
+	return collisionRecords(b, msgs), nil
 }
 
 // winner returns the textname of the report that keeps the IDs ref would
 // share, and the dead-letter message; "" when ref keeps its own.
-func (v *verdicts) winner(ref uint32) (string, string) {
-	if v.s == nil {
-		return "", ""
-	}
+func (v *Memory) winner(ref uint32) (string, string) {
 	w, ok := v.res.Winner(ref)
 	if !ok {
 		return "", ""
@@ -117,16 +120,9 @@ func (v *verdicts) winner(ref uint32) (string, string) {
 	return v.res.Name(w), collisions.Message(v.res.Name(w), v.res.Range(w), v.res.Range(ref), v.res.Bits())
 }
 
-// written records what the sink now holds of a report.
-func (v *verdicts) written(ref uint32, winner string) {
-	if v.s != nil {
-		v.persisted[ref] = winner
-	}
-}
-
 // sync tells the sink of every verdict among refs that differs from what
 // it holds, bucket by bucket.
-func (v *verdicts) sync(ctx context.Context, refs []uint32) error {
+func (v *Memory) sync(ctx context.Context, refs []uint32) error {
 	byBucket := map[uint32][]uint32{}
 	for _, ref := range refs {
 		if w, _ := v.winner(ref); w != v.persisted[ref] {
@@ -159,13 +155,11 @@ func (v *verdicts) sync(ctx context.Context, refs []uint32) error {
 	return nil
 }
 
-// reconcile syncs every report: at the end of a run, when every bucket of
-// the output is known, verdicts that differ (buckets committed by runs that
-// did not see each other, a winner whose bucket changed) are set right.
-func (v *verdicts) reconcile(ctx context.Context) error {
-	if v.s == nil {
-		return nil
-	}
+// Finish syncs every report: at the end of a run, when every bucket of
+// the output is known, verdicts that differ (buckets committed by runs
+// that did not see each other, a winner whose bucket changed) are set
+// right.
+func (v *Memory) Finish(ctx context.Context) error {
 	refs := make([]uint32, v.res.Len())
 	for i := range refs {
 		refs[i] = uint32(i)

@@ -1,4 +1,12 @@
-package main
+// Package ooidlines computes the backfilled OOIDs of TEXTNAME<TAB>NDX lines
+// (`backfill ooid -`), streaming, on every core, in input order.
+//
+// It is a three-stage pipeline: a reader cuts the input into chunks of
+// whole lines, workers compute the OOIDs of a chunk into its own output
+// buffer, and a writer emits the chunks in input order. Memory is bounded
+// by the chunks in flight: (2 × workers + 2) × ChunkSize for input and
+// about as much for output, whatever the input size.
+package ooidlines
 
 import (
 	"bytes"
@@ -11,31 +19,26 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/backfill-dev/backfill/internal/lines"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 )
 
-// "backfill ooid -" is a three-stage pipeline: a reader cuts standard
-// input into chunks of whole lines, workers compute the OOIDs of a chunk
-// into its own output buffer, and a writer emits the chunks in input order.
-// Memory is bounded by the chunks in flight: (2 × workers + 2) × chunkSize
-// for input and about as much for output, whatever the input size.
-
-// chunkSize is the size of the input chunks; a line longer than that can
-// only be rejected, which maxLine does anyway.
-const chunkSize = 256 << 10
+// ChunkSize is the size of the input chunks; a line longer than that can
+// only be rejected, which lines.MaxLine does anyway.
+const ChunkSize = 256 << 10
 
 // chunk is a run of whole input lines and, once processed, their output.
 type chunk struct {
 	seq       int
 	firstLine int    // number of the first line in data
 	data      []byte // whole lines; the last one may lack its "\n" at EOF
-	longLine  bool   // data is empty: line firstLine was longer than chunkSize
+	longLine  bool   // data is empty: line firstLine was longer than ChunkSize
 	out       []byte
-	rejects   []reject
+	rejects   []rejected
 	buf       []byte // backing array of data
 }
 
-type reject struct {
+type rejected struct {
 	line int
 	msg  string
 }
@@ -63,11 +66,11 @@ func (c *reportCache) get(name []byte) (ooid.Report, error) {
 func processChunk(cache *reportCache, c *chunk) {
 	c.out, c.rejects = c.out[:0], c.rejects[:0]
 	if c.longLine {
-		c.rejects = append(c.rejects, reject{c.firstLine, errLineTooLong.Error()})
+		c.rejects = append(c.rejects, rejected{c.firstLine, lines.ErrTooLong.Error()})
 		return
 	}
 	rej := func(n int, format string, args ...any) {
-		c.rejects = append(c.rejects, reject{n, fmt.Sprintf(format, args...)})
+		c.rejects = append(c.rejects, rejected{n, fmt.Sprintf(format, args...)})
 	}
 	data := c.data
 	for n := c.firstLine; len(data) > 0; n++ {
@@ -80,8 +83,8 @@ func processChunk(cache *reportCache, c *chunk) {
 		if len(line) > 0 && line[len(line)-1] == '\r' {
 			line = line[:len(line)-1]
 		}
-		if len(line) > maxLine {
-			rej(n, "%v", errLineTooLong)
+		if len(line) > lines.MaxLine {
+			rej(n, "%v", lines.ErrTooLong)
 			continue
 		}
 		if len(line) == 0 {
@@ -96,7 +99,7 @@ func processChunk(cache *reportCache, c *chunk) {
 				continue
 			}
 			var err error
-			if ndx, err = parseNDX(ndxField, cache.scheme); err != nil {
+			if ndx, err = ParseNDX(ndxField, cache.scheme); err != nil {
 				rej(n, "NDX %q: %v", clip(ndxField), err)
 				continue
 			}
@@ -120,7 +123,7 @@ type chunker struct {
 	r        io.Reader
 	carry    []byte // start of a line that did not fit the last chunk
 	line     int    // number of the next line
-	skipping bool   // discarding the rest of a line longer than chunkSize
+	skipping bool   // discarding the rest of a line longer than ChunkSize
 	eof      bool
 }
 
@@ -180,13 +183,18 @@ func (k *chunker) next(c *chunk) error {
 	}
 }
 
-// ooidStream is "backfill ooid -".
-func ooidStream(ctx context.Context, scheme ooid.Scheme, std stdio) error {
+// Run reads lines "TEXTNAME" or "TEXTNAME<TAB>NDX" from in and writes
+// "OOID<TAB>TEXTNAME<TAB>NDX" lines to out, in input order, with the IDs of
+// scheme; it calls reject, in input order too, for every line it cannot
+// take (an empty line, a bad textname or NDX, extra fields, a line over
+// lines.MaxLine), and returns how many. The error is for reading, writing
+// or ctx.
+func Run(ctx context.Context, scheme ooid.Scheme, in io.Reader, out io.Writer, reject func(line int, msg string)) (int, error) {
 	workers := runtime.GOMAXPROCS(0)
 	inFlight := 2*workers + 2
 	free := make(chan *chunk, inFlight) // recycled chunks with their buffers
 	for range inFlight {
-		free <- &chunk{buf: make([]byte, chunkSize), out: make([]byte, 0, chunkSize*3/2)}
+		free <- &chunk{buf: make([]byte, ChunkSize), out: make([]byte, 0, ChunkSize*3/2)}
 	}
 	todo := make(chan *chunk, workers)
 	done := make(chan *chunk, workers)
@@ -194,7 +202,7 @@ func ooidStream(ctx context.Context, scheme ooid.Scheme, std stdio) error {
 
 	g.Go(func() error { // reader
 		defer close(todo)
-		k := &chunker{r: std.in, line: 1}
+		k := &chunker{r: in, line: 1}
 		for seq := 0; ; seq++ {
 			var c *chunk
 			select {
@@ -246,23 +254,60 @@ func ooidStream(ctx context.Context, scheme ooid.Scheme, std stdio) error {
 			for c := pending[next]; c != nil; c = pending[next] {
 				delete(pending, next)
 				next++
-				if _, err := std.out.Write(c.out); err != nil {
+				if _, err := out.Write(c.out); err != nil {
 					return fmt.Errorf("write output: %w", err)
 				}
 				for _, r := range c.rejects {
 					bad++
-					fmt.Fprintf(std.err, "backfill: line %d: %s\n", r.line, r.msg)
+					reject(r.line, r.msg)
 				}
 				free <- c
 			}
 		}
 		return nil
 	})
-	if err := g.Wait(); err != nil {
-		return err
+	err := g.Wait()
+	return bad, err
+}
+
+var (
+	errNDXSyntax = errors.New("not a decimal integer")
+	errNDXRange  = errors.New("too large")
+)
+
+// ParseNDX parses a decimal NDX below 2^CounterBits.
+func ParseNDX(b []byte, scheme ooid.Scheme) (uint32, error) {
+	if len(b) == 0 || len(b) > 10 {
+		if len(b) > 10 && allDigits(b) {
+			return 0, fmt.Errorf("%w: the counter space is 2^%d", errNDXRange, scheme.CounterBits)
+		}
+		return 0, errNDXSyntax
 	}
-	if bad > 0 {
-		return &rejectsError{n: bad, what: "lines"}
+	var v uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, errNDXSyntax
+		}
+		v = v*10 + uint64(c-'0')
 	}
-	return nil
+	if v > uint64(scheme.Mask()) {
+		return 0, fmt.Errorf("%w: %d, the counter space is 2^%d", errNDXRange, v, scheme.CounterBits)
+	}
+	return uint32(v), nil
+}
+
+func allDigits(b []byte) bool {
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func clip(b []byte) string {
+	if len(b) > 40 {
+		return string(b[:40]) + "..."
+	}
+	return string(b)
 }

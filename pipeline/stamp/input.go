@@ -1,4 +1,4 @@
-package job
+package stamp
 
 import (
 	"errors"

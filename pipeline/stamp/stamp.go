@@ -1,0 +1,324 @@
+// Package stamp is the first stage of a run: it turns bucket folders into
+// stamped buckets, each report of each bucket with its OOIDs and every
+// problem as a dead-letter record, and hands them on one at a time, in
+// bucket order. It knows nothing of sinks: `run` loads what it stamps
+// (package load), `audit` counts it.
+//
+// Three kinds of goroutine share the work, under one errgroup:
+//
+//	feeder ──containers──▶ workers (N) ──result per container──▶ emitter ──▶ emit
+//	   └──────────────────── buckets, in order ───────────────────▶ ┘
+//
+// The feeder opens one bucket at a time (listing its folder and reading its
+// index once) and queues its containers; each worker reads a container
+// with its own reader.Readers; the emitter takes the buckets in name order
+// and each bucket's containers in name order, so what it emits does not
+// depend on the number of workers. A semaphore bounds the containers
+// between feeder and emitter, which bounds memory whatever the corpus size.
+package stamp
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/ooid"
+	"github.com/backfill-dev/backfill/pipeline/reader"
+	"github.com/backfill-dev/backfill/pipeline/stamped"
+)
+
+// Config says what to stamp.
+type Config struct {
+	In      string   // the folder of bucket folders
+	Buckets []string // to stamp; all bucket folders of In when empty
+	Workers int      // containers read at once; 0 means 1
+	Scheme  ooid.Scheme
+	Format  reader.Format      // FormatAuto when empty
+	Read    reader.ReadOptions // how containers are read, the ndx policy among them
+	// Canned, when set, is a folder of the same buckets in canned form:
+	// each autoclaved file is compared with its canned form.
+	Canned  string
+	Version string // recorded in each bucket's Meta
+	// Skip, when set, is asked once per bucket, when its input is known
+	// (Meta.Fingerprint): a bucket it skips is emitted with Skipped set and
+	// nothing of it read. It is called from one goroutine, not the
+	// emitter's.
+	Skip func(stamped.Meta) bool
+	// Progress, when set, is called from the emitter's goroutine after
+	// every container.
+	Progress func(Progress)
+}
+
+// Progress is how far the stamping is.
+type Progress struct {
+	BucketsTotal          int
+	BytesIn, BytesTotal   int64 // compressed, of the buckets' files
+	Reports, Measurements int64
+}
+
+// ListBuckets returns the bucket folders of dir (YYYY-MM-DD names) in
+// order.
+func ListBuckets(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() && reader.IsBucketName(e.Name()) {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
+
+// Plan is what a run will stamp.
+type Plan struct {
+	Buckets []string // sorted
+	Bytes   int64    // compressed, of their files but the indexes
+}
+
+// NewPlan checks cfg and returns its plan.
+func NewPlan(cfg Config) (Plan, error) {
+	var p Plan
+	if err := cfg.Scheme.Validate(); err != nil {
+		return p, err
+	}
+	names := cfg.Buckets
+	if len(names) == 0 {
+		var err error
+		if names, err = ListBuckets(cfg.In); err != nil {
+			return p, err
+		}
+	}
+	p.Buckets = append([]string(nil), names...)
+	sort.Strings(p.Buckets)
+	for _, n := range p.Buckets {
+		if !reader.IsBucketName(n) {
+			return p, fmt.Errorf("%q is not a bucket name (YYYY-MM-DD)", n)
+		}
+		st, err := os.Stat(filepath.Join(cfg.In, n))
+		if err != nil || !st.IsDir() {
+			return p, fmt.Errorf("bucket %s: no folder %s", n, filepath.Join(cfg.In, n))
+		}
+		ents, _ := os.ReadDir(filepath.Join(cfg.In, n))
+		for _, e := range ents {
+			if info, err := e.Info(); err == nil && e.Name() != reader.IndexName {
+				p.Bytes += info.Size()
+			}
+		}
+	}
+	return p, nil
+}
+
+// Run stamps the buckets of plan (NewPlan's, of cfg) and calls emit with
+// each, in bucket order, from one goroutine. It stops at the first error
+// of emit, of reading (not of the data: problems with the data are
+// records), or of ctx.
+func Run(ctx context.Context, cfg Config, plan Plan, emit func(*stamped.Bucket) error) error {
+	if cfg.Format == "" {
+		cfg.Format = reader.FormatAuto
+	}
+	if cfg.Read.Ndx == "" {
+		cfg.Read.Ndx = reader.NdxBlobs
+	}
+	if err := cfg.Format.Set(string(cfg.Format)); err != nil {
+		return fmt.Errorf("format %w", err)
+	}
+	if err := cfg.Read.Ndx.Set(string(cfg.Read.Ndx)); err != nil {
+		return fmt.Errorf("ndx policy %w", err)
+	}
+	cfg.Read.Canned = cfg.Canned != ""
+	names := plan.Buckets
+	prog := Progress{BucketsTotal: len(names), BytesTotal: plan.Bytes}
+	workers := max(cfg.Workers, 1)
+	g, ctx := errgroup.WithContext(ctx)
+	tasks := make(chan task)
+	jobs := make(chan *bucketJob, 2)
+	sem := make(chan struct{}, 2*workers+2)
+
+	g.Go(func() error { // feeder
+		defer close(tasks)
+		defer close(jobs)
+		for _, name := range names {
+			j := open(cfg, name)
+			if j.bucket != nil && cfg.Skip != nil && cfg.Skip(j.out.Meta) {
+				j.out.Skipped = true
+			}
+			if j.bucket != nil && !j.out.Skipped {
+				j.results = make([]chan containerResult, len(j.bucket.Containers))
+				for i := range j.results {
+					j.results[i] = make(chan containerResult, 1)
+				}
+			}
+			select {
+			case jobs <- j:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			for i := range j.results {
+				select {
+				case sem <- struct{}{}:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				select {
+				case tasks <- task{j, i}:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+		}
+		return nil
+	})
+	for range workers {
+		g.Go(func() error {
+			rd := reader.NewReaders(cfg.Read)
+			for t := range tasks {
+				res, err := readContainer(ctx, rd, cfg.Scheme, t.job, t.i)
+				if err != nil {
+					return err
+				}
+				t.job.results[t.i] <- res
+			}
+			return nil
+		})
+	}
+	g.Go(func() error { // emitter
+		for j := range jobs {
+			if err := j.collect(ctx, sem, &prog, cfg.Progress); err != nil {
+				return err
+			}
+			if err := emit(&j.out); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return g.Wait()
+}
+
+// bucketJob is a bucket on its way through the pipeline.
+type bucketJob struct {
+	out     stamped.Bucket
+	bucket  *reader.Bucket // nil when the folder cannot be read
+	canned  *reader.Bucket // its canned form, with Config.Canned
+	results []chan containerResult
+}
+
+type containerResult struct {
+	reports  []stamped.Report
+	problems []deadletter.Record
+	stats    reader.ContainerStats
+}
+
+type task struct {
+	job *bucketJob
+	i   int
+}
+
+// open opens bucket name: its folder, its index and, with cfg.Canned, its
+// canned form. A bucket that cannot be read is a record of its own.
+func open(cfg Config, name string) *bucketJob {
+	j := &bucketJob{out: stamped.Bucket{Meta: stamped.Meta{Bucket: name, Scheme: cfg.Scheme, NdxPolicy: string(cfg.Read.Ndx), Version: cfg.Version}}}
+	b, err := reader.Open(filepath.Join(cfg.In, name), cfg.Read.OpenOptions(cfg.Format))
+	if err != nil {
+		j.out.Records = []deadletter.Record{{Bucket: name, Reason: deadletter.Unreadable, Message: err.Error()}}
+		j.out.Meta.Fingerprint = "unreadable"
+		return j
+	}
+	j.bucket, j.out.Meta.Fingerprint, j.out.Size = b, b.Fingerprint, b.Bytes
+	j.out.Records = append(j.out.Records, b.Problems...)
+	if cfg.Canned != "" && b.Format == reader.FormatAutoclaved {
+		var p *deadletter.Record
+		j.canned, p = openCanned(cfg.Canned, name)
+		if p != nil {
+			j.out.Records = append(j.out.Records, *p)
+		}
+	}
+	return j
+}
+
+// collect takes the bucket's container results in order into j.out.
+func (j *bucketJob) collect(ctx context.Context, sem chan struct{}, prog *Progress, progress func(Progress)) error {
+	if j.out.Skipped {
+		prog.BytesIn += j.out.Size
+		if progress != nil {
+			progress(*prog)
+		}
+		return nil
+	}
+	for i := range j.results {
+		var res containerResult
+		select {
+		case res = <-j.results[i]:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		<-sem
+		j.out.Records = append(j.out.Records, res.problems...)
+		j.out.Reports = append(j.out.Reports, res.reports...)
+		j.out.BytesIn += res.stats.BytesIn
+		j.out.BytesOut += res.stats.BytesOut
+		for k := range res.reports {
+			prog.Reports++
+			prog.Measurements += int64(res.reports[k].N)
+		}
+		prog.BytesIn += j.bucket.Containers[i].Size
+		if progress != nil {
+			progress(*prog)
+		}
+	}
+	return nil
+}
+
+// openCanned opens the canned form of bucket name under dir, or tells
+// why it cannot be compared with.
+func openCanned(dir, name string) (*reader.Bucket, *deadletter.Record) {
+	cb, err := reader.Open(filepath.Join(dir, name), reader.Options{Format: reader.FormatAuto})
+	switch {
+	case err != nil:
+		return nil, &deadletter.Record{Bucket: name, Reason: deadletter.CannedMismatch, Message: "the canned form cannot be read (" + err.Error() + "); no orig_sha1 is checked"}
+	case cb.Format != reader.FormatCanned:
+		return nil, &deadletter.Record{Bucket: name, Reason: deadletter.CannedMismatch, Message: cb.Dir + " is not a canned bucket; no orig_sha1 is checked"}
+	}
+	return cb, nil
+}
+
+// readContainer reads container i of j's bucket and stamps its reports.
+func readContainer(ctx context.Context, rd *reader.Readers, scheme ooid.Scheme, j *bucketJob, i int) (containerResult, error) {
+	b, c := j.bucket, j.bucket.Containers[i]
+	var res containerResult
+	problem := func(p deadletter.Record) { res.problems = append(res.problems, p) }
+	st, err := rd.Read(ctx, b, j.canned, c, reader.Handler{
+		Problem: problem,
+		Report: func(r reader.ContainerReport) {
+			reject := func(reason, msg string) {
+				problem(deadletter.Record{Bucket: b.Date, File: c.Name, Textname: r.Textname, Offset: r.Offset, Reason: reason, Message: msg})
+			}
+			id, err := scheme.Report(r.Textname)
+			switch {
+			case err != nil:
+				reject(deadletter.BadTextname, err.Error())
+				return
+			case id.Bucket.String() != b.Date:
+				reject(deadletter.BadTextname, fmt.Sprintf("the textname's bucket is %s, the report is in bucket %s", id.Bucket, b.Date))
+				return
+			case uint64(r.Stats.N) > uint64(scheme.Mask())+1:
+				reject(deadletter.Collision, fmt.Sprintf("%d measurements: more than the 2^%d counter values, so the report's IDs would collide with each other", r.Stats.N, scheme.CounterBits))
+				return
+			}
+			// The SHA-1 is the index's, whether or not it was verified,
+			// so the output does not depend on --verify.
+			res.reports = append(res.reports, stamped.Report{Textname: r.Textname, Container: c.Name, Offset: r.Offset,
+				Size: r.Stats.Size, SHA1: r.IndexSHA1, ID: id, N: r.Stats.N})
+		},
+	})
+	res.stats = st
+	return res, err
+}
