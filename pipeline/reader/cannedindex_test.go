@@ -263,7 +263,9 @@ func TestCannedIndex_HostileRowMemory(t *testing.T) {
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "skipped") || len(files) != len(rows) {
 		t.Fatalf("%d rows, errors %v; want %d rows and the long one skipped", len(files), errs, len(rows))
 	}
-	if got := after.TotalAlloc - before.TotalAlloc; got > MaxIndexRow+8<<20 {
+	// The race detector empties sync.Pools at random, so the decompressor
+	// allocates anew: the bound is only checked without it.
+	if got := after.TotalAlloc - before.TotalAlloc; !raceEnabled && got > MaxIndexRow+8<<20 {
 		t.Errorf("reading the index allocated %d MiB, want at most MaxIndexRow (%d MiB) and a little", got>>20, MaxIndexRow>>20)
 	}
 }
