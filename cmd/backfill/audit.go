@@ -98,7 +98,7 @@ type auditPredict struct {
 	NegLog2 float64 `json:"neg_log2_p"`
 }
 
-type auditReport struct {
+type auditOutput struct {
 	Reports      int64         `json:"reports"`
 	Measurements int64         `json:"measurements"`
 	Rejected     int64         `json:"rejected"`
@@ -167,7 +167,7 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return err
 	}
-	rep := auditReport{Reports: a.Reports, Measurements: a.Measurements, Rejected: au.rejected}
+	rep := auditOutput{Reports: a.Reports, Measurements: a.Measurements, Rejected: au.rejected}
 	for _, r := range results {
 		ar := auditResult{CounterBits: r.Scheme.CounterBits, SHA1Offset: r.Scheme.SHA1Offset, Pairs: r.Pairs, Measurements: r.Measurements, First: []auditPair{}}
 		for _, p := range r.First {
@@ -381,7 +381,7 @@ func (au *auditor) names(results []collisions.Result, inputs []string) (map[uint
 	return want, nil
 }
 
-func printAudit(w io.Writer, rep auditReport, predict bool) {
+func printAudit(w io.Writer, rep auditOutput, predict bool) {
 	fmt.Fprintf(w, "reports        %d\nmeasurements   %d\n", rep.Reports, rep.Measurements)
 	if rep.Rejected > 0 {
 		fmt.Fprintf(w, "rejected       %d (listed on stderr)\n", rep.Rejected)

@@ -76,7 +76,7 @@ type statusTodo struct {
 	Why    string `json:"why"`
 }
 
-type statusReport struct {
+type statusOutput struct {
 	Output    string `json:"output"`
 	WriterPID int    `json:"writer_pid,omitempty"` // a run writing to a Parquet folder now
 	Committed int    `json:"committed"`
@@ -117,7 +117,7 @@ func runStatus(ctx context.Context, args []string, std stdio) error {
 			return usagef("status: --in %v", err)
 		}
 	}
-	var rep statusReport
+	var rep statusOutput
 	var states []stamped.State
 	switch sinkName {
 	case "parquet":
@@ -155,7 +155,7 @@ func runStatus(ctx context.Context, args []string, std stdio) error {
 	return nil
 }
 
-func (rep *statusReport) fill(states []stamped.State) {
+func (rep *statusOutput) fill(states []stamped.State) {
 	rep.Tally, rep.Buckets = stamped.NewTally(), []statusBucket{}
 	for _, st := range states {
 		b := statusBucket{Bucket: st.Meta.Bucket, Status: st.Status, Error: st.Error, Fingerprint: st.Meta.Fingerprint,
@@ -199,7 +199,7 @@ func resumeTodo(in stamp.Input, states []stamped.State) []statusTodo {
 	return todo
 }
 
-func (rep *statusReport) print(w io.Writer, withResume bool) {
+func (rep *statusOutput) print(w io.Writer, withResume bool) {
 	fmt.Fprintf(w, "output         %s\n", rep.Output)
 	switch {
 	case rep.WriterPID > 0:

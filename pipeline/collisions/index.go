@@ -68,7 +68,7 @@ func (r Range) String() string {
 }
 
 // RangeOf returns the range of a report of n measurements.
-func RangeOf(r ooid.Report, n uint32) Range {
+func RangeOf(r ooid.ReportIDs, n uint32) Range {
 	return Range{TS: r.TS, Base: r.CounterBase(), N: n}
 }
 

@@ -61,10 +61,10 @@ func Window(sum *[sha1.Size]byte, off int) uint32 {
 	return v & (1<<28 - 1)
 }
 
-// Report carries the per-report part of a backfilled OOID: everything but
-// the ndx. Build it once per report with [Scheme.Report]; [Report.ID] is then
+// ReportIDs carries the per-report part of a backfilled OOID: everything but
+// the ndx. Build it once per report with [Scheme.Report]; [ReportIDs.ID] is then
 // an add and a mask.
-type Report struct {
+type ReportIDs struct {
 	Textname
 	base uint32 // counter of ndx 0
 	mask uint32
@@ -72,32 +72,32 @@ type Report struct {
 
 // Report parses textname (see [ParseTextname]) and hashes it. It fails for
 // an invalid scheme or textname.
-func (s Scheme) Report(textname string) (Report, error) { return reportOf(s, textname) }
+func (s Scheme) Report(textname string) (ReportIDs, error) { return reportOf(s, textname) }
 
 // ReportBytes is Report for a byte slice; it does not allocate unless it
 // fails.
-func (s Scheme) ReportBytes(textname []byte) (Report, error) { return reportOf(s, textname) }
+func (s Scheme) ReportBytes(textname []byte) (ReportIDs, error) { return reportOf(s, textname) }
 
-func reportOf[T text](s Scheme, textname T) (Report, error) {
+func reportOf[T text](s Scheme, textname T) (ReportIDs, error) {
 	if err := s.Validate(); err != nil {
-		return Report{}, err
+		return ReportIDs{}, err
 	}
 	t, err := parseTextname(textname)
 	if err != nil {
-		return Report{}, err
+		return ReportIDs{}, err
 	}
 	sum := sha1.Sum([]byte(textname))
 	mask := s.Mask()
-	return Report{Textname: t, base: Window(&sum, s.SHA1Offset) & mask, mask: mask}, nil
+	return ReportIDs{Textname: t, base: Window(&sum, s.SHA1Offset) & mask, mask: mask}, nil
 }
 
 // CounterBase returns the counter of measurement 0. The report's counters
 // are the range [CounterBase, CounterBase+n) modulo 2^CounterBits.
-func (r Report) CounterBase() uint32 { return r.base }
+func (r ReportIDs) CounterBase() uint32 { return r.base }
 
 // ID returns the OOID of measurement ndx (0-based) of the report. An ndx of
 // 2^CounterBits or more wraps around onto the IDs of smaller ndx values;
 // callers that may see such reports must reject them.
-func (r Report) ID(ndx uint32) ID {
+func (r ReportIDs) ID(ndx uint32) ID {
 	return NewBackfilledID(r.TS, (r.base+ndx)&r.mask)
 }

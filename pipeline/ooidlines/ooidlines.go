@@ -48,12 +48,12 @@ type rejected struct {
 type reportCache struct {
 	scheme ooid.Scheme
 	name   []byte
-	rep    ooid.Report
+	rep    ooid.ReportIDs
 	err    error
 	valid  bool
 }
 
-func (c *reportCache) get(name []byte) (ooid.Report, error) {
+func (c *reportCache) get(name []byte) (ooid.ReportIDs, error) {
 	if !c.valid || !bytes.Equal(name, c.name) {
 		c.name = append(c.name[:0], name...)
 		c.rep, c.err = c.scheme.ReportBytes(c.name)

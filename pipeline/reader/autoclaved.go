@@ -24,7 +24,7 @@ const MaxVerifiedDatum = 64 << 20
 // its index rows call for. blobs is how many of its blobs are to be
 // numbered: all of them from the index alone, fewer when the data path
 // lost the rest of the file.
-func acReport(b *Bucket, c Container, r *ACReport, datums bool, blobs int, h Handler) {
+func acReport(b *Bucket, c Container, r *ACIndexReport, datums bool, blobs int, h Handler) {
 	problem := func(off int64, reason, msg string) {
 		h.Problem(deadletter.Record{Bucket: b.Date, File: c.Name, Textname: r.Textname, Offset: off, Reason: reason, Message: msg})
 	}
@@ -171,7 +171,7 @@ func (ar *AutoclavedReader) Read(ctx context.Context, b *Bucket, c Container, h 
 		where[r.Textname] = i
 	}
 	var failed error // the stream's error, which ends the file
-	read := func(r *ACReport, content io.Reader, start, size int64) {
+	read := func(r *ACIndexReport, content io.Reader, start, size int64) {
 		got, mism, err := ar.checkDatums(r, content, start, size)
 		if len(mism) > 0 {
 			problem(r.Textname, start, deadletter.DatumMismatch, fmt.Sprintf("%d of the %d datums do not match the index; the first: %s", len(mism), len(r.Items), mism[0]))
@@ -294,7 +294,7 @@ func streamReason(err error) string {
 // start and is size bytes long, or runs to the end when size < 0) and
 // checks each datum row against it. It returns how many datums it read
 // whole, a description of each mismatch, and the stream's error.
-func (ar *AutoclavedReader) checkDatums(r *ACReport, content io.Reader, start, size int64) (int, []string, error) {
+func (ar *AutoclavedReader) checkDatums(r *ACIndexReport, content io.Reader, start, size int64) (int, []string, error) {
 	in := &countingReader{r: content}
 	var mism []string
 	end := start + size

@@ -27,15 +27,15 @@ const (
 // ACFile is an autoclaved file as its index describes it.
 type ACFile struct {
 	Frames  []Frame
-	Reports []*ACReport
+	Reports []*ACIndexReport
 	Closed  bool // its /file row was read
 	Size    int64
 	SHA1    [20]byte
 	CRC32   int32
 }
 
-// ACReport is a report of an autoclaved file as its index describes it.
-type ACReport struct {
+// ACIndexReport is a report of an autoclaved file as its index describes it.
+type ACIndexReport struct {
 	Textname string
 	SrcSize  int64
 	SHA1     [20]byte
@@ -70,7 +70,7 @@ type ACBadblob struct {
 }
 
 // Blobs is the report's datums and badblobs.
-func (r *ACReport) Blobs() int { return r.Datums + len(r.Badblobs) }
+func (r *ACIndexReport) Blobs() int { return r.Datums + len(r.Badblobs) }
 
 // Options say how to open a bucket.
 type Options struct {
@@ -225,7 +225,7 @@ func (b *Bucket) readAutoclavedIndex(fp io.Writer, datums bool) (map[string]*ACF
 	var names []string
 	var file *ACFile
 	var fileName string
-	var report *ACReport
+	var report *ACIndexReport
 	var frame *Frame
 	skipFile := false // rows of a file listed twice
 	pending := ""     // a bad row since the last report: the next one is damaged
@@ -301,7 +301,7 @@ func (b *Bucket) readAutoclavedIndex(fp io.Writer, datums bool) (map[string]*ACF
 		case RowEndFrame:
 			frame = nil
 		case RowReport:
-			report = &ACReport{Textname: ev.Textname, SrcSize: ev.SrcSize, SHA1: ev.SHA1, Damaged: pending}
+			report = &ACIndexReport{Textname: ev.Textname, SrcSize: ev.SrcSize, SHA1: ev.SHA1, Damaged: pending}
 			pending = ""
 			if !skipFile {
 				file.Reports = append(file.Reports, report)
@@ -332,7 +332,7 @@ func (b *Bucket) readAutoclavedIndex(fp io.Writer, datums bool) (map[string]*ACF
 
 // damage marks r as one whose numbering is in doubt, keeping the first
 // reason.
-func damage(r *ACReport, why string) {
+func damage(r *ACIndexReport, why string) {
 	if r.Damaged == "" {
 		r.Damaged = why
 	}

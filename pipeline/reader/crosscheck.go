@@ -146,7 +146,7 @@ func (k *CannedCheck) Check(ctx context.Context, b *Bucket, c Container, canned 
 // compareReport compares an index report with its canned form; it gives
 // the offset of the first difference in the raw report and what differs,
 // or "" when they agree.
-func compareReport(r *ACReport, cr *cannedReport) (int64, string) {
+func compareReport(r *ACIndexReport, cr *cannedReport) (int64, string) {
 	var diffs []string
 	off := int64(-1)
 	at := func(o int64) {

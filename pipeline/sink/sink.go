@@ -46,7 +46,7 @@ type Rewriter interface {
 	Buckets(ctx context.Context) ([]string, error)
 	// Manifest returns how a committed bucket was made and its reports,
 	// rejected ones included, in the order they were written.
-	Manifest(ctx context.Context, bucket string) (stamped.Meta, []stamped.ManifestReport, error)
+	Manifest(ctx context.Context, bucket string) (stamped.Meta, []stamped.ManifestEntry, error)
 	// Reassign changes the collision verdicts of reports of a committed
 	// bucket, atomically: a report that becomes rejected loses its
 	// measurement rows and gets a collision dead letter; one that keeps its

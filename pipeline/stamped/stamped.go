@@ -31,7 +31,7 @@ type Report struct {
 	Offset    int64     // of the report in the decompressed container
 	Size      int64     // of the raw report
 	SHA1      *[20]byte // of the raw report, from the index; nil when the index does not list it
-	ID        ooid.Report
+	ID        ooid.ReportIDs
 	N         uint32
 	// RejectedBy, when set, names the report that keeps the IDs this one
 	// would share with it (docs/design.md §3): the report is listed in the
@@ -39,9 +39,9 @@ type Report struct {
 	RejectedBy string
 }
 
-// ManifestReport is a committed report as its bucket's report manifest
+// ManifestEntry is a committed report as its bucket's report manifest
 // lists it.
-type ManifestReport struct {
+type ManifestEntry struct {
 	Textname   string
 	N          uint32
 	Container  string

@@ -46,7 +46,7 @@ func (s *Sink) Buckets(context.Context) ([]string, error) {
 }
 
 // Manifest implements sink.Rewriter.
-func (s *Sink) Manifest(_ context.Context, bucket string) (stamped.Meta, []stamped.ManifestReport, error) {
+func (s *Sink) Manifest(_ context.Context, bucket string) (stamped.Meta, []stamped.ManifestEntry, error) {
 	l, err := s.ReadLedger(bucket)
 	if err != nil {
 		return stamped.Meta{}, nil, fmt.Errorf("bucket %s: ledger: %w", bucket, err)
@@ -55,9 +55,9 @@ func (s *Sink) Manifest(_ context.Context, bucket string) (stamped.Meta, []stamp
 	if err != nil {
 		return stamped.Meta{}, nil, fmt.Errorf("bucket %s: %w", bucket, err)
 	}
-	out := make([]stamped.ManifestReport, len(rows))
+	out := make([]stamped.ManifestEntry, len(rows))
 	for i, r := range rows {
-		out[i] = stamped.ManifestReport{Textname: r.Textname, N: uint32(r.N), Container: r.Container, Offset: r.Offset, RejectedBy: r.RejectedBy}
+		out[i] = stamped.ManifestEntry{Textname: r.Textname, N: uint32(r.N), Container: r.Container, Offset: r.Offset, RejectedBy: r.RejectedBy}
 	}
 	return l.meta(), out, nil
 }
@@ -68,10 +68,10 @@ func (l Ledger) meta() stamped.Meta {
 }
 
 // ReadReports reads a reports/B.parquet file.
-func ReadReports(path string) ([]Report, error) { return readRows[Report](path) }
+func ReadReports(path string) ([]ReportRow, error) { return readRows[ReportRow](path) }
 
 // ReadMeasurements reads a measurements/B.parquet file, in its order.
-func ReadMeasurements(path string) ([]Measurement, error) { return readRows[Measurement](path) }
+func ReadMeasurements(path string) ([]MeasurementRow, error) { return readRows[MeasurementRow](path) }
 
 func readRows[T any](path string) ([]T, error) {
 	f, err := os.Open(path)

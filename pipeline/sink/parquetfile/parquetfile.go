@@ -44,16 +44,16 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
-// Measurement is a row of measurements/B.parquet.
-type Measurement struct {
+// MeasurementRow is a row of measurements/B.parquet.
+type MeasurementRow struct {
 	OOID       int64  `parquet:"ooid,delta"`
 	Textname   string `parquet:"textname,dict"`
 	Ndx        int32  `parquet:"ndx,delta"`
 	BucketDate int32  `parquet:"bucket_date,date"`
 }
 
-// Report is a row of reports/B.parquet.
-type Report struct {
+// ReportRow is a row of reports/B.parquet.
+type ReportRow struct {
 	Textname    string `parquet:"textname"`
 	TS          int64  `parquet:"ts"` // seconds since the Unix epoch
 	TSSource    string `parquet:"ts_source,dict"`
@@ -233,8 +233,8 @@ func (s *Sink) Begin(_ context.Context, m stamped.Meta) (sink.BucketWriter, erro
 		return nil, err
 	}
 	w.mbuf, w.rbuf, w.dbuf = bufio.NewWriterSize(w.mf, 1<<20), bufio.NewWriterSize(w.rf, 256<<10), bufio.NewWriterSize(w.df, 64<<10)
-	w.mw = parquet.NewGenericWriter[Measurement](w.mbuf, opts...)
-	w.rw = parquet.NewGenericWriter[Report](w.rbuf, opts...)
+	w.mw = parquet.NewGenericWriter[MeasurementRow](w.mbuf, opts...)
+	w.rw = parquet.NewGenericWriter[ReportRow](w.rbuf, opts...)
 	w.dl = json.NewEncoder(w.dbuf)
 	w.dl.SetEscapeHTML(false)
 	return w, nil
@@ -248,10 +248,10 @@ type bucketWriter struct {
 	started          time.Time
 	mf, rf, df       *os.File
 	mbuf, rbuf, dbuf *bufio.Writer
-	mw               *parquet.GenericWriter[Measurement]
-	rw               *parquet.GenericWriter[Report]
+	mw               *parquet.GenericWriter[MeasurementRow]
+	rw               *parquet.GenericWriter[ReportRow]
 	dl               *json.Encoder
-	rows             []Measurement
+	rows             []MeasurementRow
 	done             bool
 }
 
@@ -266,7 +266,7 @@ func (w *bucketWriter) Report(r *stamped.Report) error {
 	if r.SHA1 != nil {
 		sha = hex.EncodeToString(r.SHA1[:])
 	}
-	_, err := w.rw.Write([]Report{{
+	_, err := w.rw.Write([]ReportRow{{
 		Textname: r.Textname, TS: int64(r.ID.TS), TSSource: r.ID.Source.String(), CounterBase: int32(r.ID.CounterBase()),
 		N: int64(r.N), BucketDate: w.days, Container: r.Container, Offset: r.Offset, Size: r.Size, SHA1: sha, RejectedBy: r.RejectedBy,
 	}})
@@ -278,7 +278,7 @@ func (w *bucketWriter) Report(r *stamped.Report) error {
 		hi := min(r.N, lo+batch)
 		w.rows = w.rows[:0]
 		for ndx := lo; ndx < hi; ndx++ {
-			w.rows = append(w.rows, Measurement{OOID: r.ID.ID(ndx).Int64(), Textname: r.Textname, Ndx: int32(ndx), BucketDate: w.days})
+			w.rows = append(w.rows, MeasurementRow{OOID: r.ID.ID(ndx).Int64(), Textname: r.Textname, Ndx: int32(ndx), BucketDate: w.days})
 		}
 		if _, err := w.mw.Write(w.rows); err != nil {
 			return err

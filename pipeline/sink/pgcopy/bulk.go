@@ -130,9 +130,9 @@ func (b *BulkSink) Buckets(ctx context.Context) ([]string, error) {
 }
 
 // Manifest implements sink.Rewriter.
-func (b *BulkSink) Manifest(ctx context.Context, bucket string) (stamped.Meta, []stamped.ManifestReport, error) {
+func (b *BulkSink) Manifest(ctx context.Context, bucket string) (stamped.Meta, []stamped.ManifestEntry, error) {
 	var m stamped.Meta
-	var out []stamped.ManifestReport
+	var out []stamped.ManifestEntry
 	err := b.retry(ctx, "reading bucket "+bucket, func(ctx context.Context) error {
 		m = stamped.Meta{Bucket: bucket}
 		if err := b.conn.QueryRow(ctx, `SELECT input_fingerprint, counter_bits, sha1_offset, ndx_policy, version FROM `+b.q("ledger")+`
@@ -146,7 +146,7 @@ func (b *BulkSink) Manifest(ctx context.Context, bucket string) (stamped.Meta, [
 		}
 		out = out[:0]
 		for rows.Next() {
-			var r stamped.ManifestReport
+			var r stamped.ManifestEntry
 			var n int32
 			if err := rows.Scan(&r.Textname, &n, &r.Container, &r.Offset, &r.RejectedBy); err != nil {
 				return err

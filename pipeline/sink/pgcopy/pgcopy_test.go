@@ -313,7 +313,7 @@ func TestLoad_GroundTruthAndParquet(t *testing.T) {
 	}
 	gotN := map[string]int{}
 	seen := map[int64]bool{}
-	reports := map[string]ooid.Report{}
+	reports := map[string]ooid.ReportIDs{}
 	for ids.Next() {
 		var id int64
 		var name, bucket string
