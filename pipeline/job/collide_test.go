@@ -103,7 +103,7 @@ func TestRun_CollisionsMatchPolicy(t *testing.T) {
 	accepted := map[string]int64{}
 	reports, _ := filepath.Glob(filepath.Join(out, "reports", "*.parquet"))
 	for _, f := range reports {
-		for _, r := range readSchemeParquet[parquetfile.ReportRow](t, f) {
+		for _, r := range readSchemeParquet[parquetfile.Report](t, f) {
 			if r.RejectedBy != "" {
 				got[r.Textname] = r.RejectedBy
 			} else {
@@ -125,7 +125,7 @@ func TestRun_CollisionsMatchPolicy(t *testing.T) {
 	rows := map[string]int64{}
 	ms, _ := filepath.Glob(filepath.Join(out, "measurements", "*.parquet"))
 	for _, f := range ms {
-		for _, m := range readSchemeParquet[parquetfile.MeasurementRow](t, f) {
+		for _, m := range readSchemeParquet[parquetfile.Measurement](t, f) {
 			if seen[m.OOID] {
 				t.Fatalf("OOID %x written twice", uint64(m.OOID))
 			}

@@ -164,7 +164,7 @@ func TestRun_GroundTruth(t *testing.T) {
 	seen := map[int64]bool{}
 	gotReasons := map[key][]string{}
 	for _, b := range buckets {
-		rows := readParquet[parquetfile.MeasurementRow](t, filepath.Join(out, "measurements", b+".parquet"))
+		rows := readParquet[parquetfile.Measurement](t, filepath.Join(out, "measurements", b+".parquet"))
 		reports := map[string]ooid.ReportIDs{}
 		for _, m := range rows {
 			if seen[m.OOID] {
@@ -422,7 +422,7 @@ func TestRun_RealSamples(t *testing.T) {
 		t.Errorf("dead letters: %v\n%s", sum.Reasons, mustRead(t, filepath.Join(out, "dead-letters", bucket+".jsonl")))
 	}
 	got := map[string]int{}
-	for _, m := range readParquet[parquetfile.MeasurementRow](t, filepath.Join(out, "measurements", bucket+".parquet")) {
+	for _, m := range readParquet[parquetfile.Measurement](t, filepath.Join(out, "measurements", bucket+".parquet")) {
 		got[m.Textname]++
 		rep, err := ooid.DefaultScheme.Report(m.Textname)
 		must(err)

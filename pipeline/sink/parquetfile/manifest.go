@@ -68,10 +68,10 @@ func (l Ledger) meta() stamped.Meta {
 }
 
 // ReadReports reads a reports/B.parquet file.
-func ReadReports(path string) ([]ReportRow, error) { return readRows[ReportRow](path) }
+func ReadReports(path string) ([]Report, error) { return readRows[Report](path) }
 
 // ReadMeasurements reads a measurements/B.parquet file, in its order.
-func ReadMeasurements(path string) ([]MeasurementRow, error) { return readRows[MeasurementRow](path) }
+func ReadMeasurements(path string) ([]Measurement, error) { return readRows[Measurement](path) }
 
 func readRows[T any](path string) ([]T, error) {
 	f, err := os.Open(path)

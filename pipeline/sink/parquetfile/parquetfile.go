@@ -44,16 +44,17 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
-// MeasurementRow is a row of measurements/B.parquet.
-type MeasurementRow struct {
+// Measurement is a row of measurements/B.parquet. (The type's name is the
+// Parquet schema's root name: renaming it changes every file.)
+type Measurement struct {
 	OOID       int64  `parquet:"ooid,delta"`
 	Textname   string `parquet:"textname,dict"`
 	Ndx        int32  `parquet:"ndx,delta"`
 	BucketDate int32  `parquet:"bucket_date,date"`
 }
 
-// ReportRow is a row of reports/B.parquet.
-type ReportRow struct {
+// Report is a row of reports/B.parquet (its name is the schema's, too).
+type Report struct {
 	Textname    string `parquet:"textname"`
 	TS          int64  `parquet:"ts"` // seconds since the Unix epoch
 	TSSource    string `parquet:"ts_source,dict"`
@@ -233,8 +234,8 @@ func (s *Sink) Begin(_ context.Context, m stamped.Meta) (sink.BucketWriter, erro
 		return nil, err
 	}
 	w.mbuf, w.rbuf, w.dbuf = bufio.NewWriterSize(w.mf, 1<<20), bufio.NewWriterSize(w.rf, 256<<10), bufio.NewWriterSize(w.df, 64<<10)
-	w.mw = parquet.NewGenericWriter[MeasurementRow](w.mbuf, opts...)
-	w.rw = parquet.NewGenericWriter[ReportRow](w.rbuf, opts...)
+	w.mw = parquet.NewGenericWriter[Measurement](w.mbuf, opts...)
+	w.rw = parquet.NewGenericWriter[Report](w.rbuf, opts...)
 	w.dl = json.NewEncoder(w.dbuf)
 	w.dl.SetEscapeHTML(false)
 	return w, nil
@@ -248,10 +249,10 @@ type bucketWriter struct {
 	started          time.Time
 	mf, rf, df       *os.File
 	mbuf, rbuf, dbuf *bufio.Writer
-	mw               *parquet.GenericWriter[MeasurementRow]
-	rw               *parquet.GenericWriter[ReportRow]
+	mw               *parquet.GenericWriter[Measurement]
+	rw               *parquet.GenericWriter[Report]
 	dl               *json.Encoder
-	rows             []MeasurementRow
+	rows             []Measurement
 	done             bool
 }
 
@@ -266,7 +267,7 @@ func (w *bucketWriter) Report(r *stamped.Report) error {
 	if r.SHA1 != nil {
 		sha = hex.EncodeToString(r.SHA1[:])
 	}
-	_, err := w.rw.Write([]ReportRow{{
+	_, err := w.rw.Write([]Report{{
 		Textname: r.Textname, TS: int64(r.ID.TS), TSSource: r.ID.Source.String(), CounterBase: int32(r.ID.CounterBase()),
 		N: int64(r.N), BucketDate: w.days, Container: r.Container, Offset: r.Offset, Size: r.Size, SHA1: sha, RejectedBy: r.RejectedBy,
 	}})
@@ -278,7 +279,7 @@ func (w *bucketWriter) Report(r *stamped.Report) error {
 		hi := min(r.N, lo+batch)
 		w.rows = w.rows[:0]
 		for ndx := lo; ndx < hi; ndx++ {
-			w.rows = append(w.rows, MeasurementRow{OOID: r.ID.ID(ndx).Int64(), Textname: r.Textname, Ndx: int32(ndx), BucketDate: w.days})
+			w.rows = append(w.rows, Measurement{OOID: r.ID.ID(ndx).Int64(), Textname: r.Textname, Ndx: int32(ndx), BucketDate: w.days})
 		}
 		if _, err := w.mw.Write(w.rows); err != nil {
 			return err
