@@ -8,18 +8,12 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/schollz/progressbar/v3"
-	"golang.org/x/term"
 
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
@@ -354,115 +348,4 @@ func printSummaryJSON(w io.Writer, s job.Summary) {
 	}{s, s.Elapsed.Seconds(), float64(s.BytesOut) / secs / (1 << 20), float64(s.Written) / secs}
 	b, _ := json.Marshal(out)
 	fmt.Fprintf(w, "%s\n", b)
-}
-
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
-
-// progress shows a bar on a terminal and a line every few seconds
-// elsewhere.
-type progress struct {
-	w     io.Writer
-	bar   *progressbar.ProgressBar
-	mu    sync.Mutex
-	last  time.Time
-	start time.Time
-	p     job.Progress
-}
-
-func newProgress(w io.Writer) *progress {
-	p := &progress{w: w, start: time.Now(), last: time.Now()}
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		p.bar = progressbar.NewOptions64(-1, progressbar.OptionSetWriter(w), progressbar.OptionShowBytes(true),
-			progressbar.OptionSetDescription("backfill"), progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true),
-			progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
-	}
-	return p
-}
-
-func (p *progress) update(j job.Progress) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.p = j
-	if p.bar != nil {
-		p.bar.ChangeMax64(max(j.BytesTotal, 1))
-		p.bar.Describe(fmt.Sprintf("bucket %d/%d, %d measurements", j.Buckets, j.BucketsTotal, j.Measurements))
-		p.bar.Set64(j.BytesIn)
-		return
-	}
-	if time.Since(p.last) >= 5*time.Second {
-		p.last = time.Now()
-		p.line()
-	}
-}
-
-func (p *progress) line() {
-	j := p.p
-	secs := max(time.Since(p.start).Seconds(), 1e-9)
-	rate := float64(j.BytesIn) / secs
-	eta := "?"
-	if rate > 0 {
-		eta = (time.Duration(float64(j.BytesTotal-j.BytesIn)/rate) * time.Second).Round(time.Second).String()
-	}
-	fmt.Fprintf(p.w, "backfill: %d/%d buckets, %s of %s read (%.1f MiB/s), %d measurements (%.0f/s), ETA %s\n",
-		j.Buckets, j.BucketsTotal, humanBytes(j.BytesIn), humanBytes(j.BytesTotal), rate/(1<<20), j.Measurements, float64(j.Measurements)/secs, eta)
-}
-
-func (p *progress) finish() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.bar != nil {
-		p.bar.Finish()
-		return
-	}
-	if time.Since(p.start) >= 5*time.Second {
-		p.line()
-	}
-}
-
-// byteSize is a flag value of bytes: 1048576, 64k, 64KiB, 1M, 1GiB (binary
-// multiples).
-type byteSize int64
-
-func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
-
-func (b *byteSize) Set(s string) error {
-	n, err := parseBytes(s)
-	if err != nil {
-		return err
-	}
-	*b = byteSize(n)
-	return nil
-}
-
-func parseBytes(s string) (int64, error) {
-	num := strings.TrimRight(s, "KMGTkmgtiIbB")
-	mult := int64(1)
-	switch strings.ToUpper(strings.TrimSuffix(strings.TrimSuffix(s[len(num):], "B"), "b")) {
-	case "":
-	case "K", "KI":
-		mult = 1 << 10
-	case "M", "MI":
-		mult = 1 << 20
-	case "G", "GI":
-		mult = 1 << 30
-	case "T", "TI":
-		mult = 1 << 40
-	default:
-		return 0, fmt.Errorf("bad size %q", s)
-	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n < 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("bad size %q", s)
-	}
-	return n * mult, nil
 }

@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
 	"time"
-
-	"golang.org/x/term"
 
 	"github.com/backfill-dev/backfill/internal/corpus"
 )
@@ -60,8 +57,9 @@ Flags:
 	--reports N             reports per bucket (default 200)
 	--json-fraction F       share of JSON reports, the rest YAML (default 0.6)
 	--min-measurements N    measurements per report follow a Pareto law
-	--alpha A               with this minimum and shape (default 10, 1.2):
-	                        most reports have tens, a few tens of thousands
+	                        with this minimum (default 10)
+	--alpha A               and this shape (default 1.2): most reports have
+	                        tens, a few tens of thousands
 	--max-measurements N    cap (default 1000003, the real maximum)
 	--can-size SIZE         tar slices stay under SIZE (default 64MiB)
 	--time-slots N          draw report times from N evenly spaced seconds of
@@ -196,47 +194,6 @@ func runGen(_ context.Context, args []string, std stdio) error {
 	fmt.Fprintf(std.out, "buckets        %d\ncontainers     %d\nreports        %d\nmeasurements   %d (that get IDs)\nbytes          %s compressed, %s uncompressed\nground truth   %s\n",
 		st.Buckets, st.Containers, st.Reports, st.Measurements, humanBytes(st.Bytes), humanBytes(st.TextBytes), truthPath(out, cfg.Format))
 	return nil
-}
-
-// genProgress shows how far gen is: a line redrawn per bucket on a
-// terminal, a line every five seconds elsewhere.
-type genProgress struct {
-	w           io.Writer
-	tty         bool
-	total       int
-	start, last time.Time
-	st          corpus.Stats
-}
-
-func newGenProgress(w io.Writer, buckets int) *genProgress {
-	p := &genProgress{w: w, total: buckets, start: time.Now(), last: time.Now()}
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		p.tty = true
-	}
-	return p
-}
-
-func (p *genProgress) line() string {
-	return fmt.Sprintf("backfill: gen: %d/%d buckets, %d reports, %s written", p.st.Buckets, p.total, p.st.Reports, humanBytes(p.st.Bytes))
-}
-
-func (p *genProgress) update(st corpus.Stats) {
-	p.st = st
-	switch {
-	case p.tty:
-		fmt.Fprintf(p.w, "\r%s\x1b[K", p.line())
-	case time.Since(p.last) >= 5*time.Second:
-		p.last = time.Now()
-		fmt.Fprintln(p.w, p.line())
-	}
-}
-
-func (p *genProgress) finish() {
-	if p.tty {
-		fmt.Fprint(p.w, "\r\x1b[K")
-	} else if time.Since(p.start) >= 5*time.Second {
-		fmt.Fprintln(p.w, p.line())
-	}
 }
 
 // genManifest writes the ooni2018 manifest to out ("" or "-": stdout).

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"runtime/debug"
 	"strings"
 	"sync"
 )
@@ -271,31 +270,4 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
-}
-
-const versionHelp = `Usage: backfill version
-
-Print the version of backfill.
-
-EXIT STATUS
-
-	0    success
-`
-
-func runVersion(_ context.Context, args []string, std stdio) error {
-	if len(args) > 0 {
-		return usagef("version takes no arguments")
-	}
-	fmt.Fprintf(std.out, "backfill %s\n", buildVersion())
-	return nil
-}
-
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
 }

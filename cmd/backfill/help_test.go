@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"strings"
+	"testing"
+)
+
+// TestHelp_Defaults: every flag a command registers is in its help, and
+// the default its help gives is the one the flag has: the defaults the
+// code takes from its constants and the help cannot drift apart.
+func TestHelp_Defaults(t *testing.T) {
+	for _, c := range commands() {
+		var errb bytes.Buffer
+		if err := c.run(context.Background(), []string{"-h"}, stdio{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &errb}); err != errHelp {
+			t.Fatalf("%s -h: %v", c.name, err)
+		}
+		help := c.help
+		if errb.String() != help {
+			t.Errorf("%s -h does not print its help", c.name)
+		}
+		var fs *flag.FlagSet
+		flagHelp.Range(func(k, _ any) bool {
+			if f := k.(*flag.FlagSet); f.Name() == c.name {
+				fs = f
+			}
+			return true
+		})
+		if fs == nil {
+			t.Errorf("%s: no flag set", c.name)
+			continue
+		}
+		fs.VisitAll(func(f *flag.Flag) {
+			para, own := flagParagraph(help, f.Name)
+			switch {
+			case !strings.Contains(help, "--"+f.Name) && !strings.Contains(help, "\t-"+f.Name+" "):
+				t.Errorf("%s: --%s is not in the help", c.name, f.Name)
+			case !own, f.DefValue == "", f.DefValue == "false", f.DefValue == "0", strings.Contains(para, "(default:"):
+				// A default the help describes: the number of CPUs, or
+				// one derived from another flag.
+			case !strings.Contains(para, "(default "+f.DefValue) && !strings.Contains(para, f.DefValue+" (default"):
+				t.Errorf("%s: --%s defaults to %s, its help says:\n%s", c.name, f.Name, f.DefValue, para)
+			}
+		})
+	}
+}
+
+// flagParagraph returns the lines of help that describe flag name: its
+// line in the Flags section and the ones below it, up to the next flag.
+func flagParagraph(help, name string) (string, bool) {
+	lines := strings.Split(help, "\n")
+	for i, l := range lines {
+		if !strings.HasPrefix(l, "\t--"+name+" ") && !strings.HasPrefix(l, "\t-"+name+" ") {
+			continue
+		}
+		para := []string{l}
+		for _, m := range lines[i+1:] {
+			if strings.HasPrefix(strings.TrimLeft(m, "\t "), "-") || strings.TrimSpace(m) == "" {
+				break
+			}
+			para = append(para, m)
+		}
+		return strings.Join(para, "\n"), true
+	}
+	return "", false
+}
