@@ -20,3 +20,22 @@ func Record(bucket string, r *stamped.Report, msg string) deadletter.Record {
 func SortRecords(ds []deadletter.Record) {
 	slices.SortStableFunc(ds, func(a, b deadletter.Record) int { return strings.Compare(a.Textname, b.Textname) })
 }
+
+// Apply gives report r of bucket the verdict v (a change of a committed
+// report's winner), takes a report that loses its IDs out of c, the
+// bucket's committed counts, or puts one that gets them back in, and
+// returns the report's collision record when it is rejected.
+func Apply(bucket string, r *stamped.Report, c *stamped.Counts, v stamped.Verdict) (deadletter.Record, bool) {
+	switch {
+	case r.RejectedBy == "" && v.RejectedBy != "":
+		c.Reports--
+		c.Measurements -= int64(r.N)
+		c.AddCollisions(1)
+	case r.RejectedBy != "" && v.RejectedBy == "":
+		c.Reports++
+		c.Measurements += int64(r.N)
+		c.AddCollisions(-1)
+	}
+	r.RejectedBy = v.RejectedBy
+	return Record(bucket, r, v.Message), v.RejectedBy != ""
+}

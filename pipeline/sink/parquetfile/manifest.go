@@ -176,18 +176,7 @@ func (s *Sink) Reassign(ctx context.Context, bucket string, verdicts []stamped.V
 		}
 		d, had := old[row.Textname]
 		if v, ok := byName[row.Textname]; ok {
-			switch {
-			case r.RejectedBy == "" && v.RejectedBy != "":
-				counts.Reports--
-				counts.Measurements -= int64(r.N)
-				counts.AddCollisions(1)
-			case r.RejectedBy != "" && v.RejectedBy == "":
-				counts.Reports++
-				counts.Measurements += int64(r.N)
-				counts.AddCollisions(-1)
-			}
-			r.RejectedBy = v.RejectedBy
-			d, had = collisions.Record(bucket, &r, v.Message), v.RejectedBy != ""
+			d, had = collisions.Apply(bucket, &r, &counts, v)
 		}
 		if r.RejectedBy != "" {
 			if !had {

@@ -96,6 +96,12 @@ type Sink struct {
 	lock *os.File
 }
 
+var (
+	_ sink.Rewriter        = (*Sink)(nil)
+	_ sink.FailureRecorder = (*Sink)(nil)
+	_ sink.BucketWriter    = (*bucketWriter)(nil)
+)
+
 // LockName is the lock file of an output folder; it holds the PID of the
 // run that has it.
 const LockName = ".lock"

@@ -92,7 +92,10 @@ type Sink struct {
 	q      func(table string) string
 }
 
-var _ sink.SelfSettling = (*Sink)(nil)
+var (
+	_ sink.SelfSettling = (*Sink)(nil)
+	_ sink.BucketWriter = (*bucketWriter)(nil)
+)
 
 // SettlesCollisions implements sink.SelfSettling: Commit settles the
 // verdicts in the bucket's transaction.
