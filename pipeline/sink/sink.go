@@ -1,8 +1,10 @@
 // Package sink defines where a run puts its output: per bucket, the
 // measurements with their OOIDs, the reports, and the dead-letter
 // records, committed atomically. Backends live in sub-packages named after
-// what they write to: parquetfile (the embedded default) and pgcopy
-// (PostgreSQL).
+// what they write to: parquetfile (the embedded default), pgcopy
+// (PostgreSQL) and sinktest (in memory, for tests). A sink is either a
+// Rewriter, whose collision verdicts the run settles in memory, or
+// SelfSettling; package load picks the Settler of each.
 package sink
 
 import (
