@@ -199,35 +199,11 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	for _, name := range in.Ignored {
 		fmt.Fprintf(std.err, "backfill: notice: %s is not a bucket folder (its name is not a date YYYY-MM-DD); skipped\n", filepath.Join(in.Dir, name))
 	}
-	var s sink.Sink
-	var finish func(context.Context) error
-	var deadLetters, dest string
-	switch sinkName {
-	case "parquet":
-		ps, err := parquetfile.Open(out)
-		if err != nil {
-			return err
-		}
-		s = ps
-		deadLetters, dest = filepath.Join(out, "dead-letters")+"/", "Parquet in "+absPath(out)
-	case "postgres":
-		opt := pf.options(std)
-		opt.CreateSchema, opt.SkipLocked, opt.Resume = createSchema, skipLocked, cfg.Resume
-		var ps *pgcopy.Sink
-		if bulk {
-			bs, err := pgcopy.OpenBulk(ctx, opt)
-			if err != nil {
-				return err
-			}
-			s, finish, ps = bs, bs.Finish, bs.Sink
-		} else {
-			if ps, err = pgcopy.Open(ctx, opt); err != nil {
-				return err
-			}
-			s = ps
-		}
-		deadLetters, dest = "table "+pgx.Identifier{pf.schema, "dead_letters"}.Sanitize(), ps.String()
+	o, err := openOutput(ctx, std, outputFlags{sink: sinkName, out: out, pg: pf, createSchema: createSchema, skipLocked: skipLocked, bulk: bulk, resume: cfg.Resume})
+	if err != nil {
+		return err
 	}
+	s, finish, deadLetters, dest := o.sink, o.finish, o.deadLetters, o.dest
 	defer s.Close()
 	if !quiet {
 		fmt.Fprintf(std.err, "backfill: %d buckets from %s into %s\n", len(cfg.Buckets), absPath(cfg.In), dest)
@@ -258,6 +234,50 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 		return &rejectsError{n: int(sum.Notices), what: "notices (--strict; records in " + deadLetters + ")", verb: "recorded"}
 	}
 	return nil
+}
+
+// outputFlags say where run writes.
+type outputFlags struct {
+	sink, out                      string
+	pg                             pgFlags
+	createSchema, skipLocked, bulk bool
+	resume                         bool
+}
+
+// output is an opened sink, with what the run says of it.
+type output struct {
+	sink        sink.Sink
+	finish      func(context.Context) error // nil, or what completes a bulk load
+	deadLetters string                      // where the records go, for messages
+	dest        string                      // where the output goes, for the first line
+}
+
+// openOutput opens the sink the flags name.
+func openOutput(ctx context.Context, std stdio, f outputFlags) (output, error) {
+	if f.sink == "parquet" {
+		ps, err := parquetfile.Open(f.out)
+		if err != nil {
+			return output{}, err
+		}
+		return output{sink: ps, deadLetters: filepath.Join(f.out, "dead-letters") + "/", dest: "Parquet in " + absPath(f.out)}, nil
+	}
+	opt := f.pg.options(std)
+	opt.CreateSchema, opt.SkipLocked, opt.Resume = f.createSchema, f.skipLocked, f.resume
+	o := output{deadLetters: "table " + pgx.Identifier{f.pg.schema, "dead_letters"}.Sanitize()}
+	if f.bulk {
+		bs, err := pgcopy.OpenBulk(ctx, opt)
+		if err != nil {
+			return output{}, err
+		}
+		o.sink, o.finish, o.dest = bs, bs.Finish, bs.String()
+		return o, nil
+	}
+	ps, err := pgcopy.Open(ctx, opt)
+	if err != nil {
+		return output{}, err
+	}
+	o.sink, o.dest = ps, ps.String()
+	return o, nil
 }
 
 // setFlags returns the names, as --name, of the flags among names that
