@@ -58,6 +58,21 @@ func (r Range) Overlaps(o Range, bits int) bool {
 	return uint64((o.Base-r.Base)&mask) < uint64(r.N) || uint64((r.Base-o.Base)&mask) < uint64(o.N)
 }
 
+// Spans returns the range's counters, modulo 2^bits, as the half-open
+// spans [first[0], first[1]) and, when they wrap past 2^bits - 1,
+// [second[0], second[1]) from 0; wraps tells which. A range of more
+// counters than there are covers them all once. This is the one place the
+// wrap is worked out: the index, the sinks' ID ranges and spans use it.
+func (r Range) Spans(bits int) (first, second [2]uint32, wraps bool) {
+	size := uint64(1) << uint(bits)
+	n := min(uint64(r.N), size)
+	lo := uint64(r.Base) & (size - 1)
+	if lo+n <= size {
+		return [2]uint32{uint32(lo), uint32(lo + n)}, second, false
+	}
+	return [2]uint32{uint32(lo), uint32(size)}, [2]uint32{0, uint32(lo + n - size)}, true
+}
+
 // SelfOverlaps reports whether the range wraps onto itself: more
 // measurements than counter values.
 func (r Range) SelfOverlaps(bits int) bool { return uint64(r.N) > uint64(1)<<uint(bits) }
@@ -116,14 +131,13 @@ func (x *Index) shard(ts uint32) *shard {
 // one 32-bit bitmap per value of the high 32 bits, keeps one per sixteen
 // seconds rather than one per second, which takes a quarter of the memory.
 func (x *Index) segments(r Range) [][2]uint64 {
-	size := uint64(1) << uint(x.bits)
 	hi := uint64(r.TS) << 28
-	n := min(uint64(r.N), size)
-	lo := uint64(r.Base) & (size - 1)
-	if lo+n <= size {
-		return [][2]uint64{{hi + lo, hi + lo + n}}
+	first, second, wraps := r.Spans(x.bits)
+	out := [][2]uint64{{hi + uint64(first[0]), hi + uint64(first[1])}}
+	if wraps {
+		out = append(out, [2]uint64{hi + uint64(second[0]), hi + uint64(second[1])})
 	}
-	return [][2]uint64{{hi + lo, hi + size}, {hi, hi + lo + n - size}}
+	return out
 }
 
 // Add adds the IDs of a report and returns the references of the reports

@@ -180,17 +180,11 @@ func appendIDRanges(lo, hi []int64, r collisions.Range, bits int) ([]int64, []in
 }
 
 // spans returns a report's counters as the half-open ranges [l1, h1) and
-// [l2, h2) (empty when the counters do not wrap).
+// [l2, h2) (empty when the counters do not wrap), as collisions.Range.Spans
+// gives them.
 func spans(r collisions.Range, bits int) (l1, h1, l2, h2 int32) {
-	if r.N == 0 {
-		return 0, 0, 0, 0
-	}
-	size := uint64(1) << uint(bits)
-	end := uint64(r.Base) + uint64(r.N)
-	if end <= size {
-		return int32(r.Base), int32(end), 0, 0
-	}
-	return int32(r.Base), int32(size), 0, int32(end - size)
+	first, second, _ := r.Spans(bits)
+	return int32(first[0]), int32(first[1]), int32(second[0]), int32(second[1])
 }
 
 // writeBucket COPYs the bucket's reports, measurements and dead letters
