@@ -1,7 +1,6 @@
 package reader
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -85,56 +84,48 @@ type Options struct {
 // Open lists the bucket folder dir, tells its layout and reads its index.
 // Problems with the index or with files are in Bucket.Problems; the error
 // is only for a folder that cannot be listed or a bad Format.
+//
+// The folder is listed once and the index opened once: its first row
+// tells the layout before it is read as that layout's index.
 func Open(dir string, opt Options) (*Bucket, error) {
 	format := opt.Format
 	switch format {
-	case "", FormatAuto:
-		format = DetectFormat(dir)
-	case FormatCanned, FormatAutoclaved:
+	case "", FormatAuto, FormatCanned, FormatAutoclaved:
 	default:
 		return nil, fmt.Errorf("unknown format %q (want auto, canned or autoclaved)", opt.Format)
 	}
-	if format == FormatCanned {
-		return OpenBucket(dir)
+	l, err := listBucket(dir)
+	if err != nil {
+		return nil, err
 	}
-	return openAutoclaved(dir, opt.Datums)
+	ix := openIndex(dir, l.fp)
+	defer ix.close()
+	if format == "" || format == FormatAuto {
+		format = l.detect(ix)
+	}
+	if format == FormatCanned {
+		return l.canned(ix), nil
+	}
+	return l.autoclaved(ix, opt.Datums), nil
 }
 
-// DetectFormat tells a bucket's layout: from the first row of its index
-// (an autoclaved index is an event stream whose rows have a "type"), or,
+// detect tells a bucket's layout: from the first row of its index (an
+// autoclaved index is an event stream whose rows have a "type"), or,
 // without a readable index, from its first file's LZ4 frame header (the
 // autoclaving writer set the content-size flag, the lz4 CLI that canned
 // from a pipe could not).
-func DetectFormat(dir string) Format {
-	if f, err := os.Open(filepath.Join(dir, IndexName)); err == nil {
-		defer f.Close()
-		br := bufio.NewReader(f)
-		var r io.Reader = br
-		if magic, _ := br.Peek(2); bytes.Equal(magic, []byte{0x1f, 0x8b}) {
-			gz, err := gzip.NewReader(br)
-			if err != nil {
-				return FormatCanned
-			}
-			r = gz
+func (l *listing) detect(ix *index) Format {
+	if line, ok := ix.firstRow(); ok {
+		if line == nil {
+			return FormatCanned // a gzip header that does not parse
 		}
-		line, _ := bufio.NewReaderSize(r, 4096).ReadSlice('\n')
-		line = bytes.TrimSpace(line)
-		if len(line) > 0 {
-			if bytes.Contains(line, []byte(`"type": "file"`)) || bytes.Contains(line, []byte(`"type":"file"`)) {
-				return FormatAutoclaved
-			}
-			return FormatCanned
+		if bytes.Contains(line, []byte(`"type": "file"`)) || bytes.Contains(line, []byte(`"type":"file"`)) {
+			return FormatAutoclaved
 		}
-	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
 		return FormatCanned
 	}
-	for _, e := range ents {
-		if !strings.HasSuffix(e.Name(), ".lz4") {
-			continue
-		}
-		f, err := os.Open(filepath.Join(dir, e.Name()))
+	for _, name := range l.lz4s {
+		f, err := os.Open(filepath.Join(l.b.Dir, name))
 		if err != nil {
 			continue
 		}
@@ -149,14 +140,14 @@ func DetectFormat(dir string) Format {
 	return FormatCanned
 }
 
-func openAutoclaved(dir string, datums bool) (*Bucket, error) {
-	b, onDisk, fp, err := listBucket(dir)
-	if err != nil {
-		return nil, err
-	}
+// autoclaved makes the listed bucket an autoclaved one, with the rows of
+// its index.
+func (l *listing) autoclaved(ix *index, datums bool) *Bucket {
+	b, onDisk, dir := l.b, l.onDisk, l.b.Dir
 	b.Format = FormatAutoclaved
-	files, names := b.readAutoclavedIndex(fp, datums)
-	b.Fingerprint = fmt.Sprintf("%x", fp.Sum(nil))
+	files, names := b.readAutoclavedIndex(ix, datums)
+	ix.close()
+	b.Fingerprint = fmt.Sprintf("%x", l.fp.Sum(nil))
 	for _, name := range names {
 		f := files[name]
 		base := strings.TrimPrefix(name, b.Date+"/")
@@ -184,7 +175,7 @@ func openAutoclaved(dir string, datums bool) (*Bucket, error) {
 			b.Bytes += c.Size
 		}
 	}
-	return b, nil
+	return b
 }
 
 // readAutoclavedIndex reads the bucket's autoclaved index into its files,
@@ -192,25 +183,22 @@ func openAutoclaved(dir string, datums bool) (*Bucket, error) {
 // row is a problem with its line; a bad row inside a report damages that
 // report (its numbering is in doubt), and a file whose rows end early is
 // kept with the reports its rows closed.
-func (b *Bucket) readAutoclavedIndex(fp io.Writer, datums bool) (map[string]*ACFile, []string) {
+func (b *Bucket) readAutoclavedIndex(ix *index, datums bool) (map[string]*ACFile, []string) {
 	indexFile := b.Date + "/" + IndexName
 	// Index-level records are notices: a report whose rows are in doubt
 	// gets a reject record of its own when it is read.
 	problem := func(reason, msg string) {
 		b.Problems = append(b.Problems, deadletter.Record{Bucket: b.Date, File: indexFile, Reason: reason, Kind: deadletter.Notice, Message: msg})
 	}
-	f, err := os.Open(filepath.Join(b.Dir, IndexName))
-	if errors.Is(err, os.ErrNotExist) {
+	if errors.Is(ix.err, os.ErrNotExist) {
 		problem(deadletter.IndexMissing, "no "+IndexName+": an autoclaved bucket cannot be numbered without its index; nothing is read")
 		return nil, nil
 	}
-	if err != nil {
-		problem(deadletter.Unreadable, err.Error())
+	if ix.err != nil {
+		problem(deadletter.Unreadable, ix.err.Error())
 		return nil, nil
 	}
-	defer f.Close()
-	defer io.Copy(fp, f) // whatever the reader left unread
-	br := bufio.NewReaderSize(io.TeeReader(f, fp), 256<<10)
+	br := ix.raw
 	var r io.Reader = br
 	if magic, _ := br.Peek(2); bytes.Equal(magic, []byte{0x1f, 0x8b}) {
 		gz, err := gzip.NewReader(br)

@@ -14,9 +14,11 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -64,12 +66,21 @@ type Bucket struct {
 // with the index or with files are in Bucket.Problems; the error is only
 // for a folder that cannot be listed.
 func OpenBucket(dir string) (*Bucket, error) {
-	b, onDisk, fp, err := listBucket(dir)
+	l, err := listBucket(dir)
 	if err != nil {
 		return nil, err
 	}
-	indexed := b.readIndex(fp)
-	b.Fingerprint = hex.EncodeToString(fp.Sum(nil))
+	ix := openIndex(dir, l.fp)
+	defer ix.close()
+	return l.canned(ix), nil
+}
+
+// canned makes the listed bucket a canned one, with the rows of its index.
+func (l *listing) canned(ix *index) *Bucket {
+	b, onDisk, dir := l.b, l.onDisk, l.b.Dir
+	indexed := b.readIndex(ix)
+	ix.close()
+	b.Fingerprint = hex.EncodeToString(l.fp.Sum(nil))
 	date := b.Date
 	for _, f := range indexed {
 		base := strings.TrimPrefix(f.Filename, date+"/")
@@ -82,7 +93,8 @@ func OpenBucket(dir string) (*Bucket, error) {
 		}
 		b.Containers = append(b.Containers, c)
 	}
-	for base, info := range onDisk {
+	for _, base := range slices.Sorted(maps.Keys(onDisk)) {
+		info := onDisk[base]
 		b.Containers = append(b.Containers, Container{Name: date + "/" + base, Path: filepath.Join(dir, base),
 			Size: info.Size(), Tar: strings.HasSuffix(base, ".tar.lz4")})
 		b.Problems = append(b.Problems, deadletter.Record{Bucket: date, File: date + "/" + base,
@@ -94,27 +106,40 @@ func OpenBucket(dir string) (*Bucket, error) {
 			b.Bytes += c.Size
 		}
 	}
-	return b, nil
+	return b
 }
 
-// listBucket lists the bucket folder: its containers (.lz4 regular files)
-// by name, and a fingerprint hash fed with every entry's name, size and
-// modification time. Anything else is a problem of the bucket.
-func listBucket(dir string) (*Bucket, map[string]os.FileInfo, hash.Hash, error) {
+// listing is a bucket folder as listed once: the bucket, its containers
+// (.lz4 regular files) by name, the fingerprint so far, and the names
+// ending in .lz4 in order (for telling the layout without an index).
+type listing struct {
+	b      *Bucket
+	onDisk map[string]os.FileInfo
+	fp     hash.Hash
+	lz4s   []string
+}
+
+// listBucket lists the bucket folder: its containers by name, and a
+// fingerprint hash fed with every entry's name, size and modification
+// time. Anything else is a problem of the bucket.
+func listBucket(dir string) (*listing, error) {
 	date := filepath.Base(dir)
 	b := &Bucket{Date: date, Dir: dir, Format: FormatCanned}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	fp := sha256.New()
-	onDisk := map[string]os.FileInfo{}
+	l := &listing{b: b, onDisk: map[string]os.FileInfo{}, fp: sha256.New()}
+	fp, onDisk := l.fp, l.onDisk
 	for _, e := range ents {
 		info, err := e.Info()
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, err
 		}
 		fmt.Fprintf(fp, "%s\x00%d\x00%d\x00", e.Name(), info.Size(), info.ModTime().UnixNano())
+		if strings.HasSuffix(e.Name(), ".lz4") {
+			l.lz4s = append(l.lz4s, e.Name())
+		}
 		if e.Name() == IndexName {
 			continue
 		}
@@ -125,29 +150,26 @@ func listBucket(dir string) (*Bucket, map[string]os.FileInfo, hash.Hash, error) 
 		}
 		onDisk[e.Name()] = info
 	}
-	return b, onDisk, fp, nil
+	return l, nil
 }
 
 // readIndex returns the good rows of the bucket's index, each container
-// once, and feeds the index bytes to fp.
-func (b *Bucket) readIndex(fp hash.Hash) []CannedFile {
-	path := filepath.Join(b.Dir, IndexName)
+// once.
+func (b *Bucket) readIndex(ix *index) []CannedFile {
 	problem := func(reason, msg string) {
 		// The index is only a check of a canned bucket: without a row,
 		// a container is still read, unchecked.
 		b.Problems = append(b.Problems, deadletter.Record{Bucket: b.Date, File: b.Date + "/" + IndexName, Reason: reason, Kind: deadletter.Notice, Message: msg})
 	}
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
+	if errors.Is(ix.err, os.ErrNotExist) {
 		problem(deadletter.IndexMissing, "no "+IndexName+"; every container is read without checks")
 		return nil
 	}
-	if err != nil {
-		problem(deadletter.Unreadable, err.Error()+"; every container is read without checks")
+	if ix.err != nil {
+		problem(deadletter.Unreadable, ix.err.Error()+"; every container is read without checks")
 		return nil
 	}
-	defer f.Close()
-	ir, err := NewCannedIndexReader(io.TeeReader(f, fp))
+	ir, err := NewCannedIndexReader(ix.raw)
 	if err != nil {
 		problem(deadletter.BadIndexRow, err.Error()+"; every container is read without checks")
 		return nil
@@ -170,7 +192,6 @@ func (b *Bucket) readIndex(fp hash.Hash) []CannedFile {
 		seen[row.Filename] = true
 		rows = append(rows, row)
 	}
-	io.Copy(fp, f) // whatever the index reader left unread
 	return rows
 }
 
