@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/backfill-dev/backfill/internal/corpus"
@@ -127,5 +128,41 @@ func TestContainerReader_Checksums(t *testing.T) {
 	cr.VerifySHA1 = false
 	if o := readAs(t, cr, b, c, data); len(o.dead) != 1 || o.dead[0].Reason != deadletter.ChecksumMismatch {
 		t.Errorf("CRC-32 mismatch: dead letters %+v", o.dead)
+	}
+}
+
+// Containers the index does not list are recorded in name order, so a
+// bucket's records do not depend on map order; and the layout of a bucket
+// without an index is told from its first .lz4 file.
+func TestOpen_UnlistedInOrder(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "2017-06-01")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"d.lz4", "b.tar.lz4", "a.lz4", "c.tar.lz4", "e.lz4", "f.tar.lz4"}
+	for _, n := range names {
+		// An LZ4 frame magic with the flags the lz4 CLI writes: canned.
+		if err := os.WriteFile(filepath.Join(dir, n), []byte{0x04, 0x22, 0x4d, 0x18, 0x64, 0x40, 0xa7}, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 5 {
+		b, err := reader.Open(dir, reader.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Format != reader.FormatCanned {
+			t.Fatalf("format %s, want canned", b.Format)
+		}
+		var got []string
+		for _, p := range b.Problems {
+			if p.Reason == deadletter.NotInIndex {
+				got = append(got, strings.TrimPrefix(p.File, "2017-06-01/"))
+			}
+		}
+		want := []string{"a.lz4", "b.tar.lz4", "c.tar.lz4", "d.lz4", "e.lz4", "f.tar.lz4"}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Fatalf("unlisted containers recorded as %v, want %v", got, want)
+		}
 	}
 }
