@@ -1,0 +1,311 @@
+// Package collector issues collector-stamped OOIDs (32:8:24) that never
+// repeat, across restarts and clock steps:
+//
+//	ts << 32 | collector_id << 24 | counter
+//
+// ts is the wall clock's second, collector_id is 0..0xEF (0xF0..0xFF
+// would alias the backfilled nibble), and counter counts the IDs of a
+// second from 0 to 2^24-1.
+//
+// At run time the second never goes back: when the wall clock steps back,
+// IDs go on in the last second used; when a second's 2^24 counters are
+// used up, IDs move on to the next second, never more than Options.MaxLead
+// seconds ahead of the wall clock (past that, Next waits, or fails with
+// ErrAhead).
+//
+// At start time a state file says how far the previous runs may have gone:
+// its mark is a second no earlier ID went past. Before an ID of a second
+// beyond the mark is handed out, a new mark (that second plus
+// Options.Lease) is made durable (write, fsync, rename, fsync the
+// folder), so the disk is touched once a lease, not once an ID or a
+// second. A new run issues only seconds after the recorded mark, whatever
+// the clock says. One process holds a state file at a time (an OS lock);
+// a state file of another collector id, cut short, damaged, or whose mark
+// is far in the future, is refused with an error that says what to
+// check, never reset.
+package collector
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/backfill-dev/backfill/pipeline/ooid"
+)
+
+// Defaults of Options.
+const (
+	DefaultLease     = 10        // seconds reserved by each durable mark
+	DefaultMaxLead   = 60        // seconds the IDs may run ahead of the clock
+	DefaultMaxFuture = 24 * 3600 // a recorded mark further ahead than this is refused
+)
+
+// Options say how a Stamper issues IDs.
+type Options struct {
+	CollectorID uint8  // 0..ooid.MaxCollectorID
+	State       string // the state file
+	// Lease is how many seconds past the one being entered a durable mark
+	// reserves; DefaultLease when 0.
+	Lease uint32
+	// MaxLead bounds how far ahead of the wall clock IDs may run, when a
+	// second's counters are used up or a restart starts past the clock;
+	// DefaultMaxLead when 0. It must be at least Lease, or every restart
+	// would wait.
+	MaxLead uint32
+	// FailAhead makes Next fail with ErrAhead past MaxLead, instead of
+	// waiting for the clock.
+	FailAhead bool
+	// MaxFuture refuses a state file whose mark is further ahead of the
+	// clock than this many seconds; DefaultMaxFuture when 0.
+	MaxFuture uint32
+	// Clock and Sleep are the wall clock and the wait (time.Now and
+	// time.Sleep when nil), for tests.
+	Clock func() time.Time
+	Sleep func(time.Duration)
+}
+
+// ErrAhead is returned, with Options.FailAhead, when issuing would take
+// the IDs more than MaxLead seconds ahead of the wall clock.
+var ErrAhead = errors.New("collector: the IDs would run too far ahead of the clock")
+
+// LockedError is returned by Open when another process holds the state
+// file.
+type LockedError struct {
+	State string
+	PID   int
+}
+
+func (e *LockedError) Error() string {
+	return fmt.Sprintf("collector: another process (pid %d) issues IDs from %s; one process per state file", e.PID, e.State)
+}
+
+// Stamper issues IDs. It is safe for concurrent use.
+type Stamper struct {
+	mu     sync.Mutex
+	opt    Options
+	lock   *os.File
+	sec    uint32 // the second of the last ID; 0 before the first
+	next   uint32 // the next counter of sec
+	floor  uint32 // no ID of this run is of a second <= floor
+	mark   uint32 // durable: no ID goes past it
+	writes int    // durable writes of the mark
+	closed bool
+}
+
+// Open takes the state file (creating it for a new collector) and returns
+// a Stamper that issues only seconds after its mark.
+func Open(opt Options) (*Stamper, error) {
+	if opt.CollectorID > ooid.MaxCollectorID {
+		return nil, fmt.Errorf("collector: id %#x is over %#x (0xf0..0xff would alias backfilled IDs)", opt.CollectorID, ooid.MaxCollectorID)
+	}
+	if opt.State == "" {
+		return nil, errors.New("collector: no state file")
+	}
+	if opt.Lease == 0 {
+		opt.Lease = DefaultLease
+	}
+	if opt.MaxLead == 0 {
+		opt.MaxLead = max(DefaultMaxLead, opt.Lease)
+	}
+	if opt.MaxLead < opt.Lease {
+		return nil, fmt.Errorf("collector: the lead bound (%d s) is below the lease (%d s): every restart would wait", opt.MaxLead, opt.Lease)
+	}
+	if opt.MaxFuture == 0 {
+		opt.MaxFuture = DefaultMaxFuture
+	}
+	if opt.Clock == nil {
+		opt.Clock = time.Now
+	}
+	if opt.Sleep == nil {
+		opt.Sleep = time.Sleep
+	}
+	s := &Stamper{opt: opt}
+	if err := s.takeLock(); err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(opt.State)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		// A new collector: nothing was issued from this file.
+	case err != nil:
+		s.Close()
+		return nil, fmt.Errorf("collector: %w", err)
+	default:
+		st, err := parseState(b)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("%w (%s): check the file; it is never reset by itself", err, opt.State)
+		}
+		if st.CollectorID != opt.CollectorID {
+			s.Close()
+			return nil, fmt.Errorf("collector: %s is the state of collector %d, not %d: check --collector-id and --state", opt.State, st.CollectorID, opt.CollectorID)
+		}
+		if now := s.now(); st.Mark > now && st.Mark-now > opt.MaxFuture {
+			s.Close()
+			return nil, fmt.Errorf("collector: %s says IDs went up to %s, %d s ahead of this clock (%s): check the clock; if it is right, the file is not this collector's",
+				opt.State, time.Unix(int64(st.Mark), 0).UTC().Format(time.RFC3339), st.Mark-now, time.Unix(int64(now), 0).UTC().Format(time.RFC3339))
+		}
+		s.floor, s.mark = st.Mark, st.Mark
+	}
+	return s, nil
+}
+
+func (s *Stamper) takeLock() error {
+	f, err := os.OpenFile(s.opt.State+".lock", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("collector: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		b := make([]byte, 32)
+		n, _ := f.ReadAt(b, 0)
+		f.Close()
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(b[:n])))
+		return &LockedError{State: s.opt.State, PID: pid}
+	}
+	f.Truncate(0)
+	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	s.lock = f
+	return nil
+}
+
+func (s *Stamper) now() uint32 {
+	t := s.opt.Clock().Unix()
+	switch {
+	case t < 0:
+		return 0
+	case t > 1<<32-1:
+		return 1<<32 - 1
+	}
+	return uint32(t)
+}
+
+// Next returns a new ID.
+func (s *Stamper) Next() (ooid.ID, error) {
+	var id [1]ooid.ID
+	err := s.Fill(id[:])
+	return id[0], err
+}
+
+// Fill fills ids with new IDs, in increasing order. On error the IDs
+// before the failure are filled, the others zero.
+func (s *Stamper) Fill(ids []ooid.ID) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("collector: stamper closed")
+	}
+	for len(ids) > 0 {
+		if err := s.second(); err != nil {
+			return err
+		}
+		n := min(uint32(len(ids)), ooid.MaxCollectorCounter+1-s.next)
+		base := uint64(s.sec)<<32 | uint64(s.opt.CollectorID)<<24
+		for i := range n {
+			ids[i] = ooid.ID(base | uint64(s.next+i))
+		}
+		s.next += n
+		ids = ids[n:]
+	}
+	return nil
+}
+
+// second makes s.sec, s.next the place of the next ID: the wall clock's
+// second when it is ahead, never an earlier one, the next second when
+// this one is used up, within the lead bound and the durable mark.
+func (s *Stamper) second() error {
+	for {
+		now := s.now()
+		sec, next := s.sec, s.next
+		if now > sec {
+			sec, next = now, 0
+		}
+		if next > ooid.MaxCollectorCounter {
+			sec, next = sec+1, 0
+		}
+		if sec <= s.floor {
+			sec, next = s.floor+1, 0
+		}
+		if sec == 0 || sec < s.sec {
+			return errors.New("collector: the 32-bit seconds are used up")
+		}
+		if sec > s.sec && sec > now && sec-now > s.opt.MaxLead {
+			if s.opt.FailAhead {
+				return fmt.Errorf("%w: second %d, clock %d, bound %d s", ErrAhead, sec, now, s.opt.MaxLead)
+			}
+			s.opt.Sleep(time.Duration(sec-now-s.opt.MaxLead) * time.Second)
+			continue
+		}
+		if sec > s.mark {
+			mark := uint32(min(uint64(sec)+uint64(s.opt.Lease), 1<<32-1))
+			if err := s.persist(mark); err != nil {
+				return err
+			}
+		}
+		s.sec, s.next = sec, next
+		return nil
+	}
+}
+
+// persist makes mark durable: the state file is written aside, synced,
+// renamed over the old one, and its folder synced.
+func (s *Stamper) persist(mark uint32) error {
+	data := state{CollectorID: s.opt.CollectorID, Mark: mark}.encode()
+	tmp := s.opt.State + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("collector: write the state: %w", err)
+	}
+	_, err = f.Write(data)
+	err = errors.Join(err, f.Sync(), f.Close())
+	if err == nil {
+		err = os.Rename(tmp, s.opt.State)
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(s.opt.State))
+	}
+	if err != nil {
+		return fmt.Errorf("collector: write the state: %w", err)
+	}
+	s.mark = mark
+	s.writes++
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return err
+	}
+	return nil
+}
+
+// Writes returns how many times the mark was made durable.
+func (s *Stamper) Writes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writes
+}
+
+// Close releases the state file. The mark stays: the next run starts
+// after it.
+func (s *Stamper) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	if s.lock == nil {
+		return nil
+	}
+	err := s.lock.Close()
+	s.lock = nil
+	return err
+}
