@@ -296,8 +296,11 @@ func (s *Stamper) Writes() int {
 	return s.writes
 }
 
-// Close releases the state file. The mark stays: the next run starts
-// after it.
+// Close releases the state file. If IDs were issued short of the lease,
+// the mark is brought back to the last second used, so that a graceful
+// restart does not skip the rest of the lease; after a crash the next run
+// starts after the lease instead. The mark only ever covers every ID
+// issued.
 func (s *Stamper) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -305,7 +308,11 @@ func (s *Stamper) Close() error {
 	if s.lock == nil {
 		return nil
 	}
-	err := s.lock.Close()
+	var err error
+	if s.sec > s.floor && s.sec < s.mark {
+		err = s.persist(s.sec)
+	}
+	err = errors.Join(err, s.lock.Close())
 	s.lock = nil
 	return err
 }

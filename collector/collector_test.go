@@ -171,6 +171,55 @@ func TestStamper_Restart(t *testing.T) {
 	}
 }
 
+// A graceful Close brings the mark back to the last second used, so the
+// next run starts right after it; a run killed before Close starts after
+// the lease instead. A run that issued nothing leaves the mark alone.
+func TestStamper_CloseReturnsLease(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	c := &fakeClock{t: t0}
+	is := &issued{t: t}
+	s := open(t, state, c, Options{Lease: 10})
+	id, _ := s.Next()
+	is.take(id)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, state, c, Options{Lease: 10})
+	id, _ = s.Next()
+	is.take(id)
+	if id.TS() != uint32(t0.Unix())+1 {
+		t.Errorf("after a graceful close, second %d; want %d, the next after the one used", id.TS(), t0.Unix()+1)
+	}
+	s.lock.Close() // killed: no Close
+	s.lock = nil
+	s = open(t, state, c, Options{Lease: 10})
+	id, _ = s.Next()
+	is.take(id)
+	if want := uint32(t0.Unix()) + 1 + 10 + 1; id.TS() != want {
+		t.Errorf("after a crash, second %d; want %d, after the lease", id.TS(), want)
+	}
+	s.Close()
+	mark := readMark(t, state)
+	s = open(t, state, c, Options{Lease: 10})
+	s.Close()
+	if got := readMark(t, state); got != mark || got != id.TS() {
+		t.Errorf("mark %d after a run that issued nothing, %d before; want %d", got, mark, id.TS())
+	}
+}
+
+func readMark(t *testing.T, path string) uint32 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := parseState(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Mark
+}
+
 // One process per state file; a state file of another collector, cut
 // short at any byte, or damaged, is refused with what to check.
 func TestOpen_Refusals(t *testing.T) {

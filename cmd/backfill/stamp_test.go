@@ -1,0 +1,280 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/backfill-dev/backfill/pipeline/ooid"
+)
+
+// The filter adds an "ooid" to every JSON object line, in order, and
+// rejects the others with their line numbers; --count prints N IDs; a
+// second run starts after the first's IDs.
+func TestStamp_FilterAndCount(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "42.state")
+	in := "{\"a\":1}\n{ }\nnot json\n[1]\n{\"ooid\":\"x\"}\n{\"b\":{\"ooid\":1}}\n"
+	var out, errb bytes.Buffer
+	err := run(context.Background(), []string{"stamp", "--collector-id", "42", "--state", state}, stdio{in: strings.NewReader(in), out: &out, err: &errb})
+	if code := exitCode(err, &errb); code != exitRejects {
+		t.Fatalf("exit %d\n%s", code, errb.String())
+	}
+	for _, want := range []string{"line 3: not a JSON object", "line 4: not a JSON object", `line 5: it has an "ooid" already`} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
+		}
+	}
+	var last ooid.ID
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("output line %q: %v", line, err)
+		}
+		id, err := ooid.Parse(m["ooid"].(string))
+		if err != nil || id.Decode().CollectorID != 42 || id <= last {
+			t.Fatalf("output line %q: ID %s after %s (%v)", line, id, last, err)
+		}
+		last = id
+		delete(m, "ooid")
+		b, _ := json.Marshal(m)
+		got = append(got, string(b))
+	}
+	if strings.Join(got, " ") != `{"a":1} {} {"b":{"ooid":1}}` {
+		t.Errorf("the objects out, without their ooid: %v", got)
+	}
+	code, count := call("stamp", "--collector-id", "42", "--state", state, "--count", "1000")
+	ids := strings.Fields(count)
+	if code != exitOK || len(ids) != 1000 {
+		t.Fatalf("--count 1000: exit %d, %d lines", code, len(ids))
+	}
+	if first, _ := ooid.Parse(ids[0]); first.TS() <= last.TS() {
+		t.Errorf("the second run starts in second %d, the first ended in %d: not after its mark", first.TS(), last.TS())
+	}
+}
+
+// --rejects keeps every rejected line as read, the too-long ones too, and
+// appends on a second run; the good lines all get IDs.
+func TestStamp_Rejects(t *testing.T) {
+	dir := t.TempDir()
+	state, dead := filepath.Join(dir, "7.state"), filepath.Join(dir, "rejects.jsonl")
+	long := `{"x":"` + strings.Repeat("y", 200) + `"}`
+	in := "{\"a\":1}\r\n" + long + "\nnot json\r\n{\"b\":2}\n{\"ooid\":\"1\"}\n" + long
+	args := []string{"stamp", "--collector-id", "7", "--state", state, "--rejects", dead, "--max-line", "100"}
+	for round := 1; round <= 2; round++ {
+		var out, errb bytes.Buffer
+		err := run(context.Background(), args, stdio{in: strings.NewReader(in), out: &out, err: &errb})
+		if code := exitCode(err, &errb); code != exitRejects {
+			t.Fatalf("exit %d\n%s", code, errb.String())
+		}
+		for _, want := range []string{"line 2: longer than 100 bytes", "line 3: not a JSON object", `line 5: it has an "ooid" already`, "line 6: longer than 100 bytes"} {
+			if !strings.Contains(errb.String(), want) {
+				t.Errorf("stderr lacks %q:\n%s", want, errb.String())
+			}
+		}
+		if n := strings.Count(out.String(), `"ooid":"`); n != 2 {
+			t.Errorf("%d lines with IDs, want 2:\n%s", n, out.String())
+		}
+		got, err := os.ReadFile(dead)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := strings.Repeat(long+"\nnot json\n{\"ooid\":\"1\"}\n"+long+"\n", round)
+		if string(got) != want {
+			t.Errorf("round %d: rejects file\n%q\nwant\n%q", round, got, want)
+		}
+	}
+	if code, _ := call("stamp", "--collector-id", "7", "--state", state, "--count", "1", "--rejects", dead); code != exitUsage {
+		t.Errorf("--rejects with --count: exit %d, want a usage error", code)
+	}
+}
+
+// stampBinary builds the binary once per test.
+func stampBinary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "backfill")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// uniqueIDs reads the complete lines of files (a SIGKILL may cut the last
+// one) and fails on any ID seen twice; it returns how many there are.
+func uniqueIDs(t *testing.T, re *regexp.Regexp, texts ...string) int {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, text := range texts {
+		for _, m := range re.FindAllString(text, -1) {
+			if seen[m] {
+				t.Fatalf("ID %s issued twice", m)
+			}
+			seen[m] = true
+		}
+	}
+	return len(seen)
+}
+
+var idLine = regexp.MustCompile(`(?m)^[0-9a-f]{16}$`)
+
+// A binary issuing IDs to a file is SIGKILLed at 100 random moments, the
+// clock set back by 90 s, an hour or six hours, or forward by 3 s, between
+// some restarts: every ID ever written is unique, and no run is refused
+// its state file. Each kill skips the rest of a lease, so the mark runs
+// ahead of the clock: a short lease and a long lead bound keep most runs
+// issuing. (A run whose clock is more than --max-lead behind the mark
+// waits, and is killed before it issues anything.)
+func TestStamp_KillRestart(t *testing.T) {
+	bin := stampBinary(t)
+	dir := t.TempDir()
+	state := filepath.Join(dir, "42.state")
+	rng := rand.New(rand.NewPCG(1, 2))
+	var outs []string
+	issued := 0
+	for i := range 100 {
+		offset := []string{"0s", "-1h", "0s", "-6h", "0s", "-90s", "0s", "3s"}[i%8]
+		cmd := exec.Command(bin, "stamp", "--collector-id", "42", "--state", state, "--count", "1000000000",
+			"--lease", "2", "--max-lead", "3600", "--clock-offset", offset)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(20+rng.IntN(60)) * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		err := cmd.Wait()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Fatalf("run %d: %v, want killed\n%s", i, err, errb.String())
+		}
+		outs = append(outs, out.String())
+		if idLine.MatchString(out.String()) {
+			issued++
+		}
+	}
+	n := uniqueIDs(t, idLine, outs...)
+	if issued < 10 {
+		t.Errorf("only %d of 100 runs issued IDs: the runs did not get going", issued)
+	}
+	t.Logf("%d unique IDs from %d of 100 killed runs", n, issued)
+}
+
+// The HTTP mode: four concurrent clients fetch blocks while the server is
+// SIGKILLed at 100 random moments and restarted, the clock moved between
+// some restarts; every ID handed out is unique. A second server
+// on the same state file is refused. The Python client of docs/collector.md
+// works against it. SIGTERM stops it gracefully.
+func TestStamp_HTTP(t *testing.T) {
+	bin := stampBinary(t)
+	state := filepath.Join(t.TempDir(), "42.state")
+	start := func(offset string) (*exec.Cmd, string, *bytes.Buffer) {
+		t.Helper()
+		cmd := exec.Command(bin, "stamp", "--collector-id", "42", "--state", state, "--listen", "127.0.0.1:0",
+			"--lease", "2", "--max-lead", "3600", "--clock-offset", offset)
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(stderr)
+		if !sc.Scan() {
+			cmd.Process.Kill()
+			t.Fatalf("the server said nothing")
+		}
+		url, ok := strings.CutPrefix(sc.Text(), "backfill: stamp: serving IDs on ")
+		if !ok {
+			t.Fatalf("the server said %q", sc.Text())
+		}
+		rest := &bytes.Buffer{}
+		go func() {
+			for sc.Scan() {
+				rest.WriteString(sc.Text() + "\n")
+			}
+		}()
+		return cmd, strings.TrimSuffix(url, "/ids"), rest
+	}
+	var mu sync.Mutex
+	var got []string
+	rng := rand.New(rand.NewPCG(5, 6))
+	for round := range 100 {
+		cmd, url, _ := start([]string{"0s", "-1h", "0s", "-90s", "0s", "3s"}[round%6])
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for range 20 {
+					resp, err := http.Get(url + "/ids?n=1000")
+					if err != nil {
+						return // killed meanwhile
+					}
+					var body struct{ IDs []string }
+					err = json.NewDecoder(resp.Body).Decode(&body)
+					resp.Body.Close()
+					if err != nil {
+						return
+					}
+					mu.Lock()
+					got = append(got, strings.Join(body.IDs, "\n"))
+					mu.Unlock()
+				}
+			})
+		}
+		if round == 0 {
+			// A second server on the same state file is refused.
+			out, err := exec.Command(bin, "stamp", "--collector-id", "42", "--state", state, "--listen", "127.0.0.1:0").CombinedOutput()
+			if err == nil || !strings.Contains(string(out), "one process per state file") {
+				t.Errorf("a second server: %v\n%s", err, out)
+			}
+		}
+		time.Sleep(time.Duration(10+rng.IntN(60)) * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		wg.Wait()
+	}
+	n := uniqueIDs(t, idLine, got...)
+	if n < 10000 {
+		t.Errorf("only %d IDs handed out over 100 rounds", n)
+	}
+	t.Logf("%d unique IDs handed out over 100 killed servers", n)
+	// The documented Python client, then a graceful stop.
+	cmd, url, rest := start("0s")
+	doc, err := os.ReadFile("../../docs/collector.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := regexp.MustCompile("(?s)```python\n(.*?)```").FindSubmatch(doc)
+	if src == nil {
+		t.Fatal("no Python client in docs/collector.md")
+	}
+	py := string(src[1]) + fmt.Sprintf("\nids = OOIDs(%q, block=7)\nfor _ in range(20):\n    print(ids.next())\n", url)
+	out, err := exec.Command("python3", "-c", py).CombinedOutput()
+	if err != nil {
+		t.Fatalf("the Python client: %v\n%s", err, out)
+	}
+	if k := uniqueIDs(t, idLine, append(got, string(out))...); k != n+20 {
+		t.Errorf("the Python client's 20 IDs are not 20 new ones (%d → %d)", n, k)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("SIGTERM: %v\n%s", err, rest.String())
+	}
+	if !strings.Contains(rest.String(), "stopped") {
+		t.Errorf("no graceful stop:\n%s", rest.String())
+	}
+}
