@@ -121,8 +121,10 @@ func commands() []command {
 		{name: "audit", help: auditHelp, run: runAudit},
 		{name: "gen", help: genHelp, run: runGen},
 		{name: "ooid", help: ooidHelp, run: runOOID},
+		{name: "stamp", help: stampHelp, run: runStamp},
 		{name: "decode", help: decodeHelp, run: runDecode},
 		{name: "granule-id", help: granuleHelp, run: runGranuleID},
+		{name: "cmr-temporal", help: cmrHelp, run: runCMRTemporal},
 		{name: "version", help: versionHelp, run: runVersion},
 	}
 }

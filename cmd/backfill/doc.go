@@ -15,8 +15,10 @@ Commands:
 	audit        count OOID collisions per counter width and SHA-1 offset
 	gen          write a synthetic corpus (or manifest) with its ground truth
 	ooid         compute backfilled OOIDs for textnames and measurement indexes
+	stamp        issue collector-stamped OOIDs that never repeat (filter, count or HTTP)
 	decode       decode OOIDs into their fields, as JSON lines
 	granule-id   NASA Cumulus unique granule IDs, payloads and collision risk
+	cmr-temporal the temporal values of CMR files, as Cumulus stores them
 	version      print the version
 
 Flags go before or between the arguments; "--" ends them. Every command

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/backfill-dev/backfill/cumulus/cmr"
+)
+
+const cmrHelp = `Usage: backfill cmr-temporal [--format F] [--max-size SIZE] FILE...
+
+Print the temporal values of NASA Cumulus CMR metadata files, one JSON
+object per file, as Cumulus v21's granule write reads and stores them:
+
+	{"file":"…","format":"echo10"|"umm-g"|"iso",
+	 "beginningDateTime":…,"endingDateTime":…,"productionDateTime":…,
+	 "lastUpdateDateTime":…,"raw":{…}}
+
+Each value is what the write stores (new Date(v).toISOString():
+milliseconds and Z; null for null or ""; left out when the file has none);
+"raw" holds the values as found in the file. The format is told by the
+name, as Cumulus tells it: *cmr_iso.xml (ISO 19115), *cmr.xml (ECHO10),
+*cmr.json (UMM-G); --format sets it for other names.
+
+The rules are Cumulus's, quirks included: ISO reads the first
+gmd:identificationInfo for the time extent and needs several of them;
+UMM-G's last update is the first ProviderDates entry of type Update, else
+Insert, else Create, in array order; ECHO10's is LastUpdate, else
+InsertTime; without a range begin, the single date-time is both begin and
+end. A file Cumulus's code fails on, or whose value is not a date, is
+reported on standard error with the reason. XML is streamed; files over
+--max-size, nested deeper than 256 elements or with entities are refused.
+
+Flags:
+
+	--format F         echo10, umm-g or iso, for every FILE
+	--max-size SIZE    refuse files over SIZE (default 16MiB)
+
+Examples:
+
+	backfill cmr-temporal MOD09GQ.A2016358.h13v04.006.2016360104606.cmr.xml
+	backfill cmr-temporal --format iso granule.xml
+
+EXIT STATUS
+
+	0    every file read
+	1    failure (e.g. standard output closed)
+	2    usage error
+	3    some files were rejected (unreadable, malformed, or not a date)
+	130  interrupted
+`
+
+func runCMRTemporal(ctx context.Context, args []string, std stdio) error {
+	fs := newFlagSet("cmr-temporal", cmrHelp, std)
+	var format string
+	maxSize := byteSize(cmr.MaxSize)
+	fs.StringVar(&format, "format", "", "")
+	fs.Var(&maxSize, "max-size", "")
+	files, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(files) == 0:
+		return usagef("cmr-temporal: no file given")
+	case format != "" && format != string(cmr.ECHO10) && format != string(cmr.UMMG) && format != string(cmr.ISO):
+		return usagef("cmr-temporal: --format must be echo10, umm-g or iso")
+	case maxSize <= 0:
+		return usagef("cmr-temporal: --max-size must be positive")
+	}
+	w := bufio.NewWriter(std.out)
+	bad := 0
+	for _, name := range files {
+		if ctx.Err() != nil {
+			w.Flush()
+			return ctx.Err()
+		}
+		line, err := cmrLine(name, cmr.Format(format), int64(maxSize))
+		if err != nil {
+			bad++
+			fmt.Fprintf(std.err, "backfill: %s: %v\n", name, err)
+			continue
+		}
+		w.Write(append(line, '\n'))
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	if bad > 0 {
+		return &rejectsError{n: bad, what: "files"}
+	}
+	return nil
+}
+
+func cmrLine(name string, f cmr.Format, maxSize int64) ([]byte, error) {
+	if f == "" {
+		var ok bool
+		if f, ok = cmr.FormatOf(name); !ok {
+			return nil, fmt.Errorf("not a CMR file name (*cmr.xml, *cmr.json, *cmr_iso.xml); give --format")
+		}
+	}
+	file, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	t, err := cmr.Read(file, f, maxSize)
+	if err != nil {
+		return nil, err
+	}
+	d, err := t.Normalize()
+	if err != nil {
+		return nil, err
+	}
+	type kv struct {
+		k string
+		v any
+	}
+	out := []kv{{"file", name}, {"format", f}}
+	raw := []kv{}
+	stored := [4]cmr.Date{d.BeginningDateTime, d.EndingDateTime, d.ProductionDateTime, d.LastUpdateDateTime}
+	found := [4]cmr.Value{t.BeginningDateTime, t.EndingDateTime, t.ProductionDateTime, t.LastUpdateDateTime}
+	for i, field := range cmr.Fields {
+		switch s := stored[i]; {
+		case !s.Set:
+		case s.Null:
+			out = append(out, kv{field, nil})
+		default:
+			out = append(out, kv{field, s.ISO})
+		}
+		switch v := found[i]; v.Kind {
+		case cmr.Undefined:
+		case cmr.Null:
+			raw = append(raw, kv{field, nil})
+		case cmr.String:
+			raw = append(raw, kv{field, v.Str})
+		case cmr.Number:
+			raw = append(raw, kv{field, v.Num})
+		default:
+			raw = append(raw, kv{field, v.String()})
+		}
+	}
+	obj := func(kvs []kv) []byte {
+		b := []byte{'{'}
+		for i, e := range kvs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			k, _ := json.Marshal(e.k)
+			v, _ := json.Marshal(e.v)
+			b = append(append(append(b, k...), ':'), v...)
+		}
+		return append(b, '}')
+	}
+	line := obj(out)
+	line = append(line[:len(line)-1], `,"raw":`...)
+	return append(append(line, obj(raw)...), '}'), nil
+}
