@@ -1,0 +1,1 @@
+// Stands for a module the write path requires but never calls here.
