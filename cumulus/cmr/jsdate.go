@@ -221,3 +221,13 @@ func jsNumberTime(n float64) (int64, bool) {
 	}
 	return int64(math.Trunc(n)), true
 }
+
+// ParseDate is new Date(s).getTime() for a string s, in UTC; an Invalid
+// Date is an error.
+func ParseDate(s string) (int64, error) { return parseJSDate(s) }
+
+// NumberDate is new Date(n).getTime(); false for an Invalid Date.
+func NumberDate(n float64) (int64, bool) { return jsNumberTime(n) }
+
+// FormatISO is Date.prototype.toISOString of the time ms.
+func FormatISO(ms int64) string { return formatISO(ms) }

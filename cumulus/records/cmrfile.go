@@ -1,0 +1,189 @@
+package records
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/backfill-dev/backfill/cumulus/cmr"
+)
+
+// Files stands for the object store the granule files live in: a CMR file
+// is read from it, and a file without a size is sized from it.
+type Files interface {
+	// Open opens bucket/key; an error wrapping fs.ErrNotExist when there is
+	// no such object.
+	Open(bucket, key string) (io.ReadCloser, error)
+	// Size returns the object's size.
+	Size(bucket, key string) (int64, error)
+}
+
+// Dir is a local folder that stands for the buckets: DIR/<bucket>/<key>.
+type Dir string
+
+func (d Dir) path(bucket, key string) (string, error) {
+	p := filepath.Join(string(d), bucket, key)
+	rel, err := filepath.Rel(string(d), p)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || bucket == "" {
+		return "", fmt.Errorf("s3://%s/%s is outside the files root: %w", bucket, key, fs.ErrNotExist)
+	}
+	return p, nil
+}
+
+// Open opens DIR/bucket/key.
+func (d Dir) Open(bucket, key string) (io.ReadCloser, error) {
+	p, err := d.path(bucket, key)
+	if err != nil {
+		return nil, err
+	}
+	return os.Open(p)
+}
+
+// Size stats DIR/bucket/key.
+func (d Dir) Size(bucket, key string) (int64, error) {
+	p, err := d.path(bucket, key)
+	if err != nil {
+		return 0, err
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return 0, err
+	}
+	if !st.Mode().IsRegular() {
+		return 0, fmt.Errorf("%s is not a file: %w", p, fs.ErrNotExist)
+	}
+	return st.Size(), nil
+}
+
+var s3URI = regexp.MustCompile(`^s3://([^/]+)/(.*)$`)
+
+// parseS3URI is Cumulus's parseS3Uri.
+func parseS3URI(uri string) (bucket, key string, err error) {
+	m := s3URI.FindStringSubmatch(uri)
+	if m == nil {
+		return "", "", fmt.Errorf("TypeError: Unable to parse S3 URI: %s", uri)
+	}
+	return m[1], m[2], nil
+}
+
+// buildS3URI is Cumulus's buildS3Uri: leading slashes of the key go.
+func buildS3URI(bucket, key string) string {
+	return "s3://" + bucket + "/" + strings.TrimLeft(key, "/")
+}
+
+// cmrLocation picks a granule's CMR file as Cumulus does: the first file
+// whose key, name or filename (the first of them that is truthy) ends like
+// a CMR file, located by filename, or bucket with filepath or key. Any
+// CMR file of the list whose location cannot be told means no CMR file at
+// all, as in Cumulus (the whole lookup fails and is ignored). ok is false
+// when there is none.
+func cmrLocation(granule map[string]any) (bucket, key string, f cmr.Format, ok bool) {
+	files, present := granule["files"]
+	if !present {
+		files = []any{}
+	}
+	list, isList := files.([]any)
+	if !isList {
+		return "", "", "", false
+	}
+	var first string
+	found := false
+	for _, e := range list {
+		file, isObj := e.(map[string]any)
+		if !isObj {
+			return "", "", "", false // reading a property of null throws
+		}
+		name := file["key"]
+		if !truthy(name) {
+			name = file["name"]
+		}
+		if !truthy(name) {
+			name = file["filename"]
+		}
+		if !truthy(name) {
+			name = ""
+		}
+		s, isStr := name.(string)
+		if !isStr {
+			return "", "", "", false // endsWith of a non-string throws
+		}
+		if _, isCMR := cmr.FormatOf(s); !isCMR {
+			continue
+		}
+		url, err := s3URLOfFile(file)
+		if err != nil {
+			return "", "", "", false
+		}
+		b, k, err := parseS3URI(url)
+		if err != nil {
+			return "", "", "", false
+		}
+		if !found {
+			first, found = buildS3URI(b, k), true
+		}
+	}
+	if !found {
+		return "", "", "", false
+	}
+	b, k, err := parseS3URI(first)
+	if err != nil {
+		return "", "", "", false
+	}
+	format, known := cmr.FormatOf(first)
+	if !known {
+		return "", "", "", false
+	}
+	return b, k, format, true
+}
+
+// s3URLOfFile is Cumulus's getS3UrlOfFile.
+func s3URLOfFile(file map[string]any) (string, error) {
+	if truthy(file["filename"]) {
+		return fmt.Sprint(file["filename"]), nil
+	}
+	if truthy(file["bucket"]) && truthy(file["filepath"]) {
+		return buildS3URI(jsString(file["bucket"], true), jsString(file["filepath"], true)), nil
+	}
+	if truthy(file["bucket"]) && truthy(file["key"]) {
+		return buildS3URI(jsString(file["bucket"], true), jsString(file["key"], true)), nil
+	}
+	return "", errors.New("unable to determine location of file")
+}
+
+// cmrTemporal reads the granule's CMR temporal values: (nil, nil) when the
+// granule has no CMR file, or its file is not in files (Cumulus logs a
+// warning and uses the payload granule's own values), else the four values
+// normalised, or the error that fails the granule.
+func cmrTemporal(files Files, granule map[string]any, warn func(string)) (*cmr.Dates, error) {
+	bucket, key, format, ok := cmrLocation(granule)
+	if !ok {
+		return nil, nil
+	}
+	if files == nil {
+		warn(fmt.Sprintf("CMR file s3://%s/%s: no files root to read it from; the granule's own dates are used", bucket, key))
+		return nil, nil
+	}
+	r, err := files.Open(bucket, key)
+	if errors.Is(err, fs.ErrNotExist) {
+		warn(fmt.Sprintf("CMR file s3://%s/%s does not exist; the granule's own dates are used", bucket, key))
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("CMR file s3://%s/%s: %w", bucket, key, err)
+	}
+	defer r.Close()
+	t, err := cmr.Read(r, format, 0)
+	if err != nil {
+		return nil, fmt.Errorf("CMR file s3://%s/%s: %w", bucket, key, err)
+	}
+	d, err := t.Normalize()
+	if err != nil {
+		return nil, fmt.Errorf("RangeError: CMR file s3://%s/%s: %w", bucket, key, err)
+	}
+	return &d, nil
+}

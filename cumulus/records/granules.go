@@ -1,0 +1,324 @@
+package records
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+var finalStatus = map[any]bool{"completed": true, "failed": true}
+
+// writeGranules is Cumulus's writeGranulesFromMessage: each granule
+// succeeds, is dropped or fails on its own; any failure makes the message's
+// error.
+func (w *Writer) writeGranules(ctx context.Context, in Input, execCID *int64) (Result, error) {
+	m := in.Message
+	var res Result
+	list, _ := obj(m["payload"])["granules"].([]any)
+	if len(list) == 0 {
+		return res, nil
+	}
+	mc := &msgContext{}
+	arn, ok := executionARN(m)
+	if !ok {
+		arn = "null"
+	}
+	mc.executionURL = executionURL(arn, w.region)
+	if in.StartDate != nil {
+		mc.processingStart = isoMs(*in.StartDate)
+		if in.StopDate != nil {
+			mc.processingEnd = isoMs(*in.StopDate)
+		} else {
+			mc.processingEnd = isoMs(w.now())
+		}
+	}
+	meta := obj(m["meta"])
+	mc.provider, mc.providerPresent = meta["provider"]
+	exc, excPresent := m["exception"]
+	mc.errorObj = parseException(exc, excPresent)
+	mc.workflowStatus, mc.statusPresent = meta["status"]
+	mc.collectionID = collectionID(m)
+	mc.pdrName, mc.pdrPresent = get(m, "payload", "pdr", "name")
+	mc.queryFields, mc.queryPresent = get(m, "meta", "granule", "queryFields")
+	start, err := workflowStart(m)
+	if err != nil {
+		return res, &MessageError{"writeGranulesFromMessage called without a valid workflow start time in the Cumulus Message, all granules failed to write"}
+	}
+	mc.workflowStartTime = start
+
+	var errs []error
+	for _, g := range list {
+		id := jsString(obj(g)["granuleId"], true)
+		out, err := w.writeGranule(ctx, mc, g, execCID)
+		res.Granules = append(res.Granules, GranuleResult{GranuleID: id, Outcome: out, Err: err})
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return res, &AggregateError{errs}
+	}
+	return res, nil
+}
+
+// granuleRow translates an API record to its granules row
+// (translateApiGranuleToPostgresGranuleWithoutNilsRemoved).
+func (w *Writer) granuleRow(ctx context.Context, rec map[string]any) (row, int64, error) {
+	if s, ok := rec["status"]; ok && s == nil {
+		return nil, 0, errors.New("ValidationError: status cannot be null on a granule, granules must have a status")
+	}
+	var r row
+	add := func(col, typ, key string) {
+		if v, ok := rec[key]; ok {
+			r.add(col, typ, v)
+		}
+	}
+	var pdrCID, providerCID *int64
+	var err error
+	if v := rec["pdrName"]; v != nil {
+		if pdrCID, err = w.lookup(ctx, "pdrs", map[string]any{"name": v}); err != nil {
+			return nil, 0, err
+		}
+		if pdrCID == nil {
+			return nil, 0, &RecordDoesNotExist{"pdrs", whereJSON(map[string]any{"name": v})}
+		}
+	}
+	if v := rec["provider"]; v != nil {
+		if providerCID, err = w.lookup(ctx, "providers", map[string]any{"name": v}); err != nil {
+			return nil, 0, err
+		}
+		if providerCID == nil {
+			return nil, 0, &RecordDoesNotExist{"providers", whereJSON(map[string]any{"name": v})}
+		}
+	}
+	cid := rec["collectionId"].(string)
+	i := strings.LastIndex(cid, "___")
+	name, version := cid[:i], cid[i+3:]
+	collCID, err := w.lookup(ctx, "collections", map[string]any{"name": name, "version": version})
+	if err != nil {
+		return nil, 0, err
+	}
+	if collCID == nil {
+		return nil, 0, &RecordDoesNotExist{"collections", fmt.Sprintf(`{"name":%q,"version":%q}`, name, version)}
+	}
+	add("granule_id", "text", "granuleId")
+	add("status", "text", "status")
+	r.add("collection_cumulus_id", "integer", collCID)
+	add("producer_granule_id", "text", "producerGranuleId")
+	add("published", "boolean", "published")
+	add("duration", "real", "duration")
+	add("time_to_archive", "real", "timeToArchive")
+	add("time_to_process", "real", "timeToPreprocess")
+	add("product_volume", "bigint", "productVolume")
+	add("error", "jsonb", "error")
+	add("cmr_link", "text", "cmrLink")
+	if _, ok := rec["pdrName"]; ok {
+		r.add("pdr_cumulus_id", "integer", pdrCID)
+	}
+	if _, ok := rec["provider"]; ok {
+		r.add("provider_cumulus_id", "integer", providerCID)
+	}
+	add("query_fields", "jsonb", "queryFields")
+	for _, d := range [][2]string{
+		{"beginning_date_time", "beginningDateTime"}, {"ending_date_time", "endingDateTime"},
+		{"last_update_date_time", "lastUpdateDateTime"}, {"processing_end_date_time", "processingEndDateTime"},
+		{"processing_start_date_time", "processingStartDateTime"}, {"production_date_time", "productionDateTime"},
+		{"timestamp", "timestamp"}, {"created_at", "createdAt"}, {"updated_at", "updatedAt"},
+	} {
+		v, ok := rec[d[1]]
+		if !ok {
+			continue
+		}
+		if v == nil {
+			r.add(d[0], "timestamptz", nil)
+			continue
+		}
+		s, err := jsDate(v)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%s: %w", d[1], err)
+		}
+		r.add(d[0], "timestamptz", s)
+	}
+	return r, *collCID, nil
+}
+
+// writeGranule builds, checks and writes one granule.
+func (w *Writer) writeGranule(ctx context.Context, mc *msgContext, g any, execCID *int64) (Outcome, error) {
+	rec, err := w.granuleRecord(mc, g, w.now())
+	if err != nil {
+		return Failed, err
+	}
+	r, collCID, err := w.granuleRow(ctx, rec)
+	if err != nil {
+		return Failed, err
+	}
+	granuleID := rec["granuleId"]
+	tx, err := w.pool.Begin(ctx)
+	if err != nil {
+		return Failed, err
+	}
+	defer tx.Rollback(ctx)
+	// Global granuleId uniqueness: every writer takes this lock before it
+	// looks, so two collections cannot both pass the check.
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 7301))", jsString(granuleID, true)); err != nil {
+		return Failed, err
+	}
+	var other bool
+	if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM granules WHERE granule_id = $1 AND collection_cumulus_id <> $2)", jsString(granuleID, true), collCID).Scan(&other); err != nil {
+		return Failed, err
+	}
+	if other {
+		return Failed, fmt.Errorf("Error: A granule already exists for granuleId: %s with collectionId: %s", jsString(granuleID, true), rec["collectionId"])
+	}
+	if err := validate(rec); err != nil {
+		tx.Rollback(ctx)
+		var se *SchemaError
+		if errors.As(err, &se) && finalStatus[rec["status"]] {
+			if ferr := w.markFailedOnSchemaError(ctx, rec, collCID, se); ferr != nil {
+				return Failed, ferr
+			}
+			return Failed, fmt.Errorf("Error: Granule/granule files failed schema validation and will be updated in the datastore with the error and a status of failed: %w", err)
+		}
+		return Failed, err
+	}
+	id, written, err := upsertGranule(ctx, tx, r, rec, execCID)
+	if err != nil {
+		return Failed, err
+	}
+	if !written {
+		return Dropped, tx.Commit(ctx)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Failed, err
+	}
+	if _, hasFiles := rec["files"]; hasFiles && finalStatus[rec["status"]] {
+		w.writeFiles(ctx, id, rec)
+	}
+	return Written, nil
+}
+
+// upsertGranule is GranulePgModel.upsert with write constraints and the
+// execution join row; written is false when the constraints dropped it.
+func upsertGranule(ctx context.Context, tx pgx.Tx, r row, rec map[string]any, execCID *int64) (int64, bool, error) {
+	createdV, ok := rec["createdAt"]
+	if !ok || !truthy(createdV) {
+		b, _ := json.Marshal(rec)
+		return 0, false, fmt.Errorf("Error: Granule upsert called with write constraints but no createdAt set: %s", b)
+	}
+	createdMs, err := jsDateMs(createdV)
+	if err != nil {
+		return 0, false, err
+	}
+	sql, args := r.insertSQL("granules")
+	status := rec["status"]
+	where := "granules.created_at <= to_timestamp(" + epochSeconds(createdMs) + ")"
+	var set string
+	if status == "running" || status == "queued" {
+		set = mergeOnly(r, "status", "timestamp", "updated_at", "created_at")
+		if execCID != nil {
+			if status == "running" {
+				where += fmt.Sprintf(" AND NOT EXISTS (SELECT 1 FROM executions WHERE cumulus_id = %d AND status IN ('completed', 'failed', 'unknown'))", *execCID)
+			} else {
+				where += fmt.Sprintf(" AND NOT EXISTS (SELECT 1 FROM executions WHERE cumulus_id = %d)", *execCID)
+			}
+		}
+	} else {
+		set = r.mergeAll()
+	}
+	sql += " ON CONFLICT (granule_id, collection_cumulus_id) DO UPDATE SET " + set + " WHERE " + where + " RETURNING cumulus_id"
+	var id int64
+	err = tx.QueryRow(ctx, sql, args...).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	if execCID != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO granules_executions (granule_cumulus_id, execution_cumulus_id) VALUES ($1, $2)
+			ON CONFLICT (granule_cumulus_id, execution_cumulus_id) DO UPDATE SET granule_cumulus_id = EXCLUDED.granule_cumulus_id`, id, *execCID); err != nil {
+			return 0, false, err
+		}
+	}
+	return id, true, nil
+}
+
+// writeFiles is Cumulus's _writeGranuleFiles: every file upserted on its
+// own; when all succeed the granule's other files are deleted, else the
+// granule is marked failed with the error (not the message's error).
+func (w *Writer) writeFiles(ctx context.Context, granuleCID int64, rec map[string]any) {
+	files, _ := rec["files"].([]any)
+	var kept []int64
+	var failures []string
+	for _, f := range files {
+		fo := obj(f)
+		var r row
+		for _, c := range [][3]string{
+			{"bucket", "text", "bucket"}, {"key", "text", "key"}, {"checksum_type", "text", "checksumType"},
+			{"checksum_value", "text", "checksum"}, {"file_name", "text", "fileName"}, {"file_size", "bigint", "size"},
+			{"source", "text", "source"}, {"type", "text", "type"},
+		} {
+			if v, ok := fo[c[2]]; ok {
+				r.add(c[0], c[1], v)
+			}
+		}
+		r.add("granule_cumulus_id", "bigint", granuleCID)
+		sql, args := r.insertSQL("files")
+		sql += " ON CONFLICT (bucket, key) DO UPDATE SET " + r.mergeAll() + " RETURNING cumulus_id"
+		var id int64
+		if err := w.pool.QueryRow(ctx, sql, args...).Scan(&id); err != nil {
+			failures = append(failures, err.Error())
+			continue
+		}
+		kept = append(kept, id)
+	}
+	if len(failures) == 0 {
+		_, err := w.pool.Exec(ctx, "DELETE FROM files WHERE granule_cumulus_id = $1 AND NOT (cumulus_id = ANY($2))", granuleCID, kept)
+		if err == nil {
+			return
+		}
+		failures = append(failures, err.Error())
+	}
+	var errs []any
+	if e := obj(rec["error"]); len(e) > 0 {
+		errs = append(errs, rec["error"])
+	}
+	errs = append(errs, map[string]any{"Error": "Failed writing files to PostgreSQL.", "Cause": "AggregateError: " + strings.Join(failures, "; ")})
+	w.pool.Exec(ctx, "UPDATE granules SET status = 'failed', error = $2::jsonb WHERE cumulus_id = $1", granuleCID, mustJSON(map[string]any{"errors": mustJSON(errs)}))
+}
+
+// markFailedOnSchemaError is updateGranuleStatusToFailed after a schema
+// error of a final-status granule: the existing row becomes failed with
+// the error; an error when there is no row.
+func (w *Writer) markFailedOnSchemaError(ctx context.Context, rec map[string]any, collCID int64, se *SchemaError) error {
+	var errs []any
+	if truthy(rec["error"]) {
+		errs = append(errs, rec["error"])
+	}
+	errs = append(errs, map[string]any{
+		"Error": "Failed writing granule record due to SchemaValdationError.",
+		"Cause": map[string]any{"name": "SchemaValidationError", "detail": se.Detail},
+	})
+	tag, err := w.pool.Exec(ctx, "UPDATE granules SET status = 'failed', error = $3::jsonb WHERE granule_id = $1 AND collection_cumulus_id = $2",
+		jsString(rec["granuleId"], true), collCID, mustJSON(map[string]any{"errors": mustJSON(errs)}))
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return &RecordDoesNotExist{"granules", fmt.Sprintf(`{"granule_id":%q,"collection_cumulus_id":%d}`, jsString(rec["granuleId"], true), collCID)}
+	}
+	return nil
+}
+
+// mustJSON is JSON.stringify: no HTML escaping.
+func mustJSON(v any) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+	return strings.TrimSuffix(b.String(), "\n")
+}
