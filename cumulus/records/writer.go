@@ -21,10 +21,10 @@ import (
 
 // Options configure a Writer.
 type Options struct {
-	Files  Files         // where CMR files and unsized files are read; nil: nowhere
-	Region string        // AWS region of execution URLs; "" is us-east-1
-	Now    func() int64  // the clock, in milliseconds since the epoch
-	Warn   func(string)  // warnings (a CMR file that does not exist); nil: dropped
+	Files  Files        // where CMR files and unsized files are read; nil: nowhere
+	Region string       // AWS region of execution URLs; "" is us-east-1
+	Now    func() int64 // the clock, in milliseconds since the epoch
+	Warn   func(string) // warnings (a CMR file that does not exist); nil: dropped
 }
 
 // Writer writes messages' records.
