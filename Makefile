@@ -9,7 +9,7 @@ FUZZTIME ?= 20000x
 BIN      := bin/backfill
 
 .DEFAULT_GOAL := help
-.PHONY: help build test testrace lint fmt-check tidy-check fuzz bench bench-e2e demo clean
+.PHONY: help build test testrace reference lint fmt-check tidy-check fuzz bench bench-e2e demo clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -19,11 +19,14 @@ build: ## build bin/backfill
 
 WITH_PG := scripts/with-postgres
 
-test: lint ## lint, then run every test, Postgres ones included (the README's test command)
+test: lint reference ## lint, then run every test, Postgres ones included (the README's test command)
 	$(WITH_PG) $(GO) test -count=1 -timeout 30m -run '$(TESTS)' $(PKG)
 
-testrace: ## run the tests with the race detector
+testrace: reference ## run the tests with the race detector
 	$(WITH_PG) $(GO) test -race -count=1 -timeout 30m -run '$(TESTS)' $(PKG)
+
+reference: ## install Cumulus v21's own code, the oracle of the Cumulus tests (npm; once)
+	reference/cumulus-v21/setup
 
 lint: fmt-check tidy-check ## go vet, gofmt and go.mod checks
 	$(GO) vet $(PKG)

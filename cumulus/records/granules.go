@@ -252,7 +252,7 @@ func upsertGranule(ctx context.Context, tx pgx.Tx, r row, rec map[string]any, ex
 // granule is marked failed with the error (not the message's error).
 func (w *Writer) writeFiles(ctx context.Context, granuleCID int64, rec map[string]any) {
 	files, _ := rec["files"].([]any)
-	var kept []int64
+	kept := []int64{}
 	var failures []string
 	for _, f := range files {
 		fo := obj(f)
@@ -277,7 +277,7 @@ func (w *Writer) writeFiles(ctx context.Context, granuleCID int64, rec map[strin
 		kept = append(kept, id)
 	}
 	if len(failures) == 0 {
-		_, err := w.pool.Exec(ctx, "DELETE FROM files WHERE granule_cumulus_id = $1 AND NOT (cumulus_id = ANY($2))", granuleCID, kept)
+		_, err := w.pool.Exec(ctx, "DELETE FROM files WHERE granule_cumulus_id = $1 AND cumulus_id <> ALL($2)", granuleCID, kept)
 		if err == nil {
 			return
 		}
@@ -287,7 +287,7 @@ func (w *Writer) writeFiles(ctx context.Context, granuleCID int64, rec map[strin
 	if e := obj(rec["error"]); len(e) > 0 {
 		errs = append(errs, rec["error"])
 	}
-	errs = append(errs, map[string]any{"Error": "Failed writing files to PostgreSQL.", "Cause": "AggregateError: " + strings.Join(failures, "; ")})
+	errs = append(errs, errorEntry{Error: "Failed writing files to PostgreSQL.", Cause: "AggregateError: " + strings.Join(failures, "; ")})
 	w.pool.Exec(ctx, "UPDATE granules SET status = 'failed', error = $2::jsonb WHERE cumulus_id = $1", granuleCID, mustJSON(map[string]any{"errors": mustJSON(errs)}))
 }
 
@@ -299,9 +299,9 @@ func (w *Writer) markFailedOnSchemaError(ctx context.Context, rec map[string]any
 	if truthy(rec["error"]) {
 		errs = append(errs, rec["error"])
 	}
-	errs = append(errs, map[string]any{
-		"Error": "Failed writing granule record due to SchemaValdationError.",
-		"Cause": map[string]any{"name": "SchemaValidationError", "detail": se.Detail},
+	errs = append(errs, errorEntry{
+		Error: "Failed writing granule record due to SchemaValdationError.",
+		Cause: schemaCause{Name: "SchemaValidationError", Detail: se.Detail},
 	})
 	tag, err := w.pool.Exec(ctx, "UPDATE granules SET status = 'failed', error = $3::jsonb WHERE granule_id = $1 AND collection_cumulus_id = $2",
 		jsString(rec["granuleId"], true), collCID, mustJSON(map[string]any{"errors": mustJSON(errs)}))
@@ -312,6 +312,20 @@ func (w *Writer) markFailedOnSchemaError(ctx context.Context, rec map[string]any
 		return &RecordDoesNotExist{"granules", fmt.Sprintf(`{"granule_id":%q,"collection_cumulus_id":%d}`, jsString(rec["granuleId"], true), collCID)}
 	}
 	return nil
+}
+
+// errorEntry is one entry of a granule's error.errors, in Cumulus's key
+// order (the entries are stored as a JSON string, so the order shows).
+type errorEntry struct {
+	Error string `json:"Error"`
+	Cause any    `json:"Cause"`
+}
+
+// schemaCause is JSON.stringify of Cumulus's SchemaValidationError: its own
+// enumerable properties.
+type schemaCause struct {
+	Name   string `json:"name"`
+	Detail string `json:"detail"`
 }
 
 // mustJSON is JSON.stringify: no HTML escaping.

@@ -1,0 +1,216 @@
+package records
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/backfill-dev/backfill/internal/pgtest"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// refDir is Cumulus v21's own code, installed by reference/cumulus-v21/setup
+// (make test runs it).
+var refDir = filepath.Join("..", "..", "reference", "cumulus-v21")
+
+func needReference(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Fatalf("node is needed for the Cumulus reference: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(refDir, "api", "lib", "writeRecords", "write-granules.js")); err != nil {
+		t.Fatalf("the Cumulus v21 reference is not installed: run %s/setup (make test does): %v", refDir, err)
+	}
+}
+
+// cumulusDB is a new database with the schema of Cumulus's own migrations
+// and the collections, providers and PDR the scenarios name.
+func cumulusDB(t *testing.T) string {
+	t.Helper()
+	url := pgtest.NewDatabase(t)
+	cmd := exec.Command("node", "migrate.js", url)
+	cmd.Dir = refDir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("migrations: %v\n%s", err, out)
+	}
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	_, err = pool.Exec(context.Background(), `
+		INSERT INTO collections (name, version, sample_file_name, granule_id_validation_regex, granule_id_extraction_regex, files)
+		VALUES ('MOD09GQ', '006', 'x', '.*', '.*', '[]'), ('OTHER', '1', 'x', '.*', '.*', '[]');
+		INSERT INTO providers (name, protocol, host) VALUES ('s3_provider', 's3', 'cumulus-test-data'), ('http_provider', 'http', 'example.com');`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return url
+}
+
+// step is one message written at a time.
+type step struct {
+	Message   map[string]any `json:"message"`
+	StartDate *int64         `json:"startDate,omitempty"`
+	StopDate  *int64         `json:"stopDate,omitempty"`
+	Now       int64          `json:"now"`
+}
+
+// runOracle writes the steps with Cumulus's writeRecords and returns each
+// step's error ("" for none).
+func runOracle(t *testing.T, url, filesRoot string, steps []step) []string {
+	t.Helper()
+	var in bytes.Buffer
+	for _, s := range steps {
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.Write(b)
+		in.WriteByte('\n')
+	}
+	cmd := exec.Command("node", "write-records.js")
+	cmd.Dir = refDir
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+url, "FILES_ROOT="+filesRoot, "TZ=UTC", "AWS_DEFAULT_REGION=us-east-1")
+	cmd.Stdin = &in
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("oracle: %v\n%s", err, stderr.String())
+	}
+	var errs []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		var r struct {
+			OK    bool   `json:"ok"`
+			Error string `json:"error"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("oracle output %q: %v", sc.Text(), err)
+		}
+		errs = append(errs, r.Error)
+	}
+	if len(errs) != len(steps) {
+		t.Fatalf("oracle answered %d of %d steps\n%s", len(errs), len(steps), stderr.String())
+	}
+	return errs
+}
+
+// runOurs writes the steps with Writer.
+func runOurs(t *testing.T, url, filesRoot string, steps []step) []string {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var now int64
+	w := New(pool, Options{Files: Dir(filesRoot), Now: func() int64 { return now }})
+	var errs []string
+	for _, s := range steps {
+		now = s.Now
+		// A message is decoded afresh each time, as each is a new event.
+		b, _ := json.Marshal(s.Message)
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		_, err := w.Write(ctx, Input{Message: m, StartDate: s.StartDate, StopDate: s.StopDate})
+		if err != nil {
+			errs = append(errs, err.Error())
+		} else {
+			errs = append(errs, "")
+		}
+	}
+	return errs
+}
+
+// fileCause matches the Cause of a failed file write, the text of a
+// database error: Cumulus's carries the SQL knex built and a Node stack.
+var fileCause = regexp.MustCompile(`Failed writing files to PostgreSQL.\\",\\"Cause\\":\\"AggregateError: .*?[^\\]\\"(\}|,)`)
+
+// dump lists the rows the write path touches, by their natural keys, with
+// the serial ids and the database's own default times left out.
+func dump(t *testing.T, url string) string {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var out strings.Builder
+	for _, q := range []string{
+		`SELECT to_jsonb(g) - 'cumulus_id' - 'collection_cumulus_id' - 'pdr_cumulus_id' - 'provider_cumulus_id'
+			|| jsonb_build_object('collection', c.name, 'pdr', p.name, 'provider', v.name)
+			FROM granules g JOIN collections c ON c.cumulus_id = g.collection_cumulus_id
+			LEFT JOIN pdrs p ON p.cumulus_id = g.pdr_cumulus_id LEFT JOIN providers v ON v.cumulus_id = g.provider_cumulus_id
+			ORDER BY g.granule_id, c.name`,
+		`SELECT to_jsonb(f) - 'cumulus_id' - 'granule_cumulus_id' - 'created_at' - 'updated_at' || jsonb_build_object('granule', g.granule_id)
+			FROM files f JOIN granules g ON g.cumulus_id = f.granule_cumulus_id ORDER BY f.bucket, f.key`,
+		`SELECT to_jsonb(e) - 'cumulus_id' - 'parent_cumulus_id' - 'collection_cumulus_id' FROM executions e ORDER BY arn`,
+		`SELECT jsonb_build_object('granule', g.granule_id, 'execution', e.arn) FROM granules_executions j
+			JOIN granules g ON g.cumulus_id = j.granule_cumulus_id JOIN executions e ON e.cumulus_id = j.execution_cumulus_id
+			ORDER BY g.granule_id, e.arn`,
+		`SELECT to_jsonb(p) - 'cumulus_id' - 'execution_cumulus_id' - 'collection_cumulus_id' - 'provider_cumulus_id' FROM pdrs p ORDER BY name`,
+	} {
+		rows, err := pool.Query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			out.WriteString(fileCause.ReplaceAllString(s, `Failed writing files to PostgreSQL.\",\"Cause\":\"AggregateError: ...\"${1}`))
+			out.WriteByte('\n')
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		out.WriteString("--\n")
+	}
+	return out.String()
+}
+
+// compare runs the steps through both and asserts the same outcome per
+// step (error or not) and the same final tables.
+func compare(t *testing.T, filesRoot string, steps []step) {
+	t.Helper()
+	needReference(t)
+	ours, theirs := cumulusDB(t), cumulusDB(t)
+	oe := runOurs(t, ours, filesRoot, steps)
+	te := runOracle(t, theirs, filesRoot, steps)
+	for i := range steps {
+		if (oe[i] == "") != (te[i] == "") {
+			t.Errorf("step %d: backfill error %q, Cumulus error %q", i, oe[i], te[i])
+		}
+	}
+	a, b := dump(t, ours), dump(t, theirs)
+	if a != b {
+		al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+		for i := 0; i < len(al) || i < len(bl); i++ {
+			var x, y string
+			if i < len(al) {
+				x = al[i]
+			}
+			if i < len(bl) {
+				y = bl[i]
+			}
+			if x != y {
+				t.Errorf("tables differ at line %d:\nbackfill: %s\nCumulus:  %s", i, x, y)
+			}
+		}
+	}
+}

@@ -1,0 +1,146 @@
+package records
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+const t0 = int64(1700000000000) // workflow start of the first execution
+
+// msg builds a Cumulus message of the MOD09GQ collection from the s3
+// provider: execution name exec, status, start time and granules.
+func msg(exec, status string, start int64, granules ...map[string]any) map[string]any {
+	gs := make([]any, len(granules))
+	for i, g := range granules {
+		gs[i] = g
+	}
+	return map[string]any{
+		"cumulus_meta": map[string]any{
+			"state_machine":       "arn:aws:states:us-east-1:123456789012:stateMachine:IngestGranule",
+			"execution_name":      exec,
+			"workflow_start_time": float64(start),
+			"cumulus_version":     "21.0.0",
+		},
+		"meta": map[string]any{
+			"status":        status,
+			"workflow_name": "IngestGranule",
+			"collection":    map[string]any{"name": "MOD09GQ", "version": "006"},
+			"provider":      map[string]any{"id": "s3_provider", "protocol": "s3", "host": "cumulus-test-data"},
+		},
+		"payload": map[string]any{"granules": gs},
+	}
+}
+
+func files(specs ...[2]any) []any {
+	var out []any
+	for _, s := range specs {
+		out = append(out, map[string]any{"bucket": "protected", "key": s[0], "fileName": s[0], "size": s[1], "type": "data"})
+	}
+	return out
+}
+
+func ms(v int64) *int64 { return &v }
+
+func at(m map[string]any, now int64) step {
+	start, ok := obj(m["cumulus_meta"])["workflow_start_time"].(float64)
+	if !ok {
+		return step{Message: m, Now: now}
+	}
+	return step{Message: m, StartDate: ms(int64(start)), StopDate: ms(now - 1000), Now: now}
+}
+
+func with(m map[string]any, f func(m map[string]any)) map[string]any {
+	b, _ := json.Marshal(m)
+	var c map[string]any
+	json.Unmarshal(b, &c)
+	f(c)
+	return c
+}
+
+// The message-path and model scenarios of Cumulus's own tests, each a
+// sequence of messages, written by backfill and by Cumulus v21 on
+// databases its migrations made: the same outcome per message and the same
+// rows at the end.
+func TestWrite_SameAsCumulus(t *testing.T) {
+	root := t.TempDir()
+	cmrSrc := filepath.Join("..", "cmr", "testdata", "MOD09GQ.A2016358.h13v04.006.2016360104606.cmr.xml")
+	b, err := os.ReadFile(cmrSrc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(root, "protected"), 0o755)
+	os.WriteFile(filepath.Join(root, "protected", "g1.cmr.xml"), b, 0o644)
+	os.WriteFile(filepath.Join(root, "protected", "unsized.hdf"), make([]byte, 1234), 0o644)
+
+	g := func(id string, kv ...any) map[string]any {
+		m := map[string]any{"granuleId": id}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	}
+	base := g("g1", "files", files([2]any{"g1.hdf", 5.0}, [2]any{"g1.jpg", 10.0}), "cmrLink", "https://cmr/g1", "published", true,
+		"sync_granule_duration", 1500.0, "post_to_cmr_duration", 2500.0)
+	scenarios := map[string][]step{
+		"completed, then stale running, then newer running": {
+			at(msg("e1", "completed", t0, base), t0+10000),
+			at(msg("e1", "running", t0, base), t0+20000),
+			at(msg("e2", "running", t0-86400000, base), t0+30000),
+			at(msg("e3", "running", t0+60000, g("g1", "files", files([2]any{"other.hdf", 1.0}))), t0+70000),
+		},
+		"queued updates are dropped": {
+			at(msg("e1", "completed", t0, base), t0+10000),
+			at(msg("e1", "queued", t0, base), t0+20000),
+			at(msg("e4", "queued", t0+1000, base), t0+30000),
+		},
+		"final over final, older is dropped": {
+			at(msg("e1", "completed", t0, base), t0+10000),
+			at(msg("e2", "failed", t0-100000, base), t0+20000),
+			at(msg("e3", "completed", t0+5000, g("g1", "files", files([2]any{"a", 5.0}, [2]any{"b", 10.0}, [2]any{"c", 15.0}, [2]any{"d", 20.0}))), t0+30000),
+		},
+		"defaults, nulls and partial rewrites": {
+			at(msg("e1", "completed", t0, base), t0+10000),
+			at(msg("e2", "completed", t0+1000, g("g1", "beginningDateTime", nil, "cmrLink", nil, "createdAt", nil, "published", nil,
+				"productVolume", nil, "timeToArchive", nil, "queryFields", nil)), t0+20000),
+			at(msg("e3", "completed", t0+2000, g("g1", "files", []any{})), t0+30000),
+			at(msg("e4", "completed", t0+3000, g("g2", "createdAt", float64(t0+2500), "producerGranuleId", "P2", "files", files([2]any{"g2.hdf", 7.0}))), t0+40000),
+		},
+		"CMR file and unsized file": {
+			at(msg("e1", "completed", t0, g("g1", "files", []any{
+				map[string]any{"bucket": "protected", "key": "g1.cmr.xml", "size": 100.0},
+				map[string]any{"bucket": "protected", "key": "unsized.hdf"},
+			})), t0+10000),
+			at(msg("e2", "completed", t0+1000, g("g3", "beginningDateTime", "2020-01-01T00:00:00Z", "files", []any{
+				map[string]any{"bucket": "protected", "key": "missing.cmr.json", "size": 1.0},
+			})), t0+20000),
+		},
+		"failures": {
+			at(msg("e1", "completed", t0, g("g1", "files", nil)), t0+10000),
+			at(msg("e2", "completed", t0, base, map[string]any{}), t0+20000),
+			at(with(msg("e3", "completed", t0, base), func(m map[string]any) { delete(obj(m["cumulus_meta"]), "workflow_start_time") }), t0+30000),
+			at(msg("e4", "queued", t0+1000, g("g5")), t0+40000),
+			at(msg("e5", "completed", t0+2000, g("g5", "files", []any{map[string]any{"bucket": "protected", "key": "n", "checksum": 5.0}})), t0+50000),
+			at(with(msg("e6", "completed", t0, base), func(m map[string]any) { obj(m["meta"])["collection"] = map[string]any{"name": "NOPE", "version": "1"} }), t0+60000),
+			at(with(msg("e7", "completed", t0, base), func(m map[string]any) { obj(m["meta"])["provider"].(map[string]any)["id"] = "nope" }), t0+70000),
+			at(msg("e8", "failed", t0+3000, g("g6", "files", []any{map[string]any{"key": "nobucket"}, map[string]any{"bucket": "protected", "key": "ok6", "size": 3.0}})), t0+80000),
+		},
+		"cross-collection": {
+			at(msg("e1", "completed", t0, base), t0+10000),
+			at(with(msg("e2", "completed", t0+1000, base), func(m map[string]any) { obj(m["meta"])["collection"] = map[string]any{"name": "OTHER", "version": "1"} }), t0+20000),
+		},
+		"exception and PDR": {
+			at(with(msg("e1", "failed", t0, base), func(m map[string]any) {
+				m["exception"] = map[string]any{"Error": "Unknown error", "Cause": map[string]any{"Error": "Workflow failed"}}
+				obj(m["payload"])["pdr"] = map[string]any{"name": "p1.PDR"}
+				obj(m["payload"])["running"] = []any{"a"}
+				obj(m["payload"])["completed"] = []any{"b", "c"}
+			}), t0+10000),
+			at(with(msg("e2", "completed", t0+1000, g("g7")), func(m map[string]any) { m["exception"] = "None" }), t0+20000),
+		},
+	}
+	for name, steps := range scenarios {
+		t.Run(name, func(t *testing.T) { compare(t, root, steps) })
+	}
+}
