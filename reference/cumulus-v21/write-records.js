@@ -25,8 +25,9 @@ for (const t of ['granule', 'execution', 'pdr', 'collection']) process.env[`${t}
 const SNS = require('@cumulus/aws-client/SNS');
 SNS.publishSnsMessageWithRetry = async () => undefined;
 
-const root = process.env.FILES_ROOT || '/nonexistent';
-const local = (Bucket, Key) => path.join(root, String(Bucket), String(Key));
+// Without FILES_ROOT no object exists.
+const root = process.env.FILES_ROOT;
+const local = (Bucket, Key) => (root ? path.join(root, String(Bucket), String(Key)) : '');
 const S3 = require('@cumulus/aws-client/S3');
 S3.s3ObjectExists = async ({ Bucket, Key }) => fs.existsSync(local(Bucket, Key));
 S3.waitForObject = async (client, { Bucket, Key }) => ({ Body: fs.createReadStream(local(Bucket, Key)) });
