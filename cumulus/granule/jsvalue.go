@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
-	"regexp"
 	"strconv"
-	"strings"
+
+	"github.com/backfill-dev/backfill/internal/jsnum"
 )
 
 // The AddUniqueGranuleId task reads its config and granules with
@@ -52,7 +52,7 @@ func jsNumber(v json.RawMessage) float64 {
 		if json.Unmarshal(v, &s) != nil {
 			return math.NaN()
 		}
-		return stringToNumber(s)
+		return jsnum.Parse(s)
 	case '[':
 		// Number(array) is Number(String(array)): elements joined by ",".
 		var elems []json.RawMessage
@@ -80,53 +80,6 @@ func jsNumber(v json.RawMessage) float64 {
 	}
 }
 
-var decimalLiteral = regexp.MustCompile(`^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$`)
-
-// stringToNumber is JavaScript's StringToNumber.
-func stringToNumber(s string) float64 {
-	s = strings.TrimFunc(s, func(r rune) bool {
-		return r == '\uFEFF' || strings.ContainsRune(" \t\n\v\f\r\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000", r)
-	})
-	switch s {
-	case "":
-		return 0
-	case "Infinity", "+Infinity":
-		return math.Inf(1)
-	case "-Infinity":
-		return math.Inf(-1)
-	}
-	if len(s) > 2 && s[0] == '0' {
-		base := 0
-		switch s[1] {
-		case 'x', 'X':
-			base = 16
-		case 'o', 'O':
-			base = 8
-		case 'b', 'B':
-			base = 2
-		}
-		if base != 0 {
-			f := 0.0
-			for _, c := range s[2:] {
-				d, err := strconv.ParseUint(string(c), base, 8)
-				if err != nil {
-					return math.NaN()
-				}
-				f = f*float64(base) + float64(d)
-			}
-			return f
-		}
-	}
-	if !decimalLiteral.MatchString(s) {
-		return math.NaN()
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil && !math.IsInf(f, 0) {
-		return math.NaN()
-	}
-	return f
-}
-
 // jsString is JavaScript's String(v) for the primitive values a template
 // literal may meet in a granule; ok is false for objects and arrays.
 func jsString(v json.RawMessage) (s string, ok bool) {
@@ -144,29 +97,8 @@ func jsString(v json.RawMessage) (s string, ok bool) {
 	case '[', '{':
 		return "", false
 	default:
-		return numberToString(jsNumber(v)), true
+		return jsnum.Format(jsNumber(v)), true
 	}
-}
-
-// numberToString is JavaScript's Number::toString for finite numbers.
-func numberToString(f float64) string {
-	switch {
-	case math.IsNaN(f):
-		return "NaN"
-	case math.IsInf(f, 1):
-		return "Infinity"
-	case math.IsInf(f, -1):
-		return "-Infinity"
-	case f == 0:
-		return "0"
-	}
-	if a := math.Abs(f); a >= 1e-6 && a < 1e21 {
-		return strconv.FormatFloat(f, 'f', -1, 64)
-	}
-	s := strconv.FormatFloat(f, 'e', -1, 64) // like 1e+21, 1e-07
-	mant, exp, _ := strings.Cut(s, "e")
-	sign, digits := exp[:1], strings.TrimLeft(exp[1:], "0")
-	return mant + "e" + sign + digits
 }
 
 // hashLengthFrom applies the task's "Number(config.hashLength) || 8" and

@@ -4,6 +4,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/backfill-dev/backfill/internal/jsnum"
 )
 
 // Messages are decoded with encoding/json into any: objects are
@@ -87,30 +89,7 @@ func jsString(v any, present bool) string {
 }
 
 // jsNumber formats a number as JavaScript's String(n) does.
-func jsNumber(f float64) string {
-	switch {
-	case math.IsNaN(f):
-		return "NaN"
-	case math.IsInf(f, 1):
-		return "Infinity"
-	case math.IsInf(f, -1):
-		return "-Infinity"
-	case f == 0:
-		return "0"
-	}
-	a := math.Abs(f)
-	if a >= 1e21 || a < 1e-6 {
-		s := strconv.FormatFloat(f, 'e', -1, 64)
-		// Go writes e+21 / e-07; JavaScript e+21 / e-7.
-		if i := strings.IndexByte(s, 'e'); i >= 0 {
-			exp := s[i+2:]
-			exp = strings.TrimLeft(exp, "0")
-			s = s[:i+2] + exp
-		}
-		return s
-	}
-	return strconv.FormatFloat(f, 'f', -1, 64)
-}
+func jsNumber(f float64) string { return jsnum.Format(f) }
 
 // toNumber is JavaScript's Number(v) for decoded JSON values.
 func toNumber(v any, present bool) float64 {
@@ -128,25 +107,7 @@ func toNumber(v any, present bool) float64 {
 	case float64:
 		return x
 	case string:
-		s := strings.TrimSpace(x)
-		if s == "" {
-			return 0
-		}
-		if f, err := strconv.ParseFloat(s, 64); err == nil && !strings.ContainsAny(s, "xXpP_") {
-			return f
-		}
-		if strings.HasPrefix(s, "0x") || strings.HasPrefix(s, "0X") {
-			if n, err := strconv.ParseUint(s[2:], 16, 64); err == nil {
-				return float64(n)
-			}
-		}
-		switch s {
-		case "Infinity", "+Infinity":
-			return math.Inf(1)
-		case "-Infinity":
-			return math.Inf(-1)
-		}
-		return math.NaN()
+		return jsnum.Parse(x)
 	case []any:
 		if len(x) == 0 {
 			return 0
