@@ -157,7 +157,7 @@ func (w *Writer) writeGranule(ctx context.Context, mc *msgContext, g any, execCI
 		return Failed, err
 	}
 	granuleID := rec["granuleId"]
-	tx, err := w.pool.Begin(ctx)
+	tx, err := w.q.Begin(ctx)
 	if err != nil {
 		return Failed, err
 	}
@@ -270,14 +270,14 @@ func (w *Writer) writeFiles(ctx context.Context, granuleCID int64, rec map[strin
 		sql, args := r.insertSQL("files")
 		sql += " ON CONFLICT (bucket, key) DO UPDATE SET " + r.mergeAll() + " RETURNING cumulus_id"
 		var id int64
-		if err := w.pool.QueryRow(ctx, sql, args...).Scan(&id); err != nil {
+		if err := w.q.QueryRow(ctx, sql, args...).Scan(&id); err != nil {
 			failures = append(failures, err.Error())
 			continue
 		}
 		kept = append(kept, id)
 	}
 	if len(failures) == 0 {
-		_, err := w.pool.Exec(ctx, "DELETE FROM files WHERE granule_cumulus_id = $1 AND cumulus_id <> ALL($2)", granuleCID, kept)
+		_, err := w.q.Exec(ctx, "DELETE FROM files WHERE granule_cumulus_id = $1 AND cumulus_id <> ALL($2)", granuleCID, kept)
 		if err == nil {
 			return
 		}
@@ -288,7 +288,7 @@ func (w *Writer) writeFiles(ctx context.Context, granuleCID int64, rec map[strin
 		errs = append(errs, rec["error"])
 	}
 	errs = append(errs, errorEntry{Error: "Failed writing files to PostgreSQL.", Cause: "AggregateError: " + strings.Join(failures, "; ")})
-	w.pool.Exec(ctx, "UPDATE granules SET status = 'failed', error = $2::jsonb WHERE cumulus_id = $1", granuleCID, mustJSON(map[string]any{"errors": mustJSON(errs)}))
+	w.q.Exec(ctx, "UPDATE granules SET status = 'failed', error = $2::jsonb WHERE cumulus_id = $1", granuleCID, mustJSON(map[string]any{"errors": mustJSON(errs)}))
 }
 
 // markFailedOnSchemaError is updateGranuleStatusToFailed after a schema
@@ -303,7 +303,7 @@ func (w *Writer) markFailedOnSchemaError(ctx context.Context, rec map[string]any
 		Error: "Failed writing granule record due to SchemaValdationError.",
 		Cause: schemaCause{Name: "SchemaValidationError", Detail: se.Detail},
 	})
-	tag, err := w.pool.Exec(ctx, "UPDATE granules SET status = 'failed', error = $3::jsonb WHERE granule_id = $1 AND collection_cumulus_id = $2",
+	tag, err := w.q.Exec(ctx, "UPDATE granules SET status = 'failed', error = $3::jsonb WHERE granule_id = $1 AND collection_cumulus_id = $2",
 		jsString(rec["granuleId"], true), collCID, mustJSON(map[string]any{"errors": mustJSON(errs)}))
 	if err != nil {
 		return err

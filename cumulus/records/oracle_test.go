@@ -135,6 +135,45 @@ func runOurs(t *testing.T, url, filesRoot string, steps []step) []string {
 	return errs
 }
 
+// runOursBatched writes the steps with one WriteBatch.
+func runOursBatched(t *testing.T, url, filesRoot string, steps []step) []string {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var now int64
+	w := New(pool, Options{Files: Dir(filesRoot), Now: func() int64 { return now }})
+	w.beforeMessage = func(i int) { now = steps[i].Now }
+	var ins []Input
+	for _, s := range steps {
+		b, _ := json.Marshal(s.Message)
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		ins = append(ins, Input{Message: m, StartDate: s.StartDate, StopDate: s.StopDate})
+	}
+	out, err := w.WriteBatch(ctx, ins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Fallbacks() != 0 {
+		t.Errorf("the batch did not commit as one transaction")
+	}
+	var errs []string
+	for _, r := range out {
+		if r.Err != nil {
+			errs = append(errs, r.Err.Error())
+		} else {
+			errs = append(errs, "")
+		}
+	}
+	return errs
+}
+
 // fileCause matches the Cause of a failed file write, the text of a
 // database error: Cumulus's carries the SQL knex built and a Node stack.
 var fileCause = regexp.MustCompile(`Failed writing files to PostgreSQL.\\",\\"Cause\\":\\"AggregateError: .*?[^\\]\\"(\}|,)`)
@@ -189,15 +228,26 @@ func dump(t *testing.T, url string) string {
 func compare(t *testing.T, filesRoot string, steps []step) {
 	t.Helper()
 	needReference(t)
-	ours, theirs := cumulusDB(t), cumulusDB(t)
+	ours, batched, theirs := cumulusDB(t), cumulusDB(t), cumulusDB(t)
 	oe := runOurs(t, ours, filesRoot, steps)
+	be := runOursBatched(t, batched, filesRoot, steps)
 	te := runOracle(t, theirs, filesRoot, steps)
 	for i := range steps {
 		if (oe[i] == "") != (te[i] == "") {
 			t.Errorf("step %d: backfill error %q, Cumulus error %q", i, oe[i], te[i])
 		}
+		if oe[i] != be[i] {
+			t.Errorf("step %d: error %q alone, %q in a batch", i, oe[i], be[i])
+		}
 	}
-	a, b := dump(t, ours), dump(t, theirs)
+	b := dump(t, theirs)
+	sameRows(t, "backfill", dump(t, ours), b)
+	sameRows(t, "backfill (one batch)", dump(t, batched), b)
+}
+
+// sameRows reports every line where the dumps differ.
+func sameRows(t *testing.T, who, a, b string) {
+	t.Helper()
 	if a != b {
 		al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
 		for i := 0; i < len(al) || i < len(bl); i++ {
@@ -209,7 +259,7 @@ func compare(t *testing.T, filesRoot string, steps []step) {
 				y = bl[i]
 			}
 			if x != y {
-				t.Errorf("tables differ at line %d:\nbackfill: %s\nCumulus:  %s", i, x, y)
+				t.Errorf("tables differ at line %d:\n%s: %s\nCumulus:  %s", i, who, x, y)
 			}
 		}
 	}

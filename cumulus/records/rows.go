@@ -157,7 +157,7 @@ func (w *Writer) writeExecution(ctx context.Context, m map[string]any, now int64
 	}
 	sql += " ON CONFLICT (arn) DO UPDATE SET " + set + " RETURNING cumulus_id"
 	var id int64
-	if err := w.pool.QueryRow(ctx, sql, args...).Scan(&id); err != nil {
+	if err := w.q.QueryRow(ctx, sql, args...).Scan(&id); err != nil {
 		return nil, fmt.Errorf("writing execution %s: %w", arn, err)
 	}
 	return &id, nil
@@ -245,7 +245,7 @@ func (w *Writer) writePDR(ctx context.Context, m map[string]any, now int64, coll
 	}
 	sql, args := r.insertSQL("pdrs")
 	sql += " ON CONFLICT (name) DO UPDATE SET " + r.mergeAll() + " WHERE " + where
-	tx, err := w.pool.Begin(ctx)
+	tx, err := w.q.Begin(ctx)
 	if err != nil {
 		return err
 	}
@@ -270,7 +270,7 @@ func (w *Writer) writeJoinsOnly(ctx context.Context, m map[string]any, execCID i
 	if len(ids) == 0 {
 		return nil
 	}
-	_, err := w.pool.Exec(ctx, `INSERT INTO granules_executions (granule_cumulus_id, execution_cumulus_id)
+	_, err := w.q.Exec(ctx, `INSERT INTO granules_executions (granule_cumulus_id, execution_cumulus_id)
 		SELECT cumulus_id, $2 FROM granules WHERE granule_id = ANY($1)
 		ON CONFLICT (granule_cumulus_id, execution_cumulus_id) DO NOTHING`, ids, execCID)
 	return err

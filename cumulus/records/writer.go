@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/backfill-dev/backfill/cumulus/cmr"
 	"github.com/jackc/pgx/v5"
@@ -30,15 +31,19 @@ type Options struct {
 // Writer writes messages' records.
 type Writer struct {
 	pool   *pgxpool.Pool
+	q      querier // the pool, or a batch's transaction
 	files  Files
 	region string
 	now    func() int64
 	warn   func(string)
+
+	beforeMessage func(i int) // tests: called before each message of a batch
+	fallbacks     *atomic.Int64
 }
 
 // New returns a Writer on pool.
 func New(pool *pgxpool.Pool, opt Options) *Writer {
-	w := &Writer{pool: pool, files: opt.Files, region: opt.Region, now: opt.Now, warn: opt.Warn}
+	w := &Writer{pool: pool, q: pool, files: opt.Files, region: opt.Region, now: opt.Now, warn: opt.Warn, fallbacks: new(atomic.Int64)}
 	if w.region == "" {
 		w.region = "us-east-1"
 	}
@@ -206,7 +211,7 @@ func hasKey(m map[string]any, k string) bool {
 // lookup returns the cumulus_id of the row matching where, nil when there
 // is none.
 func (w *Writer) lookup(ctx context.Context, table string, where map[string]any) (*int64, error) {
-	return lookupIn(ctx, w.pool, table, where)
+	return lookupIn(ctx, w.q, table, where)
 }
 
 func lookupIn(ctx context.Context, q interface {

@@ -1,0 +1,198 @@
+package records
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// querier is what the writer sends its statements to: the pool (each
+// statement commits on its own, as Cumulus's do) or a batch's transaction.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// savepoints runs each statement of a batch under its own savepoint, so
+// that a statement that fails undoes itself only, as it would on its own
+// outside a transaction, and the batch goes on.
+type savepoints struct{ tx pgx.Tx }
+
+func (s savepoints) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	sp, err := s.tx.Begin(ctx)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	tag, err := sp.Exec(ctx, sql, args...)
+	if err != nil {
+		sp.Rollback(ctx)
+		return tag, err
+	}
+	return tag, sp.Commit(ctx)
+}
+
+func (s savepoints) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return savepointRow{s.tx, ctx, sql, args}
+}
+
+// Begin is a savepoint, as in a transaction.
+func (s savepoints) Begin(ctx context.Context) (pgx.Tx, error) { return s.tx.Begin(ctx) }
+
+type savepointRow struct {
+	tx   pgx.Tx
+	ctx  context.Context
+	sql  string
+	args []any
+}
+
+func (r savepointRow) Scan(dest ...any) error {
+	sp, err := r.tx.Begin(r.ctx)
+	if err != nil {
+		return err
+	}
+	err = sp.QueryRow(r.ctx, r.sql, r.args...).Scan(dest...)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		sp.Rollback(r.ctx)
+		return err
+	}
+	if cerr := sp.Commit(r.ctx); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// Outcome of one message of a batch.
+type BatchResult struct {
+	Result Result
+	Err    error // the message belongs in the Dead Letter Archive
+}
+
+// WriteBatch writes messages in one transaction, in order, with the
+// verdict of each message and each granule its own, as if each were
+// written alone: a statement that fails is undone by itself (a
+// savepoint), and every other record of the batch is kept. One commit
+// makes the batch durable; until it, nothing of the batch is visible.
+//
+// When the batch cannot commit as a whole (a deadlock with another
+// writer's batch over granule locks, a lost connection, an aborted
+// transaction), it is rolled back and its messages are written one by one,
+// each statement committing on its own, so that the verdicts are the same
+// ones. The error is for the batch as a whole: the database could not be
+// written at all, and no result is valid.
+func (w *Writer) WriteBatch(ctx context.Context, ins []Input) ([]BatchResult, error) {
+	if len(ins) > 1 {
+		if out, ok := w.tryBatch(ctx, ins); ok {
+			return out, nil
+		}
+		w.fallbacks.Add(1)
+	}
+	out := make([]BatchResult, len(ins))
+	for i, in := range ins {
+		w.before(i)
+		res, err := w.Write(ctx, in)
+		if err != nil && isConnectionError(err) {
+			return nil, err
+		}
+		out[i] = BatchResult{res, err}
+	}
+	return out, nil
+}
+
+// tryBatch writes ins in one transaction; ok is false when it rolled back.
+func (w *Writer) tryBatch(ctx context.Context, ins []Input) ([]BatchResult, bool) {
+	tx, err := w.pool.Begin(ctx)
+	if err != nil {
+		return nil, false
+	}
+	defer tx.Rollback(ctx)
+	bw := *w
+	bw.q = savepoints{tx}
+	out := make([]BatchResult, len(ins))
+	for i, in := range ins {
+		w.before(i)
+		res, err := bw.Write(ctx, in)
+		if err != nil && mustRetryAlone(err) {
+			return nil, false
+		}
+		out[i] = BatchResult{res, err}
+	}
+	if tx.Commit(ctx) != nil {
+		return nil, false
+	}
+	return out, true
+}
+
+// mustRetryAlone tells errors that belong to the batch, not to a message:
+// contention between transactions, and a transaction or connection that
+// is gone.
+func mustRetryAlone(err error) bool {
+	var agg *AggregateError
+	if errors.As(err, &agg) {
+		for _, e := range agg.Errs {
+			if mustRetryAlone(e) {
+				return true
+			}
+		}
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "40P01", "40001", "25P02", "55P03", "57014":
+			return true
+		}
+		return pe.Code[:2] == "08" || pe.Code[:2] == "57" || pe.Code[:2] == "53"
+	}
+	return isConnectionError(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// isConnectionError tells an error of the connection (not of the data):
+// the message is not at fault and must not be archived as if it were.
+func isConnectionError(err error) bool {
+	if err == nil {
+		return false
+	}
+	var agg *AggregateError
+	if errors.As(err, &agg) {
+		for _, e := range agg.Errs {
+			if isConnectionError(e) {
+				return true
+			}
+		}
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		c := pe.Code[:2]
+		return c == "08" || c == "57" || c == "53"
+	}
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ce) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || isClosedConn(err)
+}
+
+func isClosedConn(err error) bool {
+	s := err.Error()
+	for _, m := range []string{"conn closed", "connection reset", "broken pipe", "unexpected EOF", "failed to deallocate", "connection refused"} {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// before is called with the index of each message of a batch before it is
+// written (tests set the clock with it).
+func (w *Writer) before(i int) {
+	if w.beforeMessage != nil {
+		w.beforeMessage(i)
+	}
+}
+
+// Fallbacks is how many batches could not commit as a whole and were
+// written one message at a time.
+func (w *Writer) Fallbacks() int64 { return w.fallbacks.Load() }
