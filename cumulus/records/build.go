@@ -35,17 +35,6 @@ type msgContext struct {
 	workflowStartTime any
 }
 
-// executionARN is Cumulus's getMessageExecutionArn: null (ok false) unless
-// both cumulus_meta.state_machine and execution_name are strings.
-func executionARN(m map[string]any) (string, bool) {
-	sm, ok1 := str(obj(m["cumulus_meta"])["state_machine"])
-	name, ok2 := str(obj(m["cumulus_meta"])["execution_name"])
-	if !ok1 || !ok2 || sm == "" || name == "" {
-		return "", false
-	}
-	return strings.Replace(sm, "stateMachine", "execution", 1) + ":" + name, true
-}
-
 func executionURL(arn string, region string) string {
 	return "https://console.aws.amazon.com/states/home?region=" + region + "#/executions/details/" + arn
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/backfill-dev/backfill/cumulus/message"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -23,7 +24,7 @@ func (w *Writer) writeGranules(ctx context.Context, in Input, execCID *int64) (R
 		return res, nil
 	}
 	mc := &msgContext{}
-	arn, ok := executionARN(m)
+	arn, ok := message.ExecutionARN(m)
 	if !ok {
 		arn = "null"
 	}

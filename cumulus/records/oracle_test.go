@@ -40,6 +40,29 @@ func cumulusDB(t *testing.T) string {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("migrations: %v\n%s", err, out)
 	}
+	seed(t, url)
+	return url
+}
+
+// ownDB is a new database with the tables of CreateTables and the same
+// rows as cumulusDB.
+func ownDB(t *testing.T) string {
+	t.Helper()
+	url := pgtest.NewDatabase(t)
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if err := CreateTables(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	seed(t, url)
+	return url
+}
+
+func seed(t *testing.T, url string) {
+	t.Helper()
 	pool, err := pgxpool.New(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +75,6 @@ func cumulusDB(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return url
 }
 
 // step is one message written at a time.
@@ -228,9 +250,10 @@ func dump(t *testing.T, url string) string {
 func compare(t *testing.T, filesRoot string, steps []step) {
 	t.Helper()
 	needReference(t)
-	ours, batched, theirs := cumulusDB(t), cumulusDB(t), cumulusDB(t)
+	ours, batched, own, theirs := cumulusDB(t), cumulusDB(t), ownDB(t), cumulusDB(t)
 	oe := runOurs(t, ours, filesRoot, steps)
 	be := runOursBatched(t, batched, filesRoot, steps)
+	owe := runOurs(t, own, filesRoot, steps)
 	te := runOracle(t, theirs, filesRoot, steps)
 	for i := range steps {
 		if (oe[i] == "") != (te[i] == "") {
@@ -239,10 +262,14 @@ func compare(t *testing.T, filesRoot string, steps []step) {
 		if oe[i] != be[i] {
 			t.Errorf("step %d: error %q alone, %q in a batch", i, oe[i], be[i])
 		}
+		if oe[i] != owe[i] {
+			t.Errorf("step %d: error %q on Cumulus's tables, %q on CreateTables'", i, oe[i], owe[i])
+		}
 	}
 	b := dump(t, theirs)
 	sameRows(t, "backfill", dump(t, ours), b)
 	sameRows(t, "backfill (one batch)", dump(t, batched), b)
+	sameRows(t, "backfill (CreateTables)", dump(t, own), b)
 }
 
 // sameRows reports every line where the dumps differ.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/backfill-dev/backfill/cumulus/message"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -98,7 +99,7 @@ func jsDateMust(v float64) string {
 func (w *Writer) writeExecution(ctx context.Context, m map[string]any, now int64, collectionCID, asyncCID, parentCID *int64) (*int64, error) {
 	meta := obj(m["meta"])
 	cmeta := obj(m["cumulus_meta"])
-	arn, hasARN := executionARN(m)
+	arn, hasARN := message.ExecutionARN(m)
 	start, err := workflowStart(m)
 	if err != nil {
 		return nil, err

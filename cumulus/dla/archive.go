@@ -1,0 +1,215 @@
+// Package dla keeps a Cumulus Dead Letter Archive in a folder, laid out as
+// Cumulus v21 lays it out in its system bucket:
+//
+//	<root>/dead-letter-archive/sqs/<YYYY-MM-DD>/<executionName>-<uuid>
+//	<root>/dead-letter-archive/failed-sqs/<YYYY-MM-DD>/<name>
+//
+// Records appear whole or not at all (written aside, synced, then
+// renamed), so a reader, or a recovery killed at any moment, never sees
+// half of one.
+package dla
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/backfill-dev/backfill/cumulus/message"
+)
+
+// Archive is a Dead Letter Archive under a root folder.
+type Archive struct {
+	root string
+	now  func() time.Time
+}
+
+// Open returns the archive under root (created on the first Put).
+func Open(root string) *Archive { return &Archive{root: root, now: time.Now} }
+
+// Root is the archive's root folder.
+func (a *Archive) Root() string { return a.root }
+
+const (
+	sqsDir    = "dead-letter-archive/sqs"
+	failedDir = "dead-letter-archive/failed-sqs"
+	tmpDir    = "dead-letter-archive/.partial"
+)
+
+// Put stores a record under sqs/ and returns its key (the path under
+// sqs/, with '/').
+func (a *Archive) Put(record []byte) (string, error) {
+	key := message.Key(record, uuid4(), a.now())
+	if err := a.write(filepath.Join(a.root, sqsDir, filepath.FromSlash(key)), record); err != nil {
+		return "", err
+	}
+	return key, nil
+}
+
+// write writes data at path whole: to a partial file, synced, renamed,
+// with the folder synced.
+func (a *Archive) write(path string, data []byte) error {
+	tmp := filepath.Join(a.root, tmpDir)
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(tmp, "record-*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("dead letter archive: %w", err)
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// List calls fn with the key of every record under sqs/ (or, with
+// failed, under failed-sqs/), date folders in order and names in order
+// within each. A folder is read when its turn comes, so records added
+// meanwhile to a later date are seen.
+func (a *Archive) List(ctx context.Context, failed bool, fn func(key string) error) error {
+	base := filepath.Join(a.root, sqsDir)
+	if failed {
+		base = filepath.Join(a.root, failedDir)
+	}
+	dates, err := names(base)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, d := range dates {
+		files, err := names(filepath.Join(base, d))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err := fn(d + "/" + f); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// names lists a folder's entries, without hidden ones, sorted.
+func names(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), ".") {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// MaxRecord bounds a record read back.
+const MaxRecord = 256 << 20
+
+// Read returns a record of sqs/.
+func (a *Archive) Read(key string) ([]byte, error) {
+	p, err := a.path(sqsDir, key)
+	if err != nil {
+		return nil, err
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > MaxRecord {
+		return nil, fmt.Errorf("%s: larger than %d bytes", key, MaxRecord)
+	}
+	return os.ReadFile(p)
+}
+
+// Delete removes a record of sqs/ (a record already gone is no error: a
+// recovery killed after its delete and run again).
+func (a *Archive) Delete(key string) error {
+	p, err := a.path(sqsDir, key)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return syncDir(filepath.Dir(p))
+}
+
+// Fail moves a record of sqs/ to failed-sqs/<date>/<name>, the date from
+// the record's time (else today), as Cumulus's recovery does. The record
+// is written there before it leaves sqs/, so a kill in between leaves it
+// in both places, never in neither.
+func (a *Archive) Fail(key string, record []byte, recordTime any) (string, error) {
+	src, err := a.path(sqsDir, key)
+	if err != nil {
+		return "", err
+	}
+	dst := message.Date(recordTime, a.now()) + "/" + filepath.Base(src)
+	if err := a.write(filepath.Join(a.root, failedDir, filepath.FromSlash(dst)), record); err != nil {
+		return "", err
+	}
+	return dst, a.Delete(key)
+}
+
+// path checks a key (two plain names) and returns its file.
+func (a *Archive) path(dir, key string) (string, error) {
+	d, f, ok := strings.Cut(key, "/")
+	if !ok || !plain(d) || !plain(f) {
+		return "", fmt.Errorf("not an archive key: %q", key)
+	}
+	return filepath.Join(a.root, dir, d, f), nil
+}
+
+func plain(s string) bool {
+	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, `/\`) && !strings.HasPrefix(s, ".")
+}
+
+// uuid4 is a random (version 4) UUID.
+func uuid4() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}

@@ -1,0 +1,20 @@
+package records
+
+import (
+	"context"
+	_ "embed"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed tables.sql
+var tablesSQL string
+
+// CreateTables creates, where they are missing, the tables of Cumulus v21
+// that the writer uses (collections, providers, async_operations,
+// executions, pdrs, granules, files, granules_executions), as Cumulus's
+// migrations define them, in the connection's current schema.
+func CreateTables(ctx context.Context, pool *pgxpool.Pool) error {
+	_, err := pool.Exec(ctx, tablesSQL)
+	return err
+}

@@ -1,0 +1,72 @@
+package records
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// catalog describes the writer's tables as the database sees them:
+// columns in order with types, nullability and defaults, constraints and
+// indexes with their definitions.
+func catalog(t *testing.T, url string) string {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	tables := []string{"async_operations", "collections", "providers", "executions", "pdrs", "granules", "files", "granules_executions"}
+	var out strings.Builder
+	for _, q := range []string{
+		`SELECT concat_ws(' | ', table_name, ordinal_position, column_name, data_type, is_nullable, column_default)
+			FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ANY($1) ORDER BY table_name, ordinal_position`,
+		`SELECT concat_ws(' | ', conrelid::regclass::text, conname, pg_get_constraintdef(oid))
+			FROM pg_constraint WHERE connamespace = current_schema()::regnamespace AND conrelid::regclass::text = ANY($1) ORDER BY 1`,
+		`SELECT concat_ws(' | ', tablename, indexname, indexdef) FROM pg_indexes
+			WHERE schemaname = current_schema() AND tablename = ANY($1) ORDER BY 1`,
+	} {
+		rows, err := pool.Query(ctx, q, tables)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			out.WriteString(s + "\n")
+		}
+		if rows.Err() != nil {
+			t.Fatal(rows.Err())
+		}
+	}
+	return out.String()
+}
+
+// CreateTables makes the tables Cumulus's own migrations make: the same
+// columns, types, defaults, checks, keys and indexes.
+func TestCreateTables_SameAsCumulusMigrations(t *testing.T) {
+	needReference(t)
+	theirs, ours := catalog(t, cumulusDB(t)), catalog(t, ownDB(t))
+	if strings.Count(theirs, "\n") < 150 {
+		t.Fatalf("the migrated catalog has only %d lines:\n%s", strings.Count(theirs, "\n"), theirs)
+	}
+	sameRows(t, "CreateTables", ours, theirs)
+	// Idempotent: a second run changes nothing.
+	url := ownDB(t)
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if err := CreateTables(context.Background(), pool); err != nil {
+		t.Fatalf("second CreateTables: %v", err)
+	}
+	if again := catalog(t, url); again != ours {
+		t.Errorf("a second CreateTables changed the catalog")
+	}
+}

@@ -1,0 +1,345 @@
+// Package replay is the orchestrator of the Cumulus granule writer: it
+// reads messages from files, folders and standard input (Write) or from a
+// Dead Letter Archive (Recover), writes them in batches with bounded
+// concurrency, and archives every message that fails, so that each input
+// ends written, dropped by the write constraints, or in the archive.
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/backfill-dev/backfill/cumulus/dla"
+	"github.com/backfill-dev/backfill/cumulus/message"
+	"github.com/backfill-dev/backfill/cumulus/records"
+)
+
+// Writer writes batches of messages (records.Writer).
+type Writer interface {
+	WriteBatch(ctx context.Context, ins []records.Input) ([]records.BatchResult, error)
+}
+
+// Options configure Write and Recover.
+type Options struct {
+	Batch       int             // messages per transaction (default 100)
+	Concurrency int             // batches written at once (default 4)
+	Decode      message.Options // remote messages
+	Retries     int             // tries of a batch the database refuses whole (default 5)
+	RetryWait   time.Duration   // first wait between tries, doubled each time (default 500ms)
+	Log         func(string)    // one line per archived or failed message; nil: none
+}
+
+func (o *Options) defaults() {
+	if o.Batch <= 0 {
+		o.Batch = 100
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 4
+	}
+	if o.Retries <= 0 {
+		o.Retries = 5
+	}
+	if o.RetryWait <= 0 {
+		o.RetryWait = 500 * time.Millisecond
+	}
+	if o.Log == nil {
+		o.Log = func(string) {}
+	}
+}
+
+// Stats count what became of the inputs.
+type Stats struct {
+	Messages int // inputs read
+	OK       int // messages written without error
+	Archived int // messages that failed: put in the archive (Write) or moved to failed-sqs (Recover)
+	Deleted  int // Recover: records written and removed from the archive
+
+	Granules        int // granules in the messages written
+	GranulesWritten int
+	GranulesDropped int // kept out by the write constraints (not an error)
+	GranulesFailed  int
+}
+
+func (s *Stats) add(r records.BatchResult) {
+	if r.Err == nil {
+		s.OK++
+	} else {
+		s.Archived++
+	}
+	for _, g := range r.Result.Granules {
+		s.Granules++
+		switch g.Outcome {
+		case records.Written:
+			s.GranulesWritten++
+		case records.Dropped:
+			s.GranulesDropped++
+		default:
+			s.GranulesFailed++
+		}
+	}
+}
+
+// job is one message on its way: where it came from, its envelope, and
+// for Recover its archive key and text.
+type job struct {
+	where string
+	env   *message.Envelope
+	key   string
+	raw   []byte
+}
+
+// pipeline runs the writers: batches of jobs in, each job's result to
+// done, which is called from one goroutine at a time.
+type pipeline struct {
+	w     Writer
+	opt   Options
+	mu    sync.Mutex
+	stats Stats
+	done  func(j job, r records.BatchResult) error
+}
+
+// run writes the batches produce sends, with opt.Concurrency writers.
+func (p *pipeline) run(ctx context.Context, produce func(ctx context.Context, send func(job) error) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	batches := make(chan []job)
+	var wg sync.WaitGroup
+	for range p.opt.Concurrency {
+		wg.Go(func() {
+			for b := range batches {
+				if err := p.write(ctx, b); err != nil {
+					cancel(err)
+				}
+			}
+		})
+	}
+	var batch []job
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		select {
+		case batches <- batch:
+			batch = nil
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	err := produce(ctx, func(j job) error {
+		batch = append(batch, j)
+		if len(batch) >= p.opt.Batch {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	close(batches)
+	wg.Wait()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	return err
+}
+
+// write writes one batch, retrying while the database refuses it whole.
+func (p *pipeline) write(ctx context.Context, b []job) error {
+	ins := make([]records.Input, len(b))
+	for i, j := range b {
+		ins[i] = records.Input{Message: j.env.Message, StartDate: j.env.StartDate, StopDate: j.env.StopDate}
+	}
+	var res []records.BatchResult
+	var err error
+	wait := p.opt.RetryWait
+	for try := 1; ; try++ {
+		res, err = p.w.WriteBatch(ctx, ins)
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		if try == p.opt.Retries {
+			return fmt.Errorf("database: %w (after %d tries; the messages from %s on are not all written, and running again is safe)", err, try, b[0].where)
+		}
+		p.opt.Log(fmt.Sprintf("database: %v; trying again in %v", err, wait))
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+		}
+		wait *= 2
+	}
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, j := range b {
+		p.stats.add(res[i])
+		if err := p.done(j, res[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Write reads the messages of inputs (files of JSON lines or JSON
+// documents, folders of them, "-" for stdin), writes them with w, and
+// puts each message that fails in arch with its error.
+func Write(ctx context.Context, inputs []string, stdin io.Reader, w Writer, arch *dla.Archive, opt Options) (Stats, error) {
+	opt.defaults()
+	archive := func(j job, errText string) error {
+		key, err := arch.Put(message.DeadLetter(j.env, errText))
+		if err != nil {
+			return err
+		}
+		opt.Log(fmt.Sprintf("%s: %s (archived as %s)", j.where, errText, key))
+		return nil
+	}
+	p := &pipeline{w: w, opt: opt}
+	p.done = func(j job, r records.BatchResult) error {
+		if r.Err == nil {
+			return nil
+		}
+		return archive(j, r.Err.Error())
+	}
+	err := p.run(ctx, func(ctx context.Context, send func(job) error) error {
+		return eachInput(ctx, inputs, stdin, func(name string, r io.Reader) error {
+			return message.Scan(ctx, r, func(it message.Item) error {
+				where := name + ":" + it.Where()
+				env, err := &message.Envelope{Meta: map[string]any{}}, it.Err
+				if err == nil {
+					env, err = message.Decode(it.Raw, opt.Decode)
+				}
+				if err != nil {
+					p.mu.Lock()
+					defer p.mu.Unlock()
+					p.stats.Messages++
+					p.stats.Archived++
+					return archive(job{where: where, env: env}, err.Error())
+				}
+				p.mu.Lock()
+				p.stats.Messages++
+				p.mu.Unlock()
+				return send(job{where: where, env: env})
+			})
+		})
+	})
+	return p.stats, err
+}
+
+// eachInput opens each input in turn: "-" is stdin, a folder gives its
+// files (hidden ones left out) in name order, at any depth.
+func eachInput(ctx context.Context, inputs []string, stdin io.Reader, fn func(name string, r io.Reader) error) error {
+	for _, in := range inputs {
+		if in == "-" {
+			if err := fn("stdin", stdin); err != nil {
+				return err
+			}
+			continue
+		}
+		st, err := os.Stat(in)
+		if err != nil {
+			return err
+		}
+		var files []string
+		if st.IsDir() {
+			err := filepath.WalkDir(in, func(p string, d fs.DirEntry, err error) error {
+				if err != nil {
+					return err
+				}
+				if p != in && strings.HasPrefix(d.Name(), ".") {
+					if d.IsDir() {
+						return filepath.SkipDir
+					}
+					return nil
+				}
+				if d.Type().IsRegular() {
+					files = append(files, p)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			sort.Strings(files)
+		} else {
+			files = []string{in}
+		}
+		for _, name := range files {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			f, err := os.Open(name)
+			if err != nil {
+				return err
+			}
+			err = fn(name, f)
+			f.Close()
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Recover writes every record of the archive's sqs/ folder with w: a
+// record written is deleted; one that fails again is moved to
+// failed-sqs/<date>/. Killed at any moment and run again, it ends with
+// every record written or moved: a record leaves sqs/ only after its
+// write has committed or its failed copy is stored.
+func Recover(ctx context.Context, arch *dla.Archive, w Writer, opt Options) (Stats, error) {
+	opt.defaults()
+	p := &pipeline{w: w, opt: opt}
+	fail := func(j job, errText string) error {
+		dst, err := arch.Fail(j.key, j.raw, j.env.Meta["time"])
+		if err != nil {
+			return err
+		}
+		opt.Log(fmt.Sprintf("%s: %s (moved to failed-sqs/%s)", j.key, errText, dst))
+		return nil
+	}
+	p.done = func(j job, r records.BatchResult) error {
+		if r.Err != nil {
+			return fail(j, r.Err.Error())
+		}
+		p.stats.Deleted++
+		return arch.Delete(j.key)
+	}
+	err := p.run(ctx, func(ctx context.Context, send func(job) error) error {
+		return arch.List(ctx, false, func(key string) error {
+			raw, err := arch.Read(key)
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // taken by a concurrent recovery
+			}
+			if err != nil {
+				return err
+			}
+			env, err := message.Decode(raw, opt.Decode)
+			p.mu.Lock()
+			p.stats.Messages++
+			p.mu.Unlock()
+			j := job{where: key, env: env, key: key, raw: raw}
+			if err != nil {
+				p.mu.Lock()
+				defer p.mu.Unlock()
+				p.stats.Archived++
+				return fail(j, err.Error())
+			}
+			return send(j)
+		})
+	})
+	return p.stats, err
+}
