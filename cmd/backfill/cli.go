@@ -125,6 +125,9 @@ func commands() []command {
 		{name: "decode", help: decodeHelp, run: runDecode},
 		{name: "granule-id", help: granuleHelp, run: runGranuleID},
 		{name: "cmr-temporal", help: cmrHelp, run: runCMRTemporal},
+		{name: "granule-write", help: granuleWriteHelp, run: runGranuleWrite},
+		{name: "granule-recover", help: granuleRecoverHelp, run: runGranuleRecover},
+		{name: "granule-schema", help: granuleSchemaHelp, run: runGranuleSchema},
 		{name: "version", help: versionHelp, run: runVersion},
 	}
 }

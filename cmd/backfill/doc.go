@@ -19,6 +19,9 @@ Commands:
 	decode       decode OOIDs into their fields, as JSON lines
 	granule-id   NASA Cumulus unique granule IDs, payloads and collision risk
 	cmr-temporal the temporal values of CMR files, as Cumulus stores them
+	granule-write   write Cumulus messages' granule records (Cumulus v21's write path)
+	granule-recover replay a Cumulus Dead Letter Archive through granule-write
+	granule-schema  create Cumulus's granule tables for databases Cumulus did not make
 	version      print the version
 
 Flags go before or between the arguments; "--" ends them. Every command

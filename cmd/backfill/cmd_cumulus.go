@@ -1,0 +1,330 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/backfill-dev/backfill/cumulus/dla"
+	"github.com/backfill-dev/backfill/cumulus/message"
+	"github.com/backfill-dev/backfill/cumulus/records"
+	"github.com/backfill-dev/backfill/cumulus/replay"
+)
+
+const granuleWriteHelp = `Usage: backfill granule-write [flags] INPUT...
+
+Write the database records of NASA Cumulus workflow messages as Cumulus
+v21's message path (sfEventSqsToDbRecords) writes them: the execution, the
+PDR, and each granule with its files and execution join row, under the
+same write constraints, into a database with Cumulus's tables (made by
+Cumulus's migrations, or by backfill granule-schema).
+
+An INPUT is a file, a folder (its files at any depth, in name order,
+hidden ones left out) or "-" for standard input. A file holds JSON lines
+or one JSON document; each value is a Cumulus message, an EventBridge
+"Step Functions Execution Status Change" event, an SQS record whose body
+holds either (nested at any depth), a Dead Letter Archive record, or a
+Lambda SQS event {"Records": [...]} or an array of any of these.
+
+A granule that the write constraints keep out (an older or superseded
+write) is dropped without error and counted. A message that fails (bad
+JSON, not a Cumulus message, a schema error, an unknown collection or
+provider, a granule ID another collection holds, ...) is written to the
+Dead Letter Archive under --archive as Cumulus's DLA records are:
+
+	DIR/dead-letter-archive/sqs/<YYYY-MM-DD>/<executionName>-<uuid>
+
+and reported on standard error with its input position; granule-recover
+replays the archive. Messages are written in batches of --batch per
+transaction, --concurrency batches at a time; the verdict of each message
+and each granule is its own, as if it were written alone.
+
+What differs from Cumulus: nothing is published to SNS and nothing is
+indexed in Elasticsearch; the execution's start and stop dates come from
+the event (detail.startDate, detail.stopDate), or from the message's
+workflow_start_time and workflow_stop_time, not from Step Functions; a
+FAILED event's message is detail.output when present, else detail.input
+(Cumulus rebuilds the failed step's message from the execution history);
+remote messages ("replace") and CMR files are read from --files-root.
+
+Flags:
+
+	--dsn URL            connection string (default: the PG* variables)
+	--pg-schema NAME     schema of Cumulus's tables (default: the
+	                     connection's search_path)
+	--archive DIR        root of the Dead Letter Archive (default .)
+	--files-root DIR     folder that stands for the S3 buckets:
+	                     DIR/<bucket>/<key> (CMR files, unsized files,
+	                     remote messages); without it, none are read
+	--batch N            messages per transaction (default 100)
+	--concurrency N      transactions at once (default 4)
+	--region R           AWS region of execution URLs (default us-east-1)
+
+Examples:
+
+	backfill granule-schema --dsn postgres:///cumulus
+	backfill granule-write --dsn postgres:///cumulus --archive dla --files-root buckets messages/
+	aws sqs receive-message ... | jq -c '.Messages[]' | backfill granule-write -
+
+EXIT STATUS
+
+	0    every message written (granules dropped by the constraints included)
+	1    failure (database unavailable after retries, unreadable input)
+	2    usage error
+	3    some messages failed and are in the archive (each one reported)
+	130  interrupted
+`
+
+const granuleRecoverHelp = `Usage: backfill granule-recover [flags]
+
+Replay the Dead Letter Archive under --archive through the same writer as
+granule-write, as Cumulus's recovery does: every record of
+DIR/dead-letter-archive/sqs/ is written; a record written is deleted, one
+that fails again is moved to DIR/dead-letter-archive/failed-sqs/<date>/
+(the date of the record's time, else today's) and reported. Killed at any
+moment and run again, every record ends written or moved: a record leaves
+sqs/ only after its write has committed, or after its copy under
+failed-sqs/ is stored (a kill between the two leaves both).
+
+Flags:
+
+	--dsn URL            connection string (default: the PG* variables)
+	--pg-schema NAME     schema of Cumulus's tables (default: the
+	                     connection's search_path)
+	--archive DIR        root of the Dead Letter Archive (default .)
+	--files-root DIR     folder that stands for the S3 buckets (as for
+	                     granule-write)
+	--batch N            records per transaction (default 100)
+	--concurrency N      transactions at once (default 4)
+	--region R           AWS region of execution URLs (default us-east-1)
+
+EXIT STATUS
+
+	0    every record written
+	1    failure (database unavailable after retries)
+	2    usage error
+	3    some records failed again and were moved to failed-sqs
+	130  interrupted
+`
+
+const granuleSchemaHelp = `Usage: backfill granule-schema [--dsn URL] [--pg-schema NAME]
+
+Create, where they are missing, the tables of Cumulus v21's database that
+granule-write uses (collections, providers, async_operations, executions,
+pdrs, granules, files, granules_executions) as Cumulus's own migrations
+define them: the same columns, types, defaults, checks, keys and indexes.
+For databases Cumulus did not create; on one it did, there is nothing to
+do. With --pg-schema, the schema is created if missing and the tables go
+there. Collections and providers are Cumulus's configuration: insert the
+ones your messages name before writing.
+
+EXIT STATUS
+
+	0    the tables are ready
+	1    failure (connection, permissions)
+	2    usage error
+`
+
+// cumulusFlags are the flags of granule-write and granule-recover.
+type cumulusFlags struct {
+	dsn, schema, archive, filesRoot, region string
+	batch, concurrency                      int
+}
+
+func (c *cumulusFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.dsn, "dsn", "", "")
+	fs.StringVar(&c.schema, "pg-schema", "", "")
+	fs.StringVar(&c.archive, "archive", ".", "")
+	fs.StringVar(&c.filesRoot, "files-root", "", "")
+	fs.StringVar(&c.region, "region", "", "")
+	fs.IntVar(&c.batch, "batch", 100, "")
+	fs.IntVar(&c.concurrency, "concurrency", 4, "")
+}
+
+func (c *cumulusFlags) check(cmd string) error {
+	switch {
+	case c.batch <= 0:
+		return usagef("%s: --batch must be positive", cmd)
+	case c.concurrency <= 0 || c.concurrency > 256:
+		return usagef("%s: --concurrency must be 1 to 256", cmd)
+	case c.archive == "":
+		return usagef("%s: --archive must not be empty", cmd)
+	}
+	if c.filesRoot != "" {
+		if st, err := os.Stat(c.filesRoot); err != nil || !st.IsDir() {
+			return usagef("%s: --files-root %s is not a folder", cmd, c.filesRoot)
+		}
+	}
+	return nil
+}
+
+// cumulusPool connects with room for every writer, the tables looked up
+// in schema when given.
+func cumulusPool(ctx context.Context, dsn, schema string, conns int) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("--dsn: %w", err)
+	}
+	cfg.MaxConns = int32(conns)
+	if schema != "" {
+		cfg.ConnConfig.RuntimeParams["search_path"] = quoteIdent(schema)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to %s: %w", cfg.ConnConfig.Host, err)
+	}
+	return pool, nil
+}
+
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// writerSetup builds the writer and the replay options of the flags.
+func (c *cumulusFlags) setup(ctx context.Context, std stdio) (*pgxpool.Pool, *records.Writer, replay.Options, error) {
+	pool, err := cumulusPool(ctx, c.dsn, c.schema, c.concurrency+1)
+	if err != nil {
+		return nil, nil, replay.Options{}, err
+	}
+	var mu sync.Mutex
+	logf := func(s string) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(std.err, "backfill: %s\n", s)
+	}
+	opt := records.Options{Region: c.region, Now: func() int64 { return time.Now().UnixMilli() }, Warn: logf}
+	ropt := replay.Options{Batch: c.batch, Concurrency: c.concurrency, Log: logf}
+	if c.filesRoot != "" {
+		files := records.Dir(c.filesRoot)
+		opt.Files = files
+		ropt.Decode = message.Options{Open: files.Open}
+	}
+	return pool, records.New(pool, opt), ropt, nil
+}
+
+func runGranuleWrite(ctx context.Context, args []string, std stdio) error {
+	fs := newFlagSet("granule-write", granuleWriteHelp, std)
+	var c cumulusFlags
+	c.register(fs)
+	inputs, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(inputs) == 0 {
+		return usagef("granule-write: no input given (a file, a folder or - for standard input)")
+	}
+	if err := c.check("granule-write"); err != nil {
+		return err
+	}
+	pool, w, opt, err := c.setup(ctx, std)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	st, err := replay.Write(ctx, inputs, std.in, w, dla.Open(c.archive), opt)
+	report(std, "granule-write", st, w)
+	if err != nil {
+		return err
+	}
+	if st.Archived > 0 {
+		return &rejectsError{n: st.Archived, what: plural(st.Archived, "message", "messages"), verb: "failed and are in the archive under " + c.archive}
+	}
+	return nil
+}
+
+func runGranuleRecover(ctx context.Context, args []string, std stdio) error {
+	fs := newFlagSet("granule-recover", granuleRecoverHelp, std)
+	var c cumulusFlags
+	c.register(fs)
+	rest, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usagef("granule-recover: unexpected argument %q (the archive is --archive)", rest[0])
+	}
+	if err := c.check("granule-recover"); err != nil {
+		return err
+	}
+	pool, w, opt, err := c.setup(ctx, std)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	st, err := replay.Recover(ctx, dla.Open(c.archive), w, opt)
+	report(std, "granule-recover", st, w)
+	if err != nil {
+		return err
+	}
+	if st.Archived > 0 {
+		return &rejectsError{n: st.Archived, what: plural(st.Archived, "record", "records"), verb: "failed again and were moved to failed-sqs"}
+	}
+	return nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// report prints what became of the messages.
+func report(std stdio, cmd string, st replay.Stats, w *records.Writer) {
+	fmt.Fprintf(std.err, "backfill: %s: %d messages: %d written, %d failed; granules: %d written, %d dropped by the write constraints, %d failed",
+		cmd, st.Messages, st.OK, st.Archived, st.GranulesWritten, st.GranulesDropped, st.GranulesFailed)
+	if cmd == "granule-recover" {
+		fmt.Fprintf(std.err, "; %d records deleted from the archive", st.Deleted)
+	}
+	if n := w.Fallbacks(); n > 0 {
+		fmt.Fprintf(std.err, "; %d batches written one message at a time", n)
+	}
+	fmt.Fprintln(std.err)
+}
+
+func runGranuleSchema(ctx context.Context, args []string, std stdio) error {
+	fs := newFlagSet("granule-schema", granuleSchemaHelp, std)
+	var dsn, schema string
+	fs.StringVar(&dsn, "dsn", "", "")
+	fs.StringVar(&schema, "pg-schema", "", "")
+	rest, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usagef("granule-schema: unexpected argument %q", rest[0])
+	}
+	if schema != "" {
+		pool, err := cumulusPool(ctx, dsn, "", 1)
+		if err != nil {
+			return err
+		}
+		_, err = pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoteIdent(schema))
+		pool.Close()
+		if err != nil {
+			return err
+		}
+	}
+	pool, err := cumulusPool(ctx, dsn, schema, 1)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := records.CreateTables(ctx, pool); err != nil {
+		return err
+	}
+	where := "the connection's schema"
+	if schema != "" {
+		where = "schema " + quoteIdent(schema)
+	}
+	fmt.Fprintf(std.out, "Cumulus granule tables ready in %s\n", where)
+	return nil
+}
