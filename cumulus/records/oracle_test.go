@@ -7,42 +7,24 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/backfill-dev/backfill/internal/cumulustest"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // refDir is Cumulus v21's own code, installed by reference/cumulus-v21/setup
 // (make test runs it).
-var refDir = filepath.Join("..", "..", "reference", "cumulus-v21")
+var refDir = cumulustest.RefDir()
 
-func needReference(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Fatalf("node is needed for the Cumulus reference: %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(refDir, "api", "lib", "writeRecords", "write-granules.js")); err != nil {
-		t.Fatalf("the Cumulus v21 reference is not installed: run %s/setup (make test does): %v", refDir, err)
-	}
-}
+func needReference(t *testing.T) { t.Helper(); cumulustest.NeedReference(t) }
 
 // cumulusDB is a new database with the schema of Cumulus's own migrations
-// and the collections, providers and PDR the scenarios name.
-func cumulusDB(t *testing.T) string {
-	t.Helper()
-	url := pgtest.NewDatabase(t)
-	cmd := exec.Command("node", "migrate.js", url)
-	cmd.Dir = refDir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("migrations: %v\n%s", err, out)
-	}
-	seed(t, url)
-	return url
-}
+// and the collections and providers the scenarios name.
+func cumulusDB(t *testing.T) string { t.Helper(); return cumulustest.MigratedDB(t) }
 
 // ownDB is a new database with the tables of CreateTables and the same
 // rows as cumulusDB.
@@ -57,24 +39,8 @@ func ownDB(t *testing.T) string {
 	if err := CreateTables(context.Background(), pool); err != nil {
 		t.Fatal(err)
 	}
-	seed(t, url)
+	cumulustest.Seed(t, url)
 	return url
-}
-
-func seed(t *testing.T, url string) {
-	t.Helper()
-	pool, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	_, err = pool.Exec(context.Background(), `
-		INSERT INTO collections (name, version, sample_file_name, granule_id_validation_regex, granule_id_extraction_regex, files)
-		VALUES ('MOD09GQ', '006', 'x', '.*', '.*', '[]'), ('OTHER', '1', 'x', '.*', '.*', '[]');
-		INSERT INTO providers (name, protocol, host) VALUES ('s3_provider', 's3', 'cumulus-test-data'), ('http_provider', 'http', 'example.com');`)
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // step is one message written at a time.
