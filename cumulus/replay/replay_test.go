@@ -245,7 +245,7 @@ func TestWrite_BadInputs(t *testing.T) {
 			}
 			got := e.granules(t)
 			// g4 was running, then its completed message failed validation:
-			// Cumulus marks the existing row failed (cumulus.md §2.6).
+			// Cumulus marks the existing row failed (docs/granule-writes.md).
 			if len(got) != 3 || !strings.HasPrefix(got[0], "g0 MOD09GQ___006 completed") ||
 				!strings.HasPrefix(got[1], "g4 MOD09GQ___006 failed") || !strings.HasPrefix(got[2], "g7 MOD09GQ___006 completed") {
 				t.Errorf("granules %q", got)
@@ -379,7 +379,7 @@ func TestWrite_RaceAcrossCollections(t *testing.T) {
 	}
 }
 
-// ref is the row the write constraints imply (cumulus.md §2.4), written
+// ref is the row the write constraints imply (docs/granule-writes.md), written
 // independently of the writer: what each message does to the execution
 // and granule rows it meets.
 type ref struct {
