@@ -1,10 +1,13 @@
 package records
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 const t0 = int64(1700000000000) // workflow start of the first execution
@@ -142,5 +145,62 @@ func TestWrite_SameAsCumulus(t *testing.T) {
 	}
 	for name, steps := range scenarios {
 		t.Run(name, func(t *testing.T) { compare(t, root, steps) })
+	}
+}
+
+// Through the writer, on its own: a completed granule with a CMR file gets
+// the file's four values (Cumulus's, for this fixture); one whose CMR file
+// is missing keeps the payload's own values.
+func TestWrite_CMRColumns(t *testing.T) {
+	root := t.TempDir()
+	b, err := os.ReadFile(filepath.Join("..", "cmr", "testdata", "MOD09GQ.A2016358.h13v04.006.2016360104606.cmr.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(root, "protected"), 0o755)
+	os.WriteFile(filepath.Join(root, "protected", "g1.cmr.xml"), b, 0o644)
+	url := ownDB(t)
+	errs := runOurs(t, url, root, []step{
+		at(msg("e1", "completed", t0, map[string]any{"granuleId": "g1", "beginningDateTime": "2001-01-01T00:00:00Z", "files": []any{
+			map[string]any{"bucket": "protected", "key": "g1.cmr.xml", "size": 100.0}}}), t0+10000),
+		at(msg("e2", "completed", t0, map[string]any{"granuleId": "g2", "beginningDateTime": "2020-01-01T00:00:00Z",
+			"endingDateTime": "2020-01-02T00:00:00.5+01:00", "files": []any{
+				map[string]any{"bucket": "protected", "key": "missing.cmr.json", "size": 1.0}}}), t0+20000),
+	})
+	if errs[0] != "" || errs[1] != "" {
+		t.Fatalf("errors %q", errs)
+	}
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	want := map[string]string{
+		"g1": "2016-12-23T13:45:00.000Z 2016-12-23T17:05:00.000Z 2016-12-25T10:46:06.000Z 2018-04-26T21:33:43.913Z",
+		"g2": "2020-01-01T00:00:00.000Z 2020-01-01T23:00:00.500Z - -",
+	}
+	rows, err := pool.Query(context.Background(), `SELECT granule_id, concat_ws(' ',
+		coalesce(to_char(beginning_date_time AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), '-'),
+		coalesce(to_char(ending_date_time AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), '-'),
+		coalesce(to_char(production_date_time AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), '-'),
+		coalesce(to_char(last_update_date_time AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), '-'))
+		FROM granules ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var id, got string
+		if err := rows.Scan(&id, &got); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if got != want[id] {
+			t.Errorf("%s: %s, want %s", id, got, want[id])
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d granules", n)
 	}
 }
