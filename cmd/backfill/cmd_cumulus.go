@@ -188,7 +188,7 @@ func cumulusPool(ctx context.Context, dsn, schema string, conns int) (*pgxpool.P
 
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
-// writerSetup builds the writer and the replay options of the flags.
+// setup connects and builds the writer and the replay options of the flags.
 func (c *cumulusFlags) setup(ctx context.Context, std stdio) (*pgxpool.Pool, *records.Writer, replay.Options, error) {
 	pool, err := cumulusPool(ctx, c.dsn, c.schema, c.concurrency+1)
 	if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -14,8 +13,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/backfill-dev/backfill/internal/cumulustest"
 	"github.com/backfill-dev/backfill/internal/pgtest"
@@ -54,28 +51,10 @@ func granuleMsgs(t *testing.T, path, coll, prefix string, n int) {
 // granuleRows lists "id status volume files" of every granule.
 func granuleRows(t *testing.T, url string) []string {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	rows, err := pool.Query(context.Background(), `SELECT g.granule_id || ' ' || g.status || ' ' || g.product_volume || ' ' ||
+	return cumulustest.Lines(t, cumulustest.Pool(t, url), `SELECT g.granule_id || ' ' || g.status || ' ' || g.product_volume || ' ' ||
 		(SELECT string_agg(key, ',') FROM files f WHERE f.granule_cumulus_id = g.cumulus_id) ||
 		' ' || (SELECT count(*) FROM granules_executions j WHERE j.granule_cumulus_id = g.cumulus_id)
 		FROM granules g ORDER BY 1`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, s)
-	}
-	return out
 }
 
 func countFiles(t *testing.T, dir string) int {
@@ -130,12 +109,7 @@ func TestGranuleRecover_Kill(t *testing.T) {
 		t.Fatalf("%d records archived, want %d", n, good+bad)
 	}
 
-	pool, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cumulustest.AddCollection(t, pool, "LATER___1")
-	pool.Close()
+	cumulustest.AddCollection(t, cumulustest.Pool(t, url), "LATER___1")
 
 	rng := rand.New(rand.NewPCG(3, 4))
 	midway := 0

@@ -130,41 +130,38 @@ func (w *Writer) tryBatch(ctx context.Context, ins []Input) ([]BatchResult, bool
 // contention between transactions, and a transaction or connection that
 // is gone.
 func mustRetryAlone(err error) bool {
-	var agg *AggregateError
-	if errors.As(err, &agg) {
-		for _, e := range agg.Errs {
-			if mustRetryAlone(e) {
+	return anyOf(err, func(e error) bool {
+		var pe *pgconn.PgError
+		if errors.As(e, &pe) {
+			switch pe.Code {
+			case "40P01", "40001", "25P02", "55P03":
 				return true
 			}
 		}
-		return false
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		switch pe.Code {
-		case "40P01", "40001", "25P02", "55P03", "57014":
-			return true
-		}
-		return pe.Code[:2] == "08" || pe.Code[:2] == "57" || pe.Code[:2] == "53"
-	}
-	return isConnectionError(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+		return connectionError(e)
+	})
 }
 
 // isConnectionError tells an error of the connection (not of the data):
 // the message is not at fault and must not be archived as if it were.
-func isConnectionError(err error) bool {
-	if err == nil {
-		return false
-	}
+func isConnectionError(err error) bool { return err != nil && anyOf(err, connectionError) }
+
+// anyOf tells whether pred holds for err or, for an AggregateError (one
+// message's granule errors), for any of its errors.
+func anyOf(err error, pred func(error) bool) bool {
 	var agg *AggregateError
 	if errors.As(err, &agg) {
 		for _, e := range agg.Errs {
-			if isConnectionError(e) {
+			if anyOf(e, pred) {
 				return true
 			}
 		}
 		return false
 	}
+	return pred(err)
+}
+
+func connectionError(err error) bool {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		c := pe.Code[:2]

@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/backfill-dev/backfill/cumulus/message"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/backfill-dev/backfill/cumulus/message"
 )
 
 var finalStatus = map[any]bool{"completed": true, "failed": true}

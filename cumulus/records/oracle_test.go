@@ -13,7 +13,6 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/cumulustest"
 	"github.com/backfill-dev/backfill/internal/pgtest"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // refDir is Cumulus v21's own code, installed by reference/cumulus-v21/setup
@@ -31,12 +30,7 @@ func cumulusDB(t *testing.T) string { t.Helper(); return cumulustest.MigratedDB(
 func ownDB(t *testing.T) string {
 	t.Helper()
 	url := pgtest.NewDatabase(t)
-	pool, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if err := CreateTables(context.Background(), pool); err != nil {
+	if err := CreateTables(context.Background(), cumulustest.Pool(t, url)); err != nil {
 		t.Fatal(err)
 	}
 	cumulustest.Seed(t, url)
@@ -96,55 +90,46 @@ func runOracle(t *testing.T, url, filesRoot string, steps []step) []string {
 // runOurs writes the steps with Writer.
 func runOurs(t *testing.T, url, filesRoot string, steps []step) []string {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
 	var now int64
-	w := New(pool, Options{Files: Dir(filesRoot), Now: func() int64 { return now }})
+	w := New(cumulustest.Pool(t, url), Options{Files: Dir(filesRoot), Now: func() int64 { return now }})
 	var errs []string
 	for _, s := range steps {
 		now = s.Now
-		// A message is decoded afresh each time, as each is a new event.
-		b, _ := json.Marshal(s.Message)
-		var m map[string]any
-		if err := json.Unmarshal(b, &m); err != nil {
-			t.Fatal(err)
-		}
-		_, err := w.Write(ctx, Input{Message: m, StartDate: s.StartDate, StopDate: s.StopDate})
-		if err != nil {
-			errs = append(errs, err.Error())
-		} else {
-			errs = append(errs, "")
-		}
+		_, err := w.Write(context.Background(), s.input(t))
+		errs = append(errs, errText(err))
 	}
 	return errs
+}
+
+// input is the step's message decoded afresh, as each is a new event.
+func (s step) input(t *testing.T) Input {
+	t.Helper()
+	b, _ := json.Marshal(s.Message)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return Input{Message: m, StartDate: s.StartDate, StopDate: s.StopDate}
+}
+
+func errText(err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return ""
 }
 
 // runOursBatched writes the steps with one WriteBatch.
 func runOursBatched(t *testing.T, url, filesRoot string, steps []step) []string {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
 	var now int64
-	w := New(pool, Options{Files: Dir(filesRoot), Now: func() int64 { return now }})
+	w := New(cumulustest.Pool(t, url), Options{Files: Dir(filesRoot), Now: func() int64 { return now }})
 	w.beforeMessage = func(i int) { now = steps[i].Now }
 	var ins []Input
 	for _, s := range steps {
-		b, _ := json.Marshal(s.Message)
-		var m map[string]any
-		if err := json.Unmarshal(b, &m); err != nil {
-			t.Fatal(err)
-		}
-		ins = append(ins, Input{Message: m, StartDate: s.StartDate, StopDate: s.StopDate})
+		ins = append(ins, s.input(t))
 	}
-	out, err := w.WriteBatch(ctx, ins)
+	out, err := w.WriteBatch(context.Background(), ins)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,11 +138,7 @@ func runOursBatched(t *testing.T, url, filesRoot string, steps []step) []string 
 	}
 	var errs []string
 	for _, r := range out {
-		if r.Err != nil {
-			errs = append(errs, r.Err.Error())
-		} else {
-			errs = append(errs, "")
-		}
+		errs = append(errs, errText(r.Err))
 	}
 	return errs
 }
@@ -170,12 +151,7 @@ var fileCause = regexp.MustCompile(`Failed writing files to PostgreSQL.\\",\\"Ca
 // the serial ids and the database's own default times left out.
 func dump(t *testing.T, url string) string {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := cumulustest.Pool(t, url)
 	var out strings.Builder
 	for _, q := range []string{
 		`SELECT to_jsonb(g) - 'cumulus_id' - 'collection_cumulus_id' - 'pdr_cumulus_id' - 'provider_cumulus_id'
@@ -191,20 +167,9 @@ func dump(t *testing.T, url string) string {
 			ORDER BY g.granule_id, e.arn`,
 		`SELECT to_jsonb(p) - 'cumulus_id' - 'execution_cumulus_id' - 'collection_cumulus_id' - 'provider_cumulus_id' FROM pdrs p ORDER BY name`,
 	} {
-		rows, err := pool.Query(ctx, q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var s string
-			if err := rows.Scan(&s); err != nil {
-				t.Fatal(err)
-			}
+		for _, s := range cumulustest.Lines(t, pool, q) {
 			out.WriteString(fileCause.ReplaceAllString(s, `Failed writing files to PostgreSQL.\",\"Cause\":\"AggregateError: ...\"${1}`))
 			out.WriteByte('\n')
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
 		}
 		out.WriteString("--\n")
 	}

@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/backfill-dev/backfill/cumulus/message"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/backfill-dev/backfill/cumulus/message"
 )
 
 // col is one column of a row to insert: its value as text (nil: NULL) and

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/backfill-dev/backfill/internal/cumulustest"
 )
 
 // catalog describes the writer's tables as the database sees them:
@@ -13,12 +13,7 @@ import (
 // indexes with their definitions.
 func catalog(t *testing.T, url string) string {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := cumulustest.Pool(t, url)
 	tables := []string{"async_operations", "collections", "providers", "executions", "pdrs", "granules", "files", "granules_executions"}
 	var out strings.Builder
 	for _, q := range []string{
@@ -29,19 +24,8 @@ func catalog(t *testing.T, url string) string {
 		`SELECT concat_ws(' | ', tablename, indexname, indexdef) FROM pg_indexes
 			WHERE schemaname = current_schema() AND tablename = ANY($1) ORDER BY 1`,
 	} {
-		rows, err := pool.Query(ctx, q, tables)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var s string
-			if err := rows.Scan(&s); err != nil {
-				t.Fatal(err)
-			}
+		for _, s := range cumulustest.Lines(t, pool, q, tables) {
 			out.WriteString(s + "\n")
-		}
-		if rows.Err() != nil {
-			t.Fatal(rows.Err())
 		}
 	}
 	return out.String()
@@ -58,12 +42,7 @@ func TestCreateTables_SameAsCumulusMigrations(t *testing.T) {
 	sameRows(t, "CreateTables", ours, theirs)
 	// Idempotent: a second run changes nothing.
 	url := ownDB(t)
-	pool, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if err := CreateTables(context.Background(), pool); err != nil {
+	if err := CreateTables(context.Background(), cumulustest.Pool(t, url)); err != nil {
 		t.Fatalf("second CreateTables: %v", err)
 	}
 	if again := catalog(t, url); again != ours {

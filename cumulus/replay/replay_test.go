@@ -95,21 +95,12 @@ func newEnv(t *testing.T, migrated bool, collections ...string) *env {
 		url = cumulustest.MigratedDB(t, collections...)
 	} else {
 		url = pgtest.NewDatabase(t)
-		pool, err := pgxpool.New(context.Background(), url)
-		if err != nil {
+		if err := records.CreateTables(context.Background(), cumulustest.Pool(t, url)); err != nil {
 			t.Fatal(err)
 		}
-		if err := records.CreateTables(context.Background(), pool); err != nil {
-			t.Fatal(err)
-		}
-		pool.Close()
 		cumulustest.Seed(t, url, collections...)
 	}
-	pool, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := cumulustest.Pool(t, url)
 	dir := t.TempDir()
 	e := &env{url: url, pool: pool, dir: dir, arch: dla.Open(dir)}
 	e.w = records.New(pool, records.Options{Now: func() int64 { return int64(t0) + 60000 }})
@@ -164,24 +155,11 @@ func (e *env) archived(t *testing.T, failed bool) map[string]map[string]any {
 // granules lists granule rows as "id collection status created_at volume cmr_link files".
 func (e *env) granules(t *testing.T) []string {
 	t.Helper()
-	rows, err := e.pool.Query(context.Background(), `
+	return cumulustest.Lines(t, e.pool, `
 		SELECT g.granule_id || ' ' || c.name || '___' || c.version || ' ' || g.status || ' ' || (extract(epoch FROM g.created_at) * 1000)::bigint
 			|| ' ' || coalesce(g.product_volume::text, '-') || ' ' || coalesce(g.cmr_link, '-') || ' '
 			|| coalesce((SELECT string_agg(f.key, ',' ORDER BY f.key) FROM files f WHERE f.granule_cumulus_id = g.cumulus_id), '-')
 		FROM granules g JOIN collections c ON c.cumulus_id = g.collection_cumulus_id ORDER BY 1`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, s)
-	}
-	return out
 }
 
 // Each bad input of the issue is an error with its reason and an archive

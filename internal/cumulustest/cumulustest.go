@@ -53,13 +53,8 @@ func MigratedDB(t testing.TB, collections ...string) string {
 // http_provider.
 func Seed(t testing.TB, url string, collections ...string) {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	_, err = pool.Exec(ctx, `INSERT INTO providers (name, protocol, host) VALUES ('s3_provider', 's3', 'cumulus-test-data'), ('http_provider', 'http', 'example.com')`)
+	pool := Pool(t, url)
+	_, err := pool.Exec(context.Background(), `INSERT INTO providers (name, protocol, host) VALUES ('s3_provider', 's3', 'cumulus-test-data'), ('http_provider', 'http', 'example.com')`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,4 +78,37 @@ func AddCollection(t testing.TB, pool *pgxpool.Pool, id string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Pool connects to url for the rest of the test.
+func Pool(t testing.TB, url string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// Lines runs a query of one text column and returns its rows.
+func Lines(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), sql, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
