@@ -212,7 +212,7 @@ func TestParseTextname_Accepts(t *testing.T) {
 }
 
 func TestScheme_Validate(t *testing.T) {
-	for _, s := range []Scheme{{19, 33}, {29, 33}, {28, -1}, {28, 34}, {}} {
+	for _, s := range []Scheme{{CounterBits: 19, SHA1Offset: 33}, {CounterBits: 29, SHA1Offset: 33}, {CounterBits: 28, SHA1Offset: -1}, {CounterBits: 28, SHA1Offset: 34}, {}} {
 		if err := s.Validate(); !errors.Is(err, ErrRange) {
 			t.Errorf("%+v.Validate() = %v, want ErrRange", s, err)
 		}
@@ -222,7 +222,7 @@ func TestScheme_Validate(t *testing.T) {
 	}
 	for bits := MinCounterBits; bits <= MaxCounterBits; bits++ {
 		for off := 0; off <= MaxSHA1Offset; off++ {
-			s := Scheme{bits, off}
+			s := Scheme{CounterBits: bits, SHA1Offset: off}
 			if err := s.Validate(); err != nil {
 				t.Fatalf("%+v: %v", s, err)
 			}
