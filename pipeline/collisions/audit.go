@@ -44,6 +44,7 @@ type Auditor struct {
 	schemes []ooid.Scheme
 	keep    int
 	reps    []sweepRep
+	keyed   [][]uint32 // per scheme, for keyed schemes: the counter base of each report by ref
 
 	Reports, Measurements int64
 }
@@ -57,14 +58,23 @@ type sweepRep struct {
 // NewAuditor returns an auditor for every combination of the counter
 // widths and SHA-1 offsets, keeping up to keep pairs of each.
 func NewAuditor(bits, offsets []int, keep int) (*Auditor, error) {
-	a := &Auditor{keep: keep}
+	var schemes []ooid.Scheme
 	for _, b := range bits {
 		for _, o := range offsets {
-			s := ooid.Scheme{CounterBits: b, SHA1Offset: o}
-			if err := s.Validate(); err != nil {
-				return nil, err
-			}
-			a.schemes = append(a.schemes, s)
+			schemes = append(schemes, ooid.Scheme{CounterBits: b, SHA1Offset: o})
+		}
+	}
+	return NewSchemeAuditor(schemes, keep)
+}
+
+// NewSchemeAuditor returns an auditor for the given schemes, SHA-1
+// windows or keyed, keeping up to keep pairs of each. A keyed scheme costs
+// 4 more bytes a report.
+func NewSchemeAuditor(schemes []ooid.Scheme, keep int) (*Auditor, error) {
+	a := &Auditor{keep: keep, schemes: schemes, keyed: make([][]uint32, len(schemes))}
+	for _, s := range schemes {
+		if err := s.Validate(); err != nil {
+			return nil, err
 		}
 	}
 	if len(a.schemes) == 0 {
@@ -80,6 +90,15 @@ func (a *Auditor) Add(textname []byte, n uint32) error {
 	if err != nil {
 		return err
 	}
+	for i, s := range a.schemes {
+		if s.Keyed() {
+			r, err := s.ReportBytes(textname)
+			if err != nil {
+				return err
+			}
+			a.keyed[i] = append(a.keyed[i], r.CounterBase())
+		}
+	}
 	a.reps = append(a.reps, sweepRep{ts: t.TS, n: n, sum: sha1.Sum(textname), ref: uint32(a.Reports)})
 	a.Reports++
 	a.Measurements += int64(n)
@@ -89,7 +108,12 @@ func (a *Auditor) Add(textname []byte, n uint32) error {
 // Finish returns one result per scheme, widths in the order given, then
 // offsets.
 func (a *Auditor) Finish() []Result {
-	return sweep(a.reps, a.schemes, a.keep)
+	return sweep(a.reps, a.schemes, a.keep, func(si int, p *sweepRep) uint32 {
+		if a.schemes[si].Keyed() {
+			return a.keyed[si][p.ref]
+		}
+		return ooid.Window(&p.sum, a.schemes[si].SHA1Offset) & a.schemes[si].Mask()
+	})
 }
 
 func appendGroups(out []Group, n int, at func(int) (ts, n uint32)) []Group {
@@ -114,7 +138,7 @@ func appendGroups(out []Group, n int, at func(int) (ts, n uint32)) []Group {
 // sweep evaluates every scheme on the reports, grouped by timestamp. Only
 // groups of two reports or more can collide, and a report too long for the
 // counter space collides with itself.
-func sweep(reps []sweepRep, schemes []ooid.Scheme, keep int) []Result {
+func sweep(reps []sweepRep, schemes []ooid.Scheme, keep int, base func(si int, p *sweepRep) uint32) []Result {
 	slices.SortFunc(reps, func(a, b sweepRep) int {
 		if a.ts != b.ts {
 			return int(int64(a.ts) - int64(b.ts))
@@ -151,8 +175,9 @@ func sweep(reps []sweepRep, schemes []ooid.Scheme, keep int) []Result {
 		for si, s := range schemes {
 			r := &res[si]
 			rgs, inv = rgs[:0], inv[:0]
-			for _, p := range g {
-				rgs = append(rgs, Range{TS: p.ts, Base: ooid.Window(&p.sum, s.SHA1Offset) & s.Mask(), N: p.n})
+			for pi := range g {
+				p := &g[pi]
+				rgs = append(rgs, Range{TS: p.ts, Base: base(si, p), N: p.n})
 				inv = append(inv, false)
 			}
 			for x := range g {

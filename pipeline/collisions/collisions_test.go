@@ -299,7 +299,8 @@ func TestSweepCrafted(t *testing.T) {
 		for i, r := range rgs {
 			reps = append(reps, sweepRep{ts: r.TS, n: r.N, sum: sumWith(r.Base), ref: uint32(i)})
 		}
-		res := sweep(reps, []ooid.Scheme{{CounterBits: bits, SHA1Offset: 33}}, 1<<20)[0]
+		s := ooid.Scheme{CounterBits: bits, SHA1Offset: 33}
+		res := sweep(reps, []ooid.Scheme{s}, 1<<20, func(_ int, p *sweepRep) uint32 { return ooid.Window(&p.sum, 33) & s.Mask() })[0]
 		want, msm := bruteForce(rgs, bits)
 		got := map[Pair]bool{}
 		for _, p := range res.First {
