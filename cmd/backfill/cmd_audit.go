@@ -3,23 +3,20 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/backfill-dev/backfill/pipeline/collisions"
-	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/reader"
-	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 	"github.com/backfill-dev/backfill/pipeline/stamp"
-	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
 const auditHelp = `Usage: backfill audit [flags] INPUT...
@@ -47,6 +44,9 @@ Flags:
 	                      (default 28)
 	--sha1-offset LIST    SHA-1 hex window offsets: N, N..M, N,M,... in
 	                      0..33, or all (default 33); --offsets is the same
+	--scheme FILE         audit the scheme of a scheme file (backfill
+	                      keysearch writes them) instead of the widths
+	                      and offsets above
 	--pairs N             pairs to list per result (default 10); the counts
 	                      are never cut
 	--predict             print beside each result the probability of no
@@ -82,6 +82,7 @@ EXIT STATUS
 type auditResult struct {
 	CounterBits  int           `json:"counter_bits"`
 	SHA1Offset   int           `json:"sha1_offset"`
+	KeyTable     string        `json:"key_table,omitempty"`
 	Pairs        int64         `json:"colliding_pairs"`
 	Measurements int64         `json:"measurements_involved"`
 	First        []auditPair   `json:"pairs"`
@@ -126,6 +127,8 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 	fs.Var(&read.Format, "format", "")
 	fs.BoolVar(&read.Read.FromIndex, "from-index", false, "")
 	fs.Var(&read.Read.Ndx, "ndx", "")
+	var schemePath string
+	fs.StringVar(&schemePath, "scheme", "", "")
 	inputs, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -133,32 +136,22 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 	if len(inputs) == 0 {
 		return usagef("audit: no input: name a manifest, a run's output folder or bucket folders")
 	}
-	bits, err := intList(bitsArg, ooid.MinCounterBits, ooid.MaxCounterBits)
-	if err != nil {
-		return usagef("audit: --counter-bits: %v", err)
-	}
-	offsets, err := intList(offArg, 0, ooid.MaxSHA1Offset)
-	if err != nil {
-		return usagef("audit: --sha1-offset: %v", err)
-	}
 	if pairs < 0 || workers < 1 {
 		return usagef("audit: --pairs must be 0 or more and --workers 1 or more")
 	}
-	a, err := collisions.NewAuditor(bits, offsets, max(pairs, keepPairs))
+	schemes, err := auditSchemes(fs, bitsArg, offArg, schemePath)
+	if err != nil {
+		return err
+	}
+	a, err := collisions.NewSchemeAuditor(schemes, max(pairs, keepPairs))
 	if err != nil {
 		return usagef("audit: %v", err)
 	}
 	read.Workers = workers
-	au := &auditor{a: a, std: std, stampCfg: read}
-	files := true
+	src := &reportSource{cmd: "audit", std: std, stampCfg: read}
+	au := &auditor{a: a, src: src, keepNames: !allFiles(inputs)}
 	for _, in := range inputs {
-		if st, err := os.Stat(in); in == "-" || err != nil || !st.Mode().IsRegular() {
-			files = false
-		}
-	}
-	au.keepNames = !files
-	for _, in := range inputs {
-		if err := au.read(ctx, in); err != nil {
+		if err := src.each(ctx, in, au.add); err != nil {
 			return err
 		}
 	}
@@ -167,9 +160,10 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return err
 	}
-	rep := auditOutput{Reports: a.Reports, Measurements: a.Measurements, Rejected: au.rejected}
+	rep := auditOutput{Reports: a.Reports, Measurements: a.Measurements, Rejected: src.rejected}
 	for _, r := range results {
-		ar := auditResult{CounterBits: r.Scheme.CounterBits, SHA1Offset: r.Scheme.SHA1Offset, Pairs: r.Pairs, Measurements: r.Measurements, First: []auditPair{}}
+		ar := auditResult{CounterBits: r.Scheme.CounterBits, SHA1Offset: r.Scheme.SHA1Offset, KeyTable: r.Scheme.Table,
+			Pairs: r.Pairs, Measurements: r.Measurements, First: []auditPair{}}
 		for _, p := range r.First {
 			x, y := names[p.A], names[p.B]
 			if y < x {
@@ -199,10 +193,44 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 	} else {
 		printAudit(std.out, rep, predict)
 	}
-	if au.rejected > 0 {
-		return &rejectsError{n: int(au.rejected), what: "inputs"}
+	if src.rejected > 0 {
+		return &rejectsError{n: int(src.rejected), what: "inputs"}
 	}
 	return nil
+}
+
+// auditSchemes returns the schemes to audit: every combination of the
+// widths and offsets, or the one of a scheme file.
+func auditSchemes(fs *flag.FlagSet, bitsArg, offArg, schemePath string) ([]ooid.Scheme, error) {
+	if schemePath != "" {
+		both := false
+		fs.Visit(func(f *flag.Flag) {
+			both = both || f.Name == "counter-bits" || f.Name == "sha1-offset" || f.Name == "offsets"
+		})
+		if both {
+			return nil, usagef("audit: --scheme names one scheme: drop --counter-bits and --sha1-offset")
+		}
+		s, err := ooid.LoadScheme(schemePath)
+		if err != nil {
+			return nil, usagef("audit: --scheme: %v", err)
+		}
+		return []ooid.Scheme{s}, nil
+	}
+	bits, err := intList(bitsArg, ooid.MinCounterBits, ooid.MaxCounterBits)
+	if err != nil {
+		return nil, usagef("audit: --counter-bits: %v", err)
+	}
+	offsets, err := intList(offArg, 0, ooid.MaxSHA1Offset)
+	if err != nil {
+		return nil, usagef("audit: --sha1-offset: %v", err)
+	}
+	var out []ooid.Scheme
+	for _, b := range bits {
+		for _, o := range offsets {
+			out = append(out, ooid.Scheme{CounterBits: b, SHA1Offset: o})
+		}
+	}
+	return out, nil
 }
 
 // intList parses N, N..M or N,M,... (or "all": lo..hi).
@@ -235,108 +263,20 @@ func intList(s string, lo, hi int) ([]int, error) {
 
 type auditor struct {
 	a         *collisions.Auditor
-	std       stdio
-	stampCfg  stamp.Config // how bucket folders are read
+	src       *reportSource
 	keepNames bool
 	textnames []string
-	rejected  int64
-}
-
-func (au *auditor) reject(what string, err error) {
-	au.rejected++
-	fmt.Fprintf(au.std.err, "backfill audit: %s: %v\n", what, err)
 }
 
 // add adds a report; a textname that gets no IDs is rejected.
 func (au *auditor) add(where string, textname []byte, n uint32) {
 	if err := au.a.Add(textname, n); err != nil {
-		au.reject(where, err)
+		au.src.reject(where, err)
 		return
 	}
 	if au.keepNames {
 		au.textnames = append(au.textnames, string(textname))
 	}
-}
-
-func (au *auditor) read(ctx context.Context, in string) error {
-	if in == "-" {
-		return au.readManifest(in, au.std.in)
-	}
-	st, err := os.Stat(in)
-	if err != nil {
-		return err
-	}
-	if st.Mode().IsRegular() {
-		f, err := os.Open(in)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		return au.readManifest(in, f)
-	}
-	if isDir(filepath.Join(in, "reports")) && isDir(filepath.Join(in, "ledger")) {
-		return au.readRunOutput(in)
-	}
-	return au.readBuckets(ctx, in)
-}
-
-func isDir(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && st.IsDir()
-}
-
-func (au *auditor) readManifest(name string, r io.Reader) error {
-	return collisions.ReadManifest(r, func(line int64, textname []byte, n uint32) error {
-		au.add(fmt.Sprintf("%s:%d", name, line), textname, n)
-		return nil
-	}, func(err error) { au.reject(name, err) })
-}
-
-func (au *auditor) readRunOutput(dir string) error {
-	files, err := filepath.Glob(filepath.Join(dir, "reports", "*.parquet"))
-	if err != nil {
-		return err
-	}
-	sort.Strings(files)
-	for _, f := range files {
-		rows, err := parquetfile.ReadReports(f)
-		if err != nil {
-			return err
-		}
-		for _, r := range rows {
-			au.add(f, []byte(r.Textname), uint32(r.N))
-		}
-	}
-	return nil
-}
-
-// readBuckets reads bucket folders as backfill run does, into a sink that
-// only counts.
-func (au *auditor) readBuckets(ctx context.Context, dir string) error {
-	in, err := stamp.ResolveInput(dir, nil)
-	if err != nil {
-		return &usageError{msg: "audit: " + err.Error(), cmd: "audit"}
-	}
-	cfg := au.stampCfg
-	cfg.In, cfg.Buckets, cfg.Scheme, cfg.Version = in.Dir, in.Buckets, ooid.DefaultScheme, buildVersion()
-	plan, err := stamp.NewPlan(cfg)
-	if err != nil {
-		return err
-	}
-	return stamp.Run(ctx, cfg, plan, func(b *stamped.Bucket) error {
-		for _, d := range b.Records {
-			if d.Reason == deadletter.Collision && d.Textname != "" {
-				continue // more measurements than counter values: the audit counts every pair itself
-			}
-			if d.IsReject() {
-				au.reject(d.File, fmt.Errorf("%s %s at %d: %s", d.Reason, d.Textname, d.Offset, d.Message))
-			}
-		}
-		for _, r := range b.Reports {
-			au.add(r.Container, []byte(r.Textname), r.N)
-		}
-		return nil
-	})
 }
 
 // names returns the textnames of the reports in the results' pairs.
@@ -381,6 +321,21 @@ func (au *auditor) names(results []collisions.Result, inputs []string) (map[uint
 	return want, nil
 }
 
+// offset is the offset column: the SHA-1 window's offset, or "keyed".
+func (r auditResult) offset() string {
+	if r.KeyTable != "" {
+		return "keyed"
+	}
+	return strconv.Itoa(r.SHA1Offset)
+}
+
+func (r auditResult) name() string {
+	if r.KeyTable != "" {
+		return "key table " + r.KeyTable
+	}
+	return fmt.Sprintf("offset %d", r.SHA1Offset)
+}
+
 func printAudit(w io.Writer, rep auditOutput, predict bool) {
 	fmt.Fprintf(w, "reports        %d\nmeasurements   %d\n", rep.Reports, rep.Measurements)
 	if rep.Rejected > 0 {
@@ -393,7 +348,7 @@ func printAudit(w io.Writer, rep auditOutput, predict bool) {
 	}
 	fmt.Fprintln(w, header)
 	for _, r := range rep.Results {
-		fmt.Fprintf(w, "%4d  %6d  %15d  %21d", r.CounterBits, r.SHA1Offset, r.Pairs, r.Measurements)
+		fmt.Fprintf(w, "%4d  %6s  %15d  %21d", r.CounterBits, r.offset(), r.Pairs, r.Measurements)
 		if r.Predicted != nil {
 			fmt.Fprintf(w, "  %25.3g  %7.2f", r.Predicted.P, r.Predicted.NegLog2)
 		}
@@ -403,7 +358,7 @@ func printAudit(w io.Writer, rep auditOutput, predict bool) {
 		if len(r.First) == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "\n%d bits, offset %d: %d colliding pairs", r.CounterBits, r.SHA1Offset, r.Pairs)
+		fmt.Fprintf(w, "\n%d bits, %s: %d colliding pairs", r.CounterBits, r.name(), r.Pairs)
 		if int64(len(r.First)) < r.Pairs {
 			fmt.Fprintf(w, " (the first %d)", len(r.First))
 		}

@@ -3,14 +3,15 @@ package main
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/ooidlines"
 )
 
-const ooidHelp = `Usage: backfill ooid [--counter-bits N] [--sha1-offset N] TEXTNAME [NDX...]
-       backfill ooid [--counter-bits N] [--sha1-offset N] -
+const ooidHelp = `Usage: backfill ooid [--counter-bits N] [--sha1-offset N | --scheme FILE] TEXTNAME [NDX...]
+       backfill ooid [--counter-bits N] [--sha1-offset N | --scheme FILE] -
 
 Compute backfilled OOIDs (32 bits ts : 4 bits 0xF : counter) for the
 measurements of a report, identified by the report's textname
@@ -27,7 +28,8 @@ line number and reason; the other lines are still processed.
 The ts comes from the textname: the report_id timestamp when there is one,
 else the filename timestamp; textnames outside the ooni-uuid grammar but
 inside the canning grammar use the filename timestamp. The counter is
-(int(sha1(TEXTNAME).hexdigest()[off:off+7], 16) + NDX) mod 2^bits.
+(int(sha1(TEXTNAME).hexdigest()[off:off+7], 16) + NDX) mod 2^bits, or
+under a keyed scheme (SipHash-2-4(key of ts, TEXTNAME) + NDX) mod 2^bits.
 
 Flags:
 
@@ -35,6 +37,8 @@ Flags:
 	                   the bits between counter and nibble are zero
 	--sha1-offset N    first hex digit of the 7-digit SHA-1 window, 0..33
 	                   (default 33, the last 7 digits)
+	--scheme FILE      the scheme of a scheme file (backfill keysearch
+	                   writes them) instead of the two flags above
 
 Changing either flag gives another ID scheme: record it with the output.
 NDX must be below 2^bits: a larger one would repeat another NDX's OOID.
@@ -55,23 +59,45 @@ EXIT STATUS
 	130  interrupted
 `
 
-func schemeFlags(fs interface {
-	IntVar(p *int, name string, value int, usage string)
-}, s *ooid.Scheme) {
+// schemeFlags adds --counter-bits, --sha1-offset and --scheme FILE to fs.
+// After parsing, the returned function sets *s from them and checks it:
+// a scheme file replaces the other two, which may then not be given.
+func schemeFlags(fs *flag.FlagSet, s *ooid.Scheme) func() error {
 	fs.IntVar(&s.CounterBits, "counter-bits", ooid.DefaultCounterBits, "counter width `N`, 20..28")
 	fs.IntVar(&s.SHA1Offset, "sha1-offset", ooid.DefaultSHA1Offset, "SHA-1 hex window offset `N`, 0..33")
+	var path string
+	fs.StringVar(&path, "scheme", "", "scheme file `FILE`, as backfill keysearch writes")
+	return func() error {
+		if path == "" {
+			if err := s.Validate(); err != nil {
+				return usagef("%s: %v", fs.Name(), err)
+			}
+			return nil
+		}
+		both := false
+		fs.Visit(func(f *flag.Flag) { both = both || f.Name == "counter-bits" || f.Name == "sha1-offset" })
+		if both {
+			return usagef("%s: --scheme gives the counter width and hash: drop --counter-bits and --sha1-offset", fs.Name())
+		}
+		loaded, err := ooid.LoadScheme(path)
+		if err != nil {
+			return usagef("%s: --scheme: %v", fs.Name(), err)
+		}
+		*s = loaded
+		return nil
+	}
 }
 
 func runOOID(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("ooid", ooidHelp, std)
 	scheme := ooid.DefaultScheme
-	schemeFlags(fs, &scheme)
+	loadScheme := schemeFlags(fs, &scheme)
 	args, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	if err := scheme.Validate(); err != nil {
-		return usagef("ooid: %v", err)
+	if err := loadScheme(); err != nil {
+		return err
 	}
 	if len(args) == 0 {
 		return usagef("ooid: no TEXTNAME given")

@@ -104,6 +104,8 @@ Flags:
 	--resume            skip buckets committed with the same input and scheme
 	--counter-bits N    counter width, 20..28 (default 28)
 	--sha1-offset N     SHA-1 hex window offset, 0..33 (default 33)
+	--scheme FILE       the ID scheme of a scheme file (backfill keysearch
+	                    writes them) instead of the two flags above
 	--max-blob SIZE     flag measurements over SIZE bytes (default 64MiB)
 	--verify            check every report's and file's SHA-1 against the
 	                    index too (sizes and CRC-32s always are), and parse
@@ -157,7 +159,7 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	fs.BoolVar(&asJSON, "json", false, "")
 	fs.BoolVar(&quiet, "q", false, "")
 	fs.BoolVar(&strict, "strict", false, "")
-	schemeFlags(fs, &cfg.Scheme)
+	loadScheme := schemeFlags(fs, &cfg.Scheme)
 	buckets, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -185,8 +187,8 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	case cfg.Canned != "" && !isDir(cfg.Canned):
 		return usagef("run: --canned %s is not a folder", cfg.Canned)
 	}
-	if err := cfg.Scheme.Validate(); err != nil {
-		return usagef("run: %v", err)
+	if err := loadScheme(); err != nil {
+		return err
 	}
 	// The input is checked before anything is created under --out.
 	in, err := stamp.ResolveInput(cfg.In, buckets)

@@ -13,6 +13,7 @@ Commands:
 	schema       create the PostgreSQL tables of run --sink postgres
 	status       show what an output holds: buckets, rejects, notices, what --resume would do
 	audit        count OOID collisions per counter width and SHA-1 offset
+	keysearch    find a keyed ID scheme with no collisions at a counter width
 	gen          write a synthetic corpus (or manifest) with its ground truth
 	ooid         compute backfilled OOIDs for textnames and measurement indexes
 	stamp        issue collector-stamped OOIDs that never repeat (filter, count or HTTP)
@@ -33,6 +34,7 @@ Examples:
 	backfill gen --out corpus && backfill run --in corpus --out out
 	backfill status out --in corpus
 	backfill audit --counter-bits 20..28 --offsets all corpus.tsv
+	backfill keysearch --counter-bits 24 --out scheme24.txt corpus.tsv
 	backfill ooid 2012-12-05/20121205T071421Z-MM-AS18399-http_invalid_request_line-no_report_id-0.1.0-probe.yaml 0 1
 	printf '%s\t%d\n' "$TEXTNAME" 7 | backfill ooid -
 	backfill decode 50bef44df29c69e2

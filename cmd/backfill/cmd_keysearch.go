@@ -1,0 +1,322 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/backfill-dev/backfill/pipeline/keysearch"
+	"github.com/backfill-dev/backfill/pipeline/ooid"
+	"github.com/backfill-dev/backfill/pipeline/reader"
+	"github.com/backfill-dev/backfill/pipeline/stamp"
+)
+
+const keysearchHelp = `Usage: backfill keysearch --out FILE [flags] INPUT...
+
+Find a keyed ID scheme under which the corpus has no colliding OOIDs at the
+counter width asked for, and write it as a scheme file for run, audit, ooid
+and decode --verify (--scheme FILE).
+
+A keyed scheme takes a report's counter base from SipHash-2-4 of its
+textname under a 128-bit key, modulo 2^bits. Key I of a family is the
+first 16 bytes of SHA-256("backfill-ooid-key" 0x00 SEED 0x00 I), so a key
+is named by its seed and index. The search tries the indexes from --from
+up and keeps the first one under which no two reports collide; the same
+seed and input always give the same key, and a search split by index
+range over several machines finds the same first key (take the smallest
+found). Where one key cannot be expected to work (the width is narrow for
+the corpus), a key table keeps key --from as the default and gives each
+timestamp whose reports collide under it the first key that separates
+them.
+
+Only reports that share a timestamp with another can collide, so only
+those are kept: the inputs are read twice, once to find the shared
+timestamps, once to keep their textnames. A trial stops at its first
+collision, trying the groups most likely to collide first.
+
+The INPUTs are those of backfill audit: report manifests (TEXTNAME<TAB>N
+lines), run output folders, and bucket folders (canned or autoclaved).
+
+Flags:
+
+	--out FILE          the scheme file to write (required)
+	--counter-bits N    counter width, 20..28 (default 24)
+	--seed S            the key family, 1..64 printable characters
+	                    (default backfill)
+	--from N            the first key index tried (default 0)
+	--to N              the key indexes tried end before N (default
+	                    2^40)
+	--table MODE        auto (default): a single key unless more than
+	                    --max-trials keys are expected or tried, then a
+	                    key table; never; always
+	--max-trials N      see --table (default 16777216)
+	--workers N         keys tried at once (default: the number of CPUs)
+	--json              one JSON object on stdout
+	-q                  no progress lines on standard error
+	--format F          bucket layout: auto (default), canned or
+	                    autoclaved
+	--from-index        autoclaved buckets: count from the index alone
+	--ndx POLICY        blobs (default) or datums, as for backfill run
+
+Examples:
+
+	backfill gen --profile ooni2018 --manifest-only --out corpus.tsv
+	backfill keysearch --counter-bits 24 --out scheme24.txt corpus.tsv
+	backfill audit --scheme scheme24.txt corpus.tsv
+	backfill run --scheme scheme24.txt --in buckets/ --out out/
+
+EXIT STATUS
+
+	0    the scheme file was written
+	1    failure; no key in the range works, or the width is too narrow
+	     for the corpus (the smallest width that can work is printed)
+	2    usage error
+	3    written, but some inputs were rejected (listed on stderr)
+	130  interrupted
+`
+
+type keysearchOutput struct {
+	Reports          int64   `json:"reports"`
+	Measurements     int64   `json:"measurements"`
+	SharedReports    int64   `json:"shared_reports"`
+	SharedTimestamps int     `json:"shared_timestamps"`
+	Rejected         int64   `json:"rejected"`
+	CounterBits      int     `json:"counter_bits"`
+	MinCounterBits   int     `json:"min_counter_bits"`
+	ExpectedTrials   float64 `json:"expected_trials"`
+	Seed             string  `json:"seed"`
+	Key              uint64  `json:"key"`
+	Overrides        int     `json:"overrides"`
+	Trials           uint64  `json:"trials"`
+	Seconds          float64 `json:"seconds"`
+	Scheme           string  `json:"scheme"`
+	File             string  `json:"file"`
+}
+
+func runKeysearch(ctx context.Context, args []string, std stdio) error {
+	fs := newFlagSet("keysearch", keysearchHelp, std)
+	var out, seed, table string
+	var bits, workers int
+	var from, to, maxTrials uint64
+	var asJSON, quiet bool
+	fs.StringVar(&out, "out", "", "")
+	fs.IntVar(&bits, "counter-bits", 24, "")
+	fs.StringVar(&seed, "seed", "backfill", "")
+	fs.Uint64Var(&from, "from", 0, "")
+	fs.Uint64Var(&to, "to", 1<<40, "")
+	fs.StringVar(&table, "table", "auto", "")
+	fs.Uint64Var(&maxTrials, "max-trials", 1<<24, "")
+	fs.IntVar(&workers, "workers", runtime.NumCPU(), "")
+	fs.BoolVar(&asJSON, "json", false, "")
+	fs.BoolVar(&quiet, "q", false, "")
+	var read stamp.Config
+	read.Format, read.Read.Ndx = reader.FormatAuto, reader.NdxBlobs
+	fs.Var(&read.Format, "format", "")
+	fs.BoolVar(&read.Read.FromIndex, "from-index", false, "")
+	fs.Var(&read.Read.Ndx, "ndx", "")
+	inputs, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case out == "":
+		return usagef("keysearch: --out FILE is required")
+	case len(inputs) == 0:
+		return usagef("keysearch: no input: name a manifest, a run's output folder or bucket folders")
+	case bits < ooid.MinCounterBits || bits > ooid.MaxCounterBits:
+		return usagef("keysearch: --counter-bits %d: want %d..%d", bits, ooid.MinCounterBits, ooid.MaxCounterBits)
+	case to <= from:
+		return usagef("keysearch: --to must be above --from")
+	case table != "auto" && table != "never" && table != "always":
+		return usagef("keysearch: --table %q: want auto, never or always", table)
+	case workers < 1 || maxTrials < 1:
+		return usagef("keysearch: --workers and --max-trials must be at least 1")
+	}
+	if _, err := ooid.NewKeyTable(seed, from, nil); err != nil {
+		return usagef("keysearch: --seed: %v", err)
+	}
+	for _, in := range inputs {
+		if in == "-" {
+			return usagef("keysearch: reads its inputs twice: name a file, not standard input")
+		}
+	}
+	start := time.Now()
+	read.Workers = workers
+	src := &reportSource{cmd: "keysearch", std: std, stampCfg: read}
+	var census keysearch.Census
+	for _, in := range inputs {
+		err := src.each(ctx, in, func(where string, textname []byte, n uint32) {
+			t, err := ooid.ParseTextnameBytes(textname)
+			if err != nil {
+				src.reject(where, err)
+				return
+			}
+			census.Add(t.TS, n)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	shape := census.Shape()
+	corpus := keysearch.NewCorpus(shape)
+	again := &reportSource{cmd: "keysearch", std: stdio{in: std.in, out: io.Discard, err: io.Discard}, stampCfg: read}
+	for _, in := range inputs {
+		err := again.each(ctx, in, func(_ string, textname []byte, n uint32) {
+			if t, err := ooid.ParseTextnameBytes(textname); err == nil {
+				corpus.Add(t.TS, textname, n)
+			}
+		})
+		if err != nil {
+			return err
+		}
+	}
+	res := keysearchOutput{Reports: shape.Reports, Measurements: shape.Measurements, SharedReports: shape.SharedReports,
+		SharedTimestamps: len(shape.Groups), Rejected: src.rejected, CounterBits: bits, MinCounterBits: shape.MinBits(),
+		ExpectedTrials: shape.ExpectedTrials(bits), Seed: seed, File: out}
+	if res.MinCounterBits > bits {
+		return fmt.Errorf("keysearch: %d measurements share one timestamp: no key works below %d counter bits", shape.MaxGroup, res.MinCounterBits)
+	}
+	if !quiet {
+		fmt.Fprintf(std.err, "backfill keysearch: %d reports, %d share a timestamp (%d timestamps); at %d bits one key is expected after %s trials\n",
+			shape.Reports, shape.SharedReports, len(shape.Groups), bits, trialsText(res.ExpectedTrials))
+	}
+	opts := keysearch.Options{Bits: bits, Seed: seed, From: from, To: to, Workers: workers}
+	var scheme ooid.Scheme
+	useTable := table == "always" || (table == "auto" && res.ExpectedTrials > float64(maxTrials))
+	if !useTable {
+		o := opts
+		if table == "auto" {
+			o.To = min(to, from+maxTrials)
+		}
+		if !quiet {
+			o.Progress = keyProgress(std.err, res.ExpectedTrials)
+		}
+		f, err := corpus.SearchKey(ctx, o)
+		res.Trials = f.Trials
+		switch {
+		case err == nil:
+			kt, err := ooid.NewKeyTable(seed, f.Index, nil)
+			if err != nil {
+				return err
+			}
+			scheme, res.Key = ooid.KeyedScheme(bits, kt), f.Index
+		case errors.Is(err, keysearch.ErrNotFound) && table == "auto":
+			useTable = true
+			if !quiet {
+				fmt.Fprintf(std.err, "backfill keysearch: no single key among %d; building a key table\n", f.Trials)
+			}
+		default:
+			return err
+		}
+	}
+	if useTable {
+		o := opts
+		if !quiet {
+			o.Progress = func(p keysearch.Progress) {
+				fmt.Fprintf(std.err, "backfill keysearch: key table: %d timestamps left, %d keys tried, %s\n", p.Groups, p.Trials, p.Elapsed.Round(time.Second))
+			}
+		}
+		t, err := corpus.SearchTable(ctx, o)
+		if err != nil {
+			return err
+		}
+		scheme, res.Key, res.Overrides = ooid.KeyedScheme(bits, t.Keys), from, t.Colliding
+		res.Trials += t.Trials
+	}
+	res.Scheme = scheme.String()
+	res.Seconds = time.Since(start).Seconds()
+	b, err := ooid.MarshalScheme(scheme, fmt.Sprintf("Made by backfill keysearch over %d reports (%d measurements) at %d counter bits.", shape.Reports, shape.Measurements, bits))
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(out, b); err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(std.out)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+	} else {
+		printKeysearch(std.out, res)
+	}
+	if src.rejected > 0 {
+		return &rejectsError{n: int(src.rejected), what: "inputs"}
+	}
+	return nil
+}
+
+func trialsText(e float64) string {
+	if math.IsInf(e, 1) || e > 1e15 {
+		return fmt.Sprintf("2^%.0f", math.Log2(e))
+	}
+	return fmt.Sprintf("%.0f", e)
+}
+
+// keyProgress prints a line every five seconds: keys tried, rate, and the
+// time left if the search takes the expected number of trials.
+func keyProgress(w io.Writer, expected float64) func(keysearch.Progress) {
+	var last time.Duration
+	return func(p keysearch.Progress) {
+		if p.Elapsed-last < 5*time.Second {
+			return
+		}
+		last = p.Elapsed
+		rate := float64(p.Trials) / max(p.Elapsed.Seconds(), 1e-9)
+		eta := "?"
+		if left := expected - float64(p.Trials); rate > 0 && left > 0 && !math.IsInf(left, 1) {
+			eta = "about " + time.Duration(left/rate*float64(time.Second)).Round(time.Second).String()
+		} else if left <= 0 {
+			eta = "past the expected count"
+		}
+		fmt.Fprintf(w, "backfill keysearch: %d keys tried (%.0f/s), %s expected: %s left\n", p.Trials, rate, trialsText(expected), eta)
+	}
+}
+
+func printKeysearch(w io.Writer, r keysearchOutput) {
+	fmt.Fprintf(w, "reports           %d (%d measurements)\n", r.Reports, r.Measurements)
+	if r.Rejected > 0 {
+		fmt.Fprintf(w, "rejected          %d (listed on stderr)\n", r.Rejected)
+	}
+	fmt.Fprintf(w, "shared            %d reports on %d timestamps\n", r.SharedReports, r.SharedTimestamps)
+	fmt.Fprintf(w, "counter bits      %d (the smallest that can work: %d)\n", r.CounterBits, r.MinCounterBits)
+	fmt.Fprintf(w, "expected trials   %s for one key\n", trialsText(r.ExpectedTrials))
+	if r.Overrides > 0 {
+		fmt.Fprintf(w, "key table         default key %d of seed %s, %d timestamps with their own key\n", r.Key, r.Seed, r.Overrides)
+	} else {
+		fmt.Fprintf(w, "key               %d of seed %s\n", r.Key, r.Seed)
+	}
+	fmt.Fprintf(w, "trials            %d in %.1fs\n", r.Trials, r.Seconds)
+	fmt.Fprintf(w, "scheme            %s\n", r.Scheme)
+	fmt.Fprintf(w, "written           %s\n", r.File)
+}
+
+// writeFileAtomic writes b to path through a temporary file in the same
+// folder, synced and renamed, so a reader never sees half a file.
+func writeFileAtomic(path string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}

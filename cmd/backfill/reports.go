@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/backfill-dev/backfill/pipeline/collisions"
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/ooid"
+	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
+	"github.com/backfill-dev/backfill/pipeline/stamp"
+	"github.com/backfill-dev/backfill/pipeline/stamped"
+)
+
+// reportSource reads the reports of the inputs audit and keysearch take:
+// report manifests, run output folders and bucket folders. Every input
+// that cannot be taken is reported on stderr and counted.
+type reportSource struct {
+	cmd      string
+	std      stdio
+	stampCfg stamp.Config // how bucket folders are read
+	rejected int64
+}
+
+func (rs *reportSource) reject(what string, err error) {
+	rs.rejected++
+	fmt.Fprintf(rs.std.err, "backfill %s: %s: %v\n", rs.cmd, what, err)
+}
+
+// allFiles reports whether every input is a regular file (a manifest),
+// which can be read again cheaply.
+func allFiles(inputs []string) bool {
+	for _, in := range inputs {
+		if st, err := os.Stat(in); in == "-" || err != nil || !st.Mode().IsRegular() {
+			return false
+		}
+	}
+	return true
+}
+
+// each calls fn for every report of the input, with where it was found.
+func (rs *reportSource) each(ctx context.Context, in string, fn func(where string, textname []byte, n uint32)) error {
+	if in == "-" {
+		return rs.manifest(in, rs.std.in, fn)
+	}
+	st, err := os.Stat(in)
+	if err != nil {
+		return err
+	}
+	if st.Mode().IsRegular() {
+		f, err := os.Open(in)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return rs.manifest(in, f, fn)
+	}
+	if isDir(filepath.Join(in, "reports")) && isDir(filepath.Join(in, "ledger")) {
+		return rs.runOutput(in, fn)
+	}
+	return rs.buckets(ctx, in, fn)
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
+
+func (rs *reportSource) manifest(name string, r interface{ Read([]byte) (int, error) }, fn func(string, []byte, uint32)) error {
+	return collisions.ReadManifest(r, func(line int64, textname []byte, n uint32) error {
+		fn(fmt.Sprintf("%s:%d", name, line), textname, n)
+		return nil
+	}, func(err error) { rs.reject(name, err) })
+}
+
+func (rs *reportSource) runOutput(dir string, fn func(string, []byte, uint32)) error {
+	files, err := filepath.Glob(filepath.Join(dir, "reports", "*.parquet"))
+	if err != nil {
+		return err
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		rows, err := parquetfile.ReadReports(f)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			fn(f, []byte(r.Textname), uint32(r.N))
+		}
+	}
+	return nil
+}
+
+// buckets reads bucket folders as backfill run does, into a sink that
+// only counts.
+func (rs *reportSource) buckets(ctx context.Context, dir string, fn func(string, []byte, uint32)) error {
+	in, err := stamp.ResolveInput(dir, nil)
+	if err != nil {
+		return &usageError{msg: rs.cmd + ": " + err.Error(), cmd: rs.cmd}
+	}
+	cfg := rs.stampCfg
+	cfg.In, cfg.Buckets, cfg.Scheme, cfg.Version = in.Dir, in.Buckets, ooid.DefaultScheme, buildVersion()
+	plan, err := stamp.NewPlan(cfg)
+	if err != nil {
+		return err
+	}
+	return stamp.Run(ctx, cfg, plan, func(b *stamped.Bucket) error {
+		for _, d := range b.Records {
+			if d.Reason == deadletter.Collision && d.Textname != "" {
+				continue // more measurements than counter values: counted by the caller itself
+			}
+			if d.IsReject() {
+				rs.reject(d.File, fmt.Errorf("%s %s at %d: %s", d.Reason, d.Textname, d.Offset, d.Message))
+			}
+		}
+		for _, r := range b.Reports {
+			fn(r.Container, []byte(r.Textname), r.N)
+		}
+		return nil
+	})
+}
