@@ -194,7 +194,7 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (sum Summary, err error) 
 // sameMeta reports whether a bucket committed with a was made as b would
 // be: the same input, scheme and ndx policy.
 func sameMeta(a, b stamped.Meta) bool {
-	return a.Bucket == b.Bucket && a.Fingerprint == b.Fingerprint && a.Scheme == b.Scheme && a.NdxPolicy == b.NdxPolicy
+	return a.Bucket == b.Bucket && a.Fingerprint == b.Fingerprint && a.Scheme.Equal(b.Scheme) && a.NdxPolicy == b.NdxPolicy
 }
 
 // addCommitted adds the counts of bucket m as the sink holds it committed

@@ -66,13 +66,13 @@ func (v *Memory) Keep(ctx context.Context, bucket string) error {
 	if err != nil {
 		return err
 	}
-	if m.Scheme != v.scheme {
+	if !m.Scheme.Equal(v.scheme) {
 		return fmt.Errorf("bucket %s of the output was made under %s and this run uses %s: IDs of two schemes cannot be checked against each other; rerun that bucket too, or write to another folder",
 			bucket, m.Scheme, v.scheme)
 	}
 	tag := v.tag(bucket)
 	for _, r := range reports {
-		id, err := m.Scheme.Report(r.Textname)
+		id, err := v.scheme.Report(r.Textname)
 		if err != nil {
 			return fmt.Errorf("bucket %s: committed report %s: %w", bucket, r.Textname, err)
 		}
@@ -145,7 +145,7 @@ func (v *Memory) sync(ctx context.Context, refs []uint32) error {
 			w, msg := v.winner(ref)
 			vs = append(vs, stamped.Verdict{Textname: v.res.Name(ref), RejectedBy: w, Message: msg})
 		}
-		if err := v.s.Reassign(ctx, v.buckets[t], vs); err != nil {
+		if err := v.s.Reassign(ctx, v.scheme, v.buckets[t], vs); err != nil {
 			return fmt.Errorf("bucket %s: recording collision verdicts: %w", v.buckets[t], err)
 		}
 		for _, ref := range byBucket[t] {

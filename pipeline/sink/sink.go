@@ -12,6 +12,7 @@ import (
 	"errors"
 
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
@@ -53,8 +54,9 @@ type Rewriter interface {
 	// bucket, atomically: a report that becomes rejected loses its
 	// measurement rows and gets a collision dead letter; one that keeps its
 	// IDs again gets them back. The result is what a run would have
-	// committed with those verdicts.
-	Reassign(ctx context.Context, bucket string, verdicts []stamped.Verdict) error
+	// committed with those verdicts. The scheme is the bucket's, with its
+	// keys when it is keyed (a ledger records only its name).
+	Reassign(ctx context.Context, scheme ooid.Scheme, bucket string, verdicts []stamped.Verdict) error
 }
 
 // ErrSkipped is returned (wrapped) by Commit when the sink left the bucket

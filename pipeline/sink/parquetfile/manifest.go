@@ -63,7 +63,7 @@ func (s *Sink) Manifest(_ context.Context, bucket string) (stamped.Meta, []stamp
 }
 
 func (l Ledger) meta() stamped.Meta {
-	return stamped.Meta{Bucket: l.Bucket, Fingerprint: l.Fingerprint, Scheme: ooid.Scheme{CounterBits: l.CounterBits, SHA1Offset: l.SHA1Offset},
+	return stamped.Meta{Bucket: l.Bucket, Fingerprint: l.Fingerprint, Scheme: ooid.Scheme{CounterBits: l.CounterBits, SHA1Offset: l.SHA1Offset, Table: l.KeyTable},
 		NdxPolicy: l.NdxPolicy, Version: l.Version}
 }
 
@@ -123,7 +123,7 @@ func ReadDeadLetters(path string) ([]deadletter.Record, error) {
 // Reassign implements sink.Rewriter: it rewrites the bucket from its report
 // manifest and dead letters, through the same writer as a run, so the
 // files are those a run with the new verdicts writes.
-func (s *Sink) Reassign(ctx context.Context, bucket string, verdicts []stamped.Verdict) error {
+func (s *Sink) Reassign(ctx context.Context, scheme ooid.Scheme, bucket string, verdicts []stamped.Verdict) error {
 	l, err := s.ReadLedger(bucket)
 	if err != nil {
 		return fmt.Errorf("reassign %s: ledger: %w", bucket, err)
@@ -157,6 +157,10 @@ func (s *Sink) Reassign(ctx context.Context, bucket string, verdicts []stamped.V
 		kept = append(kept, d)
 	}
 	m := l.meta()
+	if !m.Scheme.Equal(scheme) {
+		return fmt.Errorf("reassign %s: the bucket was made under %s, not %s", bucket, m.Scheme, scheme)
+	}
+	m.Scheme = scheme
 	counts := l.Counts.Clone()
 	reports := make([]stamped.Report, len(rows))
 	var collided []deadletter.Record

@@ -12,7 +12,8 @@
 //	ledger/B.json            Meta, Counts and times: the commit record
 //
 // The Parquet key-value metadata carries the scheme (backfill.counter_bits,
-// backfill.sha1_offset), backfill.ndx_policy, backfill.version,
+// backfill.sha1_offset; for a keyed scheme also backfill.hash and
+// backfill.key_table), backfill.ndx_policy, backfill.version,
 // backfill.bucket and backfill.input_fingerprint. The ooid column holds the
 // same 64 bits as the Postgres bigint (two's complement).
 //
@@ -40,6 +41,7 @@ import (
 	"github.com/parquet-go/parquet-go/compress/snappy"
 
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
@@ -76,6 +78,7 @@ type Ledger struct {
 	Fingerprint string         `json:"input_fingerprint"`
 	CounterBits int            `json:"counter_bits"`
 	SHA1Offset  int            `json:"sha1_offset"`
+	KeyTable    string         `json:"key_table,omitempty"` // of a keyed scheme
 	NdxPolicy   string         `json:"ndx_policy"`
 	Version     string         `json:"version"`
 	Counts      stamped.Counts `json:"counts"`
@@ -227,6 +230,10 @@ func (s *Sink) Begin(_ context.Context, m stamped.Meta) (sink.BucketWriter, erro
 		parquet.KeyValueMetadata("backfill.version", m.Version),
 		parquet.KeyValueMetadata("backfill.input_fingerprint", m.Fingerprint),
 	}
+	if m.Scheme.Keyed() {
+		opts = append(opts, parquet.KeyValueMetadata("backfill.hash", ooid.HashSipHash),
+			parquet.KeyValueMetadata("backfill.key_table", m.Scheme.Table))
+	}
 	if w.mf, err = w.create("measurements.parquet"); err != nil {
 		w.Abort()
 		return nil, err
@@ -319,7 +326,7 @@ func (w *bucketWriter) commit(ctx context.Context, c stamped.Counts) error {
 		return err
 	}
 	l := Ledger{Bucket: w.m.Bucket, Fingerprint: w.m.Fingerprint, CounterBits: w.m.Scheme.CounterBits, SHA1Offset: w.m.Scheme.SHA1Offset,
-		NdxPolicy: w.m.NdxPolicy, Version: w.m.Version, Counts: c, Started: w.started, Finished: time.Now().UTC()}
+		KeyTable: w.m.Scheme.Table, NdxPolicy: w.m.NdxPolicy, Version: w.m.Version, Counts: c, Started: w.started, Finished: time.Now().UTC()}
 	lb, _ := json.MarshalIndent(l, "", "  ")
 	if err := writeSynced(filepath.Join(w.tmp, "ledger.json"), append(lb, '\n')); err != nil {
 		w.Abort()

@@ -191,7 +191,7 @@ func TestSink_Reassign(t *testing.T) {
 	s := open(t, dir)
 	commit(t, s, rs, nil)
 	before := files(dir)
-	if err := s.Reassign(context.Background(), bucket, []stamped.Verdict{{Textname: rs[1].Textname, RejectedBy: rs[0].Textname, Message: "msg"}}); err != nil {
+	if err := s.Reassign(context.Background(), ooid.DefaultScheme, bucket, []stamped.Verdict{{Textname: rs[1].Textname, RejectedBy: rs[0].Textname, Message: "msg"}}); err != nil {
 		t.Fatal(err)
 	}
 	for name, b := range files(direct) {
@@ -203,7 +203,7 @@ func TestSink_Reassign(t *testing.T) {
 	if l.Counts.Reports != 2 || l.Counts.Rejects[deadletter.Collision] != 1 {
 		t.Errorf("ledger after the verdict: %+v", l.Counts)
 	}
-	if err := s.Reassign(context.Background(), bucket, []stamped.Verdict{{Textname: rs[1].Textname}}); err != nil {
+	if err := s.Reassign(context.Background(), ooid.DefaultScheme, bucket, []stamped.Verdict{{Textname: rs[1].Textname}}); err != nil {
 		t.Fatal(err)
 	}
 	for name, b := range before {

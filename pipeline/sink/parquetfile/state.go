@@ -20,6 +20,7 @@ type failure struct {
 	Fingerprint string    `json:"input_fingerprint"`
 	CounterBits int       `json:"counter_bits"`
 	SHA1Offset  int       `json:"sha1_offset"`
+	KeyTable    string    `json:"key_table,omitempty"`
 	NdxPolicy   string    `json:"ndx_policy"`
 	Error       string    `json:"error"`
 	Failed      time.Time `json:"failed"`
@@ -35,7 +36,7 @@ func (s *Sink) RecordFailure(m stamped.Meta, err error) {
 		return
 	}
 	b, _ := json.MarshalIndent(failure{Bucket: m.Bucket, Fingerprint: m.Fingerprint, CounterBits: m.Scheme.CounterBits,
-		SHA1Offset: m.Scheme.SHA1Offset, NdxPolicy: m.NdxPolicy, Error: err.Error(), Failed: time.Now().UTC()}, "", "  ")
+		SHA1Offset: m.Scheme.SHA1Offset, KeyTable: m.Scheme.Table, NdxPolicy: m.NdxPolicy, Error: err.Error(), Failed: time.Now().UTC()}, "", "  ")
 	writeSynced(s.path("ledger", m.Bucket, failedExt), append(b, '\n'))
 }
 
@@ -90,7 +91,7 @@ func ReadState(dir string) ([]stamped.State, error) {
 			if err := json.Unmarshal(data, &f); err != nil {
 				return nil, errors.New("ledger/" + name + ": " + err.Error())
 			}
-			l := Ledger{Bucket: f.Bucket, Fingerprint: f.Fingerprint, CounterBits: f.CounterBits, SHA1Offset: f.SHA1Offset, NdxPolicy: f.NdxPolicy}
+			l := Ledger{Bucket: f.Bucket, Fingerprint: f.Fingerprint, CounterBits: f.CounterBits, SHA1Offset: f.SHA1Offset, KeyTable: f.KeyTable, NdxPolicy: f.NdxPolicy}
 			out = append(out, stamped.State{Meta: l.meta(), Status: stamped.StatusFailed, Error: f.Error, Finished: f.Failed, Counts: stamped.NewCounts()})
 		case strings.HasSuffix(name, ".json"):
 			var l Ledger

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
@@ -135,8 +136,8 @@ func (b *BulkSink) Manifest(ctx context.Context, bucket string) (stamped.Meta, [
 	var out []stamped.ManifestEntry
 	err := b.retry(ctx, "reading bucket "+bucket, func(ctx context.Context) error {
 		m = stamped.Meta{Bucket: bucket}
-		if err := b.conn.QueryRow(ctx, `SELECT input_fingerprint, counter_bits, sha1_offset, ndx_policy, version FROM `+b.q("ledger")+`
-			WHERE bucket = $1 AND status = 'committed'`, bucket).Scan(&m.Fingerprint, &m.Scheme.CounterBits, &m.Scheme.SHA1Offset, &m.NdxPolicy, &m.Version); err != nil {
+		if err := b.conn.QueryRow(ctx, `SELECT input_fingerprint, counter_bits, sha1_offset, key_table, ndx_policy, version FROM `+b.q("ledger")+`
+			WHERE bucket = $1 AND status = 'committed'`, bucket).Scan(&m.Fingerprint, &m.Scheme.CounterBits, &m.Scheme.SHA1Offset, &m.Scheme.Table, &m.NdxPolicy, &m.Version); err != nil {
 			return err
 		}
 		rows, err := b.conn.Query(ctx, `SELECT textname, n, container, "offset", coalesce(rejected_by, '') FROM `+b.q("reports")+`
@@ -160,7 +161,7 @@ func (b *BulkSink) Manifest(ctx context.Context, bucket string) (stamped.Meta, [
 }
 
 // Reassign implements sink.Rewriter.
-func (b *BulkSink) Reassign(ctx context.Context, bucket string, verdicts []stamped.Verdict) error {
+func (b *BulkSink) Reassign(ctx context.Context, _ ooid.Scheme, bucket string, verdicts []stamped.Verdict) error {
 	return b.retry(ctx, "bucket "+bucket, func(ctx context.Context) error {
 		tx, err := b.conn.Begin(ctx)
 		if err != nil {

@@ -104,18 +104,18 @@ func (s *Sink) lockBucket(ctx context.Context, tx pgx.Tx, m stamped.Meta) error 
 // buckets': IDs of two schemes cannot be checked against each other.
 func (s *Sink) checkScheme(ctx context.Context, tx pgx.Tx, m stamped.Meta) error {
 	var other string
-	var bits, off int
-	err := tx.QueryRow(ctx, `SELECT bucket::text, counter_bits, sha1_offset FROM `+s.q("ledger")+`
-		WHERE status = 'committed' AND bucket <> $1 AND (counter_bits <> $2 OR sha1_offset <> $3) LIMIT 1`,
-		m.Bucket, m.Scheme.CounterBits, m.Scheme.SHA1Offset).Scan(&other, &bits, &off)
+	var theirs ooid.Scheme
+	err := tx.QueryRow(ctx, `SELECT bucket::text, counter_bits, sha1_offset, key_table FROM `+s.q("ledger")+`
+		WHERE status = 'committed' AND bucket <> $1 AND (counter_bits <> $2 OR sha1_offset <> $3 OR key_table <> $4) LIMIT 1`,
+		m.Bucket, m.Scheme.CounterBits, m.Scheme.SHA1Offset, m.Scheme.Table).Scan(&other, &theirs.CounterBits, &theirs.SHA1Offset, &theirs.Table)
 	if err == pgx.ErrNoRows {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	return permanent("bucket %s of schema %s was made under counter_bits=%d sha1_offset=%d and this run uses %s: IDs of two schemes cannot be checked against each other; load into another schema",
-		other, pgx.Identifier{s.schema}.Sanitize(), bits, off, m.Scheme)
+	return permanent("bucket %s of schema %s was made under %s and this run uses %s: IDs of two schemes cannot be checked against each other; load into another schema",
+		other, pgx.Identifier{s.schema}.Sanitize(), theirs, m.Scheme)
 }
 
 // removeBucket deletes what an earlier run committed of the bucket. The
@@ -246,15 +246,16 @@ func (s *Sink) markLedger(ctx context.Context, tx pgx.Tx, w *bucketWriter, c sta
 	rejects, notices := c.Totals()
 	_, err := tx.Exec(ctx, `INSERT INTO `+s.q("ledger")+` (bucket, input_fingerprint, counter_bits, sha1_offset, ndx_policy,
 			reports, measurements, dead_letters, dead_letters_by_reason, rejects, notices, rejects_by_reason,
-			bytes_in, bytes_out, status, error, started_at, finished_at, version)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'committed', NULL, $15, clock_timestamp(), $16)
+			bytes_in, bytes_out, status, error, started_at, finished_at, version, key_table)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'committed', NULL, $15, clock_timestamp(), $16, $17)
 		ON CONFLICT (bucket) DO UPDATE SET input_fingerprint = EXCLUDED.input_fingerprint, counter_bits = EXCLUDED.counter_bits,
-			sha1_offset = EXCLUDED.sha1_offset, ndx_policy = EXCLUDED.ndx_policy, reports = EXCLUDED.reports,
+			sha1_offset = EXCLUDED.sha1_offset, key_table = EXCLUDED.key_table, ndx_policy = EXCLUDED.ndx_policy, reports = EXCLUDED.reports,
 			measurements = EXCLUDED.measurements, dead_letters = EXCLUDED.dead_letters,
 			dead_letters_by_reason = EXCLUDED.dead_letters_by_reason, rejects = EXCLUDED.rejects, notices = EXCLUDED.notices,
 			rejects_by_reason = EXCLUDED.rejects_by_reason, bytes_in = EXCLUDED.bytes_in, bytes_out = EXCLUDED.bytes_out,
 			status = 'committed', error = NULL, started_at = EXCLUDED.started_at, finished_at = EXCLUDED.finished_at, version = EXCLUDED.version`,
 		w.m.Bucket, w.m.Fingerprint, w.m.Scheme.CounterBits, w.m.Scheme.SHA1Offset, w.m.NdxPolicy,
-		c.Reports, c.Measurements, rejects+notices, c.DeadLetters, rejects, notices, c.Rejects, c.BytesIn, c.BytesOut, w.started, w.m.Version)
+		c.Reports, c.Measurements, rejects+notices, c.DeadLetters, rejects, notices, c.Rejects, c.BytesIn, c.BytesOut, w.started, w.m.Version,
+		w.m.Scheme.Table)
 	return err
 }

@@ -235,8 +235,8 @@ func (s *Sink) committed(ctx context.Context, q interface {
 }, m stamped.Meta) (bool, error) {
 	var ok bool
 	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+s.q("ledger")+` WHERE bucket = $1 AND status = 'committed'
-		AND input_fingerprint = $2 AND counter_bits = $3 AND sha1_offset = $4 AND ndx_policy = $5)`,
-		m.Bucket, m.Fingerprint, m.Scheme.CounterBits, m.Scheme.SHA1Offset, m.NdxPolicy).Scan(&ok)
+		AND input_fingerprint = $2 AND counter_bits = $3 AND sha1_offset = $4 AND ndx_policy = $5 AND key_table = $6)`,
+		m.Bucket, m.Fingerprint, m.Scheme.CounterBits, m.Scheme.SHA1Offset, m.NdxPolicy, m.Scheme.Table).Scan(&ok)
 	return ok, err
 }
 
@@ -301,13 +301,13 @@ func (s *Sink) recordFailure(w *bucketWriter, failure error) {
 		return
 	}
 	s.conn.Exec(ctx, `INSERT INTO `+s.q("ledger")+` AS l (bucket, input_fingerprint, counter_bits, sha1_offset, ndx_policy,
-			status, error, started_at, finished_at, version)
-		VALUES ($1, $2, $3, $4, $5, 'failed', $6, $7, clock_timestamp(), $8)
+			status, error, started_at, finished_at, version, key_table)
+		VALUES ($1, $2, $3, $4, $5, 'failed', $6, $7, clock_timestamp(), $8, $9)
 		ON CONFLICT (bucket) DO UPDATE SET status = 'failed', error = EXCLUDED.error, started_at = EXCLUDED.started_at,
 			finished_at = EXCLUDED.finished_at, input_fingerprint = EXCLUDED.input_fingerprint, version = EXCLUDED.version
 		WHERE l.status <> 'committed'`,
 		w.m.Bucket, w.m.Fingerprint, w.m.Scheme.CounterBits, w.m.Scheme.SHA1Offset, w.m.NdxPolicy,
-		s.clean(failure).Error(), w.started, w.m.Version)
+		s.clean(failure).Error(), w.started, w.m.Version, w.m.Scheme.Table)
 }
 
 // Redact replaces the password of dsn, wherever it occurs in msg.

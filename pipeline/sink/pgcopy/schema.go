@@ -18,7 +18,7 @@ const DefaultSchema = "backfill"
 //	              size, sha1 bytea, rejected_by
 //	dead_letters  bucket, seq (NULL for collision records), file, textname,
 //	              offset, reason, kind (reject or notice), message
-//	ledger        bucket PK, input_fingerprint, counter_bits, sha1_offset,
+//	ledger        bucket PK, input_fingerprint, counter_bits, sha1_offset, key_table,
 //	              ndx_policy, counts (dead letters, rejects and notices, by
 //	              reason), status, error, started_at, finished_at,
 //	              version
@@ -66,6 +66,7 @@ func tables(schema string) []string {
 			input_fingerprint text     NOT NULL,
 			counter_bits      smallint NOT NULL,
 			sha1_offset       smallint NOT NULL,
+			key_table         text     NOT NULL DEFAULT '',
 			ndx_policy        text     NOT NULL,
 			reports           bigint   NOT NULL DEFAULT 0,
 			measurements      bigint   NOT NULL DEFAULT 0,
@@ -85,6 +86,7 @@ func tables(schema string) []string {
 		// rejects until their buckets are loaded again.
 		`ALTER TABLE ` + q("dead_letters") + ` ADD COLUMN IF NOT EXISTS kind text NOT NULL DEFAULT 'reject' CHECK (kind IN ('reject', 'notice'))`,
 		`ALTER TABLE ` + q("ledger") + ` ADD COLUMN IF NOT EXISTS rejects bigint NOT NULL DEFAULT 0`,
+		`ALTER TABLE ` + q("ledger") + ` ADD COLUMN IF NOT EXISTS key_table text NOT NULL DEFAULT ''`,
 		`ALTER TABLE ` + q("ledger") + ` ADD COLUMN IF NOT EXISTS notices bigint NOT NULL DEFAULT 0`,
 		`ALTER TABLE ` + q("ledger") + ` ADD COLUMN IF NOT EXISTS rejects_by_reason jsonb NOT NULL DEFAULT '{}'`,
 		`UPDATE ` + q("ledger") + ` SET rejects = dead_letters, rejects_by_reason = dead_letters_by_reason

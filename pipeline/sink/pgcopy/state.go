@@ -20,7 +20,7 @@ func (s *Sink) State(ctx context.Context) ([]stamped.State, error) {
 }
 
 func (s *Sink) state(ctx context.Context) ([]stamped.State, error) {
-	rows, err := s.conn.Query(ctx, `SELECT bucket::text, input_fingerprint, counter_bits, sha1_offset, ndx_policy, version,
+	rows, err := s.conn.Query(ctx, `SELECT bucket::text, input_fingerprint, counter_bits, sha1_offset, key_table, ndx_policy, version,
 		status, coalesce(error, ''), reports, measurements, dead_letters_by_reason, rejects_by_reason, bytes_in, bytes_out,
 		coalesce(finished_at, started_at)
 		FROM `+s.q("ledger")+` ORDER BY bucket`)
@@ -32,13 +32,14 @@ func (s *Sink) state(ctx context.Context) ([]stamped.State, error) {
 	for rows.Next() {
 		st := stamped.State{Counts: stamped.NewCounts()}
 		var bits, off int16
+		var table string
 		var finished time.Time
-		if err := rows.Scan(&st.Meta.Bucket, &st.Meta.Fingerprint, &bits, &off, &st.Meta.NdxPolicy, &st.Meta.Version,
+		if err := rows.Scan(&st.Meta.Bucket, &st.Meta.Fingerprint, &bits, &off, &table, &st.Meta.NdxPolicy, &st.Meta.Version,
 			&st.Status, &st.Error, &st.Counts.Reports, &st.Counts.Measurements, &st.Counts.DeadLetters, &st.Counts.Rejects,
 			&st.Counts.BytesIn, &st.Counts.BytesOut, &finished); err != nil {
 			return nil, s.clean(err)
 		}
-		st.Meta.Scheme = ooid.Scheme{CounterBits: int(bits), SHA1Offset: int(off)}
+		st.Meta.Scheme = ooid.Scheme{CounterBits: int(bits), SHA1Offset: int(off), Table: table}
 		st.Finished = finished.UTC()
 		out = append(out, st)
 	}

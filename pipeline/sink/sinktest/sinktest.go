@@ -12,6 +12,7 @@ import (
 
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
@@ -86,7 +87,7 @@ func (s *Sink) Manifest(_ context.Context, bucket string) (stamped.Meta, []stamp
 // Reassign implements sink.Rewriter, as a run with the new verdicts would
 // commit the bucket: the other records first, then the collision records
 // by textname.
-func (s *Sink) Reassign(_ context.Context, bucket string, verdicts []stamped.Verdict) error {
+func (s *Sink) Reassign(_ context.Context, _ ooid.Scheme, bucket string, verdicts []stamped.Verdict) error {
 	old, ok := s.Committed[bucket]
 	if !ok {
 		return fmt.Errorf("sinktest: bucket %s is not committed", bucket)
