@@ -2,17 +2,23 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/backfill-dev/backfill/internal/lines"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
+	"github.com/backfill-dev/backfill/pipeline/ooidlines"
 )
 
 const decodeHelp = `Usage: backfill decode OOID...
        backfill decode -
+       backfill decode --verify [--scheme FILE | --counter-bits N --sha1-offset N] OOID TEXTNAME NDX
+       backfill decode --verify [--scheme FILE | --counter-bits N --sha1-offset N] -
 
 Decode OOIDs into their fields, one JSON object per line. An OOID is given
 as 16 hex digits (50bef44df29c69e2), or as the signed decimal that psql
@@ -33,24 +39,43 @@ With "-", read one OOID per line from standard input. A bad OOID is
 reported on standard error (with its line number when read from standard
 input) and the others are still decoded.
 
+With --verify, each OOID comes with the textname and NDX it should belong
+to (three arguments, or "OOID<TAB>TEXTNAME<TAB>NDX" lines, as backfill
+ooid - writes them), and the line gets "verified": true when the OOID is
+that measurement's under the scheme (--scheme FILE, or --counter-bits and
+--sha1-offset, default 28 and 33), else false and "expected": the right
+OOID; a mismatch is reported on standard error and counts as rejected.
+
+Flags:
+
+	--verify           check each OOID against its textname and NDX
+	--scheme FILE      with --verify: the scheme of a scheme file
+	--counter-bits N   with --verify: counter width, 20..28 (default 28)
+	--sha1-offset N    with --verify: SHA-1 window offset (default 33)
+
 Examples:
 
 	backfill decode 50bef44df29c69e2 5818356384229255650
 	  {"ooid":"50bef44df29c69e2","namespace":"backfilled","unix":1354691661,"time":"2012-12-05T07:14:21Z","counter":43805154}
 	  {"ooid":"50bef44df29c69e2","namespace":"backfilled","unix":1354691661,"time":"2012-12-05T07:14:21Z","counter":43805154}
 	cut -f1 ooids.tsv | backfill decode -
+	backfill ooid --scheme scheme24.txt - < names.tsv | backfill decode --verify --scheme scheme24.txt -
 
 EXIT STATUS
 
 	0    every OOID decoded
 	1    failure (e.g. standard output closed)
 	2    usage error
-	3    some OOIDs were rejected
+	3    some OOIDs were rejected (or, with --verify, did not match)
 	130  interrupted
 `
 
 func runDecode(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("decode", decodeHelp, std)
+	var verify bool
+	fs.BoolVar(&verify, "verify", false, "")
+	scheme := ooid.DefaultScheme
+	loadScheme := schemeFlags(fs, &scheme)
 	args, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -58,10 +83,29 @@ func runDecode(ctx context.Context, args []string, std stdio) error {
 	if len(args) == 0 {
 		return usagef("decode: no OOID given")
 	}
+	if err := loadScheme(); err != nil {
+		return err
+	}
+	schemeSet := false
+	fs.Visit(func(f *flag.Flag) { schemeSet = schemeSet || f.Name != "verify" })
+	switch {
+	case schemeSet && !verify:
+		return usagef("decode: --scheme, --counter-bits and --sha1-offset go with --verify")
+	case verify && len(args) != 3 && (len(args) != 1 || args[0] != "-"):
+		return usagef("decode: --verify takes OOID TEXTNAME NDX, or - for lines of them")
+	}
 	out := bufio.NewWriter(std.out)
 	bad := 0
 	var buf []byte
 	emit := func(text []byte, where string) {
+		var v verdict
+		if verify {
+			var ok bool
+			if text, v, ok = verifyLine(text, scheme, where, std); !ok {
+				bad++
+				return
+			}
+		}
 		id, err := ooid.ParseAny(text)
 		if err != nil {
 			bad++
@@ -69,6 +113,18 @@ func runDecode(ctx context.Context, args []string, std stdio) error {
 			return
 		}
 		buf = appendDecoded(buf[:0], id.Decode())
+		if verify {
+			buf = buf[:len(buf)-2] // "}\n"
+			if id == v.want {
+				buf = append(buf, `,"verified":true}`+"\n"...)
+			} else {
+				bad++
+				fmt.Fprintf(std.err, "backfill: %s: %s is not measurement %d of %s under %s (that is %s)\n", where, id, v.ndx, v.textname, scheme, v.want)
+				buf = append(buf, `,"verified":false,"expected":"`...)
+				buf = v.want.AppendText(buf)
+				buf = append(buf, "\"}\n"...)
+			}
+		}
 		out.Write(buf)
 	}
 	if len(args) == 1 && args[0] == "-" {
@@ -85,6 +141,8 @@ func runDecode(ctx context.Context, args []string, std stdio) error {
 			out.Flush()
 			return err
 		}
+	} else if verify {
+		emit([]byte(strings.Join(args, "\t")), "arguments")
 	} else {
 		for _, a := range args {
 			emit([]byte(a), fmt.Sprintf("argument %q", a))
@@ -97,6 +155,34 @@ func runDecode(ctx context.Context, args []string, std stdio) error {
 		return &rejectsError{n: bad, what: "OOIDs"}
 	}
 	return nil
+}
+
+type verdict struct {
+	textname string
+	ndx      uint32
+	want     ooid.ID
+}
+
+// verifyLine splits OOID<TAB>TEXTNAME<TAB>NDX and computes the OOID the
+// measurement has under the scheme. A line that cannot be checked is
+// reported.
+func verifyLine(line []byte, scheme ooid.Scheme, where string, std stdio) ([]byte, verdict, bool) {
+	f := bytes.Split(line, []byte{'\t'})
+	if len(f) != 3 {
+		fmt.Fprintf(std.err, "backfill: %s: want OOID<TAB>TEXTNAME<TAB>NDX, got %d fields\n", where, len(f))
+		return nil, verdict{}, false
+	}
+	ndx, err := ooidlines.ParseNDX(f[2], scheme)
+	if err != nil {
+		fmt.Fprintf(std.err, "backfill: %s: NDX %q: %v\n", where, f[2], err)
+		return nil, verdict{}, false
+	}
+	r, err := scheme.ReportBytes(f[1])
+	if err != nil {
+		fmt.Fprintf(std.err, "backfill: %s: %v\n", where, err)
+		return nil, verdict{}, false
+	}
+	return f[0], verdict{textname: string(f[1]), ndx: ndx, want: r.ID(ndx)}, true
 }
 
 // appendDecoded appends d as one JSON line. Every value is a number or a

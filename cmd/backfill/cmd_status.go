@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/reader"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
@@ -65,6 +66,7 @@ type statusBucket struct {
 	Fingerprint string `json:"input_fingerprint"`
 	CounterBits int    `json:"counter_bits"`
 	SHA1Offset  int    `json:"sha1_offset"`
+	KeyTable    string `json:"key_table,omitempty"`
 	NdxPolicy   string `json:"ndx_policy"`
 	stamped.Tally
 	Finished time.Time `json:"finished"`
@@ -159,7 +161,7 @@ func (rep *statusOutput) fill(states []stamped.State) {
 	rep.Tally, rep.Buckets = stamped.NewTally(), []statusBucket{}
 	for _, st := range states {
 		b := statusBucket{Bucket: st.Meta.Bucket, Status: st.Status, Error: st.Error, Fingerprint: st.Meta.Fingerprint,
-			CounterBits: st.Meta.Scheme.CounterBits, SHA1Offset: st.Meta.Scheme.SHA1Offset, NdxPolicy: st.Meta.NdxPolicy,
+			CounterBits: st.Meta.Scheme.CounterBits, SHA1Offset: st.Meta.Scheme.SHA1Offset, KeyTable: st.Meta.Scheme.Table, NdxPolicy: st.Meta.NdxPolicy,
 			Tally: stamped.NewTally(), Finished: st.Finished}
 		b.Tally.Add(st.Counts)
 		rep.Buckets = append(rep.Buckets, b)
@@ -209,7 +211,8 @@ func (rep *statusOutput) print(w io.Writer, withResume bool) {
 	}
 	schemes := map[string]bool{}
 	for _, b := range rep.Buckets {
-		schemes[fmt.Sprintf("counter_bits=%d sha1_offset=%d ndx=%s", b.CounterBits, b.SHA1Offset, b.NdxPolicy)] = true
+		s := ooid.Scheme{CounterBits: b.CounterBits, SHA1Offset: b.SHA1Offset, Table: b.KeyTable}
+		schemes[strings.TrimPrefix(s.String(), "ooid-backfill ")+" ndx="+b.NdxPolicy] = true
 	}
 	for _, s := range slices.Sorted(maps.Keys(schemes)) {
 		fmt.Fprintf(w, "scheme         %s\n", s)
