@@ -51,8 +51,8 @@ Flags:
 	--seed S            the key family, 1..64 printable characters
 	                    (default backfill)
 	--from N            the first key index tried (default 0)
-	--to N              the key indexes tried end before N (default
-	                    2^40)
+	--to N              the key indexes tried end before N
+	                    (default 1099511627776, that is 2^40)
 	--table MODE        auto (default): a single key unless more than
 	                    --max-trials keys are expected or tried, then a
 	                    key table; never; always
@@ -91,13 +91,17 @@ type keysearchOutput struct {
 	CounterBits      int     `json:"counter_bits"`
 	MinCounterBits   int     `json:"min_counter_bits"`
 	ExpectedTrials   float64 `json:"expected_trials"`
-	Seed             string  `json:"seed"`
-	Key              uint64  `json:"key"`
-	Overrides        int     `json:"overrides"`
-	Trials           uint64  `json:"trials"`
-	Seconds          float64 `json:"seconds"`
-	Scheme           string  `json:"scheme"`
-	File             string  `json:"file"`
+	// For a key table: the expected number of timestamps with their own
+	// key, and of keys tried to find them.
+	ExpectedOverrides   float64 `json:"expected_overrides,omitempty"`
+	ExpectedTableTrials float64 `json:"expected_table_trials,omitempty"`
+	Seed                string  `json:"seed"`
+	Key                 uint64  `json:"key"`
+	Overrides           int     `json:"overrides"`
+	Trials              uint64  `json:"trials"`
+	Seconds             float64 `json:"seconds"`
+	Scheme              string  `json:"scheme"`
+	File                string  `json:"file"`
 }
 
 func runKeysearch(ctx context.Context, args []string, std stdio) error {
@@ -228,6 +232,7 @@ func runKeysearch(ctx context.Context, args []string, std stdio) error {
 			return err
 		}
 		scheme, res.Key, res.Overrides = ooid.KeyedScheme(bits, t.Keys), from, t.Colliding
+		res.ExpectedOverrides, res.ExpectedTableTrials = shape.ExpectedTable(bits)
 		res.Trials += t.Trials
 	}
 	res.Scheme = scheme.String()
@@ -290,7 +295,7 @@ func printKeysearch(w io.Writer, r keysearchOutput) {
 	fmt.Fprintf(w, "counter bits      %d (the smallest that can work: %d)\n", r.CounterBits, r.MinCounterBits)
 	fmt.Fprintf(w, "expected trials   %s for one key\n", trialsText(r.ExpectedTrials))
 	if r.Overrides > 0 {
-		fmt.Fprintf(w, "key table         default key %d of seed %s, %d timestamps with their own key\n", r.Key, r.Seed, r.Overrides)
+		fmt.Fprintf(w, "key table         default key %d of seed %s, %d timestamps with their own key (%.1f expected)\n", r.Key, r.Seed, r.Overrides, r.ExpectedOverrides)
 	} else {
 		fmt.Fprintf(w, "key               %d of seed %s\n", r.Key, r.Seed)
 	}

@@ -100,6 +100,20 @@ func (s *Shape) ExpectedTrials(bits int) float64 {
 	return math.Exp2(-collisions.Predict(s.Groups, bits))
 }
 
+// ExpectedTable returns, for a key table at the width, the expected number
+// of timestamps that collide under the default key (each gets its own
+// key), Σ (1 − P_g), and the expected number of keys tried to find
+// theirs, Σ (1 − P_g)/P_g, with P_g a group's probability of no
+// collision in the model of collisions.Predict.
+func (s *Shape) ExpectedTable(bits int) (overrides, trials float64) {
+	for _, g := range s.Groups {
+		p := math.Exp2(collisions.Predict([]collisions.Group{g}, bits))
+		overrides += 1 - p
+		trials += (1 - p) / p
+	}
+	return overrides, trials
+}
+
 // Corpus holds the reports of the shared timestamps, by group.
 type Corpus struct {
 	shape  *Shape

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -278,5 +279,31 @@ func TestSearch_Cancel(t *testing.T) {
 	}})
 	if !errors.Is(err, context.Canceled) || calls < 2 {
 		t.Errorf("cancelled search: %v after %d progress calls", err, calls)
+	}
+}
+
+// The table's expectations follow the model: for one group of K reports
+// of M measurements, 1 − P and (1 − P)/P with P = Π (N − M + i)/N.
+func TestExpectedTable(t *testing.T) {
+	var c Census
+	for i := range 3 {
+		c.Add(100, uint32(1000+i*500))
+	}
+	c.Add(200, 7)
+	s := c.Shape()
+	n := float64(1 << 20)
+	p := 1.0
+	for i := 1; i <= 3; i++ {
+		p *= (n - 4500 + float64(i)) / n
+	}
+	ov, tr := s.ExpectedTable(20)
+	if math.Abs(ov-(1-p)) > 1e-9 || math.Abs(tr-(1-p)/p) > 1e-9 {
+		t.Errorf("ExpectedTable = %g, %g; want %g, %g", ov, tr, 1-p, (1-p)/p)
+	}
+	if e := s.ExpectedTrials(20); math.Abs(e-1/p) > 1e-6 {
+		t.Errorf("ExpectedTrials = %g, want %g", e, 1/p)
+	}
+	if s.Reports != 4 || s.SharedReports != 3 || len(s.Groups) != 1 || s.MinBits() != 13 {
+		t.Errorf("shape: %+v, MinBits %d", s, s.MinBits())
 	}
 }
