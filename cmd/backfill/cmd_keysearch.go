@@ -91,6 +91,7 @@ type keysearchOutput struct {
 	CounterBits      int     `json:"counter_bits"`
 	MinCounterBits   int     `json:"min_counter_bits"`
 	ExpectedTrials   float64 `json:"expected_trials"`
+	NotebookTrials   float64 `json:"expected_trials_notebook"`
 	// For a key table: the expected number of timestamps with their own
 	// key, and of keys tried to find them.
 	ExpectedOverrides   float64 `json:"expected_overrides,omitempty"`
@@ -183,7 +184,7 @@ func runKeysearch(ctx context.Context, args []string, std stdio) error {
 	}
 	res := keysearchOutput{Reports: shape.Reports, Measurements: shape.Measurements, SharedReports: shape.SharedReports,
 		SharedTimestamps: len(shape.Groups), Rejected: src.rejected, CounterBits: bits, MinCounterBits: shape.MinBits(),
-		ExpectedTrials: shape.ExpectedTrials(bits), Seed: seed, File: out}
+		ExpectedTrials: shape.ExpectedTrials(bits), NotebookTrials: shape.NotebookTrials(bits), Seed: seed, File: out}
 	if res.MinCounterBits > bits {
 		return fmt.Errorf("keysearch: %d measurements share one timestamp: no key works below %d counter bits", shape.MaxGroup, res.MinCounterBits)
 	}
@@ -293,7 +294,7 @@ func printKeysearch(w io.Writer, r keysearchOutput) {
 	}
 	fmt.Fprintf(w, "shared            %d reports on %d timestamps\n", r.SharedReports, r.SharedTimestamps)
 	fmt.Fprintf(w, "counter bits      %d (the smallest that can work: %d)\n", r.CounterBits, r.MinCounterBits)
-	fmt.Fprintf(w, "expected trials   %s for one key\n", trialsText(r.ExpectedTrials))
+	fmt.Fprintf(w, "expected trials   %s for one key (the notebook's line model: %s)\n", trialsText(r.ExpectedTrials), trialsText(r.NotebookTrials))
 	if r.Overrides > 0 {
 		fmt.Fprintf(w, "key table         default key %d of seed %s, %d timestamps with their own key (%.1f expected)\n", r.Key, r.Seed, r.Overrides, r.ExpectedOverrides)
 	} else {

@@ -220,7 +220,22 @@ func (r *Result) add(p Pair, keep int) {
 // ignores wrap-around, as the notebook does). The product is taken as a
 // sum of logarithms, so it neither underflows nor loses precision. A group
 // with more measurements than counter values gives -Inf.
-func Predict(groups []Group, bits int) float64 {
+func Predict(groups []Group, bits int) float64 { return predict(groups, bits, 0) }
+
+// PredictCircular is [Predict] for the counter space as it is: a circle of
+// 2^bits values, on which a range may wrap around. Fixing the first range
+// of a group anywhere, the other K−1 ranges and the N−M free values can be
+// laid out after it in (N−M+K−1)!/(N−M)! ways, so
+//
+//	P_group = Π_{i=1..K−1} (N−M+i) / N^(K−1),
+//
+// the notebook's product without its last factor, (N−M+K)/N. It is exact
+// for independent, uniformly drawn counter bases; the notebook's line
+// overstates −log P by about M/N a group, nearly twice the true figure for
+// groups of two reports.
+func PredictCircular(groups []Group, bits int) float64 { return predict(groups, bits, 1) }
+
+func predict(groups []Group, bits int, circle int64) float64 {
 	n := math.Ldexp(1, bits)
 	var ln float64
 	for _, g := range groups {
@@ -228,7 +243,7 @@ func Predict(groups []Group, bits int) float64 {
 			return math.Inf(-1)
 		}
 		// C(N−M+K, K)·K! = Π_{i=1..K} (N−M+i)
-		for i := int64(1); i <= g.K; i++ {
+		for i := int64(1); i <= g.K-circle; i++ {
 			ln += math.Log1p((float64(i) - float64(g.M)) / n)
 		}
 	}

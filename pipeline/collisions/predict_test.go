@@ -74,3 +74,51 @@ func TestPredictEdges(t *testing.T) {
 		t.Errorf("more measurements than counters: %v, want -Inf", got)
 	}
 }
+
+// PredictCircular is exact on the counter circle: every placement of the
+// bases of a few ranges in a small space is tried, and the fraction with
+// no overlap (Range.Overlaps, wrap-around included) is its probability,
+// whatever the split of M among the K ranges.
+func TestPredictCircular_Enumerated(t *testing.T) {
+	for _, lens := range [][]uint32{{1, 1}, {2, 2}, {3, 1}, {1, 2, 3}, {4, 1, 1}, {2, 2, 2, 1}, {5, 3}, {1, 1, 1, 1, 1}} {
+		const bits = 4
+		n := 1 << bits
+		k := len(lens)
+		var m int64
+		for _, l := range lens {
+			m += int64(l)
+		}
+		total, clean := 0, 0
+		bases := make([]int, k)
+		for {
+			total++
+			ok := true
+			for i := 0; i < k && ok; i++ {
+				for j := i + 1; j < k && ok; j++ {
+					a := Range{TS: 1, Base: uint32(bases[i]), N: lens[i]}
+					ok = !a.Overlaps(Range{TS: 1, Base: uint32(bases[j]), N: lens[j]}, bits)
+				}
+			}
+			if ok {
+				clean++
+			}
+			i := 0
+			for ; i < k; i++ {
+				if bases[i]++; bases[i] < n {
+					break
+				}
+				bases[i] = 0
+			}
+			if i == k {
+				break
+			}
+		}
+		want := math.Log2(float64(clean) / float64(total))
+		if got := PredictCircular([]Group{{int64(k), m}}, bits); math.Abs(got-want) > 1e-9 {
+			t.Errorf("lengths %v in 2^%d: log2 P = %.6f, enumeration %.6f", lens, bits, got, want)
+		}
+		if line := Predict([]Group{{int64(k), m}}, bits); line > want+1e-9 {
+			t.Errorf("lengths %v: the notebook's line model %.4f is above the circle's %.4f", lens, line, want)
+		}
+	}
+}

@@ -93,10 +93,17 @@ func (s *Shape) MinBits() int {
 }
 
 // ExpectedTrials returns the number of keys a single-key search is
-// expected to try at the width: 1/P(no collision) of the
-// ooid-hash-prob model (collisions.Predict); +Inf when the width is too
-// small for some timestamp.
+// expected to try at the width: 1/P(no collision) on the counter circle
+// (collisions.PredictCircular), exact for a keyed hash that behaves as a
+// random function; +Inf when the width is too small for some timestamp.
 func (s *Shape) ExpectedTrials(bits int) float64 {
+	return math.Exp2(-collisions.PredictCircular(s.Groups, bits))
+}
+
+// NotebookTrials is ExpectedTrials in the ooid-hash-prob notebook's model
+// (collisions.Predict), which treats the counter space as a line and so
+// overstates the trials.
+func (s *Shape) NotebookTrials(bits int) float64 {
 	return math.Exp2(-collisions.Predict(s.Groups, bits))
 }
 
@@ -104,10 +111,10 @@ func (s *Shape) ExpectedTrials(bits int) float64 {
 // of timestamps that collide under the default key (each gets its own
 // key), Σ (1 − P_g), and the expected number of keys tried to find
 // theirs, Σ (1 − P_g)/P_g, with P_g a group's probability of no
-// collision in the model of collisions.Predict.
+// collision (collisions.PredictCircular).
 func (s *Shape) ExpectedTable(bits int) (overrides, trials float64) {
 	for _, g := range s.Groups {
-		p := math.Exp2(collisions.Predict([]collisions.Group{g}, bits))
+		p := math.Exp2(collisions.PredictCircular([]collisions.Group{g}, bits))
 		overrides += 1 - p
 		trials += (1 - p) / p
 	}

@@ -283,7 +283,7 @@ func TestSearch_Cancel(t *testing.T) {
 }
 
 // The table's expectations follow the model: for one group of K reports
-// of M measurements, 1 − P and (1 − P)/P with P = Π (N − M + i)/N.
+// of M measurements, 1 − P and (1 − P)/P with P = Π_{i<K} (N − M + i)/N.
 func TestExpectedTable(t *testing.T) {
 	var c Census
 	for i := range 3 {
@@ -293,7 +293,7 @@ func TestExpectedTable(t *testing.T) {
 	s := c.Shape()
 	n := float64(1 << 20)
 	p := 1.0
-	for i := 1; i <= 3; i++ {
+	for i := 1; i <= 2; i++ {
 		p *= (n - 4500 + float64(i)) / n
 	}
 	ov, tr := s.ExpectedTable(20)
