@@ -56,7 +56,8 @@ Flags:
 	--table MODE        auto (default): a single key unless more than
 	                    --max-trials keys are expected or tried, then a
 	                    key table; never; always
-	--max-trials N      see --table (default 16777216)
+	--max-trials N      see --table; also the most keys tried for one
+	                    timestamp of a table (default 16777216)
 	--workers N         keys tried at once (default: the number of CPUs)
 	--json              one JSON object on stdout
 	-q                  no progress lines on standard error
@@ -225,9 +226,14 @@ func runKeysearch(ctx context.Context, args []string, std stdio) error {
 	}
 	if useTable {
 		o := opts
+		o.To = min(to, from+1+maxTrials) // per timestamp
 		if !quiet {
+			var last time.Duration
 			o.Progress = func(p keysearch.Progress) {
-				fmt.Fprintf(std.err, "backfill keysearch: key table: %d timestamps left, %d keys tried, %s\n", p.Groups, p.Trials, p.Elapsed.Round(time.Second))
+				if p.Elapsed-last >= 5*time.Second {
+					last = p.Elapsed
+					fmt.Fprintf(std.err, "backfill keysearch: key table: %d timestamps left, %d keys tried\n", p.Groups, p.Trials)
+				}
 			}
 		}
 		t, err := corpus.SearchTable(ctx, o)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -69,7 +70,7 @@ func isDir(p string) bool {
 	return err == nil && st.IsDir()
 }
 
-func (rs *reportSource) manifest(name string, r interface{ Read([]byte) (int, error) }, fn func(string, []byte, uint32)) error {
+func (rs *reportSource) manifest(name string, r io.Reader, fn func(string, []byte, uint32)) error {
 	return collisions.ReadManifest(r, func(line int64, textname []byte, n uint32) error {
 		fn(fmt.Sprintf("%s:%d", name, line), textname, n)
 		return nil
