@@ -151,7 +151,7 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 	src := &reportSource{cmd: "audit", std: std, stampCfg: read}
 	au := &auditor{a: a, src: src, keepNames: !allFiles(inputs)}
 	for _, in := range inputs {
-		if err := src.each(ctx, in, au.add); err != nil {
+		if err := au.read(ctx, in, workers); err != nil {
 			return err
 		}
 	}
@@ -268,10 +268,30 @@ type auditor struct {
 	textnames []string
 }
 
+// read adds the reports of an input. A manifest file whose textnames need
+// not be kept is parsed and hashed on every worker.
+func (au *auditor) read(ctx context.Context, in string, workers int) error {
+	if au.keepNames {
+		return au.src.each(ctx, in, au.add)
+	}
+	f, err := os.Open(in)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return au.a.AddManifest(f, workers, func(line int64, err error) {
+		if _, ok := err.(*collisions.ManifestError); ok {
+			au.src.reject(in, err)
+			return
+		}
+		au.src.reject(place{in, line}.String(), err)
+	})
+}
+
 // add adds a report; a textname that gets no IDs is rejected.
-func (au *auditor) add(where string, textname []byte, n uint32) {
+func (au *auditor) add(at place, textname []byte, n uint32) {
 	if err := au.a.Add(textname, n); err != nil {
-		au.src.reject(where, err)
+		au.src.reject(at.String(), err)
 		return
 	}
 	if au.keepNames {

@@ -159,10 +159,10 @@ func runKeysearch(ctx context.Context, args []string, std stdio) error {
 	src := &reportSource{cmd: "keysearch", std: std, stampCfg: read}
 	var census keysearch.Census
 	for _, in := range inputs {
-		err := src.each(ctx, in, func(where string, textname []byte, n uint32) {
+		err := src.each(ctx, in, func(at place, textname []byte, n uint32) {
 			t, err := ooid.ParseTextnameBytes(textname)
 			if err != nil {
-				src.reject(where, err)
+				src.reject(at.String(), err)
 				return
 			}
 			census.Add(t.TS, n)
@@ -175,7 +175,7 @@ func runKeysearch(ctx context.Context, args []string, std stdio) error {
 	corpus := keysearch.NewCorpus(shape)
 	again := &reportSource{cmd: "keysearch", std: stdio{in: std.in, out: io.Discard, err: io.Discard}, stampCfg: read}
 	for _, in := range inputs {
-		err := again.each(ctx, in, func(_ string, textname []byte, n uint32) {
+		err := again.each(ctx, in, func(_ place, textname []byte, n uint32) {
 			if t, err := ooid.ParseTextnameBytes(textname); err == nil {
 				corpus.Add(t.TS, textname, n)
 			}

@@ -26,6 +26,20 @@ type reportSource struct {
 	rejected int64
 }
 
+// place is where a report was found: a file, and a line of a manifest.
+// It is formatted only when a report is rejected.
+type place struct {
+	name string
+	line int64
+}
+
+func (p place) String() string {
+	if p.line > 0 {
+		return fmt.Sprintf("%s:%d", p.name, p.line)
+	}
+	return p.name
+}
+
 func (rs *reportSource) reject(what string, err error) {
 	rs.rejected++
 	fmt.Fprintf(rs.std.err, "backfill %s: %s: %v\n", rs.cmd, what, err)
@@ -43,7 +57,7 @@ func allFiles(inputs []string) bool {
 }
 
 // each calls fn for every report of the input, with where it was found.
-func (rs *reportSource) each(ctx context.Context, in string, fn func(where string, textname []byte, n uint32)) error {
+func (rs *reportSource) each(ctx context.Context, in string, fn func(at place, textname []byte, n uint32)) error {
 	if in == "-" {
 		return rs.manifest(in, rs.std.in, fn)
 	}
@@ -70,14 +84,14 @@ func isDir(p string) bool {
 	return err == nil && st.IsDir()
 }
 
-func (rs *reportSource) manifest(name string, r io.Reader, fn func(string, []byte, uint32)) error {
+func (rs *reportSource) manifest(name string, r io.Reader, fn func(place, []byte, uint32)) error {
 	return collisions.ReadManifest(r, func(line int64, textname []byte, n uint32) error {
-		fn(fmt.Sprintf("%s:%d", name, line), textname, n)
+		fn(place{name, line}, textname, n)
 		return nil
 	}, func(err error) { rs.reject(name, err) })
 }
 
-func (rs *reportSource) runOutput(dir string, fn func(string, []byte, uint32)) error {
+func (rs *reportSource) runOutput(dir string, fn func(place, []byte, uint32)) error {
 	files, err := filepath.Glob(filepath.Join(dir, "reports", "*.parquet"))
 	if err != nil {
 		return err
@@ -89,7 +103,7 @@ func (rs *reportSource) runOutput(dir string, fn func(string, []byte, uint32)) e
 			return err
 		}
 		for _, r := range rows {
-			fn(f, []byte(r.Textname), uint32(r.N))
+			fn(place{name: f}, []byte(r.Textname), uint32(r.N))
 		}
 	}
 	return nil
@@ -97,7 +111,7 @@ func (rs *reportSource) runOutput(dir string, fn func(string, []byte, uint32)) e
 
 // buckets reads bucket folders as backfill run does, into a sink that
 // only counts.
-func (rs *reportSource) buckets(ctx context.Context, dir string, fn func(string, []byte, uint32)) error {
+func (rs *reportSource) buckets(ctx context.Context, dir string, fn func(place, []byte, uint32)) error {
 	in, err := stamp.ResolveInput(dir, nil)
 	if err != nil {
 		return &usageError{msg: rs.cmd + ": " + err.Error(), cmd: rs.cmd}
@@ -118,7 +132,7 @@ func (rs *reportSource) buckets(ctx context.Context, dir string, fn func(string,
 			}
 		}
 		for _, r := range b.Reports {
-			fn(r.Container, []byte(r.Textname), r.N)
+			fn(place{name: r.Container}, []byte(r.Textname), r.N)
 		}
 		return nil
 	})

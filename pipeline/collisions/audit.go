@@ -1,6 +1,7 @@
 package collisions
 
 import (
+	"cmp"
 	"crypto/sha1"
 	"fmt"
 	"math"
@@ -33,26 +34,86 @@ type Result struct {
 type Group struct{ K, M int64 }
 
 // Auditor counts the collisions of a set of reports under one or many
-// schemes. It keeps each report's timestamp, size and SHA-1 (32 bytes a
-// report), then, in [Auditor.Finish], sorts them by timestamp and checks
-// every scheme on each group of reports sharing one: only those can
-// collide. For one scheme that finds exactly what an [Index] finds (the
-// tests hold both to a brute-force set of IDs), in a tenth of the memory,
-// because the audit has every report before it starts; a run, which gets
-// them one bucket at a time and must answer at once, uses the Index.
+// schemes. It keeps each report's timestamp, size and counter base under
+// each hash the schemes use (16 bytes a report for one scheme; for more
+// than four SHA-1 offsets, the SHA-1 itself), then, in [Auditor.Finish],
+// sorts them by timestamp and checks every scheme on each group of reports
+// sharing one: only those can collide. For one scheme that finds exactly
+// what an [Index] finds (the tests hold both to a brute-force set of IDs),
+// in a tenth of the memory, because the audit has every report before it
+// starts; a run, which gets them one bucket at a time and must answer at
+// once, uses the Index.
 type Auditor struct {
 	schemes []ooid.Scheme
 	keep    int
+	hashes  hashes
 	reps    []sweepRep
-	keyed   [][]uint32 // per scheme, for keyed schemes: the counter base of each report by ref
+	bases   []uint32   // stride hashes.stride, by ref
+	sums    [][20]byte // by ref, when hashes.sums
 
 	Reports, Measurements int64
 }
 
-type sweepRep struct {
-	ts, n uint32
-	sum   [sha1.Size]byte
-	ref   uint32
+type sweepRep struct{ ts, n, ref uint32 }
+
+// maxWindows is the most SHA-1 offsets whose windows the auditor keeps
+// (4 bytes each); beyond, it keeps the 20-byte SHA-1.
+const maxWindows = 4
+
+// hashes are the distinct counter-base hashes of the audited schemes:
+// SHA-1 windows by offset and keyed schemes by key table.
+type hashes struct {
+	offsets []int            // distinct SHA-1 offsets, in bases unless sums
+	keyed   []*ooid.KeyTable // distinct key tables, in bases after the windows
+	sums    bool             // the SHA-1 is kept; offsets are not in bases
+	stride  int              // bases per report
+	of      []int            // per scheme: its position in bases, or -1 for a window read from sums
+}
+
+func newHashes(schemes []ooid.Scheme) hashes {
+	var h hashes
+	for _, s := range schemes {
+		if !s.Keyed() && !slices.Contains(h.offsets, s.SHA1Offset) {
+			h.offsets = append(h.offsets, s.SHA1Offset)
+		}
+		if s.Keyed() && !slices.ContainsFunc(h.keyed, func(k *ooid.KeyTable) bool { return k.ID() == s.Table }) {
+			h.keyed = append(h.keyed, s.Keys())
+		}
+	}
+	h.sums = len(h.offsets) > maxWindows
+	windows := len(h.offsets)
+	if h.sums {
+		windows = 0
+	}
+	h.stride = windows + len(h.keyed)
+	for _, s := range schemes {
+		switch {
+		case s.Keyed():
+			h.of = append(h.of, windows+slices.IndexFunc(h.keyed, func(k *ooid.KeyTable) bool { return k.ID() == s.Table }))
+		case h.sums:
+			h.of = append(h.of, -1)
+		default:
+			h.of = append(h.of, slices.Index(h.offsets, s.SHA1Offset))
+		}
+	}
+	return h
+}
+
+// base returns the bases of a textname under each hash (28 bits each) and,
+// when kept, its SHA-1.
+func (h *hashes) base(textname []byte, ts uint32, out []uint32, sum *[20]byte) []uint32 {
+	if h.sums || len(h.offsets) > 0 {
+		*sum = sha1.Sum(textname)
+	}
+	if !h.sums {
+		for _, off := range h.offsets {
+			out = append(out, ooid.Window(sum, off))
+		}
+	}
+	for _, k := range h.keyed {
+		out = append(out, uint32(ooid.SipHash24(k.KeyFor(ts), textname))&(1<<28-1))
+	}
+	return out
 }
 
 // NewAuditor returns an auditor for every combination of the counter
@@ -68,19 +129,17 @@ func NewAuditor(bits, offsets []int, keep int) (*Auditor, error) {
 }
 
 // NewSchemeAuditor returns an auditor for the given schemes, SHA-1
-// windows or keyed, keeping up to keep pairs of each. A keyed scheme costs
-// 4 more bytes a report.
+// windows or keyed, keeping up to keep pairs of each.
 func NewSchemeAuditor(schemes []ooid.Scheme, keep int) (*Auditor, error) {
-	a := &Auditor{keep: keep, schemes: schemes, keyed: make([][]uint32, len(schemes))}
 	for _, s := range schemes {
 		if err := s.Validate(); err != nil {
 			return nil, err
 		}
 	}
-	if len(a.schemes) == 0 {
+	if len(schemes) == 0 {
 		return nil, fmt.Errorf("collisions: no scheme to audit")
 	}
-	return a, nil
+	return &Auditor{keep: keep, schemes: schemes, hashes: newHashes(schemes)}, nil
 }
 
 // Add adds a report of n measurements. It fails, adding nothing, for a
@@ -90,16 +149,12 @@ func (a *Auditor) Add(textname []byte, n uint32) error {
 	if err != nil {
 		return err
 	}
-	for i, s := range a.schemes {
-		if s.Keyed() {
-			r, err := s.ReportBytes(textname)
-			if err != nil {
-				return err
-			}
-			a.keyed[i] = append(a.keyed[i], r.CounterBase())
-		}
+	var sum [20]byte
+	a.bases = a.hashes.base(textname, t.TS, a.bases, &sum)
+	if a.hashes.sums {
+		a.sums = append(a.sums, sum)
 	}
-	a.reps = append(a.reps, sweepRep{ts: t.TS, n: n, sum: sha1.Sum(textname), ref: uint32(a.Reports)})
+	a.reps = append(a.reps, sweepRep{ts: t.TS, n: n, ref: uint32(a.Reports)})
 	a.Reports++
 	a.Measurements += int64(n)
 	return nil
@@ -108,11 +163,13 @@ func (a *Auditor) Add(textname []byte, n uint32) error {
 // Finish returns one result per scheme, widths in the order given, then
 // offsets.
 func (a *Auditor) Finish() []Result {
+	h := &a.hashes
 	return sweep(a.reps, a.schemes, a.keep, func(si int, p *sweepRep) uint32 {
-		if a.schemes[si].Keyed() {
-			return a.keyed[si][p.ref]
+		mask := a.schemes[si].Mask()
+		if at := h.of[si]; at >= 0 {
+			return a.bases[int(p.ref)*h.stride+at] & mask
 		}
-		return ooid.Window(&p.sum, a.schemes[si].SHA1Offset) & a.schemes[si].Mask()
+		return ooid.Window(&a.sums[p.ref], a.schemes[si].SHA1Offset) & mask
 	})
 }
 
@@ -139,15 +196,7 @@ func appendGroups(out []Group, n int, at func(int) (ts, n uint32)) []Group {
 // groups of two reports or more can collide, and a report too long for the
 // counter space collides with itself.
 func sweep(reps []sweepRep, schemes []ooid.Scheme, keep int, base func(si int, p *sweepRep) uint32) []Result {
-	slices.SortFunc(reps, func(a, b sweepRep) int {
-		if a.ts != b.ts {
-			return int(int64(a.ts) - int64(b.ts))
-		}
-		if c := slices.Compare(a.sum[:], b.sum[:]); c != 0 {
-			return c
-		}
-		return int(int64(a.ref) - int64(b.ref))
-	})
+	reps = sortByTS(reps)
 	res := make([]Result, len(schemes))
 	for i, s := range schemes {
 		res[i].Scheme = s
@@ -248,4 +297,36 @@ func predict(groups []Group, bits int, circle int64) float64 {
 		}
 	}
 	return ln / math.Ln2
+}
+
+// sortByTS sorts reports by timestamp, stably (a group keeps the order
+// the reports were added in), by a least-significant-digit radix sort:
+// four passes of a byte each. It returns the sorted slice, which is reps
+// or a buffer of its size.
+func sortByTS(reps []sweepRep) []sweepRep {
+	if len(reps) < 256 {
+		slices.SortStableFunc(reps, func(a, b sweepRep) int { return cmp.Compare(a.ts, b.ts) })
+		return reps
+	}
+	buf := make([]sweepRep, len(reps))
+	src, dst := reps, buf
+	for shift := 0; shift < 32; shift += 8 {
+		var count [257]int
+		for i := range src {
+			count[int(byte(src[i].ts>>shift))+1]++
+		}
+		if count[int(byte(src[0].ts>>shift))+1] == len(src) {
+			continue // one value of this byte: already in order
+		}
+		for i := 1; i < 257; i++ {
+			count[i] += count[i-1]
+		}
+		for i := range src {
+			b := byte(src[i].ts >> shift)
+			dst[count[b]] = src[i]
+			count[b]++
+		}
+		src, dst = dst, src
+	}
+	return src
 }

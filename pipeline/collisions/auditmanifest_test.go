@@ -1,0 +1,99 @@
+package collisions
+
+import (
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/backfill-dev/backfill/pipeline/ooid"
+)
+
+// The radix sort is a stable sort by timestamp, every byte value
+// included.
+func TestSortByTS(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	for _, n := range []int{0, 1, 255, 256, 10000} {
+		reps := make([]sweepRep, n)
+		for i := range reps {
+			ts := rng.Uint32()
+			switch rng.IntN(4) {
+			case 0:
+				ts = 0xFFFFFFFF - uint32(rng.IntN(3))
+			case 1:
+				ts = uint32(rng.IntN(300)) << 24
+			}
+			reps[i] = sweepRep{ts: ts, ref: uint32(i)}
+		}
+		want := slices.Clone(reps)
+		slices.SortStableFunc(want, func(a, b sweepRep) int { return cmp.Compare(a.ts, b.ts) })
+		if got := sortByTS(reps); !slices.Equal(got, want) {
+			t.Errorf("%d reports: not a stable sort by timestamp", n)
+		}
+	}
+}
+
+// AddManifest on several workers adds what Add adds line by line, in the
+// same order, and reports the same bad lines in line order.
+func TestAddManifest_SameAsAdd(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	names, ns := textnames(rng, 3*batchLines+17)
+	var b strings.Builder
+	var lines []string
+	for i, name := range names {
+		switch i % 997 {
+		case 3:
+			lines = append(lines, "2012-12-05/garbage\t4")
+		case 5:
+			lines = append(lines, name) // no tab
+		case 7:
+			lines = append(lines, strings.Repeat("x", MaxManifestLine+1)+"\t1")
+		}
+		lines = append(lines, fmt.Sprintf("%s\t%d", name, ns[i]))
+	}
+	for _, l := range lines {
+		b.WriteString(l + "\n")
+	}
+	kt, _ := ooid.NewKeyTable("m", 0, nil)
+	schemes := []ooid.Scheme{{CounterBits: 20, SHA1Offset: 33}, {CounterBits: 22, SHA1Offset: 0}, ooid.KeyedScheme(20, kt)}
+	seq, _ := NewSchemeAuditor(schemes, 1<<20)
+	var seqBad []string
+	err := ReadManifest(strings.NewReader(b.String()), func(line int64, name []byte, n uint32) error {
+		if err := seq.Add(name, n); err != nil {
+			seqBad = append(seqBad, fmt.Sprint(line, err))
+		}
+		return nil
+	}, func(err error) { seqBad = append(seqBad, fmt.Sprint(err.(*ManifestError).Line, err)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqReps := slices.Clone(seq.reps) // Finish sorts them
+	s := seq.Finish()
+	for _, workers := range []int{1, 2, 5} {
+		par, _ := NewSchemeAuditor(schemes, 1<<20)
+		var parBad []string
+		if err := par.AddManifest(strings.NewReader(b.String()), workers, func(line int64, err error) {
+			parBad = append(parBad, fmt.Sprint(line, err))
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(parBad, seqBad) || len(seqBad) == 0 {
+			t.Errorf("%d workers: bad lines\n%v\nwant\n%v", workers, parBad, seqBad)
+		}
+		if par.Reports != seq.Reports || par.Measurements != seq.Measurements || !slices.Equal(par.reps, seqReps) ||
+			!slices.Equal(par.bases, seq.bases) {
+			t.Errorf("%d workers: %d reports, %d measurements; Add gives %d, %d", workers, par.Reports, par.Measurements, seq.Reports, seq.Measurements)
+		}
+		a := par.Finish()
+		for i := range a {
+			if a[i].Pairs != s[i].Pairs || !slices.Equal(a[i].First, s[i].First) {
+				t.Errorf("%d workers, %s: %d pairs, Add gives %d", workers, a[i].Scheme, a[i].Pairs, s[i].Pairs)
+			}
+		}
+		if s[0].Pairs == 0 {
+			t.Error("no pair at 20 bits: the manifest does not exercise the sweep")
+		}
+	}
+}
