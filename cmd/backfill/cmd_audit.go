@@ -16,10 +16,12 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/reader"
+	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
 	"github.com/backfill-dev/backfill/pipeline/stamp"
 )
 
 const auditHelp = `Usage: backfill audit [flags] INPUT...
+       backfill audit --sink postgres [--dsn URL] [--pg-schema NAME] [flags]
 
 Count the OOID collisions of a corpus before loading it: for each counter
 width and SHA-1 offset asked for, the number of report pairs whose IDs
@@ -38,6 +40,10 @@ An INPUT is one of:
 	            --from-index, autoclaved buckets are counted from their
 	            index alone, which reads no data
 
+With --sink postgres, the report manifests of the committed buckets of a
+PostgreSQL schema that backfill run loaded (rejected reports included),
+as from a Parquet output folder.
+
 Flags:
 
 	--counter-bits LIST   counter widths: N, N..M or N,M,... in 20..28
@@ -53,16 +59,22 @@ Flags:
 	                      collision that the ooid-hash-prob notebook's model
 	                      predicts from the corpus's shared timestamps
 	--json                one JSON object on stdout
-	--workers N           containers read at once, for bucket folders
-	                      (default: the number of CPUs)
+	--workers N           goroutines hashing a manifest, or containers
+	                      read at once for bucket folders (default: the
+	                      number of CPUs)
+	--sink postgres       read the reports of a PostgreSQL schema
+	--dsn URL             PostgreSQL connection string; the PG* environment
+	                      variables fill in what it leaves out
+	--pg-schema NAME      schema of the tables (default ` + pgcopy.DefaultSchema + `)
 	--format F            bucket layout: auto (default), canned or autoclaved
 	--from-index          autoclaved buckets: count from the index alone
 	--ndx POLICY          blobs (default) or datums, as for backfill run
 
 One scheme is checked with the sharded bitmap backfill run uses; several are
-checked in one pass that hashes each textname once. A manifest file is read
-twice (the second time to name the pairs), so memory does not hold the
-textnames; other inputs keep them.
+checked in one pass that hashes each textname once. Manifest files and
+PostgreSQL are read twice (the second time to name the pairs), so memory
+does not hold the textnames; other inputs keep them. A manifest file is
+parsed and hashed on every worker.
 
 Examples:
 
@@ -127,14 +139,23 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 	fs.Var(&read.Format, "format", "")
 	fs.BoolVar(&read.Read.FromIndex, "from-index", false, "")
 	fs.Var(&read.Read.Ndx, "ndx", "")
-	var schemePath string
+	var schemePath, sinkName string
 	fs.StringVar(&schemePath, "scheme", "", "")
+	fs.StringVar(&sinkName, "sink", "", "")
+	var pf pgFlags
+	pf.register(fs, false)
 	inputs, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(inputs) == 0 {
-		return usagef("audit: no input: name a manifest, a run's output folder or bucket folders")
+	pgOnly := setFlags(fs, "dsn", "pg-schema")
+	switch {
+	case sinkName != "" && sinkName != "postgres":
+		return usagef("audit: --sink must be postgres (a Parquet output is named as an INPUT)")
+	case sinkName == "" && len(pgOnly) > 0:
+		return usagef("audit: %s %s for --sink postgres", strings.Join(pgOnly, ", "), isAre(len(pgOnly)))
+	case sinkName == "" && len(inputs) == 0:
+		return usagef("audit: no input: name a manifest, a run's output folder or bucket folders (or --sink postgres)")
 	}
 	if pairs < 0 || workers < 1 {
 		return usagef("audit: --pairs must be 0 or more and --workers 1 or more")
@@ -149,14 +170,28 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 	}
 	read.Workers = workers
 	src := &reportSource{cmd: "audit", std: std, stampCfg: read}
-	au := &auditor{a: a, src: src, keepNames: !allFiles(inputs)}
+	au := &auditor{a: a, src: src, keepNames: !allFiles(inputs), reread: rereadFiles(inputs)}
+	if sinkName == "postgres" {
+		s, err := pgcopy.Open(ctx, pf.options(std))
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		au.keepNames = false
+		au.reread = func(fn func([]byte)) error {
+			return s.EachReport(ctx, func(textname []byte, _ uint32) error { fn(textname); return nil })
+		}
+		if err := src.postgres(ctx, s, au.add); err != nil {
+			return err
+		}
+	}
 	for _, in := range inputs {
 		if err := au.read(ctx, in, workers); err != nil {
 			return err
 		}
 	}
 	results := a.Finish()
-	names, err := au.names(results, inputs)
+	names, err := au.names(results)
 	if err != nil {
 		return err
 	}
@@ -266,6 +301,9 @@ type auditor struct {
 	src       *reportSource
 	keepNames bool
 	textnames []string
+	// reread reads the inputs' textnames again, in the same order, when
+	// they are not kept.
+	reread func(fn func(textname []byte)) error
 }
 
 // read adds the reports of an input. A manifest file whose textnames need
@@ -300,7 +338,7 @@ func (au *auditor) add(at place, textname []byte, n uint32) {
 }
 
 // names returns the textnames of the reports in the results' pairs.
-func (au *auditor) names(results []collisions.Result, inputs []string) (map[uint32]string, error) {
+func (au *auditor) names(results []collisions.Result) (map[uint32]string, error) {
 	want := map[uint32]string{}
 	for _, r := range results {
 		for _, p := range r.First {
@@ -316,29 +354,39 @@ func (au *auditor) names(results []collisions.Result, inputs []string) (map[uint
 	if len(want) == 0 {
 		return want, nil
 	}
-	// Read the manifests again, counting the textnames that were taken.
+	// Read the inputs again, counting the textnames that were taken.
 	ref := uint32(0)
-	for _, in := range inputs {
-		f, err := os.Open(in)
-		if err != nil {
-			return nil, err
+	err := au.reread(func(textname []byte) {
+		if _, err := ooid.ParseTextnameBytes(textname); err != nil {
+			return
 		}
-		err = collisions.ReadManifest(f, func(_ int64, textname []byte, _ uint32) error {
-			if _, err := ooid.ParseTextnameBytes(textname); err != nil {
+		if _, ok := want[ref]; ok {
+			want[ref] = string(textname)
+		}
+		ref++
+	})
+	return want, err
+}
+
+// rereadFiles reads the textnames of manifest files again.
+func rereadFiles(inputs []string) func(func([]byte)) error {
+	return func(fn func([]byte)) error {
+		for _, in := range inputs {
+			f, err := os.Open(in)
+			if err != nil {
+				return err
+			}
+			err = collisions.ReadManifest(f, func(_ int64, textname []byte, _ uint32) error {
+				fn(textname)
 				return nil
+			}, func(error) {})
+			f.Close()
+			if err != nil {
+				return err
 			}
-			if _, ok := want[ref]; ok {
-				want[ref] = string(textname)
-			}
-			ref++
-			return nil
-		}, func(error) {})
-		f.Close()
-		if err != nil {
-			return nil, err
 		}
+		return nil
 	}
-	return want, nil
 }
 
 // offset is the offset column: the SHA-1 window's offset, or "keyed".

@@ -10,15 +10,18 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/backfill-dev/backfill/pipeline/keysearch"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/reader"
+	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
 	"github.com/backfill-dev/backfill/pipeline/stamp"
 )
 
 const keysearchHelp = `Usage: backfill keysearch --out FILE [flags] INPUT...
+       backfill keysearch --out FILE --sink postgres [--dsn URL] [--pg-schema NAME] [flags]
 
 Find a keyed ID scheme under which the corpus has no colliding OOIDs at the
 counter width asked for, and write it as a scheme file for run, audit, ooid
@@ -42,7 +45,8 @@ timestamps, once to keep their textnames. A trial stops at its first
 collision, trying the groups most likely to collide first.
 
 The INPUTs are those of backfill audit: report manifests (TEXTNAME<TAB>N
-lines), run output folders, and bucket folders (canned or autoclaved).
+lines), run output folders, and bucket folders (canned or autoclaved); or,
+with --sink postgres, the reports of a PostgreSQL schema run loaded.
 
 Flags:
 
@@ -63,6 +67,10 @@ Flags:
 	-q                  no progress lines on standard error
 	--format F          bucket layout: auto (default), canned or
 	                    autoclaved
+	--sink postgres     read the reports of a PostgreSQL schema
+	--dsn URL           PostgreSQL connection string; the PG* environment
+	                    variables fill in what it leaves out
+	--pg-schema NAME    schema of the tables (default ` + pgcopy.DefaultSchema + `)
 	--from-index        autoclaved buckets: count from the index alone
 	--ndx POLICY        blobs (default) or datums, as for backfill run
 
@@ -128,15 +136,24 @@ func runKeysearch(ctx context.Context, args []string, std stdio) error {
 	fs.Var(&read.Format, "format", "")
 	fs.BoolVar(&read.Read.FromIndex, "from-index", false, "")
 	fs.Var(&read.Read.Ndx, "ndx", "")
+	var sinkName string
+	fs.StringVar(&sinkName, "sink", "", "")
+	var pf pgFlags
+	pf.register(fs, false)
 	inputs, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
+	pgOnly := setFlags(fs, "dsn", "pg-schema")
 	switch {
 	case out == "":
 		return usagef("keysearch: --out FILE is required")
-	case len(inputs) == 0:
-		return usagef("keysearch: no input: name a manifest, a run's output folder or bucket folders")
+	case sinkName != "" && sinkName != "postgres":
+		return usagef("keysearch: --sink must be postgres (a Parquet output is named as an INPUT)")
+	case sinkName == "" && len(pgOnly) > 0:
+		return usagef("keysearch: %s %s for --sink postgres", strings.Join(pgOnly, ", "), isAre(len(pgOnly)))
+	case sinkName == "" && len(inputs) == 0:
+		return usagef("keysearch: no input: name a manifest, a run's output folder or bucket folders (or --sink postgres)")
 	case bits < ooid.MinCounterBits || bits > ooid.MaxCounterBits:
 		return usagef("keysearch: --counter-bits %d: want %d..%d", bits, ooid.MinCounterBits, ooid.MaxCounterBits)
 	case to <= from:
@@ -156,33 +173,50 @@ func runKeysearch(ctx context.Context, args []string, std stdio) error {
 	}
 	start := time.Now()
 	read.Workers = workers
-	src := &reportSource{cmd: "keysearch", std: std, stampCfg: read}
-	var census keysearch.Census
-	for _, in := range inputs {
-		err := src.each(ctx, in, func(at place, textname []byte, n uint32) {
-			t, err := ooid.ParseTextnameBytes(textname)
-			if err != nil {
-				src.reject(at.String(), err)
-				return
-			}
-			census.Add(t.TS, n)
-		})
-		if err != nil {
+	var pg *pgcopy.Sink
+	if sinkName == "postgres" {
+		if pg, err = pgcopy.Open(ctx, pf.options(std)); err != nil {
 			return err
 		}
+		defer pg.Close()
+	}
+	// each reads every input once.
+	each := func(src *reportSource, fn func(place, []byte, uint32)) error {
+		if pg != nil {
+			if err := src.postgres(ctx, pg, fn); err != nil {
+				return err
+			}
+		}
+		for _, in := range inputs {
+			if err := src.each(ctx, in, fn); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	src := &reportSource{cmd: "keysearch", std: std, stampCfg: read}
+	var census keysearch.Census
+	err = each(src, func(at place, textname []byte, n uint32) {
+		t, err := ooid.ParseTextnameBytes(textname)
+		if err != nil {
+			src.reject(at.String(), err)
+			return
+		}
+		census.Add(t.TS, n)
+	})
+	if err != nil {
+		return err
 	}
 	shape := census.Shape()
 	corpus := keysearch.NewCorpus(shape)
 	again := &reportSource{cmd: "keysearch", std: stdio{in: std.in, out: io.Discard, err: io.Discard}, stampCfg: read}
-	for _, in := range inputs {
-		err := again.each(ctx, in, func(_ place, textname []byte, n uint32) {
-			if t, err := ooid.ParseTextnameBytes(textname); err == nil {
-				corpus.Add(t.TS, textname, n)
-			}
-		})
-		if err != nil {
-			return err
+	err = each(again, func(_ place, textname []byte, n uint32) {
+		if t, err := ooid.ParseTextnameBytes(textname); err == nil {
+			corpus.Add(t.TS, textname, n)
 		}
+	})
+	if err != nil {
+		return err
 	}
 	res := keysearchOutput{Reports: shape.Reports, Measurements: shape.Measurements, SharedReports: shape.SharedReports,
 		SharedTimestamps: len(shape.Groups), Rejected: src.rejected, CounterBits: bits, MinCounterBits: shape.MinBits(),

@@ -12,6 +12,7 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
+	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
 	"github.com/backfill-dev/backfill/pipeline/stamp"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
@@ -77,6 +78,15 @@ func (rs *reportSource) each(ctx context.Context, in string, fn func(at place, t
 		return rs.runOutput(in, fn)
 	}
 	return rs.buckets(ctx, in, fn)
+}
+
+// postgres calls fn for every report of the schema's committed buckets.
+func (rs *reportSource) postgres(ctx context.Context, s *pgcopy.Sink, fn func(place, []byte, uint32)) error {
+	where := place{name: s.String()}
+	return s.EachReport(ctx, func(textname []byte, n uint32) error {
+		fn(where, textname, n)
+		return nil
+	})
 }
 
 func isDir(p string) bool {
