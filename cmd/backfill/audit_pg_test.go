@@ -12,6 +12,7 @@ import (
 // read the Parquet output of the same run: the same JSON, pair for pair,
 // and the same scheme file.
 func TestAuditKeysearch_Postgres(t *testing.T) {
+	skipUnderRace(t)
 	dir := t.TempDir()
 	if code, out := call("gen", "--out", dir+"/c", "--buckets", "2", "--reports", "80", "--min-measurements", "400",
 		"--max-measurements", "5000", "--time-slots", "3"); code != 0 {

@@ -220,6 +220,7 @@ func TestGenRun(t *testing.T) {
 // manifests finds the same pairs, and the run rejected exactly the reports
 // that the policy rejects among those pairs.
 func TestAuditRun(t *testing.T) {
+	skipUnderRace(t)
 	dir := t.TempDir()
 	if code, out := call("gen", "--out", dir+"/c", "--buckets", "2", "--reports", "80", "--min-measurements", "400",
 		"--max-measurements", "5000", "--time-slots", "3"); code != 0 {
@@ -270,6 +271,7 @@ func TestAuditRun(t *testing.T) {
 // autoclaved data path and --from-index give the same measurements and
 // the same colliding pairs, and their measurement rows are identical.
 func TestAutoclavedCLI(t *testing.T) {
+	skipUnderRace(t)
 	dir := t.TempDir()
 	if code, out := call("gen", "--format", "both", "--out", dir+"/c", "--buckets", "2", "--reports", "60", "--min-measurements", "200",
 		"--max-measurements", "3000", "--time-slots", "3", "--corrupt", "badblob=0.1"); code != 0 || !strings.Contains(out, "{canned,autoclaved}") {

@@ -20,6 +20,7 @@ import (
 // output), the run rejects nothing, and ooid and decode --verify agree
 // with the run's IDs.
 func TestKeysearchRun(t *testing.T) {
+	skipUnderRace(t)
 	dir := t.TempDir()
 	if code, out := call("gen", "--out", dir+"/c", "--buckets", "2", "--reports", "80", "--min-measurements", "400",
 		"--max-measurements", "5000", "--time-slots", "3"); code != 0 {
@@ -180,4 +181,16 @@ func readMeasurements(t *testing.T, path string) []parquetfile.Measurement {
 		t.Fatal(err)
 	}
 	return rows
+}
+
+// skipUnderRace skips the tests that run whole colliding corpora through
+// audit, keysearch and run in process: their work is the single-goroutine
+// collision logic, which the race detector slows to minutes a test; the
+// plain test run covers them, and the pipeline's concurrency is raced by
+// the packages' own tests.
+func skipUnderRace(t *testing.T) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("colliding corpora through the CLI, single-goroutine logic; the plain test run covers them")
+	}
 }
