@@ -61,6 +61,10 @@ Flags:
 	--alpha A               and this shape (default 1.2): most reports have
 	                        tens, a few tens of thousands
 	--max-measurements N    cap (default 1000003, the real maximum)
+	--max-template SIZE     build reports only from the real samples whose
+	                        measurement is at most SIZE (default 0: all of
+	                        them, 0.6 to 65 KiB); 1KiB gives small
+	                        measurements, as most real ones are
 	--can-size SIZE         tar slices stay under SIZE (default 64MiB)
 	--time-slots N          draw report times from N evenly spaced seconds of
 	                        each bucket's 36 hours (default 0: any second), so
@@ -114,6 +118,8 @@ func runGen(_ context.Context, args []string, std stdio) error {
 	fs.IntVar(&cfg.MinMeasurements, "min-measurements", cfg.MinMeasurements, "")
 	fs.Float64Var(&cfg.Alpha, "alpha", cfg.Alpha, "")
 	fs.IntVar(&cfg.MaxMeasurements, "max-measurements", cfg.MaxMeasurements, "")
+	var maxTemplate byteSize
+	fs.Var(&maxTemplate, "max-template", "")
 	fs.Var(&canSize, "can-size", "")
 	fs.IntVar(&cfg.TimeSlots, "time-slots", 0, "")
 	fs.Var(&huge, "huge-blob", "")
@@ -166,7 +172,7 @@ func runGen(_ context.Context, args []string, std stdio) error {
 		cfg.JSONFraction < 0 || cfg.JSONFraction > 1 || canSize < 1 || huge < 16 || cfg.TimeSlots < 0 {
 		return usagef("gen: a count, size or fraction is out of range")
 	}
-	cfg.CanSize, cfg.HugeBlob, cfg.MaxBlob = int64(canSize), int64(huge), int64(maxBlob)
+	cfg.CanSize, cfg.HugeBlob, cfg.MaxBlob, cfg.MaxTemplate = int64(canSize), int64(huge), int64(maxBlob), int(maxTemplate)
 	setHuge := len(setFlags(fs, "huge-blob")) > 0
 	switch cfg.Format {
 	case corpus.FormatCanned, corpus.FormatAutoclaved, corpus.FormatBoth:

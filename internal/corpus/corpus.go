@@ -92,7 +92,12 @@ type Config struct {
 	MinMeasurements int
 	Alpha           float64
 	MaxMeasurements int
-	CanSize         int64 // slices of reports stay under this
+	// MaxTemplate, when set, keeps only the real samples whose
+	// measurement is at most that many bytes (a corpus of small
+	// measurements, as most of the real one's are); at least one JSON and
+	// one YAML sample must remain.
+	MaxTemplate int
+	CanSize     int64 // slices of reports stay under this
 	// Format is FormatCanned (the default when empty), FormatAutoclaved
 	// or FormatBoth.
 	Format string
@@ -169,6 +174,20 @@ func Generate(dir string, cfg Config) (Stats, error) {
 	jsonT, yamlT, err := loadTemplates()
 	if err != nil {
 		return st, err
+	}
+	if cfg.MaxTemplate > 0 {
+		small := func(ts []template) []template {
+			var out []template
+			for _, t := range ts {
+				if len(t.blob) <= cfg.MaxTemplate {
+					out = append(out, t)
+				}
+			}
+			return out
+		}
+		if jsonT, yamlT = small(jsonT), small(yamlT); len(jsonT) == 0 || len(yamlT) == 0 {
+			return st, fmt.Errorf("corpus: no JSON or no YAML sample of at most %d bytes", cfg.MaxTemplate)
+		}
 	}
 	if cfg.Buckets < 0 || cfg.Reports < 0 || cfg.CanSize <= 0 || cfg.MinMeasurements < 1 || cfg.Alpha <= 0 {
 		return st, fmt.Errorf("corpus: bad config %+v", cfg)

@@ -199,3 +199,32 @@ func TestGenerate_ReadByLZ4AndTar(t *testing.T) {
 		t.Error("no tar container generated")
 	}
 }
+
+// MaxTemplate keeps only the small real samples: the same reports, with a
+// third or less of the bytes a measurement (under 2 KiB, a YAML header
+// included); a bound that leaves no sample of a kind is refused.
+func TestGenerate_MaxTemplate(t *testing.T) {
+	cfg := corpus.DefaultConfig()
+	cfg.Buckets, cfg.Reports, cfg.MaxMeasurements, cfg.MaxTemplate = 1, 60, 200, 1024
+	dir := t.TempDir()
+	small, err := corpus.Generate(dir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxTemplate = 0
+	all, err := corpus.Generate(t.TempDir(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if small.Measurements != all.Measurements || small.Measurements == 0 {
+		t.Fatalf("%d and %d measurements: the bound changed the reports' sizes", small.Measurements, all.Measurements)
+	}
+	perSmall, perAll := small.TextBytes/int64(small.Measurements), all.TextBytes/int64(all.Measurements)
+	if perSmall > 2048 || perSmall*3 > perAll {
+		t.Errorf("%d bytes a measurement with the bound, %d without", perSmall, perAll)
+	}
+	cfg.MaxTemplate = 10
+	if _, err := corpus.Generate(t.TempDir(), cfg); err == nil {
+		t.Error("a bound no sample meets was accepted")
+	}
+}
