@@ -108,7 +108,9 @@ Flags:
 	                    writes them) instead of the two flags above
 	--max-blob SIZE     flag measurements over SIZE bytes (default 64MiB)
 	--verify            check every report's and file's SHA-1 against the
-	                    index too (sizes and CRC-32s always are), and parse
+	                    index too (sizes and CRC-32s always are), the LZ4
+	                    checksums of every container (else only of those
+	                    the index does not list, or that fail), and parse
 	                    every autoclaved datum as JSON; about half the CPU
 	                    time of a run (--verify-sha1 is the same flag); an
 	                    orig_sha1 is checked with --canned
