@@ -427,7 +427,8 @@ func (cr *ContainerReader) read(ctx context.Context, b *Bucket, c Container, h H
 		readReport(stream, textname, 0)
 	}
 	// Read what is left of the stream (tar end blocks and padding), so the
-	// LZ4 content checksum is checked and the sizes are whole.
+	// frame ends (its content checksum checked, on a checked read) and the
+	// sizes are whole.
 	if serr == nil {
 		if _, err := io.Copy(io.Discard, stream); err != nil {
 			serr = stream.classify(err)
