@@ -182,7 +182,7 @@ func (d *Decoder) header() error {
 		if flg>>6 != 1 || flg&0x02 != 0 || bd&0x8F != 0 {
 			return fmt.Errorf("%w: descriptor %#02x %#02x", ErrCorrupt, flg, bd)
 		}
-		rest := d.hdr[6 : lz4frame.HeaderLen(flg)]
+		rest := d.hdr[6:lz4frame.HeaderLen(flg)]
 		if err := d.full(rest); err != nil {
 			return err
 		}
