@@ -1,12 +1,24 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/backfill-dev/backfill/internal/corpus"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 )
+
+func readTruthFile(t *testing.T, dir string) []corpus.Truth {
+	t.Helper()
+	truth, err := corpus.ReadTruth(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return truth
+}
 
 // audit and keysearch read a PostgreSQL schema that run loaded as they
 // read the Parquet output of the same run: the same JSON, pair for pair,
@@ -32,6 +44,21 @@ func TestAuditKeysearch_Postgres(t *testing.T) {
 	}
 	if len(fromPG) < 200 {
 		t.Errorf("audit lists no pairs: %s", fromPG)
+	}
+	// With a manifest file beside the schema, the pairs are named from
+	// both, as beside the Parquet output.
+	var m strings.Builder
+	for _, tr := range readTruthFile(t, dir+"/c") {
+		if tr.Textname != "" {
+			fmt.Fprintf(&m, "%s\t%d\n", tr.Textname, tr.N)
+		}
+	}
+	manifest := filepath.Join(dir, "m.tsv")
+	os.WriteFile(manifest, []byte(m.String()), 0o644)
+	codePQ, withParquet := call("audit", "--counter-bits", "20", "--pairs", "1000", "--json", dir+"/out", manifest)
+	codePG, withPG := call("audit", "--counter-bits", "20", "--pairs", "1000", "--json", "--sink", "postgres", "--dsn", dsn, manifest)
+	if codePQ != exitOK || codePG != exitOK || withPG != withParquet || !strings.Contains(withPG, `"reports":320`) {
+		t.Errorf("a manifest beside the Parquet output:\n%s\nbeside PostgreSQL:\n%s", withParquet, withPG)
 	}
 	a, b := filepath.Join(dir, "a.txt"), filepath.Join(dir, "b.txt")
 	if code, out := call("keysearch", "--counter-bits", "20", "--out", a, "-q", dir+"/out"); code != exitOK {

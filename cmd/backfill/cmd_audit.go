@@ -177,9 +177,12 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 			return err
 		}
 		defer s.Close()
-		au.keepNames = false
+		files := au.reread
 		au.reread = func(fn func([]byte)) error {
-			return s.EachReport(ctx, func(textname []byte, _ uint32) error { fn(textname); return nil })
+			if err := s.EachReport(ctx, func(textname []byte, _ uint32) error { fn(textname); return nil }); err != nil {
+				return err
+			}
+			return files(fn)
 		}
 		if err := src.postgres(ctx, s, au.add); err != nil {
 			return err
