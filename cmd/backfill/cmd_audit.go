@@ -15,9 +15,7 @@ import (
 
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
-	"github.com/backfill-dev/backfill/pipeline/reader"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
-	"github.com/backfill-dev/backfill/pipeline/stamp"
 )
 
 const auditHelp = `Usage: backfill audit [flags] INPUT...
@@ -134,28 +132,16 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 	fs.BoolVar(&predict, "predict", false, "")
 	fs.BoolVar(&asJSON, "json", false, "")
 	fs.IntVar(&workers, "workers", runtime.NumCPU(), "")
-	var read stamp.Config
-	read.Format, read.Read.Ndx = reader.FormatAuto, reader.NdxBlobs
-	fs.Var(&read.Format, "format", "")
-	fs.BoolVar(&read.Read.FromIndex, "from-index", false, "")
-	fs.Var(&read.Read.Ndx, "ndx", "")
-	var schemePath, sinkName string
+	var in inputFlags
+	in.register(fs)
+	var schemePath string
 	fs.StringVar(&schemePath, "scheme", "", "")
-	fs.StringVar(&sinkName, "sink", "", "")
-	var pf pgFlags
-	pf.register(fs, false)
 	inputs, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	pgOnly := setFlags(fs, "dsn", "pg-schema")
-	switch {
-	case sinkName != "" && sinkName != "postgres":
-		return usagef("audit: --sink must be postgres (a Parquet output is named as an INPUT)")
-	case sinkName == "" && len(pgOnly) > 0:
-		return usagef("audit: %s %s for --sink postgres", strings.Join(pgOnly, ", "), isAre(len(pgOnly)))
-	case sinkName == "" && len(inputs) == 0:
-		return usagef("audit: no input: name a manifest, a run's output folder or bucket folders (or --sink postgres)")
+	if err := in.check(fs, inputs); err != nil {
+		return err
 	}
 	if pairs < 0 || workers < 1 {
 		return usagef("audit: --pairs must be 0 or more and --workers 1 or more")
@@ -168,14 +154,14 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return usagef("audit: %v", err)
 	}
-	read.Workers = workers
-	src := &reportSource{cmd: "audit", std: std, stampCfg: read}
+	in.read.Workers = workers
+	src := &reportSource{cmd: "audit", std: std, stampCfg: in.read}
 	au := &auditor{a: a, src: src, keepNames: !allFiles(inputs), reread: rereadFiles(inputs)}
-	if sinkName == "postgres" {
-		s, err := pgcopy.Open(ctx, pf.options(std))
-		if err != nil {
-			return err
-		}
+	s, err := in.openPostgres(ctx, std)
+	if err != nil {
+		return err
+	}
+	if s != nil {
 		defer s.Close()
 		files := au.reread
 		au.reread = func(fn func([]byte)) error {
@@ -188,8 +174,8 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 			return err
 		}
 	}
-	for _, in := range inputs {
-		if err := au.read(ctx, in, workers); err != nil {
+	for _, input := range inputs {
+		if err := au.read(ctx, input, workers); err != nil {
 			return err
 		}
 	}

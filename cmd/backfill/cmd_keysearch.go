@@ -10,14 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/backfill-dev/backfill/pipeline/keysearch"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
-	"github.com/backfill-dev/backfill/pipeline/reader"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
-	"github.com/backfill-dev/backfill/pipeline/stamp"
 )
 
 const keysearchHelp = `Usage: backfill keysearch --out FILE [flags] INPUT...
@@ -131,29 +128,19 @@ func runKeysearch(ctx context.Context, args []string, std stdio) error {
 	fs.IntVar(&workers, "workers", runtime.NumCPU(), "")
 	fs.BoolVar(&asJSON, "json", false, "")
 	fs.BoolVar(&quiet, "q", false, "")
-	var read stamp.Config
-	read.Format, read.Read.Ndx = reader.FormatAuto, reader.NdxBlobs
-	fs.Var(&read.Format, "format", "")
-	fs.BoolVar(&read.Read.FromIndex, "from-index", false, "")
-	fs.Var(&read.Read.Ndx, "ndx", "")
-	var sinkName string
-	fs.StringVar(&sinkName, "sink", "", "")
-	var pf pgFlags
-	pf.register(fs, false)
+	var in inputFlags
+	in.register(fs)
 	inputs, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	pgOnly := setFlags(fs, "dsn", "pg-schema")
-	switch {
-	case out == "":
+	if out == "" {
 		return usagef("keysearch: --out FILE is required")
-	case sinkName != "" && sinkName != "postgres":
-		return usagef("keysearch: --sink must be postgres (a Parquet output is named as an INPUT)")
-	case sinkName == "" && len(pgOnly) > 0:
-		return usagef("keysearch: %s %s for --sink postgres", strings.Join(pgOnly, ", "), isAre(len(pgOnly)))
-	case sinkName == "" && len(inputs) == 0:
-		return usagef("keysearch: no input: name a manifest, a run's output folder or bucket folders (or --sink postgres)")
+	}
+	if err := in.check(fs, inputs); err != nil {
+		return err
+	}
+	switch {
 	case bits < ooid.MinCounterBits || bits > ooid.MaxCounterBits:
 		return usagef("keysearch: --counter-bits %d: want %d..%d", bits, ooid.MinCounterBits, ooid.MaxCounterBits)
 	case to <= from:
@@ -166,18 +153,18 @@ func runKeysearch(ctx context.Context, args []string, std stdio) error {
 	if _, err := ooid.NewKeyTable(seed, from, nil); err != nil {
 		return usagef("keysearch: --seed: %v", err)
 	}
-	for _, in := range inputs {
-		if in == "-" {
+	for _, input := range inputs {
+		if input == "-" {
 			return usagef("keysearch: reads its inputs twice: name a file, not standard input")
 		}
 	}
 	start := time.Now()
-	read.Workers = workers
-	var pg *pgcopy.Sink
-	if sinkName == "postgres" {
-		if pg, err = pgcopy.Open(ctx, pf.options(std)); err != nil {
-			return err
-		}
+	in.read.Workers = workers
+	pg, err := in.openPostgres(ctx, std)
+	if err != nil {
+		return err
+	}
+	if pg != nil {
 		defer pg.Close()
 	}
 	// each reads every input once.
@@ -187,14 +174,14 @@ func runKeysearch(ctx context.Context, args []string, std stdio) error {
 				return err
 			}
 		}
-		for _, in := range inputs {
-			if err := src.each(ctx, in, fn); err != nil {
+		for _, input := range inputs {
+			if err := src.each(ctx, input, fn); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	src := &reportSource{cmd: "keysearch", std: std, stampCfg: read}
+	src := &reportSource{cmd: "keysearch", std: std, stampCfg: in.read}
 	var census keysearch.Census
 	err = each(src, func(at place, textname []byte, n uint32) {
 		t, err := ooid.ParseTextnameBytes(textname)
@@ -209,7 +196,7 @@ func runKeysearch(ctx context.Context, args []string, std stdio) error {
 	}
 	shape := census.Shape()
 	corpus := keysearch.NewCorpus(shape)
-	again := &reportSource{cmd: "keysearch", std: stdio{in: std.in, out: io.Discard, err: io.Discard}, stampCfg: read}
+	again := &reportSource{cmd: "keysearch", std: stdio{in: std.in, out: io.Discard, err: io.Discard}, stampCfg: in.read}
 	err = each(again, func(_ place, textname []byte, n uint32) {
 		if t, err := ooid.ParseTextnameBytes(textname); err == nil {
 			corpus.Add(t.TS, textname, n)

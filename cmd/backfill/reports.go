@@ -2,15 +2,18 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
+	"github.com/backfill-dev/backfill/pipeline/reader"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
 	"github.com/backfill-dev/backfill/pipeline/stamp"
@@ -25,6 +28,47 @@ type reportSource struct {
 	std      stdio
 	stampCfg stamp.Config // how bucket folders are read
 	rejected int64
+}
+
+// inputFlags are the flags of the inputs audit and keysearch read: how
+// bucket folders are read, and --sink postgres with its connection.
+type inputFlags struct {
+	read stamp.Config
+	sink string
+	pg   pgFlags
+}
+
+func (f *inputFlags) register(fs *flag.FlagSet) {
+	f.read.Format, f.read.Read.Ndx = reader.FormatAuto, reader.NdxBlobs
+	fs.Var(&f.read.Format, "format", "")
+	fs.BoolVar(&f.read.Read.FromIndex, "from-index", false, "")
+	fs.Var(&f.read.Read.Ndx, "ndx", "")
+	fs.StringVar(&f.sink, "sink", "", "")
+	f.pg.register(fs, false)
+}
+
+// check refuses a sink other than postgres, connection flags without it,
+// and no input at all.
+func (f *inputFlags) check(fs *flag.FlagSet, inputs []string) error {
+	cmd := fs.Name()
+	pgOnly := setFlags(fs, "dsn", "pg-schema")
+	switch {
+	case f.sink != "" && f.sink != "postgres":
+		return usagef("%s: --sink must be postgres (a Parquet output is named as an INPUT)", cmd)
+	case f.sink == "" && len(pgOnly) > 0:
+		return usagef("%s: %s %s for --sink postgres", cmd, strings.Join(pgOnly, ", "), isAre(len(pgOnly)))
+	case f.sink == "" && len(inputs) == 0:
+		return usagef("%s: no input: name a manifest, a run's output folder or bucket folders (or --sink postgres)", cmd)
+	}
+	return nil
+}
+
+// openPostgres opens the schema of --sink postgres; nil without it.
+func (f *inputFlags) openPostgres(ctx context.Context, std stdio) (*pgcopy.Sink, error) {
+	if f.sink != "postgres" {
+		return nil, nil
+	}
+	return pgcopy.Open(ctx, f.pg.options(std))
 }
 
 // place is where a report was found: a file, and a line of a manifest.

@@ -146,13 +146,7 @@ func (d *Decoder) header() error {
 	for {
 		m := d.hdr[:4]
 		if _, err := io.ReadFull(d.r, m); err != nil {
-			if errors.Is(err, io.EOF) {
-				return io.EOF
-			}
-			if errors.Is(err, io.ErrUnexpectedEOF) {
-				return err
-			}
-			return err
+			return err // io.EOF only when no byte was read: a clean end
 		}
 		magic := binary.LittleEndian.Uint32(m)
 		switch {

@@ -271,6 +271,19 @@ type Progress struct {
 	Groups int
 }
 
+// start checks the options and the width against the corpus, and seals
+// the corpus for searching.
+func (c *Corpus) start(o *Options) error {
+	if err := o.check(); err != nil {
+		return err
+	}
+	if c.shape.MinBits() > o.Bits {
+		return fmt.Errorf("keysearch: %d measurements share one timestamp, more than 2^%d: %w", c.shape.MaxGroup, o.Bits, ErrNotFound)
+	}
+	c.seal()
+	return nil
+}
+
 func (o *Options) check() error {
 	if o.Bits < ooid.MinCounterBits || o.Bits > ooid.MaxCounterBits {
 		return fmt.Errorf("keysearch: counter bits %d: want %d..%d", o.Bits, ooid.MinCounterBits, ooid.MaxCounterBits)
@@ -299,13 +312,9 @@ type Found struct {
 // of the corpus collide. Splitting a range and taking the smallest index
 // found gives the same key.
 func (c *Corpus) SearchKey(ctx context.Context, o Options) (Found, error) {
-	if err := o.check(); err != nil {
+	if err := c.start(&o); err != nil {
 		return Found{}, err
 	}
-	if c.shape.MinBits() > o.Bits {
-		return Found{}, fmt.Errorf("keysearch: %d measurements share one timestamp, more than 2^%d: %w", c.shape.MaxGroup, o.Bits, ErrNotFound)
-	}
-	c.seal()
 	var next, trials atomic.Uint64
 	next.Store(o.From)
 	var best atomic.Uint64
@@ -399,13 +408,9 @@ type Table struct {
 // the group alone is collision-free. Groups are searched on Workers
 // goroutines; the table does not depend on their number.
 func (c *Corpus) SearchTable(ctx context.Context, o Options) (Table, error) {
-	if err := o.check(); err != nil {
+	if err := c.start(&o); err != nil {
 		return Table{}, err
 	}
-	if c.shape.MinBits() > o.Bits {
-		return Table{}, fmt.Errorf("keysearch: %d measurements share one timestamp, more than 2^%d: %w", c.shape.MaxGroup, o.Bits, ErrNotFound)
-	}
-	c.seal()
 	def := ooid.DeriveKey(o.Seed, o.From)
 	ch := &checker{c: c, bits: o.Bits}
 	var bad []int
