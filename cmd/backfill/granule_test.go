@@ -130,8 +130,10 @@ func TestGranuleRecover_Kill(t *testing.T) {
 	if midway < 5 {
 		t.Errorf("only %d of 20 kills came in the middle of the recovery", midway)
 	}
+	// The last run finishes what the killed ones left; when they were
+	// killed only after finishing it all, it finds nothing to do.
 	code, out = run("granule-recover", "--dsn", url, "--archive", arch)
-	if code != 3 || !strings.Contains(out, "failed again") {
+	if !(code == 3 && strings.Contains(out, "failed again")) && !(code == 0 && strings.Contains(out, " 0 messages")) {
 		t.Fatalf("last granule-recover: exit %d\n%s", code, out)
 	}
 	if n := countFiles(t, sqs); n != 0 {
