@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -115,17 +116,26 @@ func stampBinary(t *testing.T) string {
 	return bin
 }
 
-// uniqueIDs reads the complete lines of files (a SIGKILL may cut the last
-// one) and fails on any ID seen twice; it returns how many there are.
-func uniqueIDs(t *testing.T, re *regexp.Regexp, texts ...string) int {
+// uniqueIDs reads the complete ID lines of texts (16 hex digits; a
+// SIGKILL may cut the last one) and fails on any ID seen twice; it returns
+// how many there are.
+func uniqueIDs(t *testing.T, texts ...string) int {
 	t.Helper()
-	seen := map[string]bool{}
+	seen := map[uint64]struct{}{}
 	for _, text := range texts {
-		for _, m := range re.FindAllString(text, -1) {
-			if seen[m] {
-				t.Fatalf("ID %s issued twice", m)
+		for line := range strings.Lines(text) {
+			line = strings.TrimSuffix(line, "\n")
+			if len(line) != 16 || strings.ToLower(line) != line {
+				continue
 			}
-			seen[m] = true
+			id, err := strconv.ParseUint(line, 16, 64)
+			if err != nil {
+				continue
+			}
+			if _, ok := seen[id]; ok {
+				t.Fatalf("ID %s issued twice", line)
+			}
+			seen[id] = struct{}{}
 		}
 	}
 	return len(seen)
@@ -152,13 +162,42 @@ func TestStamp_KillRestart(t *testing.T) {
 		cmd := exec.Command(bin, "stamp", "--collector-id", "42", "--state", state, "--count", "1000000000",
 			"--lease", "2", "--max-lead", "3600", "--clock-offset", offset)
 		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
+		cmd.Stderr = &errb
+		pipe, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(20+rng.IntN(60)) * time.Millisecond)
+		// The kill comes a random while after the first ID (or after 0.5 s
+		// of none, for a run that waits for its clock): how long a start
+		// takes on a loaded machine does not decide which runs issue.
+		first, copied := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(copied)
+			buf := make([]byte, 64<<10)
+			once := false
+			for {
+				n, err := pipe.Read(buf)
+				out.Write(buf[:n])
+				if n > 0 && !once {
+					once = true
+					close(first)
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		select {
+		case <-first:
+		case <-time.After(500 * time.Millisecond):
+		}
+		time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
-		err := cmd.Wait()
+		<-copied
+		err = cmd.Wait()
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 			t.Fatalf("run %d: %v, want killed\n%s", i, err, errb.String())
 		}
@@ -167,7 +206,7 @@ func TestStamp_KillRestart(t *testing.T) {
 			issued++
 		}
 	}
-	n := uniqueIDs(t, idLine, outs...)
+	n := uniqueIDs(t, outs...)
 	if issued < 10 {
 		t.Errorf("only %d of 100 runs issued IDs: the runs did not get going", issued)
 	}
@@ -247,7 +286,7 @@ func TestStamp_HTTP(t *testing.T) {
 		cmd.Wait()
 		wg.Wait()
 	}
-	n := uniqueIDs(t, idLine, got...)
+	n := uniqueIDs(t, got...)
 	if n < 10000 {
 		t.Errorf("only %d IDs handed out over 100 rounds", n)
 	}
@@ -267,7 +306,7 @@ func TestStamp_HTTP(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the Python client: %v\n%s", err, out)
 	}
-	if k := uniqueIDs(t, idLine, append(got, string(out))...); k != n+20 {
+	if k := uniqueIDs(t, append(got, string(out))...); k != n+20 {
 		t.Errorf("the Python client's 20 IDs are not 20 new ones (%d → %d)", n, k)
 	}
 	cmd.Process.Signal(syscall.SIGTERM)

@@ -74,6 +74,7 @@ func (s *Sink) lockBucket(ctx context.Context, tx pgx.Tx, m stamped.Meta) error 
 		var app string
 		if tx.QueryRow(ctx, `SELECT l.pid, coalesce(a.application_name, '') FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
 			WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+			AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
 			AND l.classid = (hashtext($1)::bigint & 4294967295)::text::oid AND l.objid = ($2::date - date '1970-01-01')::text::oid
 			LIMIT 1`, key, m.Bucket).Scan(&pid, &app) == nil {
 			holder = fmt.Sprintf("server backend %d (%s)", pid, app)

@@ -33,7 +33,7 @@ func copying(t testing.TB, c *pgx.Conn, done <-chan struct{}) (int32, bool) {
 	for {
 		var pid int32
 		err := c.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity WHERE application_name = 'backfill'
-			AND state = 'active' AND query LIKE 'COPY %measurements%' LIMIT 1`).Scan(&pid)
+			AND datname = current_database() AND state = 'active' AND query LIKE 'COPY %measurements%' LIMIT 1`).Scan(&pid)
 		if err == nil {
 			return pid, true
 		}
@@ -248,7 +248,8 @@ func TestCancel_AbortsCopy(t *testing.T) {
 		t.Fatalf("run error %v, want context.Canceled", bg.err)
 	}
 	var active int
-	watch.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'backfill' AND query LIKE 'COPY%' AND state = 'active'`).Scan(&active)
+	watch.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'backfill' AND datname = current_database()
+		AND query LIKE 'COPY%' AND state = 'active'`).Scan(&active)
 	if active != 0 {
 		t.Errorf("%d backfill sessions still copying", active)
 	}
