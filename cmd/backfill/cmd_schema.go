@@ -21,8 +21,9 @@ a bulk load (run --bulk) that stopped before building its indexes.
 The connection comes from --dsn (a postgres:// URL or key=value string) and
 the standard PG* environment variables (PGHOST, PGPORT, PGUSER, PGPASSWORD,
 PGDATABASE, ...) for what it leaves out. The password never appears in
-messages. The btree_gist extension is created if missing (it needs the
-right to create extensions; it is trusted from PostgreSQL 13 on).
+messages. A schema made by an older version is upgraded: missing columns
+are added, and the GiST index and exclusion constraint it kept on reports
+are replaced by a btree on ts.
 
 Flags:
 

@@ -15,14 +15,15 @@
 //
 // The verdict lock serialises the part of bucket transactions that reads
 // and writes the collision state: two runs may read and decode in parallel,
-// and the database takes their buckets one at a time. A report whose IDs
-// overlap those of a committed report with the same ts is found with the
-// GiST index on (ts, span); of two, the textname that sorts first keeps its
-// IDs (docs/design.md §3), whichever was loaded first. When a new report wins,
-// the committed loser, in whatever bucket, loses its measurement rows in
-// the same transaction and gets its collision dead letter. An exclusion
-// constraint on the kept reports' spans and the primary key on ooid make
-// the database refuse any overlap the code might miss.
+// and the database takes their buckets one at a time. The committed
+// reports that share a timestamp with the bucket's are found with the
+// btree on ts, and those whose IDs overlap are compared by textname: of
+// two, the one that sorts first keeps its IDs (docs/design.md §3),
+// whichever was loaded first. When a new report wins, the committed loser,
+// in whatever bucket, loses its measurement rows in the same transaction
+// and gets its collision dead letter. The primary key on ooid makes the
+// database refuse any two measurements with one ID, should the code miss
+// an overlap.
 //
 // # Bulk loads
 //

@@ -515,27 +515,47 @@ func TestLoad_CrossBucketCollisionEitherOrder(t *testing.T) {
 	}
 }
 
-// The database itself refuses two kept reports with overlapping IDs.
-func TestSchema_RefusesOverlap(t *testing.T) {
+// The database itself refuses two measurements with one ID (the primary
+// key), and the collision lookups need no extension: reports sharing a
+// timestamp are found with a btree. A schema made with the GiST index and
+// exclusion constraint of earlier versions loses both when upgraded.
+func TestSchema_RefusesDuplicateID(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
+	c := pgtest.Connect(t, dsn)
+	ctx := context.Background()
+	if _, err := c.Exec(ctx, `CREATE EXTENSION btree_gist; CREATE SCHEMA backfill;
+		CREATE TABLE backfill.reports (bucket date NOT NULL, seq integer NOT NULL, textname text NOT NULL, ts bigint NOT NULL,
+			ts_source text NOT NULL, counter_base integer NOT NULL, n integer NOT NULL, span int4multirange NOT NULL,
+			container text NOT NULL, "offset" bigint NOT NULL, size bigint NOT NULL, sha1 bytea, rejected_by text);
+		ALTER TABLE backfill.reports ADD CONSTRAINT reports_kept_ids_disjoint
+			EXCLUDE USING gist (ts WITH =, span WITH &&) WHERE (rejected_by IS NULL);
+		CREATE INDEX reports_ids ON backfill.reports USING gist (ts, span)`); err != nil {
+		t.Fatal(err)
+	}
 	if err := createSchema(dsn, "backfill"); err != nil {
 		t.Fatal(err)
 	}
-	c := pgtest.Connect(t, dsn)
-	ctx := context.Background()
-	ins := `INSERT INTO backfill.reports (bucket, seq, textname, ts, ts_source, counter_base, n, span, container, "offset", size)
-		VALUES ('2020-01-01', $1, $2, 7, 'filename', 0, 1, $3::int4multirange, 'c', 0, 0)`
-	if _, err := c.Exec(ctx, ins, 0, "a", "{[1048570,1048576),[0,5)}"); err != nil { // wraps
+	var indexes []string
+	rows, err := c.Query(ctx, `SELECT indexname || ': ' || indexdef FROM pg_indexes WHERE schemaname = 'backfill' AND tablename = 'reports' ORDER BY 1`)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Exec(ctx, ins, 1, "b", "{[4,9)}"); err == nil || !strings.Contains(err.Error(), "reports_kept_ids_disjoint") {
-		t.Errorf("overlapping the wrapped part: %v", err)
+	for rows.Next() {
+		var s string
+		rows.Scan(&s)
+		indexes = append(indexes, s)
 	}
-	if _, err := c.Exec(ctx, ins, 2, "c", "{[5,9)}"); err != nil {
-		t.Errorf("touching, not overlapping: %v", err)
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := c.Exec(ctx, `INSERT INTO backfill.measurements VALUES (1, '2020-01-01', 0, 0), (1, '2020-01-01', 1, 0)`); err == nil {
-		t.Error("two rows with one ooid")
+	got := strings.Join(indexes, "\n")
+	if len(indexes) != 3 || !strings.Contains(got, "reports_pkey") || !strings.Contains(got, "reports_ts: CREATE INDEX reports_ts ON backfill.reports USING btree (ts)") ||
+		!strings.Contains(got, "reports_winner_bucket") || strings.Contains(got, "gist") {
+		t.Errorf("indexes of reports after the upgrade:\n%s", got)
+	}
+	if _, err := c.Exec(ctx, `INSERT INTO backfill.measurements VALUES (1, '2020-01-01', 0, 0), (1, '2020-01-02', 1, 0)`); err == nil ||
+		!strings.Contains(err.Error(), "measurements_pkey") {
+		t.Errorf("two rows with one ooid: %v", err)
 	}
 }
 

@@ -31,7 +31,6 @@ const DefaultSchema = "backfill"
 func tables(schema string) []string {
 	q := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
 	return []string{
-		`CREATE EXTENSION IF NOT EXISTS btree_gist`,
 		`CREATE SCHEMA IF NOT EXISTS ` + pgx.Identifier{schema}.Sanitize(),
 		`CREATE TABLE IF NOT EXISTS ` + q("measurements") + ` (
 			ooid   bigint  NOT NULL,
@@ -92,6 +91,10 @@ func tables(schema string) []string {
 		`UPDATE ` + q("ledger") + ` SET rejects = dead_letters, rejects_by_reason = dead_letters_by_reason
 			WHERE rejects = 0 AND notices = 0 AND dead_letters > 0`,
 		`CREATE INDEX IF NOT EXISTS dead_letters_bucket ON ` + q("dead_letters") + ` (bucket)`,
+		// Schemas made before the collision lookups used a btree on ts had
+		// two GiST indexes over (ts, span), costly to keep at every report.
+		`ALTER TABLE ` + q("reports") + ` DROP CONSTRAINT IF EXISTS reports_kept_ids_disjoint`,
+		`DROP INDEX IF EXISTS ` + pgx.Identifier{schema, "reports_ids"}.Sanitize(),
 		`CREATE OR REPLACE VIEW ` + q("measurement_ids") + ` AS
 			SELECT m.ooid, r.textname, m.ndx, m.bucket AS bucket_date
 			FROM ` + q("measurements") + ` m
@@ -111,11 +114,11 @@ func constraints(schema string) []constraint {
 	return []constraint{
 		{"measurements", "measurements_pkey", `ALTER TABLE ` + q("measurements") + ` ADD CONSTRAINT measurements_pkey PRIMARY KEY (ooid)`, true},
 		{"reports", "reports_pkey", `ALTER TABLE ` + q("reports") + ` ADD CONSTRAINT reports_pkey PRIMARY KEY (bucket, seq)`, true},
-		// Two kept reports never share an ID: the database itself refuses it.
-		{"reports", "reports_kept_ids_disjoint", `ALTER TABLE ` + q("reports") + ` ADD CONSTRAINT reports_kept_ids_disjoint
-			EXCLUDE USING gist (ts WITH =, span WITH &&) WHERE (rejected_by IS NULL)`, true},
-		// Every report's counters, rejected ones too: the collision lookups.
-		{"reports", "reports_ids", `CREATE INDEX IF NOT EXISTS reports_ids ON ` + q("reports") + ` USING gist (ts, span)`, false},
+		// The collision lookups: every report of a timestamp, rejected ones
+		// too. Few reports share a timestamp, so a btree finds them and
+		// their spans are compared row by row. (Two kept measurements never
+		// share an ID: measurements_pkey refuses it, whatever the reports.)
+		{"reports", "reports_ts", `CREATE INDEX IF NOT EXISTS reports_ts ON ` + q("reports") + ` (ts)`, false},
 		// The reports whose winner is in a given bucket.
 		{"reports", "reports_winner_bucket", `CREATE INDEX IF NOT EXISTS reports_winner_bucket ON ` + q("reports") +
 			` (left(rejected_by, 10)) WHERE rejected_by IS NOT NULL`, false},

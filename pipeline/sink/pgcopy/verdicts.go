@@ -145,24 +145,38 @@ func (s *Sink) query(ctx context.Context, tx pgx.Tx, sql string, args ...any) ([
 	return out, rows.Err()
 }
 
-// colliders returns the committed reports whose IDs overlap any of ranges.
+// colliders returns the committed reports whose IDs overlap any of
+// ranges. The btree on ts finds the reports of the ranges' timestamps
+// (few reports share one), and their spans are compared here.
 func (s *Sink) colliders(ctx context.Context, tx pgx.Tx, ranges []collisions.Range, bits int) ([]*stored, error) {
+	byTS := map[uint32][]collisions.Range{}
 	var ts []int64
-	var l1, h1, l2, h2 []int32
 	for _, rg := range ranges {
 		if rg.N == 0 {
 			continue
 		}
-		a, b, c, d := spans(rg, bits)
-		ts, l1, h1, l2, h2 = append(ts, int64(rg.TS)), append(l1, a), append(h1, b), append(l2, c), append(h2, d)
+		if _, ok := byTS[rg.TS]; !ok {
+			ts = append(ts, int64(rg.TS))
+		}
+		byTS[rg.TS] = append(byTS[rg.TS], rg)
 	}
 	if len(ts) == 0 {
 		return nil, nil
 	}
-	return s.query(ctx, tx, `SELECT DISTINCT `+storedColumns+`
-		FROM unnest($1::int8[], $2::int4[], $3::int4[], $4::int4[], $5::int4[]) x(ts, l1, h1, l2, h2)
-		JOIN `+s.q("reports")+` r ON r.ts = x.ts AND r.span && int4multirange(int4range(x.l1, x.h1), int4range(x.l2, x.h2))`,
-		ts, l1, h1, l2, h2)
+	same, err := s.query(ctx, tx, `SELECT `+storedColumns+` FROM `+s.q("reports")+` r WHERE r.ts = ANY($1::int8[]) AND r.n > 0`, ts)
+	if err != nil {
+		return nil, err
+	}
+	out := same[:0]
+	for _, x := range same {
+		for _, rg := range byTS[x.rg.TS] {
+			if rg.Overlaps(x.rg, bits) {
+				out = append(out, x)
+				break
+			}
+		}
+	}
+	return out, nil
 }
 
 // reassign records a committed report's new verdict: want is its winner
