@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 )
 
@@ -19,7 +20,29 @@ func main() {
 		<-sigs
 		os.Exit(exitInterrupted)
 	}()
+	stop := profile(os.Getenv("BACKFILL_CPUPROFILE"))
 	err := run(ctx, os.Args[1:], stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr})
 	cancel()
+	stop()
 	os.Exit(exitCode(err, os.Stderr))
+}
+
+// profile writes a CPU profile of the command to path (none when empty),
+// for go tool pprof; the returned function ends it.
+func profile(path string) func() {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "backfill: BACKFILL_CPUPROFILE: %v\n", err)
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }

@@ -1,19 +1,25 @@
 // Package job is the orchestrator of `backfill run`: it joins the two
 // stages, stamp and load, and keeps the run's summary.
 //
-//	bucket folders ──▶ stamp.Run ──stamped.Bucket, in order──▶ load.Loader ──▶ sink.Sink
-//	                       ▲                                       │
-//	                       └── Skip: the sink's state, read once ──┘
+//	bucket folders ──▶ stamp.Run ──stamped.Bucket, in order──▶ queue ──▶ load.Loader ──▶ sink.Sink
+//	                       ▲                                                 │
+//	                       └──────── Skip: the sink's state, read once ──────┘
 //
-// The sink's state is read once, before anything is stamped: the buckets
+// The two stages run side by side: while the loader commits a bucket, the
+// stamp stage reads the next ones (the queue holds Lookahead stamped
+// buckets, a few megabytes each at most, so memory stays bounded). The
+// sink's state is read once, before anything is stamped: the buckets
 // --resume skips are known without asking the sink again, so the sink is
-// only ever called from the goroutine that emits the stamped buckets.
+// only ever called from the loader's goroutine.
 package job
 
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/load"
@@ -51,10 +57,14 @@ type Config struct {
 	// dates (stamp.Input.Ignored); each is a notice of the summary.
 	Ignored []string
 	Version string
-	// Progress, when set, is called by one goroutine after every
-	// container and every bucket.
+	// Progress, when set, is called after every container and every
+	// bucket, never twice at once.
 	Progress func(Progress)
 }
+
+// Lookahead is how many stamped buckets wait for the loader while it
+// commits one: the stamp stage reads on meanwhile.
+const Lookahead = 4
 
 // stamp returns the configuration of the stamp stage.
 func (cfg Config) stamp() stamp.Config {
@@ -147,18 +157,22 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (sum Summary, err error) 
 		scfg.Skip = func(m stamped.Meta) bool { return sameMeta(committed[m.Bucket].Meta, m) }
 	}
 	prog := Progress{BucketsTotal: len(plan.Buckets), BytesTotal: plan.Bytes}
-	report := func() {
+	var progMu sync.Mutex // the stamp stage and the loader both report
+	report := func(update func(*Progress)) {
+		progMu.Lock()
+		defer progMu.Unlock()
+		update(&prog)
 		if cfg.Progress != nil {
 			cfg.Progress(prog)
 		}
 	}
 	scfg.Progress = func(p stamp.Progress) {
-		prog.BytesIn, prog.Reports, prog.Measurements = p.BytesIn, p.Reports, p.Measurements
-		report()
+		report(func(prog *Progress) {
+			prog.BytesIn, prog.Reports, prog.Measurements = p.BytesIn, p.Reports, p.Measurements
+		})
 	}
-	err = stamp.Run(ctx, scfg, plan, func(b *stamped.Bucket) error {
-		defer report()
-		prog.Buckets++
+	commit := func(b *stamped.Bucket) error {
+		defer report(func(prog *Progress) { prog.Buckets++ })
 		if b.Skipped {
 			sum.add(committed[b.Meta.Bucket].Counts)
 			sum.Skipped++
@@ -184,7 +198,35 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (sum Summary, err error) 
 		sum.BytesIn += c.BytesIn
 		sum.BytesOut += c.BytesOut
 		return nil
+	}
+	// The loader commits with ctx, so a commit under way is not cut short
+	// when reading fails; it takes no further bucket once either stage
+	// has failed.
+	g, gctx := errgroup.WithContext(ctx)
+	queue := make(chan *stamped.Bucket, Lookahead)
+	g.Go(func() error {
+		defer close(queue)
+		return stamp.Run(gctx, scfg, plan, func(b *stamped.Bucket) error {
+			select {
+			case queue <- b:
+				return nil
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		})
 	})
+	g.Go(func() error {
+		for b := range queue {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			if err := commit(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	err = g.Wait()
 	if err == nil {
 		err = ld.Finish(ctx)
 	}

@@ -71,7 +71,7 @@ func (InSink) Settle(context.Context, *stamped.Bucket) ([]deadletter.Record, err
 }
 
 // Loader commits stamped buckets to a sink. Not safe for concurrent use:
-// the stamp stage's emitter calls it, one bucket at a time.
+// one goroutine of the orchestrator calls it, one bucket at a time.
 type Loader struct {
 	s       sink.Sink
 	settler Settler

@@ -27,13 +27,14 @@ func large(seed uint64) corpus.Config {
 }
 
 // copying waits until a backfill session runs a COPY into measurements
-// and returns its backend pid.
-func copying(t testing.TB, c *pgx.Conn, done <-chan struct{}) (int32, bool) {
+// (held: one that waits at a row of hold's) and returns its backend pid.
+func copying(t testing.TB, c *pgx.Conn, held bool, done <-chan struct{}) (int32, bool) {
 	t.Helper()
 	for {
 		var pid int32
 		err := c.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity WHERE application_name = 'backfill'
-			AND datname = current_database() AND state = 'active' AND query LIKE 'COPY %measurements%' LIMIT 1`).Scan(&pid)
+			AND datname = current_database() AND state = 'active' AND query LIKE 'COPY %measurements%'
+			AND (NOT $1 OR wait_event_type = 'Lock') LIMIT 1`, held).Scan(&pid)
 		if err == nil {
 			return pid, true
 		}
@@ -47,6 +48,58 @@ func copying(t testing.TB, c *pgx.Conn, done <-chan struct{}) (int32, bool) {
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
+}
+
+// hold makes the COPY of bucket b (0-based, in name order) of the corpus
+// in wait in the middle: it inserts, in a transaction it keeps open, the ID
+// of one of the bucket's measurements, so the server makes the COPY wait
+// at that row until the transaction ends. release rolls it back. A fault
+// then lands in a COPY however fast the load is.
+func hold(t testing.TB, dsn, in string, b int) (release func()) {
+	t.Helper()
+	truth, err := corpus.ReadTruth(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buckets []string
+	var names []string
+	for _, r := range truth {
+		if len(buckets) == 0 || buckets[len(buckets)-1] != r.Bucket {
+			buckets = append(buckets, r.Bucket)
+		}
+		if len(buckets) == b+1 && r.Bucket == buckets[b] && r.Textname != "" && r.N > 0 && len(r.Reasons) == 0 {
+			names = append(names, r.Textname)
+		}
+	}
+	if len(names) == 0 {
+		t.Fatalf("bucket %d of the corpus has no clean report", b)
+	}
+	id, err := ooid.DefaultScheme.Report(names[len(names)/2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO backfill.measurements (ooid, bucket, report, ndx) VALUES ($1, $2, -1, -1)`,
+		id.ID(0).Int64(), buckets[b]); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			tx.Rollback(ctx)
+			c.Close(ctx)
+		})
+	}
+	t.Cleanup(release)
+	return release
 }
 
 func committedBuckets(t testing.TB, c *pgx.Conn, schema string) int {
@@ -113,13 +166,16 @@ func TestFault_TerminateBackend(t *testing.T) {
 	if err := createSchema(dsn, "backfill"); err != nil {
 		t.Fatal(err)
 	}
+	// Buckets 1 and 2 each wait mid-COPY at a row held by another
+	// transaction: each is terminated there, then its row let go.
+	releases := []func(){hold(t, dsn, in, 1), hold(t, dsn, in, 2)}
 	bg := l.start(context.Background(), in)
 	watch := pgtest.Connect(t, dsn)
 	killed := 0
-	for killed < 2 {
-		pid, ok := copying(t, watch, bg.done)
+	for _, release := range releases {
+		pid, ok := copying(t, watch, true, bg.done)
 		if !ok {
-			break
+			t.Fatal("the load ended before the fault")
 		}
 		var terminated bool
 		if err := watch.QueryRow(context.Background(), `SELECT pg_terminate_backend($1)`, pid).Scan(&terminated); err != nil {
@@ -127,22 +183,14 @@ func TestFault_TerminateBackend(t *testing.T) {
 		}
 		if terminated {
 			killed++
-			// The next one in another bucket: wait for this one to commit.
-			for n := committedBuckets(t, watch, "backfill"); committedBuckets(t, watch, "backfill") == n; {
-				select {
-				case <-bg.done:
-				case <-time.After(5 * time.Millisecond):
-					continue
-				}
-				break
-			}
 		}
+		release()
 	}
 	<-bg.done
 	if bg.err != nil {
 		t.Fatalf("the run did not recover: %v", bg.err)
 	}
-	if killed == 0 || logs.count("retrying") < killed {
+	if killed != 2 || logs.count("retrying") < killed {
 		t.Fatalf("%d sessions terminated, %d retries logged: the fault was not exercised (%v)", killed, logs.count("retrying"), logs.lines)
 	}
 	sameState(t, "after pg_terminate_backend", want, dumpPostgres(t, dsn, "backfill"))
@@ -170,15 +218,13 @@ func TestFault_ServerRestart(t *testing.T) {
 			l := loader{t: t, dsn: dsn, schema: "backfill", scheme: ooid.DefaultScheme, opt: func(o *pgcopy.Options) {
 				o.Log, o.Retries, o.RetryWait, o.MaxRetryWait = logs.log, retries, 100*time.Millisecond, time.Second
 			}}
+			hold(t, dsn, in, 1) // let go when the server stops
 			bg := l.start(context.Background(), in)
 			watch, err := pgx.Connect(context.Background(), dsn)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for committedBuckets(t, watch, "backfill") == 0 {
-				time.Sleep(5 * time.Millisecond)
-			}
-			if _, ok := copying(t, watch, bg.done); !ok {
+			if _, ok := copying(t, watch, true, bg.done); !ok {
 				t.Fatal("the load ended before the restart")
 			}
 			watch.Close(context.Background())
@@ -237,12 +283,14 @@ func TestCancel_AbortsCopy(t *testing.T) {
 	}
 	l := loader{t: t, dsn: dsn, schema: "backfill", scheme: ooid.DefaultScheme}
 	ctx, cancel := context.WithCancel(context.Background())
+	release := hold(t, dsn, in, 1)
 	bg := l.start(ctx, in)
 	watch := pgtest.Connect(t, dsn)
-	if _, ok := copying(t, watch, bg.done); !ok {
+	if _, ok := copying(t, watch, true, bg.done); !ok {
 		t.Fatal("the load ended before the cancel")
 	}
 	cancel()
+	release() // the server reads on, and finds the COPY aborted
 	<-bg.done
 	if !errors.Is(bg.err, context.Canceled) {
 		t.Fatalf("run error %v, want context.Canceled", bg.err)
@@ -271,16 +319,15 @@ func TestFault_FailsCleanly(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := loader{t: t, dsn: dsn, schema: "backfill", scheme: ooid.DefaultScheme, opt: func(o *pgcopy.Options) { o.Retries = 0 }}
+	release := hold(t, dsn, in, 1)
 	bg := l.start(context.Background(), in)
 	watch := pgtest.Connect(t, dsn)
-	for committedBuckets(t, watch, "backfill") == 0 {
-		time.Sleep(2 * time.Millisecond)
-	}
-	pid, ok := copying(t, watch, bg.done)
+	pid, ok := copying(t, watch, true, bg.done)
 	if !ok {
 		t.Fatal("the load ended first")
 	}
 	watch.Exec(context.Background(), `SELECT pg_terminate_backend($1)`, pid)
+	release()
 	<-bg.done
 	if bg.err == nil || !strings.Contains(bg.err.Error(), "giving up after 1 attempts") {
 		t.Fatalf("run error %v", bg.err)
