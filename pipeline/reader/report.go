@@ -289,6 +289,9 @@ func checkHeader(b *blobCheck, size int64) string {
 	if size > MaxHeader {
 		return fmt.Sprintf("the header document is %d bytes, over the %d-byte limit", size, MaxHeader)
 	}
+	if simpleMapping(b.head) {
+		return ""
+	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b.head, &doc); err != nil {
 		return "the header document does not parse: " + err.Error()
@@ -304,7 +307,7 @@ func checkHeader(b *blobCheck, size int64) string {
 // an empty string, mapping or list. A document that does not parse is a
 // badblob, not falsy.
 func falsy(doc []byte) bool {
-	if !short(doc) {
+	if !short(doc) || simpleMapping(doc) {
 		return false
 	}
 	var n yaml.Node
