@@ -114,13 +114,27 @@ func TestGranuleRecover_Kill(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	midway := 0
 	for i := range 20 {
+		before := countFiles(t, sqs)
 		cmd := exec.Command(bin, "granule-recover", "--dsn", url, "--archive", arch, "--batch", "5", "--concurrency", "2")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(30+rng.IntN(120)) * time.Millisecond)
+		exited := make(chan struct{})
+		go func() { cmd.Wait(); close(exited) }()
+		// The kill comes a random while after the run's first recovered
+		// record (or after 5 s without one): how long a start takes on a
+		// loaded machine does not decide where the kills fall.
+		for deadline := time.Now().Add(5 * time.Second); before > 0 && countFiles(t, sqs) == before && time.Now().Before(deadline); {
+			select {
+			case <-exited:
+			case <-time.After(2 * time.Millisecond):
+				continue
+			}
+			break
+		}
+		time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
+		<-exited
 		left := countFiles(t, sqs)
 		if left > 0 && left < good+bad {
 			midway++
