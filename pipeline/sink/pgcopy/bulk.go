@@ -12,7 +12,9 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
-// BulkSink loads into tables without indexes or constraints, one
+// BulkSink loads into tables without the reports' indexes and constraints
+// (the measurements keep their primary key: their rows come in key order),
+// one
 // transaction per bucket, and builds them at Finish. The run settles the
 // collision verdicts (it is a sink.Rewriter), so the end state equals the
 // per-bucket path's. It needs an empty schema, or one whose bulk load
@@ -31,14 +33,15 @@ func OpenBulk(ctx context.Context, opt Options) (*BulkSink, error) {
 	return &BulkSink{s}, nil
 }
 
-// prepareBulk drops the indexes and constraints of an empty schema.
+// prepareBulk drops the indexes and constraints a bulk load builds at the
+// end, in an empty schema.
 func (s *Sink) prepareBulk(ctx context.Context) error {
 	var rows, indexed bool
 	if err := s.conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+s.q("reports")+`) OR EXISTS (SELECT FROM `+s.q("ledger")+`)`).Scan(&rows); err != nil {
 		return s.clean(err)
 	}
-	if err := s.conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_constraint WHERE conname = 'measurements_pkey' AND conrelid = to_regclass($1))`,
-		s.q("measurements")).Scan(&indexed); err != nil {
+	if err := s.conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_constraint WHERE conname = 'reports_pkey' AND conrelid = to_regclass($1))`,
+		s.q("reports")).Scan(&indexed); err != nil {
 		return s.clean(err)
 	}
 	if rows && indexed {

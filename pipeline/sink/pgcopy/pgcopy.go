@@ -27,8 +27,10 @@
 //
 // # Bulk loads
 //
-// Options.Bulk loads into tables without indexes and constraints and builds
-// them at Finish, for one-off migrations into an empty schema. The run then
+// Options.Bulk loads into tables without the reports' indexes and
+// constraints (the measurements' primary key stays: rows come in key
+// order, which keeps it cheap) and builds them at Finish, for one-off
+// migrations into an empty schema. The run then
 // settles the collision verdicts itself (the sink is a sink.Rewriter), as
 // for Parquet; the end state is that of the per-bucket path.
 package pgcopy
@@ -68,8 +70,8 @@ type Options struct {
 	// Resume skips, once its lock is taken, a bucket another run has
 	// committed meanwhile with the same input and scheme.
 	Resume bool
-	// Bulk loads into an empty schema with the indexes and constraints
-	// built at Finish.
+	// Bulk loads into an empty schema with the reports' indexes and
+	// constraints built at Finish.
 	Bulk bool
 	// Log receives progress messages (waits, retries, verdict changes in
 	// other buckets); nil discards them.
