@@ -310,6 +310,25 @@ func falsy(doc []byte) bool {
 	if !short(doc) || simpleMapping(doc) {
 		return false
 	}
+	if body, ok := bytes.CutPrefix(doc, docStart); ok {
+		if body, ok := bytes.CutSuffix(body, docEnd); ok {
+			for _, f := range plainFalsy {
+				if bytes.Equal(body, f) {
+					return true
+				}
+			}
+		}
+	}
+	return falsyParsed(doc)
+}
+
+// plainFalsy are the bodies of documents that load as false, written the
+// usual way; TestFalsy_Plain holds each to the full parse.
+var plainFalsy = [][]byte{[]byte(""), []byte("null\n"), []byte("~\n"), []byte("{}\n"), []byte("[]\n"),
+	[]byte("false\n"), []byte("0\n"), []byte("''\n"), []byte("\"\"\n")}
+
+// falsyParsed is falsy by a full parse.
+func falsyParsed(doc []byte) bool {
 	var n yaml.Node
 	if err := yaml.Unmarshal(doc, &n); err != nil {
 		return false

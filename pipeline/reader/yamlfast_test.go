@@ -132,3 +132,19 @@ func FuzzSimpleMapping(f *testing.F) {
 		}
 	})
 }
+
+// Each document falsy takes without a parse loads as false, and so does
+// nothing that looks like one but is not.
+func TestFalsy_Plain(t *testing.T) {
+	for _, body := range plainFalsy {
+		doc := append(append(append([]byte{}, docStart...), body...), docEnd...)
+		if !falsy(doc) || !falsyParsed(doc) {
+			t.Errorf("%q: falsy %v, by a full parse %v; want both true", doc, falsy(doc), falsyParsed(doc))
+		}
+	}
+	for _, doc := range []string{"---\nnull \n...\n", "---\n'0'\n...\n", "---\n1\n...\n", "---\n[0]\n...\n", "---\nnull\n"} {
+		if falsy([]byte(doc)) != falsyParsed([]byte(doc)) {
+			t.Errorf("%q: falsy %v, by a full parse %v", doc, falsy([]byte(doc)), falsyParsed([]byte(doc)))
+		}
+	}
+}
