@@ -38,7 +38,6 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
-	"github.com/parquet-go/parquet-go/compress/snappy"
 
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
@@ -221,7 +220,7 @@ func (s *Sink) Begin(_ context.Context, m stamped.Meta) (sink.BucketWriter, erro
 	w := &bucketWriter{s: s, m: m, tmp: tmp, days: int32(day.Unix() / 86400), started: time.Now().UTC()}
 	opts := []parquet.WriterOption{
 		parquet.CreatedBy("backfill", m.Version, ""),
-		parquet.Compression(&snappy.Codec{}),
+		parquet.Compression(&fastSnappy{}),
 		parquet.MaxRowsPerRowGroup(rowGroup),
 		parquet.KeyValueMetadata("backfill.bucket", m.Bucket),
 		parquet.KeyValueMetadata("backfill.counter_bits", strconv.Itoa(m.Scheme.CounterBits)),
