@@ -7,7 +7,8 @@
 //
 // The two stages run side by side: while the loader commits a bucket, the
 // stamp stage reads the next ones (the queue holds Lookahead stamped
-// buckets, a few megabytes each at most, so memory stays bounded). The
+// buckets: their reports' IDs and names, a few hundred bytes a report,
+// never the measurements' bytes, so memory stays bounded). The
 // sink's state is read once, before anything is stamped: the buckets
 // --resume skips are known without asking the sink again, so the sink is
 // only ever called from the loader's goroutine.

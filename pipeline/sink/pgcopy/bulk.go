@@ -14,8 +14,7 @@ import (
 
 // BulkSink loads into tables without the reports' indexes and constraints
 // (the measurements keep their primary key: their rows come in key order),
-// one
-// transaction per bucket, and builds them at Finish. The run settles the
+// one transaction per bucket, and builds them at Finish. The run settles the
 // collision verdicts (it is a sink.Rewriter), so the end state equals the
 // per-bucket path's. It needs an empty schema, or one whose bulk load
 // stopped before Finish (then --resume carries on).

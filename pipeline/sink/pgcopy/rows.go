@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 )
 
@@ -31,18 +32,14 @@ type segment struct {
 // order reach the primary key's btree at one place after another, which
 // costs the server about a third less than the order of the reports.
 func segments(reports []copyReport, bits int) []segment {
-	size := uint64(1) << uint(bits)
 	out := make([]segment, 0, len(reports))
 	for _, r := range reports {
-		lo := uint64(r.base) & (size - 1)
-		n := uint64(r.n)
-		if lo+n <= size {
-			out = append(out, segment{ts: r.ts, lo: uint32(lo), n: r.n, seq: r.seq})
-			continue
+		first, second, wraps := collisions.Range{TS: r.ts, Base: r.base, N: r.n}.Spans(bits)
+		n1 := first[1] - first[0]
+		out = append(out, segment{ts: r.ts, lo: first[0], n: n1, seq: r.seq})
+		if wraps {
+			out = append(out, segment{ts: r.ts, lo: second[0], n: second[1] - second[0], ndx0: n1, seq: r.seq})
 		}
-		first := size - lo
-		out = append(out, segment{ts: r.ts, lo: uint32(lo), n: uint32(first), seq: r.seq},
-			segment{ts: r.ts, lo: 0, n: uint32(n - first), ndx0: uint32(first), seq: r.seq})
 	}
 	slices.SortFunc(out, func(a, b segment) int { return cmp.Or(cmp.Compare(a.ts, b.ts), cmp.Compare(a.lo, b.lo)) })
 	return out
