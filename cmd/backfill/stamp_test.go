@@ -141,6 +141,22 @@ func uniqueIDs(t *testing.T, texts ...string) int {
 	return len(seen)
 }
 
+// firstWrite keeps what a child writes and closes first at its first
+// write. (Not an embedded bytes.Buffer: io.Copy would use its ReadFrom
+// and never call Write.)
+type firstWrite struct {
+	buf   bytes.Buffer
+	first chan struct{}
+	once  sync.Once
+}
+
+func (w *firstWrite) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.first) })
+	return w.buf.Write(p)
+}
+
+func (w *firstWrite) String() string { return w.buf.String() }
+
 var idLine = regexp.MustCompile(`(?m)^[0-9a-f]{16}$`)
 
 // A binary issuing IDs to a file is SIGKILLed at 100 random moments, the
@@ -161,43 +177,22 @@ func TestStamp_KillRestart(t *testing.T) {
 		offset := []string{"0s", "-1h", "0s", "-6h", "0s", "-90s", "0s", "3s"}[i%8]
 		cmd := exec.Command(bin, "stamp", "--collector-id", "42", "--state", state, "--count", "1000000000",
 			"--lease", "2", "--max-lead", "3600", "--clock-offset", offset)
-		var out, errb bytes.Buffer
-		cmd.Stderr = &errb
-		pipe, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
+		var errb bytes.Buffer
+		out := &firstWrite{first: make(chan struct{})}
+		cmd.Stdout, cmd.Stderr = out, &errb
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		// The kill comes a random while after the first ID (or after 0.5 s
 		// of none, for a run that waits for its clock): how long a start
 		// takes on a loaded machine does not decide which runs issue.
-		first, copied := make(chan struct{}), make(chan struct{})
-		go func() {
-			defer close(copied)
-			buf := make([]byte, 64<<10)
-			once := false
-			for {
-				n, err := pipe.Read(buf)
-				out.Write(buf[:n])
-				if n > 0 && !once {
-					once = true
-					close(first)
-				}
-				if err != nil {
-					return
-				}
-			}
-		}()
 		select {
-		case <-first:
+		case <-out.first:
 		case <-time.After(500 * time.Millisecond):
 		}
 		time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
-		<-copied
-		err = cmd.Wait()
+		err := cmd.Wait()
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 			t.Fatalf("run %d: %v, want killed\n%s", i, err, errb.String())
 		}
