@@ -1,0 +1,188 @@
+// Package s3test starts an S3-compatible server on 127.0.0.1 for tests:
+// gofakes3 (an S3 server in Go, in-process, its objects in memory) behind a
+// handler that injects faults on request: 503s, connections dropped in the
+// middle of a body, bodies that drip slowly or stall.
+package s3test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+)
+
+// Server is a running test server.
+type Server struct {
+	URL     string
+	Backend *s3mem.Backend
+	srv     *httptest.Server
+
+	mu     sync.Mutex
+	faults []Fault
+	// Requests counts the requests served, by method.
+	requests sync.Map // method → *atomic.Int64
+}
+
+// Fault is one fault to inject, into the next request it matches.
+type Fault struct {
+	Method string // "" matches any
+	// Ranged restricts it to ranged GETs (reads of object bytes).
+	Ranged bool
+	Kind   FaultKind
+	Times  int // requests it applies to; 0 means 1
+	// After is the number of body bytes sent before a drop or a stall.
+	After int
+}
+
+// FaultKind says what a Fault does.
+type FaultKind int
+
+const (
+	Status503 FaultKind = iota // answer 503 SlowDown, nothing served
+	Drop                       // send After bytes of the body, then close the connection
+	Stall                      // send After bytes of the body, then send nothing for a minute
+	Drip                       // send the body 4 KiB at a time, 2 ms apart
+)
+
+// Start starts a server with the given buckets, stopped when the test ends,
+// and points the AWS configuration of this process (and of the commands it
+// starts with os.Environ) at it.
+func Start(t testing.TB, buckets ...string) *Server {
+	t.Helper()
+	be := s3mem.New()
+	for _, b := range buckets {
+		if err := be.CreateBucket(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &Server{Backend: be}
+	fake := gofakes3.New(be, gofakes3.WithLogger(gofakes3.DiscardLog()))
+	s.srv = httptest.NewServer(s.inject(fake.Server()))
+	t.Cleanup(s.srv.Close)
+	s.URL = s.srv.URL
+	for k, v := range Env(s.URL) {
+		t.Setenv(k, v)
+	}
+	return s
+}
+
+// Env is the environment that points an AWS client at url, with fixed
+// test credentials and no shared config files.
+func Env(url string) map[string]string {
+	return map[string]string{
+		"AWS_ENDPOINT_URL":            url,
+		"AWS_ACCESS_KEY_ID":           "backfill-test",
+		"AWS_SECRET_ACCESS_KEY":       "backfill-test-secret",
+		"AWS_REGION":                  "us-east-1",
+		"AWS_CONFIG_FILE":             "/dev/null",
+		"AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+		"AWS_EC2_METADATA_DISABLED":   "true",
+	}
+}
+
+// Inject queues faults; each applies to the next requests it matches.
+func (s *Server) Inject(f ...Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, f...)
+}
+
+// Pending returns how many injected faults have not happened yet.
+func (s *Server) Pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, f := range s.faults {
+		n += max(f.Times, 1)
+	}
+	return n
+}
+
+// Requests returns the requests served with method.
+func (s *Server) Requests(method string) int64 {
+	v, _ := s.requests.LoadOrStore(method, new(atomic.Int64))
+	return v.(*atomic.Int64).Load()
+}
+
+func (s *Server) take(r *http.Request) (Fault, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ranged := r.Method == http.MethodGet && strings.HasPrefix(r.Header.Get("Range"), "bytes=")
+	for i := range s.faults {
+		f := &s.faults[i]
+		if (f.Method != "" && f.Method != r.Method) || (f.Ranged && !ranged) {
+			continue
+		}
+		got := *f
+		f.Times = max(f.Times, 1) - 1
+		if f.Times == 0 {
+			s.faults = append(s.faults[:i], s.faults[i+1:]...)
+		}
+		return got, true
+	}
+	return Fault{}, false
+}
+
+func (s *Server) inject(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v, _ := s.requests.LoadOrStore(r.Method, new(atomic.Int64))
+		v.(*atomic.Int64).Add(1)
+		f, ok := s.take(r)
+		if !ok {
+			next.ServeHTTP(w, r)
+			return
+		}
+		switch f.Kind {
+		case Status503:
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`))
+		default:
+			next.ServeHTTP(&faultyWriter{ResponseWriter: w, f: f, done: r.Context().Done()}, r)
+		}
+	})
+}
+
+// faultyWriter passes a body through until its fault strikes.
+type faultyWriter struct {
+	http.ResponseWriter
+	f    Fault
+	sent int
+	done <-chan struct{} // of the request
+}
+
+func (w *faultyWriter) Write(p []byte) (int, error) {
+	switch w.f.Kind {
+	case Drip:
+		for off := 0; off < len(p); off += 4096 {
+			if _, err := w.ResponseWriter.Write(p[off:min(off+4096, len(p))]); err != nil {
+				return off, err
+			}
+			w.ResponseWriter.(http.Flusher).Flush()
+			time.Sleep(2 * time.Millisecond)
+		}
+		return len(p), nil
+	case Drop, Stall:
+		if w.sent+len(p) <= w.f.After {
+			w.sent += len(p)
+			return w.ResponseWriter.Write(p)
+		}
+		n, _ := w.ResponseWriter.Write(p[:w.f.After-w.sent])
+		w.sent += n
+		w.ResponseWriter.(http.Flusher).Flush()
+		if w.f.Kind == Stall {
+			select {
+			case <-time.After(time.Minute):
+			case <-w.done:
+			}
+		}
+		panic(http.ErrAbortHandler) // the server closes the connection
+	}
+	return w.ResponseWriter.Write(p)
+}

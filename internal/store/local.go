@@ -1,0 +1,161 @@
+package store
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// TmpDir is the folder, under a local Store's root, where files are written
+// before Commit renames them into place. Whoever holds the root's lock may
+// clear it: what is there was left by a process that died.
+const TmpDir = ".tmp"
+
+type local struct {
+	root string
+	fs.FS
+}
+
+// Local returns the Store of the local folder root (which need not exist
+// yet).
+func Local(root string) Store { return &local{root: root, FS: os.DirFS(root)} }
+
+func (l *local) path(name string) string { return filepath.Join(l.root, filepath.FromSlash(name)) }
+
+func (l *local) Where(name string) string { return l.path(name) }
+
+func (l *local) ReadDir(name string) ([]fs.DirEntry, error) { return os.ReadDir(l.path(name)) }
+
+func (l *local) Stat(name string) (fs.FileInfo, error) { return os.Stat(l.path(name)) }
+
+func (l *local) Create(name string) (Writer, error) {
+	dst := l.path(name)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return nil, err
+	}
+	tmp := filepath.Join(l.root, TmpDir)
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.CreateTemp(tmp, strings.ReplaceAll(name, "/", "_")+"-*")
+	if err != nil {
+		return nil, err
+	}
+	return &localWriter{File: f, dst: dst}, nil
+}
+
+type localWriter struct {
+	*os.File
+	dst  string
+	done bool
+}
+
+func (w *localWriter) Commit() error {
+	if w.done {
+		return errors.New("store: commit of a file already committed or aborted")
+	}
+	w.done = true
+	err := errors.Join(w.Sync(), w.Close())
+	if err == nil {
+		err = os.Rename(w.Name(), w.dst)
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(w.dst))
+	}
+	if err != nil {
+		os.Remove(w.Name())
+	}
+	return err
+}
+
+func (w *localWriter) Abort() error {
+	if w.done {
+		return nil
+	}
+	w.done = true
+	w.Close()
+	return os.Remove(w.Name())
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return err
+	}
+	return nil
+}
+
+func (l *local) Remove(name string) error {
+	if err := os.Remove(l.path(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+func (l *local) RemoveAll(name string) error { return os.RemoveAll(l.path(name)) }
+
+// Lock takes an flock on the file name, which holds the holder's PID; the
+// kernel releases it when the process dies.
+func (l *local) Lock(name string) (Lock, error) {
+	p := l.path(name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			h, _ := l.Holder(name)
+			return nil, &LockedError{Where: p, Holder: h}
+		}
+		return nil, &Error{Where: p, Op: "lock", Err: err}
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if _, err := f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &localLock{f: f}, nil
+}
+
+type localLock struct{ f *os.File }
+
+func (k *localLock) Unlock() error {
+	if k.f == nil {
+		return nil
+	}
+	err := k.f.Close() // closing releases the flock
+	k.f = nil
+	return err
+}
+
+// Holder reads the PID in a held lock file.
+func (l *local) Holder(name string) (Holder, bool) {
+	f, err := os.Open(l.path(name))
+	if err != nil {
+		return Holder{}, false
+	}
+	defer f.Close()
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB) == nil {
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		return Holder{}, false
+	}
+	b := make([]byte, 32)
+	n, _ := f.ReadAt(b, 0)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b[:n])))
+	return Holder{PID: pid}, true
+}

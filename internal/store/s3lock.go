@@ -1,0 +1,173 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// lockBody is the content of an S3 lock object.
+type lockBody struct {
+	Holder
+	Started time.Time `json:"started"`
+	Renewed time.Time `json:"renewed"`
+}
+
+// Lock implements Store with a lock object: created by a conditional PUT
+// (If-None-Match: *), so that of two runs exactly one creates it; renewed
+// by its holder every third of the lock's time to live (a conditional PUT
+// on its own ETag); deleted by Unlock. A lock object is stale, and is taken
+// over (a conditional PUT on the stale ETag), when its holder is a process
+// of this host that is gone, or when it was not renewed within its time to
+// live.
+func (s *S3) Lock(name string) (Lock, error) {
+	k := s.key(name)
+	host, _ := os.Hostname()
+	now := time.Now().UTC()
+	body := lockBody{Holder: Holder{PID: os.Getpid(), Host: host}, Started: now, Renewed: now}
+	etag, err := s.putLock(k, body, &s3.PutObjectInput{IfNoneMatch: aws.String("*")})
+	if isPrecondition(err) {
+		held, heldTag, rerr := s.readLock(k)
+		switch {
+		case errors.Is(rerr, errLockGone):
+			etag, err = s.putLock(k, body, &s3.PutObjectInput{IfNoneMatch: aws.String("*")})
+		case rerr != nil:
+			return nil, s.fail("lock", name, rerr)
+		case s.stale(held, host):
+			etag, err = s.putLock(k, body, &s3.PutObjectInput{IfMatch: aws.String(heldTag)})
+		default:
+			return nil, &LockedError{Where: s.Where(name), Holder: held.Holder}
+		}
+		if isPrecondition(err) {
+			held, _, _ := s.readLock(k)
+			return nil, &LockedError{Where: s.Where(name), Holder: held.Holder}
+		}
+	}
+	if err != nil {
+		return nil, s.fail("lock", name, err)
+	}
+	l := &s3Lock{s: s, key: k, body: body, etag: etag, stop: make(chan struct{}), stopped: make(chan struct{})}
+	go l.renew()
+	return l, nil
+}
+
+var errLockGone = errors.New("the lock object went while it was read")
+
+func (s *S3) putLock(k string, b lockBody, in *s3.PutObjectInput) (string, error) {
+	data, _ := json.Marshal(b)
+	in.Bucket, in.Key, in.Body, in.ContentLength = &s.bucket, &k, bytes.NewReader(data), aws.Int64(int64(len(data)))
+	out, err := s.c.PutObject(s.ctx, in)
+	if err != nil {
+		return "", err
+	}
+	return aws.ToString(out.ETag), nil
+}
+
+func (s *S3) readLock(k string) (lockBody, string, error) {
+	var b lockBody
+	out, err := s.c.GetObject(s.ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &k})
+	if isNotFound(err) {
+		return b, "", errLockGone
+	}
+	if err != nil {
+		return b, "", err
+	}
+	defer out.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(out.Body, 64<<10))
+	if err != nil {
+		return b, "", err
+	}
+	if err := json.Unmarshal(data, &b); err != nil {
+		return b, "", fmt.Errorf("the lock object %s is not one of backfill's: %w", k, err)
+	}
+	return b, aws.ToString(out.ETag), nil
+}
+
+func (s *S3) stale(b lockBody, host string) bool {
+	if b.Host == host && b.PID > 0 && !alive(b.PID) {
+		return true
+	}
+	return time.Since(b.Renewed) > s.c.set.ttl
+}
+
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// Holder implements Store.
+func (s *S3) Holder(name string) (Holder, bool) {
+	b, _, err := s.readLock(s.key(name))
+	if err != nil {
+		return Holder{}, false
+	}
+	host, _ := os.Hostname()
+	if s.stale(b, host) {
+		return Holder{}, false
+	}
+	return b.Holder, true
+}
+
+type s3Lock struct {
+	s             *S3
+	key           string
+	body          lockBody
+	mu            sync.Mutex
+	etag          string
+	stop, stopped chan struct{}
+	once          sync.Once
+}
+
+func (l *s3Lock) renew() {
+	defer close(l.stopped)
+	t := time.NewTicker(l.s.c.set.ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+			l.mu.Lock()
+			b := l.body
+			b.Renewed = time.Now().UTC()
+			etag, err := l.s.putLock(l.key, b, &s3.PutObjectInput{IfMatch: aws.String(l.etag)})
+			if err == nil {
+				l.etag = etag
+			}
+			l.mu.Unlock()
+		}
+	}
+}
+
+// Unlock stops renewing the lock and deletes its object, if it is still
+// this process's.
+func (l *s3Lock) Unlock() error {
+	var err error
+	l.once.Do(func() {
+		close(l.stop)
+		<-l.stopped
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		// Unlock runs when the run stops, interrupted too.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(l.s.ctx), time.Minute)
+		defer cancel()
+		_, err = l.s.c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &l.s.bucket, Key: &l.key, IfMatch: aws.String(l.etag)})
+		if isPrecondition(err) || isNotFound(err) {
+			err = nil
+		}
+		if err != nil {
+			err = &Error{Where: "s3://" + l.s.bucket + "/" + l.key, Op: "unlock", Err: err}
+		}
+	})
+	return err
+}

@@ -1,0 +1,204 @@
+// Package store is the one filesystem interface of backfill: a folder
+// tree that is either a local folder or an S3 prefix (s3://bucket/prefix).
+// Everything that reads inputs or writes outputs goes through a Store, so
+// the same code paths serve both.
+//
+// Names inside a Store are slash-separated and relative to its root, as in
+// io/fs ("." is the root). Reading is io/fs: a Store is an fs.FS,
+// fs.ReadDirFS and fs.StatFS, its files are io.ReaderAt too (Parquet
+// footers), and on S3 a file's FileInfo.Sys() is the object's *Object
+// (size and ETag, which a fingerprint should use instead of the
+// modification time).
+//
+// Writing is whole files: Create returns a Writer whose Commit makes the
+// file visible at once and whole (a rename into place on disk, one PUT or
+// a completed multipart upload on S3), so a reader sees the old version
+// or the new one, never a part.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// Store is a folder tree: a local folder or an S3 prefix.
+type Store interface {
+	fs.ReadDirFS
+	fs.StatFS
+	// Create starts writing name (its parent folders are made as needed).
+	// Nothing is visible until Commit.
+	Create(name string) (Writer, error)
+	// Remove removes the file name; removing one that is not there is
+	// not an error.
+	Remove(name string) error
+	// RemoveAll removes the folder name and everything under it.
+	RemoveAll(name string) error
+	// Lock takes the lock name for this process: a second holder gets a
+	// *LockedError at once. The lock is released by Unlock, or when the
+	// process dies (on S3, the next taker sees that it died, or that it
+	// stopped renewing the lock).
+	Lock(name string) (Lock, error)
+	// Holder tells who holds the lock name, if anyone does.
+	Holder(name string) (Holder, bool)
+	// Where is how name is shown to a person: a local path or an s3:// URL.
+	Where(name string) string
+}
+
+// Writer is a file being written.
+type Writer interface {
+	io.Writer
+	// Commit makes the file visible whole, replacing any earlier one.
+	Commit() error
+	// Abort discards what was written; after Commit it does nothing.
+	Abort() error
+}
+
+// Lock is a held lock.
+type Lock interface {
+	Unlock() error
+}
+
+// Holder says who holds a lock.
+type Holder struct {
+	PID  int    `json:"pid"`
+	Host string `json:"host,omitempty"`
+}
+
+// LockedError is returned by Lock when another process holds the lock.
+type LockedError struct {
+	Where  string
+	Holder Holder // zero when the holder is not known yet
+}
+
+func (e *LockedError) Error() string {
+	who := "another run"
+	if e.Holder.PID > 0 {
+		who = fmt.Sprintf("another run (pid %d)", e.Holder.PID)
+		if e.Holder.Host != "" {
+			who = fmt.Sprintf("another run (pid %d on %s)", e.Holder.PID, e.Holder.Host)
+		}
+	}
+	return fmt.Sprintf("%s holds %s", who, e.Where)
+}
+
+// Object is what an S3 file's FileInfo.Sys() returns.
+type Object struct {
+	Key  string
+	Size int64
+	ETag string // as S3 gives it, quotes included
+}
+
+// ETag returns the ETag of an S3 file's info, "" for a local one.
+func ETag(info fs.FileInfo) string {
+	if o, ok := info.Sys().(*Object); ok {
+		return o.ETag
+	}
+	return ""
+}
+
+// IsRemote tells whether loc is an object-storage location (s3://…).
+func IsRemote(loc string) bool { return strings.HasPrefix(loc, "s3://") }
+
+// Join joins a location and a slash-separated name: filepath.Join for a
+// local folder, a slash for s3://.
+func Join(loc string, elem ...string) string {
+	if !IsRemote(loc) {
+		return filepath.Join(append([]string{loc}, elem...)...)
+	}
+	bucket, prefix, _ := splitS3(loc)
+	return "s3://" + bucket + "/" + strings.TrimPrefix(path.Join(append([]string{prefix}, elem...)...), "/")
+}
+
+// Split splits a location into its parent location and its last element:
+// filepath.Dir and Base for a local folder.
+func Split(loc string) (parent, base string) {
+	if !IsRemote(loc) {
+		c := filepath.Clean(loc)
+		return filepath.Dir(c), filepath.Base(c)
+	}
+	bucket, prefix, _ := splitS3(loc)
+	if prefix == "" {
+		return "s3://" + bucket, ""
+	}
+	dir, base := path.Split(prefix)
+	return "s3://" + bucket + "/" + strings.TrimSuffix(dir, "/"), base
+}
+
+// Open returns the Store rooted at loc: a local folder (which need not
+// exist yet) or s3://bucket/prefix. The S3 client is configured the
+// standard AWS way (see NewS3Client); ctx bounds every request the Store
+// makes.
+func Open(ctx context.Context, loc string) (Store, error) {
+	if !IsRemote(loc) {
+		return Local(loc), nil
+	}
+	bucket, prefix, err := splitS3(loc)
+	if err != nil {
+		return nil, err
+	}
+	c, err := sharedClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &S3{ctx: ctx, c: c, bucket: bucket, prefix: prefix}, nil
+}
+
+func splitS3(loc string) (bucket, prefix string, err error) {
+	rest := strings.TrimPrefix(loc, "s3://")
+	bucket, prefix, _ = strings.Cut(rest, "/")
+	prefix = strings.Trim(path.Clean("/"+prefix), "/")
+	if bucket == "" {
+		return "", "", fmt.Errorf("%s: no bucket name (s3://bucket/prefix)", loc)
+	}
+	return bucket, prefix, nil
+}
+
+// Error is a failure of the store itself (a request that failed after its
+// retries, an object that changed while it was read), as opposed to bad
+// data: a reader stops on it rather than record the input as damaged.
+type Error struct {
+	Where string
+	Op    string
+	Err   error
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s %s: %v", e.Op, e.Where, e.Err) }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Failed tells whether err is (or wraps) an *Error.
+func Failed(err error) bool {
+	var se *Error
+	return errors.As(err, &se)
+}
+
+// ErrChanged is what an *Error wraps when an object changed (or went) after
+// it was listed: mixing two versions of an input is never silent.
+var ErrChanged = errors.New("the object changed since it was listed")
+
+// ReadFile reads the whole file name.
+func ReadFile(s Store, name string) ([]byte, error) { return fs.ReadFile(s, name) }
+
+// WriteFile writes name whole.
+func WriteFile(s Store, name string, data []byte) error {
+	w, err := s.Create(name)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(data); err != nil {
+		w.Abort()
+		return err
+	}
+	return w.Commit()
+}
+
+// IsDir tells whether name is a folder of s.
+func IsDir(s Store, name string) bool {
+	st, err := s.Stat(name)
+	return err == nil && st.IsDir()
+}

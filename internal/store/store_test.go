@@ -1,0 +1,283 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/backfill-dev/backfill/internal/s3test"
+	"github.com/backfill-dev/backfill/internal/store"
+)
+
+// stores returns a local Store and an S3 Store, both empty, for the same
+// tests.
+func stores(t *testing.T) map[string]store.Store {
+	t.Helper()
+	s3test.Start(t, "test")
+	remote, err := store.Open(context.Background(), "s3://test/some/prefix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]store.Store{"local": store.Local(t.TempDir()), "s3": remote}
+}
+
+func random(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, 1))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+func TestStore_WriteListRead(t *testing.T) {
+	t.Setenv("BACKFILL_S3_CHUNK", strconv.Itoa(64<<10))
+	for kind, s := range stores(t) {
+		t.Run(kind, func(t *testing.T) {
+			files := map[string][]byte{
+				"a/2017-01-01/x.lz4":    random(200<<10+17, 1), // several chunks
+				"a/2017-01-01/y.lz4":    nil,                   // empty
+				"a/2017-01-02/z.lz4":    random(5, 2),
+				"a/top.json":            []byte("{}"),
+				"b/big.parquet":         random(17<<20+3, 3), // a multipart upload on S3
+			}
+			for name, data := range files {
+				if err := store.WriteFile(s, name, data); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Nothing is visible before Commit, and Abort leaves nothing.
+			w, err := s.Create("a/aborted.lz4")
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Write([]byte("half"))
+			if _, err := s.Stat("a/aborted.lz4"); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("an uncommitted file is visible: %v", err)
+			}
+			w.Abort()
+
+			ents, err := s.ReadDir("a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, e := range ents {
+				names = append(names, e.Name()+map[bool]string{true: "/", false: ""}[e.IsDir()])
+			}
+			if got, want := names, []string{"2017-01-01/", "2017-01-02/", "top.json"}; !equal(got, want) {
+				t.Fatalf("ReadDir(a) = %v, want %v", got, want)
+			}
+			if !store.IsDir(s, "a/2017-01-01") || store.IsDir(s, "a/top.json") || store.IsDir(s, "nothing") {
+				t.Fatal("IsDir is wrong")
+			}
+			if _, err := s.ReadDir("nothing"); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("ReadDir of no folder: %v, want ErrNotExist", err)
+			}
+			for name, want := range files {
+				got, err := store.ReadFile(s, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("%s: read %d bytes differing from the %d written", name, len(got), len(want))
+				}
+				st, err := s.Stat(name)
+				if err != nil || st.Size() != int64(len(want)) {
+					t.Fatalf("Stat(%s) = %v, %v", name, st, err)
+				}
+				if (kind == "s3") != (store.ETag(st) != "") {
+					t.Fatalf("Stat(%s): ETag %q", name, store.ETag(st))
+				}
+			}
+			// ReadAt, for Parquet footers.
+			f, err := s.Open("a/2017-01-01/x.lz4")
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := make([]byte, 100)
+			if n, err := f.(io.ReaderAt).ReadAt(p, 200<<10-50); n != 67 || err != io.EOF || !bytes.Equal(p[:n], files["a/2017-01-01/x.lz4"][200<<10-50:]) {
+				t.Fatalf("ReadAt at the end = %d, %v", n, err)
+			}
+			f.Close()
+			if err := s.RemoveAll("a"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Stat("a/top.json"); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("after RemoveAll: %v", err)
+			}
+			if err := s.Remove("b/big.parquet"); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Remove("b/big.parquet"); err != nil {
+				t.Fatalf("removing a file that is not there: %v", err)
+			}
+		})
+	}
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestS3_FaultsAreRetried: 503s, dropped connections, stalled and slow
+// bodies in the middle of a read give the same bytes.
+func TestS3_FaultsAreRetried(t *testing.T) {
+	t.Setenv("BACKFILL_S3_CHUNK", strconv.Itoa(64<<10))
+	t.Setenv("BACKFILL_S3_STALL", "300ms")
+	srv := s3test.Start(t, "test")
+	s, err := store.Open(context.Background(), "s3://test/p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := random(1<<20+99, 4)
+	if err := store.WriteFile(s, "f", data); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []s3test.Fault{
+		{Kind: s3test.Status503, Times: 3},
+		{Kind: s3test.Drop, Ranged: true, After: 1000, Times: 2},
+		{Kind: s3test.Stall, Ranged: true, After: 30000},
+		{Kind: s3test.Drip, Ranged: true, Times: 2},
+		{Kind: s3test.Status503, Method: "GET", Ranged: true, Times: 2},
+	} {
+		srv.Inject(f)
+		got, err := store.ReadFile(s, "f")
+		if err != nil {
+			t.Fatalf("fault %+v: %v", f, err)
+		}
+		if !bytes.Equal(got, data) {
+			t.Fatalf("fault %+v: the bytes differ", f)
+		}
+		if n := srv.Pending(); n != 0 {
+			t.Fatalf("fault %+v: %d faults did not happen", f, n)
+		}
+	}
+}
+
+// TestS3_RetriesRunOut: a body that keeps breaking is an *Error, not bad
+// data and not a hang.
+func TestS3_RetriesRunOut(t *testing.T) {
+	srv := s3test.Start(t, "test")
+	s, _ := store.Open(context.Background(), "s3://test")
+	if err := store.WriteFile(s, "f", random(10000, 5)); err != nil {
+		t.Fatal(err)
+	}
+	srv.Inject(s3test.Fault{Kind: s3test.Drop, Ranged: true, After: 10, Times: 1000})
+	_, err := store.ReadFile(s, "f")
+	if !store.Failed(err) {
+		t.Fatalf("err = %v, want a store *Error", err)
+	}
+}
+
+// TestS3_ChangedObject: an object replaced after it was listed is an error
+// wrapping ErrChanged, never a mix of the two versions.
+func TestS3_ChangedObject(t *testing.T) {
+	t.Setenv("BACKFILL_S3_CHUNK", strconv.Itoa(64<<10))
+	t.Setenv("BACKFILL_S3_READAHEAD", "0")
+	s3test.Start(t, "test")
+	s, _ := store.Open(context.Background(), "s3://test")
+	if err := store.WriteFile(s, "d/f", random(300<<10, 6)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ReadDir("d"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.Open("d/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	if _, err := io.ReadFull(f, buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.WriteFile(s, "d/f", random(300<<10, 7)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.ReadAll(f)
+	if !errors.Is(err, store.ErrChanged) || !store.Failed(err) {
+		t.Fatalf("reading on after the object changed: %v, want ErrChanged", err)
+	}
+}
+
+func TestLock(t *testing.T) {
+	for kind, s := range stores(t) {
+		t.Run(kind, func(t *testing.T) {
+			l, err := s.Lock(".lock")
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, held := s.Holder(".lock")
+			if !held || h.PID != os.Getpid() {
+				t.Fatalf("Holder = %+v, %v", h, held)
+			}
+			// On S3 the lock is an object; on disk an flock, which one
+			// process holds once per open file.
+			if kind == "s3" {
+				_, err := s.Lock(".lock")
+				var le *store.LockedError
+				if !errors.As(err, &le) || le.Holder.PID != os.Getpid() {
+					t.Fatalf("second Lock: %v, want a LockedError naming this process", err)
+				}
+			}
+			if err := l.Unlock(); err != nil {
+				t.Fatal(err)
+			}
+			if _, held := s.Holder(".lock"); held {
+				t.Fatal("held after Unlock")
+			}
+			l2, err := s.Lock(".lock")
+			if err != nil {
+				t.Fatalf("Lock after Unlock: %v", err)
+			}
+			l2.Unlock()
+		})
+	}
+}
+
+// TestS3Lock_Stale: a lock object whose holder is a dead process of this
+// host, or that was not renewed in time, is taken over; a live one is not.
+func TestS3Lock_Stale(t *testing.T) {
+	t.Setenv("BACKFILL_S3_LOCK_TTL", "2s")
+	s3test.Start(t, "test")
+	s, _ := store.Open(context.Background(), "s3://test/out")
+	host, _ := os.Hostname()
+	for _, tc := range []struct {
+		body  string
+		taken bool
+	}{
+		{`{"pid": 2147483000, "host": "` + host + `", "renewed": "2099-01-01T00:00:00Z"}`, true}, // a dead PID here
+		{`{"pid": 1, "host": "elsewhere", "renewed": "2001-01-01T00:00:00Z"}`, true},             // not renewed
+		{`{"pid": 1, "host": "elsewhere", "renewed": "2099-01-01T00:00:00Z"}`, false},            // live elsewhere
+		{`{"pid": 1, "host": "` + host + `", "renewed": "2099-01-01T00:00:00Z"}`, false},         // live here
+	} {
+		if err := store.WriteFile(s, ".lock", []byte(tc.body)); err != nil {
+			t.Fatal(err)
+		}
+		l, err := s.Lock(".lock")
+		var le *store.LockedError
+		switch {
+		case tc.taken && err != nil:
+			t.Fatalf("%s: not taken over: %v", tc.body, err)
+		case !tc.taken && !errors.As(err, &le):
+			t.Fatalf("%s: Lock = %v, want a LockedError", tc.body, err)
+		case tc.taken:
+			l.Unlock()
+		}
+	}
+}
