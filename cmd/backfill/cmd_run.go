@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/reader"
@@ -194,7 +195,7 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	// The input is checked before anything is created under --out.
-	in, err := stamp.ResolveInput(cfg.In, buckets)
+	in, err := stamp.ResolveInput(ctx, cfg.In, buckets)
 	if ie := (*stamp.InputError)(nil); errors.As(err, &ie) && ie.Name {
 		return usagef("run: %v", err)
 	} else if err != nil {
@@ -202,7 +203,7 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	}
 	cfg.In, cfg.Buckets, cfg.Ignored, cfg.MaxBlob = in.Dir, in.Buckets, in.Ignored, int64(maxBlob)
 	for _, name := range in.Ignored {
-		fmt.Fprintf(std.err, "backfill: notice: %s is not a bucket folder (its name is not a date YYYY-MM-DD); skipped\n", filepath.Join(in.Dir, name))
+		fmt.Fprintf(std.err, "backfill: notice: %s is not a bucket folder (its name is not a date YYYY-MM-DD); skipped\n", store.Join(in.Dir, name))
 	}
 	o, err := openOutput(ctx, std, outputFlags{sink: sinkName, out: out, pg: pf, createSchema: createSchema, skipLocked: skipLocked, bulk: bulk, resume: cfg.Resume})
 	if err != nil {
@@ -266,7 +267,7 @@ func openOutput(ctx context.Context, std stdio, f outputFlags) (output, error) {
 		if err != nil {
 			return output{}, err
 		}
-		return output{sink: ps, deadLetters: filepath.Join(f.out, "dead-letters") + "/", dest: "Parquet in " + absPath(f.out)}, nil
+		return output{sink: ps, deadLetters: store.Join(f.out, "dead-letters") + "/", dest: "Parquet in " + absPath(f.out)}, nil
 	}
 	opt := f.pg.options(std)
 	opt.CreateSchema, opt.SkipLocked, opt.Resume = f.createSchema, f.skipLocked, f.resume

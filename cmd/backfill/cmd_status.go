@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/reader"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
@@ -115,7 +115,7 @@ func runStatus(ctx context.Context, args []string, std stdio) error {
 	}
 	var input stamp.Input
 	if in != "" {
-		if input, err = stamp.ResolveInput(in, nil); err != nil {
+		if input, err = stamp.ResolveInput(ctx, in, nil); err != nil {
 			return usagef("status: --in %v", err)
 		}
 	}
@@ -146,7 +146,7 @@ func runStatus(ctx context.Context, args []string, std stdio) error {
 	}
 	rep.fill(states)
 	if in != "" {
-		rep.Resume = resumeTodo(input, states)
+		rep.Resume = resumeTodo(ctx, input, states)
 	}
 	if asJSON {
 		b, _ := json.Marshal(rep)
@@ -176,7 +176,7 @@ func (rep *statusOutput) fill(states []stamped.State) {
 
 // resumeTodo lists the buckets of the input that run --resume would load:
 // not committed, failed, or committed from other input.
-func resumeTodo(in stamp.Input, states []stamped.State) []statusTodo {
+func resumeTodo(ctx context.Context, in stamp.Input, states []stamped.State) []statusTodo {
 	byBucket := map[string]stamped.State{}
 	for _, st := range states {
 		byBucket[st.Meta.Bucket] = st
@@ -190,7 +190,7 @@ func resumeTodo(in stamp.Input, states []stamped.State) []statusTodo {
 		case st.Status != stamped.StatusCommitted:
 			todo = append(todo, statusTodo{name, "its last load failed"})
 		default:
-			b, err := reader.Open(filepath.Join(in.Dir, name), reader.Options{})
+			b, err := openBucket(ctx, in.Dir, name)
 			if err != nil {
 				todo = append(todo, statusTodo{name, "its folder cannot be read: " + err.Error()})
 			} else if b.Fingerprint != st.Meta.Fingerprint {
@@ -248,4 +248,14 @@ func (rep *statusOutput) print(w io.Writer, withResume bool) {
 			fmt.Fprintf(w, "  %-12s %s\n", t.Bucket, t.Why)
 		}
 	}
+}
+
+// openBucket lists bucket name of dir (a folder or an s3:// prefix) and
+// reads its index.
+func openBucket(ctx context.Context, dir, name string) (*reader.Bucket, error) {
+	fsys, err := store.Open(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	return reader.OpenIn(fsys, name, reader.Options{})
 }

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
@@ -106,20 +106,24 @@ func (rs *reportSource) each(ctx context.Context, in string, fn func(at place, t
 	if in == "-" {
 		return rs.manifest(in, rs.std.in, fn)
 	}
-	st, err := os.Stat(in)
+	fsys, err := store.Open(ctx, in)
 	if err != nil {
 		return err
 	}
-	if st.Mode().IsRegular() {
-		f, err := os.Open(in)
+	st, err := fsys.Stat(".")
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		f, err := store.OpenFile(ctx, in)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
 		return rs.manifest(in, f, fn)
 	}
-	if isDir(filepath.Join(in, "reports")) && isDir(filepath.Join(in, "ledger")) {
-		return rs.runOutput(in, fn)
+	if store.IsDir(fsys, "reports") && store.IsDir(fsys, "ledger") {
+		return rs.runOutput(fsys, fn)
 	}
 	return rs.buckets(ctx, in, fn)
 }
@@ -133,9 +137,10 @@ func (rs *reportSource) postgres(ctx context.Context, s *pgcopy.Sink, fn func(pl
 	})
 }
 
+// isDir tells whether p (a local path or an s3:// prefix) is a folder.
 func isDir(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && st.IsDir()
+	st, err := store.Open(context.Background(), p)
+	return err == nil && store.IsDir(st, ".")
 }
 
 func (rs *reportSource) manifest(name string, r io.Reader, fn func(place, []byte, uint32)) error {
@@ -145,10 +150,16 @@ func (rs *reportSource) manifest(name string, r io.Reader, fn func(place, []byte
 	}, func(err error) { rs.reject(name, err) })
 }
 
-func (rs *reportSource) runOutput(dir string, fn func(place, []byte, uint32)) error {
-	files, err := filepath.Glob(filepath.Join(dir, "reports", "*.parquet"))
+func (rs *reportSource) runOutput(fsys store.Store, fn func(place, []byte, uint32)) error {
+	ents, err := fsys.ReadDir("reports")
 	if err != nil {
 		return err
+	}
+	var files []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".parquet") && !e.IsDir() {
+			files = append(files, fsys.Where("reports/"+e.Name()))
+		}
 	}
 	sort.Strings(files)
 	for _, f := range files {
@@ -166,13 +177,13 @@ func (rs *reportSource) runOutput(dir string, fn func(place, []byte, uint32)) er
 // buckets reads bucket folders as backfill run does, into a sink that
 // only counts.
 func (rs *reportSource) buckets(ctx context.Context, dir string, fn func(place, []byte, uint32)) error {
-	in, err := stamp.ResolveInput(dir, nil)
+	in, err := stamp.ResolveInput(ctx, dir, nil)
 	if err != nil {
 		return &usageError{msg: rs.cmd + ": " + err.Error(), cmd: rs.cmd}
 	}
 	cfg := rs.stampCfg
 	cfg.In, cfg.Buckets, cfg.Scheme, cfg.Version = in.Dir, in.Buckets, ooid.DefaultScheme, buildVersion()
-	plan, err := stamp.NewPlan(cfg)
+	plan, err := stamp.NewPlan(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -175,7 +175,7 @@ func TestGenerate_ReadByLZ4AndTar(t *testing.T) {
 	}
 	tars := 0
 	for _, c := range bk.Containers {
-		raw, _ := os.ReadFile(c.Path)
+		raw, _ := os.ReadFile(filepath.Join(dir, c.Path))
 		if !bytes.HasPrefix(raw, []byte{0x04, 0x22, 0x4d, 0x18, 0x64, 0x70, 0xb9}) {
 			t.Errorf("%s: frame header % x, want the lz4 CLI's 04 22 4d 18 64 70 b9", c.Name, raw[:7])
 		}
@@ -183,7 +183,7 @@ func TestGenerate_ReadByLZ4AndTar(t *testing.T) {
 			continue
 		}
 		tars++
-		out, err := exec.Command("sh", "-c", "lz4 -dc < '"+c.Path+"' | tar -tf -").Output()
+		out, err := exec.Command("sh", "-c", "lz4 -dc < '"+filepath.Join(dir, c.Path)+"' | tar -tf -").Output()
 		if err != nil {
 			t.Fatalf("%s: lz4 | tar: %v", c.Name, err)
 		}

@@ -253,12 +253,13 @@ func (s *S3) Stat(name string) (fs.FileInfo, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrInvalid}
 	}
-	if name == "." {
-		return dirInfo(path.Base(s.Where("."))), nil
+	if s.key(name) == "" {
+		return dirInfo(s.bucket), nil // the bucket itself
 	}
+	base := path.Base(s.key(name))
 	o, err := s.head(name)
 	if err == nil {
-		return &objInfo{name: path.Base(name), o: o}, nil
+		return &objInfo{name: base, o: o}, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
@@ -269,7 +270,7 @@ func (s *S3) Stat(name string) (fs.FileInfo, error) {
 		return nil, s.fail("list", name, lerr)
 	}
 	if len(out.Contents) > 0 {
-		return dirInfo(path.Base(name)), nil
+		return dirInfo(base), nil
 	}
 	return nil, err
 }

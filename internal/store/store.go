@@ -202,3 +202,13 @@ func IsDir(s Store, name string) bool {
 	st, err := s.Stat(name)
 	return err == nil && st.IsDir()
 }
+
+// OpenFile opens the file at loc, a local path or an s3:// URL.
+func OpenFile(ctx context.Context, loc string) (fs.File, error) {
+	parent, base := Split(loc)
+	st, err := Open(ctx, parent)
+	if err != nil {
+		return nil, err
+	}
+	return st.Open(base)
+}

@@ -41,11 +41,11 @@ func TestStore_WriteListRead(t *testing.T) {
 	for kind, s := range stores(t) {
 		t.Run(kind, func(t *testing.T) {
 			files := map[string][]byte{
-				"a/2017-01-01/x.lz4":    random(200<<10+17, 1), // several chunks
-				"a/2017-01-01/y.lz4":    nil,                   // empty
-				"a/2017-01-02/z.lz4":    random(5, 2),
-				"a/top.json":            []byte("{}"),
-				"b/big.parquet":         random(17<<20+3, 3), // a multipart upload on S3
+				"a/2017-01-01/x.lz4": random(200<<10+17, 1), // several chunks
+				"a/2017-01-01/y.lz4": nil,                   // empty
+				"a/2017-01-02/z.lz4": random(5, 2),
+				"a/top.json":         []byte("{}"),
+				"b/big.parquet":      random(17<<20+3, 3), // a multipart upload on S3
 			}
 			for name, data := range files {
 				if err := store.WriteFile(s, name, data); err != nil {

@@ -113,9 +113,9 @@ func (s *Summary) add(c stamped.Counts) {
 	}
 }
 
-// ListBuckets returns the bucket folders of dir (YYYY-MM-DD names) in
-// order.
-func ListBuckets(dir string) ([]string, error) { return stamp.ListBuckets(dir) }
+// ListBuckets returns the bucket folders of dir (YYYY-MM-DD names; dir a
+// local folder or an s3:// prefix) in order.
+func ListBuckets(dir string) ([]string, error) { return stamp.ListBuckets(context.Background(), dir) }
 
 // Run runs the backfill into s. Problems with the data become dead-letter
 // records; the error is for the run itself (a sink failure, ctx).
@@ -131,7 +131,7 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (sum Summary, err error) 
 	}
 	defer func() { sum.Elapsed = time.Since(start) }()
 	scfg := cfg.stamp()
-	plan, err := stamp.NewPlan(scfg)
+	plan, err := stamp.NewPlan(ctx, scfg)
 	if err != nil {
 		return sum, err
 	}

@@ -10,9 +10,9 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
-	"os"
 	"strings"
 
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 )
 
@@ -139,7 +139,10 @@ func (ar *AutoclavedReader) Read(ctx context.Context, b *Bucket, c Container, h 
 		lost(0, deadletter.MissingContainer, "the index lists this report in "+c.Name+", which is not in the bucket")
 		return ContainerStats{}, nil
 	}
-	file, err := os.Open(c.Path)
+	file, err := b.open(c.Path)
+	if store.Failed(err) {
+		return ContainerStats{}, err
+	}
 	if err != nil {
 		problem("", 0, deadletter.Unreadable, err.Error())
 		lost(0, deadletter.Unreadable, "its file cannot be opened")
@@ -256,7 +259,7 @@ func (ar *AutoclavedReader) Read(ctx context.Context, b *Bucket, c Container, h 
 	if len(frameBad) > 0 {
 		problem("", 0, deadletter.FrameMismatch, fmt.Sprintf("%d differences with the index's frame rows; the first: %s", len(frameBad), frameBad[0]))
 	}
-	if size, _ := file.Seek(0, io.SeekCurrent); f.Closed {
+	if size := file.n; f.Closed {
 		var sum [20]byte
 		ar.sha.Sum(sum[:0])
 		switch {
@@ -269,6 +272,9 @@ func (ar *AutoclavedReader) Read(ctx context.Context, b *Bucket, c Container, h 
 		}
 	} else {
 		notice("", 0, deadletter.BadIndexRow, "the index ends before this file's /file row")
+	}
+	if file.failed != nil {
+		return ContainerStats{}, file.failed
 	}
 	return st, nil
 }

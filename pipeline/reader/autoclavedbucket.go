@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+	"path"
 	"sort"
 	"strings"
 
 	"github.com/klauspost/compress/gzip"
 
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 )
 
@@ -81,24 +82,32 @@ type Options struct {
 	Datums bool
 }
 
-// Open lists the bucket folder dir, tells its layout and reads its index.
+// Open lists the local bucket folder dir, tells its layout and reads its
+// index, as OpenIn does.
+func Open(dir string, opt Options) (*Bucket, error) {
+	parent, date := store.Split(dir)
+	return OpenIn(store.Local(parent), date, opt)
+}
+
+// OpenIn lists the bucket folder date of fsys, tells its layout and reads
+// its index.
 // Problems with the index or with files are in Bucket.Problems; the error
 // is only for a folder that cannot be listed or a bad Format.
 //
 // The folder is listed once and the index opened once: its first row
 // tells the layout before it is read as that layout's index.
-func Open(dir string, opt Options) (*Bucket, error) {
+func OpenIn(fsys store.Store, date string, opt Options) (*Bucket, error) {
 	format := opt.Format
 	switch format {
 	case "", FormatAuto, FormatCanned, FormatAutoclaved:
 	default:
 		return nil, fmt.Errorf("unknown format %q (want auto, canned or autoclaved)", opt.Format)
 	}
-	l, err := listBucket(dir)
+	l, err := listBucket(fsys, date)
 	if err != nil {
 		return nil, err
 	}
-	ix := openIndex(dir, l.fp)
+	ix := openIndex(fsys, date, l.fp)
 	defer ix.close()
 	if format == "" || format == FormatAuto {
 		format = l.detect(ix)
@@ -125,7 +134,7 @@ func (l *listing) detect(ix *index) Format {
 		return FormatCanned
 	}
 	for _, name := range l.lz4s {
-		f, err := os.Open(filepath.Join(l.b.Dir, name))
+		f, err := l.b.FS.Open(path.Join(l.b.Date, name))
 		if err != nil {
 			continue
 		}
@@ -143,7 +152,7 @@ func (l *listing) detect(ix *index) Format {
 // autoclaved makes the listed bucket an autoclaved one, with the rows of
 // its index.
 func (l *listing) autoclaved(ix *index, datums bool) *Bucket {
-	b, onDisk, dir := l.b, l.onDisk, l.b.Dir
+	b, onDisk, dir := l.b, l.onDisk, l.b.Date
 	b.Format = FormatAutoclaved
 	files, names := b.readAutoclavedIndex(ix, datums)
 	ix.close()
@@ -151,7 +160,7 @@ func (l *listing) autoclaved(ix *index, datums bool) *Bucket {
 	for _, name := range names {
 		f := files[name]
 		base := strings.TrimPrefix(name, b.Date+"/")
-		c := Container{Name: name, Path: filepath.Join(dir, base), Size: f.Size, Tar: strings.HasSuffix(name, ".tar.lz4"), Indexed: true, AC: f}
+		c := Container{Name: name, Path: path.Join(dir, base), Size: f.Size, Tar: strings.HasSuffix(name, ".tar.lz4"), Indexed: true, AC: f}
 		if info, ok := onDisk[base]; ok && !strings.Contains(base, "/") {
 			c.Size = info.Size()
 			delete(onDisk, base)

@@ -14,8 +14,10 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -25,6 +27,7 @@ import (
 	"github.com/pierrec/lz4/v4"
 
 	"github.com/backfill-dev/backfill/internal/lz4nocheck"
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 )
 
@@ -40,7 +43,7 @@ func IsBucketName(name string) bool { return bucketRe.MatchString(name) }
 // index lists it.
 type Container struct {
 	Name    string // as the index names it: "YYYY-MM-DD/<name>.lz4"
-	Path    string // on disk
+	Path    string // its name in the bucket's Store (YYYY-MM-DD/<name>.lz4)
 	Size    int64  // on disk; for a missing file, the index's size
 	Tar     bool
 	Indexed bool
@@ -54,38 +57,33 @@ type Container struct {
 type Bucket struct {
 	Format     Format // FormatCanned or FormatAutoclaved
 	Date       string
-	Dir        string
+	Dir        string      // where the bucket folder is, as shown to a person
+	FS         store.Store // the folder of bucket folders: the bucket is its folder Date
 	Containers []Container
 	Problems   []deadletter.Record
 	// Fingerprint changes when the index or any file's name, size or
-	// modification time changes.
+	// modification time (on S3: ETag) changes.
 	Fingerprint string
 	Bytes       int64 // compressed bytes of the containers on disk
 }
 
-// OpenBucket lists the bucket folder dir and reads its index. Problems
-// with the index or with files are in Bucket.Problems; the error is only
-// for a folder that cannot be listed.
+// OpenBucket lists the local bucket folder dir and reads its index as a
+// canned one. Problems with the index or with files are in
+// Bucket.Problems; the error is only for a folder that cannot be listed.
 func OpenBucket(dir string) (*Bucket, error) {
-	l, err := listBucket(dir)
-	if err != nil {
-		return nil, err
-	}
-	ix := openIndex(dir, l.fp)
-	defer ix.close()
-	return l.canned(ix), nil
+	return Open(dir, Options{Format: FormatCanned})
 }
 
 // canned makes the listed bucket a canned one, with the rows of its index.
 func (l *listing) canned(ix *index) *Bucket {
-	b, onDisk, dir := l.b, l.onDisk, l.b.Dir
+	b, onDisk, dir := l.b, l.onDisk, l.b.Date
 	indexed := b.readIndex(ix)
 	ix.close()
 	b.Fingerprint = hex.EncodeToString(l.fp.Sum(nil))
 	date := b.Date
 	for _, f := range indexed {
 		base := strings.TrimPrefix(f.Filename, date+"/")
-		c := Container{Name: f.Filename, Path: filepath.Join(dir, base), Size: f.Size, Tar: f.Tar, Indexed: true, Entry: f}
+		c := Container{Name: f.Filename, Path: path.Join(dir, base), Size: f.Size, Tar: f.Tar, Indexed: true, Entry: f}
 		if info, ok := onDisk[base]; ok && f.Filename == date+"/"+base && !strings.Contains(base, "/") {
 			c.Size = info.Size()
 			delete(onDisk, base)
@@ -96,7 +94,7 @@ func (l *listing) canned(ix *index) *Bucket {
 	}
 	for _, base := range slices.Sorted(maps.Keys(onDisk)) {
 		info := onDisk[base]
-		b.Containers = append(b.Containers, Container{Name: date + "/" + base, Path: filepath.Join(dir, base),
+		b.Containers = append(b.Containers, Container{Name: date + "/" + base, Path: path.Join(dir, base),
 			Size: info.Size(), Tar: strings.HasSuffix(base, ".tar.lz4")})
 		b.Problems = append(b.Problems, deadletter.Record{Bucket: date, File: date + "/" + base,
 			Reason: deadletter.NotInIndex, Kind: deadletter.Notice, Message: "the index does not list this container; it is read unchecked"})
@@ -115,29 +113,33 @@ func (l *listing) canned(ix *index) *Bucket {
 // ending in .lz4 in order (for telling the layout without an index).
 type listing struct {
 	b      *Bucket
-	onDisk map[string]os.FileInfo
+	onDisk map[string]fs.FileInfo
 	fp     hash.Hash
 	lz4s   []string
 }
 
-// listBucket lists the bucket folder: its containers by name, and a
-// fingerprint hash fed with every entry's name, size and modification
-// time. Anything else is a problem of the bucket.
-func listBucket(dir string) (*listing, error) {
-	date := filepath.Base(dir)
-	b := &Bucket{Date: date, Dir: dir, Format: FormatCanned}
-	ents, err := os.ReadDir(dir)
+// listBucket lists the bucket folder date of fsys: its containers by name,
+// and a fingerprint hash fed with every entry's name, size and
+// modification time (on S3, its ETag). Anything else is a problem of the
+// bucket.
+func listBucket(fsys store.Store, date string) (*listing, error) {
+	b := &Bucket{Date: date, Dir: fsys.Where(date), FS: fsys, Format: FormatCanned}
+	ents, err := fsys.ReadDir(date)
 	if err != nil {
 		return nil, err
 	}
-	l := &listing{b: b, onDisk: map[string]os.FileInfo{}, fp: sha256.New()}
+	l := &listing{b: b, onDisk: map[string]fs.FileInfo{}, fp: sha256.New()}
 	fp, onDisk := l.fp, l.onDisk
 	for _, e := range ents {
 		info, err := e.Info()
 		if err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(fp, "%s\x00%d\x00%d\x00", e.Name(), info.Size(), info.ModTime().UnixNano())
+		if etag := store.ETag(info); etag != "" {
+			fmt.Fprintf(fp, "%s\x00%d\x00%s\x00", e.Name(), info.Size(), etag)
+		} else {
+			fmt.Fprintf(fp, "%s\x00%d\x00%d\x00", e.Name(), info.Size(), info.ModTime().UnixNano())
+		}
 		if strings.HasSuffix(e.Name(), ".lz4") {
 			l.lz4s = append(l.lz4s, e.Name())
 		}
@@ -152,6 +154,34 @@ func listBucket(dir string) (*listing, error) {
 		onDisk[e.Name()] = info
 	}
 	return l, nil
+}
+
+// source is an input file being read. It remembers the first failure of
+// the store under it (a request that failed after its retries, an object
+// that changed): such a read ends with that error, not with records of
+// damaged data.
+type source struct {
+	fs.File
+	n      int64 // bytes read
+	failed error
+}
+
+func (s *source) Read(p []byte) (int, error) {
+	n, err := s.File.Read(p)
+	s.n += int64(n)
+	if err != nil && s.failed == nil && store.Failed(err) {
+		s.failed = err
+	}
+	return n, err
+}
+
+// open opens the file name of the bucket's Store.
+func (b *Bucket) open(name string) (*source, error) {
+	f, err := b.FS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return &source{File: f}, nil
 }
 
 // readIndex returns the good rows of the bucket's index, each container
@@ -274,7 +304,8 @@ type streamError struct {
 func (e *streamError) Error() string { return e.err.Error() }
 
 // Read reads container c of bucket b and reports to h. Every problem with
-// the data is a dead-letter record; the error is only ctx's.
+// the data is a dead-letter record; the error is only ctx's or the store's
+// (see store.Failed).
 func (cr *ContainerReader) Read(ctx context.Context, b *Bucket, c Container, h Handler) (ContainerStats, error) {
 	if c.Indexed && !c.Missing && !cr.VerifySHA1 && h.Blob == nil {
 		var reports []ContainerReport
@@ -327,7 +358,10 @@ func (cr *ContainerReader) read(ctx context.Context, b *Bucket, c Container, h H
 		}
 		return ContainerStats{}, nil
 	}
-	f, err := os.Open(c.Path)
+	f, err := b.open(c.Path)
+	if store.Failed(err) {
+		return ContainerStats{}, err
+	}
 	if err != nil {
 		problem("", 0, deadletter.Unreadable, err.Error())
 		lost(deadletter.Unreadable, "its container cannot be opened")
@@ -464,6 +498,9 @@ func (cr *ContainerReader) read(ctx context.Context, b *Bucket, c Container, h H
 		case int32(cr.fileCRC.Sum32()) != c.Entry.CRC32:
 			problem("", 0, deadletter.ChecksumMismatch, fmt.Sprintf("the file's CRC-32 is %d, the index says %d", int32(cr.fileCRC.Sum32()), c.Entry.CRC32))
 		}
+	}
+	if f.failed != nil {
+		return ContainerStats{}, f.failed
 	}
 	return st, nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/backfill-dev/backfill/internal/corpus"
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/reader"
 )
@@ -31,7 +32,7 @@ func sampleBucket(t testing.TB) (*reader.Bucket, reader.Container, []byte) {
 	}
 	for _, c := range b.Containers {
 		if c.Tar && len(c.Entry.Texts) > 2 {
-			data, err := os.ReadFile(c.Path)
+			data, err := store.ReadFile(b.FS, c.Path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -50,10 +51,7 @@ type outcome struct {
 // readAs reads data as if it were container c.
 func readAs(t testing.TB, cr *reader.ContainerReader, b *reader.Bucket, c reader.Container, data []byte) outcome {
 	t.Helper()
-	c.Path = filepath.Join(t.TempDir(), "c.lz4")
-	if err := os.WriteFile(c.Path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	b, c = inTemp(t, b, c, data)
 	c.Size = int64(len(data))
 	var o outcome
 	_, err := cr.Read(context.Background(), b, c, reader.Handler{
@@ -174,10 +172,7 @@ func TestOpen_UnlistedInOrder(t *testing.T) {
 // which makes the reader check the LZ4 checksums on its only read.
 func readRecords(t testing.TB, cr *reader.ContainerReader, b *reader.Bucket, c reader.Container, data []byte, checked bool) []string {
 	t.Helper()
-	c.Path = filepath.Join(t.TempDir(), "c.lz4")
-	if err := os.WriteFile(c.Path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	b, c = inTemp(t, b, c, data)
 	c.Size = int64(len(data))
 	var calls []string
 	h := reader.Handler{
@@ -232,4 +227,18 @@ func TestContainerReader_FastReadSameAsChecked(t *testing.T) {
 	if !strings.Contains(strings.Join(checked, "\n"), "lz4") {
 		t.Errorf("the checked read does not complain of the content checksum:\n%s", strings.Join(checked, "\n"))
 	}
+}
+
+// inTemp puts data in a folder of its own as the only file of a copy of
+// b, named as c.
+func inTemp(t testing.TB, b *reader.Bucket, c reader.Container, data []byte) (*reader.Bucket, reader.Container) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "c.lz4"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bb := *b
+	bb.FS = store.Local(dir)
+	c.Path = "c.lz4"
+	return &bb, c
 }

@@ -4,9 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"io"
-	"os"
-	"path/filepath"
+	"io/fs"
 
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/klauspost/compress/gzip"
 )
 
@@ -15,7 +15,7 @@ import (
 // closed, so the fingerprint covers the whole file however far it was
 // parsed.
 type index struct {
-	f   *os.File
+	f   fs.File
 	err error         // of opening it; os.ErrNotExist when there is none
 	raw *bufio.Reader // the raw bytes, through the fingerprint
 	fp  io.Writer
@@ -25,8 +25,8 @@ type index struct {
 // row decompressed from what it holds.
 const indexBuffer = 256 << 10
 
-func openIndex(dir string, fp io.Writer) *index {
-	f, err := os.Open(filepath.Join(dir, IndexName))
+func openIndex(fsys store.Store, date string, fp io.Writer) *index {
+	f, err := fsys.Open(date + "/" + IndexName)
 	ix := &index{f: f, err: err, fp: fp}
 	if err == nil {
 		ix.raw = bufio.NewReaderSize(io.TeeReader(f, fp), indexBuffer)

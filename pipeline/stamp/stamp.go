@@ -20,12 +20,11 @@ package stamp
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/reader"
@@ -34,13 +33,13 @@ import (
 
 // Config says what to stamp.
 type Config struct {
-	In      string   // the folder of bucket folders
+	In      string   // the folder of bucket folders: a local path or s3://bucket/prefix
 	Buckets []string // to stamp; all bucket folders of In when empty
 	Workers int      // containers read at once; 0 means 1
 	Scheme  ooid.Scheme
 	Format  reader.Format      // FormatAuto when empty
 	Read    reader.ReadOptions // how containers are read, the ndx policy among them
-	// Canned, when set, is a folder of the same buckets in canned form:
+	// Canned, when set, is a folder (or s3:// prefix) of the same buckets in canned form:
 	// each autoclaved file is compared with its canned form.
 	Canned  string
 	Version string // recorded in each bucket's Meta
@@ -61,10 +60,18 @@ type Progress struct {
 	Reports, Measurements int64
 }
 
-// ListBuckets returns the bucket folders of dir (YYYY-MM-DD names) in
-// order.
-func ListBuckets(dir string) ([]string, error) {
-	ents, err := os.ReadDir(dir)
+// ListBuckets returns the bucket folders (YYYY-MM-DD names) of the folder
+// or s3:// prefix dir, in order.
+func ListBuckets(ctx context.Context, dir string) ([]string, error) {
+	fsys, err := store.Open(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	return listBuckets(fsys)
+}
+
+func listBuckets(fsys store.Store) ([]string, error) {
+	ents, err := fsys.ReadDir(".")
 	if err != nil {
 		return nil, err
 	}
@@ -84,15 +91,18 @@ type Plan struct {
 }
 
 // NewPlan checks cfg and returns its plan.
-func NewPlan(cfg Config) (Plan, error) {
+func NewPlan(ctx context.Context, cfg Config) (Plan, error) {
 	var p Plan
 	if err := cfg.Scheme.Validate(); err != nil {
 		return p, err
 	}
+	fsys, err := store.Open(ctx, cfg.In)
+	if err != nil {
+		return p, err
+	}
 	names := cfg.Buckets
 	if len(names) == 0 {
-		var err error
-		if names, err = ListBuckets(cfg.In); err != nil {
+		if names, err = listBuckets(fsys); err != nil {
 			return p, err
 		}
 	}
@@ -102,11 +112,13 @@ func NewPlan(cfg Config) (Plan, error) {
 		if !reader.IsBucketName(n) {
 			return p, fmt.Errorf("%q is not a bucket name (YYYY-MM-DD)", n)
 		}
-		st, err := os.Stat(filepath.Join(cfg.In, n))
-		if err != nil || !st.IsDir() {
-			return p, fmt.Errorf("bucket %s: no folder %s", n, filepath.Join(cfg.In, n))
+		ents, err := fsys.ReadDir(n)
+		if store.Failed(err) {
+			return p, err
 		}
-		ents, _ := os.ReadDir(filepath.Join(cfg.In, n))
+		if err != nil {
+			return p, fmt.Errorf("bucket %s: no folder %s", n, fsys.Where(n))
+		}
 		for _, e := range ents {
 			if info, err := e.Info(); err == nil && e.Name() != reader.IndexName {
 				p.Bytes += info.Size()
@@ -134,6 +146,16 @@ func Run(ctx context.Context, cfg Config, plan Plan, emit func(*stamped.Bucket) 
 		return fmt.Errorf("ndx policy %w", err)
 	}
 	cfg.Read.Canned = cfg.Canned != ""
+	in, err := store.Open(ctx, cfg.In)
+	if err != nil {
+		return err
+	}
+	var canned store.Store
+	if cfg.Canned != "" {
+		if canned, err = store.Open(ctx, cfg.Canned); err != nil {
+			return err
+		}
+	}
 	names := plan.Buckets
 	prog := Progress{BucketsTotal: len(names), BytesTotal: plan.Bytes}
 	workers := max(cfg.Workers, 1)
@@ -146,7 +168,10 @@ func Run(ctx context.Context, cfg Config, plan Plan, emit func(*stamped.Bucket) 
 		defer close(tasks)
 		defer close(jobs)
 		for _, name := range names {
-			j := open(cfg, name)
+			j := open(cfg, in, canned, name)
+			if j.err != nil {
+				return j.err
+			}
 			if j.bucket != nil && cfg.Skip != nil && cfg.Skip(j.out.Meta) {
 				j.out.Skipped = true
 			}
@@ -209,6 +234,7 @@ type bucketJob struct {
 	bucket  *reader.Bucket // nil when the folder cannot be read
 	canned  *reader.Bucket // its canned form, with Config.Canned
 	results []chan containerResult
+	err     error // of the store, which stops the run
 }
 
 type containerResult struct {
@@ -222,11 +248,16 @@ type task struct {
 	i   int
 }
 
-// open opens bucket name: its folder, its index and, with cfg.Canned, its
-// canned form. A bucket that cannot be read is a record of its own.
-func open(cfg Config, name string) *bucketJob {
+// open opens bucket name of in: its folder, its index and, with canned,
+// its canned form. A bucket that cannot be read is a record of its own; a
+// failure of the store is j.err, which stops the run.
+func open(cfg Config, in, canned store.Store, name string) *bucketJob {
 	j := &bucketJob{out: stamped.Bucket{Meta: stamped.Meta{Bucket: name, Scheme: cfg.Scheme, NdxPolicy: string(cfg.Read.Ndx), Version: cfg.Version}}}
-	b, err := reader.Open(filepath.Join(cfg.In, name), cfg.Read.OpenOptions(cfg.Format))
+	b, err := reader.OpenIn(in, name, cfg.Read.OpenOptions(cfg.Format))
+	if store.Failed(err) {
+		j.err = err
+		return j
+	}
 	if err != nil {
 		j.out.Records = []deadletter.Record{{Bucket: name, Reason: deadletter.Unreadable, Message: err.Error()}}
 		j.out.Meta.Fingerprint = "unreadable"
@@ -234,9 +265,11 @@ func open(cfg Config, name string) *bucketJob {
 	}
 	j.bucket, j.out.Meta.Fingerprint, j.out.Size = b, b.Fingerprint, b.Bytes
 	j.out.Records = append(j.out.Records, b.Problems...)
-	if cfg.Canned != "" && b.Format == reader.FormatAutoclaved {
+	if canned != nil && b.Format == reader.FormatAutoclaved {
 		var p *deadletter.Record
-		j.canned, p = openCanned(cfg.Canned, name)
+		if j.canned, p, j.err = openCanned(canned, name); j.err != nil {
+			return j
+		}
 		if p != nil {
 			j.out.Records = append(j.out.Records, *p)
 		}
@@ -277,17 +310,19 @@ func (j *bucketJob) collect(ctx context.Context, sem chan struct{}, prog *Progre
 	return nil
 }
 
-// openCanned opens the canned form of bucket name under dir, or tells
-// why it cannot be compared with.
-func openCanned(dir, name string) (*reader.Bucket, *deadletter.Record) {
-	cb, err := reader.Open(filepath.Join(dir, name), reader.Options{Format: reader.FormatAuto})
+// openCanned opens the canned form of bucket name in fsys, or tells why it
+// cannot be compared with.
+func openCanned(fsys store.Store, name string) (*reader.Bucket, *deadletter.Record, error) {
+	cb, err := reader.OpenIn(fsys, name, reader.Options{Format: reader.FormatAuto})
 	switch {
+	case store.Failed(err):
+		return nil, nil, err
 	case err != nil:
-		return nil, &deadletter.Record{Bucket: name, Reason: deadletter.CannedMismatch, Message: "the canned form cannot be read (" + err.Error() + "); no orig_sha1 is checked"}
+		return nil, &deadletter.Record{Bucket: name, Reason: deadletter.CannedMismatch, Message: "the canned form cannot be read (" + err.Error() + "); no orig_sha1 is checked"}, nil
 	case cb.Format != reader.FormatCanned:
-		return nil, &deadletter.Record{Bucket: name, Reason: deadletter.CannedMismatch, Message: cb.Dir + " is not a canned bucket; no orig_sha1 is checked"}
+		return nil, &deadletter.Record{Bucket: name, Reason: deadletter.CannedMismatch, Message: cb.Dir + " is not a canned bucket; no orig_sha1 is checked"}, nil
 	}
-	return cb, nil
+	return cb, nil, nil
 }
 
 // readContainer reads container i of j's bucket and stamps its reports.

@@ -8,14 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
+	"io/fs"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
@@ -31,7 +31,10 @@ func isBucket(name string) bool {
 
 // Buckets implements sink.Rewriter: the buckets with a ledger entry.
 func (s *Sink) Buckets(context.Context) ([]string, error) {
-	ents, err := os.ReadDir(filepath.Join(s.dir, "ledger"))
+	ents, err := s.st.ReadDir("ledger")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +54,7 @@ func (s *Sink) Manifest(_ context.Context, bucket string) (stamped.Meta, []stamp
 	if err != nil {
 		return stamped.Meta{}, nil, fmt.Errorf("bucket %s: ledger: %w", bucket, err)
 	}
-	rows, err := ReadReports(s.path("reports", bucket, ".parquet"))
+	rows, err := readRows[Report](s.st, s.path("reports", bucket, ".parquet"))
 	if err != nil {
 		return stamped.Meta{}, nil, fmt.Errorf("bucket %s: %w", bucket, err)
 	}
@@ -67,45 +70,63 @@ func (l Ledger) meta() stamped.Meta {
 		NdxPolicy: l.NdxPolicy, Version: l.Version}
 }
 
-// ReadReports reads a reports/B.parquet file.
-func ReadReports(path string) ([]Report, error) { return readRows[Report](path) }
+// ReadReports reads a reports/B.parquet file (a local path or an s3:// URL).
+func ReadReports(path string) ([]Report, error) { return readRowsAt[Report](path) }
 
 // ReadMeasurements reads a measurements/B.parquet file, in its order.
-func ReadMeasurements(path string) ([]Measurement, error) { return readRows[Measurement](path) }
+func ReadMeasurements(path string) ([]Measurement, error) { return readRowsAt[Measurement](path) }
 
-func readRows[T any](path string) ([]T, error) {
-	f, err := os.Open(path)
+func readRowsAt[T any](loc string) ([]T, error) {
+	parent, base := store.Split(loc)
+	st, err := store.Open(context.Background(), parent)
+	if err != nil {
+		return nil, err
+	}
+	return readRows[T](st, base)
+}
+
+func readRows[T any](st store.Store, name string) ([]T, error) {
+	f, err := st.Open(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
+	info, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
-	pf, err := parquet.OpenFile(f, st.Size())
+	ra, ok := f.(io.ReaderAt)
+	if !ok {
+		return nil, fmt.Errorf("%s: not readable at offsets", st.Where(name))
+	}
+	pf, err := parquet.OpenFile(ra, info.Size())
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", st.Where(name), err)
 	}
 	r := parquet.NewGenericReader[T](pf)
 	defer r.Close()
 	rows := make([]T, pf.NumRows())
 	n, err := r.Read(rows)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", st.Where(name), err)
 	}
 	if n != len(rows) {
-		return nil, fmt.Errorf("%s: %d of %d rows read", path, n, len(rows))
+		return nil, fmt.Errorf("%s: %d of %d rows read", st.Where(name), n, len(rows))
 	}
 	return rows, nil
 }
 
-// ReadDeadLetters reads a dead-letters/B.jsonl file.
+// ReadDeadLetters reads a dead-letters/B.jsonl file (a local path or an
+// s3:// URL).
 func ReadDeadLetters(path string) ([]deadletter.Record, error) {
-	f, err := os.Open(path)
+	f, err := store.OpenFile(context.Background(), path)
 	if err != nil {
 		return nil, err
 	}
+	return readDeadLetters(f, path)
+}
+
+func readDeadLetters(f fs.File, path string) ([]deadletter.Record, error) {
 	defer f.Close()
 	var out []deadletter.Record
 	dec := json.NewDecoder(bufio.NewReader(f))
@@ -128,11 +149,11 @@ func (s *Sink) Reassign(ctx context.Context, scheme ooid.Scheme, bucket string, 
 	if err != nil {
 		return fmt.Errorf("reassign %s: ledger: %w", bucket, err)
 	}
-	rows, err := ReadReports(s.path("reports", bucket, ".parquet"))
+	rows, err := readRows[Report](s.st, s.path("reports", bucket, ".parquet"))
 	if err != nil {
 		return fmt.Errorf("reassign %s: %w", bucket, err)
 	}
-	dead, err := ReadDeadLetters(s.path("dead-letters", bucket, ".jsonl"))
+	dead, err := s.readDeadLetters(bucket)
 	if err != nil {
 		return fmt.Errorf("reassign %s: %w", bucket, err)
 	}
@@ -209,4 +230,13 @@ func (s *Sink) Reassign(ctx context.Context, scheme ooid.Scheme, bucket string, 
 	}
 	_, err = w.Commit(ctx, counts)
 	return err
+}
+
+func (s *Sink) readDeadLetters(bucket string) ([]deadletter.Record, error) {
+	name := s.path("dead-letters", bucket, ".jsonl")
+	f, err := s.st.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return readDeadLetters(f, s.st.Where(name))
 }

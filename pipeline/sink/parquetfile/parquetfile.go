@@ -1,8 +1,9 @@
 // Package parquetfile is the embedded sink: per bucket, Parquet files of
 // measurements and reports, a JSON-lines dead-letter archive and a ledger
-// entry, each made visible by an atomic rename.
+// entry, each made visible whole (a rename into place on disk, a completed
+// PUT on S3).
 //
-// Layout under the output folder, for bucket B:
+// Layout under the output folder (or s3:// prefix), for bucket B:
 //
 //	measurements/B.parquet   ooid INT64, textname, ndx INT32, bucket_date DATE
 //	reports/B.parquet        textname, ts, ts_source, counter_base, n, bucket_date,
@@ -33,12 +34,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink"
@@ -91,11 +91,12 @@ var Dirs = []string{"measurements", "reports", "dead-letters", "ledger"}
 // rowGroup bounds the rows buffered before a row group is written.
 const rowGroup = 128 << 10
 
-// Sink writes under a folder. It holds the folder's lock from Open to
-// Close: one writer per output folder.
+// Sink writes under a folder or an s3:// prefix. It holds the output's lock
+// from Open to Close: one writer per output.
 type Sink struct {
 	dir  string
-	lock *os.File
+	st   store.Store
+	lock store.Lock
 }
 
 var (
@@ -104,78 +105,71 @@ var (
 	_ sink.BucketWriter    = (*bucketWriter)(nil)
 )
 
-// LockName is the lock file of an output folder; it holds the PID of the
-// run that has it.
+// LockName is the lock of an output: a file holding the PID of the run
+// that has it (an flock), or on S3 an object naming its host and PID.
 const LockName = ".lock"
 
 // LockedError is returned by Open when another process writes to the
-// folder.
+// output.
 type LockedError struct {
-	Dir string
-	PID int // 0 when the holder did not write its PID yet
+	Dir  string
+	PID  int    // 0 when the holder did not write its PID yet
+	Host string // on S3, the holder's host
 }
 
 func (e *LockedError) Error() string {
 	who := "another run"
 	if e.PID > 0 {
 		who = fmt.Sprintf("another run (pid %d)", e.PID)
+		if e.Host != "" {
+			who = fmt.Sprintf("another run (pid %d on %s)", e.PID, e.Host)
+		}
 	}
 	return fmt.Sprintf("%s is writing to %s; wait for it to finish, or write to another folder", who, e.Dir)
 }
 
-// Open prepares dir, takes its lock (a second writer fails at once with a
-// *LockedError) and clears what runs that died left in its temporary
-// folder.
+// Open prepares dir (a local folder or an s3:// prefix), takes its lock (a
+// second writer fails at once with a *LockedError) and clears what runs
+// that died left in its temporary folder.
 func Open(dir string) (*Sink, error) {
-	for _, d := range Dirs {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			return nil, err
-		}
-	}
-	lock, err := os.OpenFile(filepath.Join(dir, LockName), os.O_RDWR|os.O_CREATE, 0o644)
+	st, err := store.Open(context.Background(), dir)
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		lock.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			pid, _ := Holder(dir)
-			return nil, &LockedError{Dir: dir, PID: pid}
+	if !store.IsRemote(dir) {
+		for _, d := range Dirs {
+			if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+				return nil, err
+			}
 		}
+	}
+	lock, err := st.Lock(LockName)
+	var le *store.LockedError
+	if errors.As(err, &le) {
+		return nil, &LockedError{Dir: dir, PID: le.Holder.PID, Host: le.Holder.Host}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", dir, err)
 	}
-	if err := errors.Join(lock.Truncate(0), writeAt0(lock, strconv.Itoa(os.Getpid())+"\n")); err != nil {
-		lock.Close()
-		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	// Holding the lock, whatever is in the temporary folder was left by a
+	// run that died.
+	if !store.IsRemote(dir) {
+		if err := st.RemoveAll(store.TmpDir); err != nil {
+			lock.Unlock()
+			return nil, err
+		}
 	}
-	// Holding the lock, whatever is in .tmp was left by a run that died.
-	if err := os.RemoveAll(filepath.Join(dir, ".tmp")); err != nil {
-		lock.Close()
-		return nil, err
-	}
-	return &Sink{dir: dir, lock: lock}, nil
-}
-
-func writeAt0(f *os.File, s string) error {
-	_, err := f.WriteAt([]byte(s), 0)
-	return err
+	return &Sink{dir: dir, st: st, lock: lock}, nil
 }
 
 // Holder returns the PID of the run that holds dir's lock, if any.
 func Holder(dir string) (pid int, locked bool) {
-	f, err := os.Open(filepath.Join(dir, LockName))
+	st, err := store.Open(context.Background(), dir)
 	if err != nil {
 		return 0, false
 	}
-	defer f.Close()
-	if syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB) == nil {
-		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		return 0, false
-	}
-	b := make([]byte, 32)
-	n, _ := f.ReadAt(b, 0)
-	pid, _ = strconv.Atoi(strings.TrimSpace(string(b[:n])))
-	return pid, true
+	h, locked := st.Holder(LockName)
+	return h.PID, locked
 }
 
 // Close removes the temporary folder and releases the lock. Every bucket
@@ -184,20 +178,24 @@ func (s *Sink) Close() error {
 	if s.lock == nil {
 		return nil
 	}
-	err := os.RemoveAll(filepath.Join(s.dir, ".tmp"))
-	err = errors.Join(err, s.lock.Close()) // closing releases the lock
+	var err error
+	if !store.IsRemote(s.dir) {
+		err = s.st.RemoveAll(store.TmpDir)
+	}
+	err = errors.Join(err, s.lock.Unlock())
 	s.lock = nil
 	return err
 }
 
+// path is the name of a bucket's file in the output.
 func (s *Sink) path(sub, bucket, ext string) string {
-	return filepath.Join(s.dir, sub, bucket+ext)
+	return sub + "/" + bucket + ext
 }
 
 // ReadLedger reads a bucket's ledger entry.
 func (s *Sink) ReadLedger(bucket string) (Ledger, error) {
 	var l Ledger
-	b, err := os.ReadFile(s.path("ledger", bucket, ".json"))
+	b, err := store.ReadFile(s.st, s.path("ledger", bucket, ".json"))
 	if err != nil {
 		return l, err
 	}
@@ -210,14 +208,7 @@ func (s *Sink) Begin(_ context.Context, m stamped.Meta) (sink.BucketWriter, erro
 	if err != nil {
 		return nil, fmt.Errorf("parquetfile: bucket %q: %w", m.Bucket, err)
 	}
-	if err := os.MkdirAll(filepath.Join(s.dir, ".tmp"), 0o755); err != nil {
-		return nil, err
-	}
-	tmp, err := os.MkdirTemp(filepath.Join(s.dir, ".tmp"), m.Bucket+"-")
-	if err != nil {
-		return nil, err
-	}
-	w := &bucketWriter{s: s, m: m, tmp: tmp, days: int32(day.Unix() / 86400), started: time.Now().UTC()}
+	w := &bucketWriter{s: s, m: m, days: int32(day.Unix() / 86400), started: time.Now().UTC()}
 	opts := []parquet.WriterOption{
 		parquet.CreatedBy("backfill", m.Version, ""),
 		parquet.Compression(&fastSnappy{}),
@@ -233,15 +224,15 @@ func (s *Sink) Begin(_ context.Context, m stamped.Meta) (sink.BucketWriter, erro
 		opts = append(opts, parquet.KeyValueMetadata("backfill.hash", ooid.HashSipHash),
 			parquet.KeyValueMetadata("backfill.key_table", m.Scheme.Table))
 	}
-	if w.mf, err = w.create("measurements.parquet"); err != nil {
+	if w.mf, err = s.st.Create(s.path("measurements", m.Bucket, ".parquet")); err != nil {
 		w.Abort()
 		return nil, err
 	}
-	if w.rf, err = w.create("reports.parquet"); err != nil {
+	if w.rf, err = s.st.Create(s.path("reports", m.Bucket, ".parquet")); err != nil {
 		w.Abort()
 		return nil, err
 	}
-	if w.df, err = w.create("dead-letters.jsonl"); err != nil {
+	if w.df, err = s.st.Create(s.path("dead-letters", m.Bucket, ".jsonl")); err != nil {
 		w.Abort()
 		return nil, err
 	}
@@ -256,20 +247,15 @@ func (s *Sink) Begin(_ context.Context, m stamped.Meta) (sink.BucketWriter, erro
 type bucketWriter struct {
 	s                *Sink
 	m                stamped.Meta
-	tmp              string
 	days             int32
 	started          time.Time
-	mf, rf, df       *os.File
+	mf, rf, df       store.Writer
 	mbuf, rbuf, dbuf *bufio.Writer
 	mw               *parquet.GenericWriter[Measurement]
 	rw               *parquet.GenericWriter[Report]
 	dl               *json.Encoder
 	rows             []Measurement
 	done             bool
-}
-
-func (w *bucketWriter) create(name string) (*os.File, error) {
-	return os.Create(filepath.Join(w.tmp, name))
 }
 
 // Report implements sink.BucketWriter: the report's row, and one row per
@@ -316,45 +302,32 @@ func (w *bucketWriter) commit(ctx context.Context, c stamped.Counts) error {
 		w.Abort()
 		return err
 	}
-	err := errors.Join(w.mw.Close(), w.rw.Close(), w.mbuf.Flush(), w.rbuf.Flush(), w.dbuf.Flush())
-	for _, f := range []*os.File{w.mf, w.rf, w.df} {
-		err = errors.Join(err, f.Sync(), f.Close())
-	}
-	if err != nil {
+	if err := errors.Join(w.mw.Close(), w.rw.Close(), w.mbuf.Flush(), w.rbuf.Flush(), w.dbuf.Flush()); err != nil {
 		w.Abort()
 		return err
 	}
 	l := Ledger{Bucket: w.m.Bucket, Fingerprint: w.m.Fingerprint, CounterBits: w.m.Scheme.CounterBits, SHA1Offset: w.m.Scheme.SHA1Offset,
 		KeyTable: w.m.Scheme.Table, NdxPolicy: w.m.NdxPolicy, Version: w.m.Version, Counts: c, Started: w.started, Finished: time.Now().UTC()}
 	lb, _ := json.MarshalIndent(l, "", "  ")
-	if err := writeSynced(filepath.Join(w.tmp, "ledger.json"), append(lb, '\n')); err != nil {
-		w.Abort()
-		return err
-	}
 	// Drop the old ledger entry first: from here until the new one lands,
 	// --resume redoes the bucket.
-	if err := os.Remove(w.s.path("ledger", w.m.Bucket, ".json")); err != nil && !errors.Is(err, os.ErrNotExist) {
+	st := w.s.st
+	if err := st.Remove(w.s.path("ledger", w.m.Bucket, ".json")); err != nil {
 		w.Abort()
 		return err
 	}
-	for _, mv := range [][2]string{
-		{"measurements.parquet", w.s.path("measurements", w.m.Bucket, ".parquet")},
-		{"reports.parquet", w.s.path("reports", w.m.Bucket, ".parquet")},
-		{"dead-letters.jsonl", w.s.path("dead-letters", w.m.Bucket, ".jsonl")},
-		{"ledger.json", w.s.path("ledger", w.m.Bucket, ".json")},
-	} {
-		if err := os.Rename(filepath.Join(w.tmp, mv[0]), mv[1]); err != nil {
-			w.Abort()
-			return err
-		}
-		if err := syncDir(filepath.Dir(mv[1])); err != nil {
+	for _, f := range []store.Writer{w.mf, w.rf, w.df} {
+		if err := f.Commit(); err != nil {
 			w.Abort()
 			return err
 		}
 	}
+	if err := store.WriteFile(st, w.s.path("ledger", w.m.Bucket, ".json"), append(lb, '\n')); err != nil {
+		w.Abort()
+		return err
+	}
 	w.done = true
-	os.Remove(w.s.path("ledger", w.m.Bucket, failedExt))
-	return os.RemoveAll(w.tmp)
+	return st.Remove(w.s.path("ledger", w.m.Bucket, failedExt))
 }
 
 // Abort implements sink.BucketWriter.
@@ -363,34 +336,11 @@ func (w *bucketWriter) Abort() error {
 		return nil
 	}
 	w.done = true
-	for _, f := range []*os.File{w.mf, w.rf, w.df} {
+	var err error
+	for _, f := range []store.Writer{w.mf, w.rf, w.df} {
 		if f != nil {
-			f.Close()
+			err = errors.Join(err, f.Abort())
 		}
 	}
-	return os.RemoveAll(w.tmp)
-}
-
-func writeSynced(path string, data []byte) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	return errors.Join(f.Sync(), f.Close())
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
-		return err
-	}
-	return nil
+	return err
 }

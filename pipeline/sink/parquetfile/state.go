@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
+	"io/fs"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
@@ -32,18 +32,18 @@ const failedExt = ".failed.json"
 // ledger/B.failed.json, unless the bucket is committed (its output is
 // whole, and stays).
 func (s *Sink) RecordFailure(m stamped.Meta, err error) {
-	if _, e := os.Stat(s.path("ledger", m.Bucket, ".json")); e == nil {
+	if _, e := s.st.Stat(s.path("ledger", m.Bucket, ".json")); e == nil {
 		return
 	}
 	b, _ := json.MarshalIndent(failure{Bucket: m.Bucket, Fingerprint: m.Fingerprint, CounterBits: m.Scheme.CounterBits,
 		SHA1Offset: m.Scheme.SHA1Offset, KeyTable: m.Scheme.Table, NdxPolicy: m.NdxPolicy, Error: err.Error(), Failed: time.Now().UTC()}, "", "  ")
-	writeSynced(s.path("ledger", m.Bucket, failedExt), append(b, '\n'))
+	store.WriteFile(s.st, s.path("ledger", m.Bucket, failedExt), append(b, '\n'))
 }
 
 // State implements sink.Sink: ReadState, less the committed buckets one of
 // whose files is missing (they are done again).
 func (s *Sink) State(context.Context) ([]stamped.State, error) {
-	all, err := ReadState(s.dir)
+	all, err := readState(s.st)
 	if err != nil {
 		return nil, err
 	}
@@ -60,28 +60,40 @@ func (s *Sink) State(context.Context) ([]stamped.State, error) {
 // whole reports whether every file of a committed bucket is there.
 func (s *Sink) whole(bucket string) bool {
 	for _, f := range []string{s.path("measurements", bucket, ".parquet"), s.path("reports", bucket, ".parquet"), s.path("dead-letters", bucket, ".jsonl")} {
-		if _, err := os.Stat(f); err != nil {
+		if _, err := s.st.Stat(f); err != nil {
 			return false
 		}
 	}
 	return true
 }
 
-// ReadState reads the ledger of the output folder dir: every committed
-// bucket with its counts, and every bucket whose last commit failed, by
-// bucket. It takes no lock: a run may be writing meanwhile (see Holder).
+// ReadState reads the ledger of the output dir (a folder or an s3://
+// prefix): every committed bucket with its counts, and every bucket whose
+// last commit failed, by bucket. It takes no lock: a run may be writing
+// meanwhile (see Holder).
 func ReadState(dir string) ([]stamped.State, error) {
-	if st, err := os.Stat(filepath.Join(dir, "ledger")); err != nil || !st.IsDir() {
+	st, err := store.Open(context.Background(), dir)
+	if err != nil {
+		return nil, err
+	}
+	if !store.IsDir(st, "ledger") {
 		return nil, errors.New(dir + " is not an output folder of backfill run (it has no ledger/)")
 	}
-	ents, err := os.ReadDir(filepath.Join(dir, "ledger"))
+	return readState(st)
+}
+
+func readState(st store.Store) ([]stamped.State, error) {
+	ents, err := st.ReadDir("ledger")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil // an S3 output with nothing committed yet
+	}
 	if err != nil {
 		return nil, err
 	}
 	var out []stamped.State
 	for _, e := range ents {
 		name := e.Name()
-		data, err := os.ReadFile(filepath.Join(dir, "ledger", name))
+		data, err := store.ReadFile(st, "ledger/"+name)
 		if err != nil {
 			return nil, err
 		}
