@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/backfill-dev/backfill/internal/corpus"
+	"github.com/backfill-dev/backfill/internal/store"
 )
 
 const genHelp = `Usage: backfill gen --out DIR [flags]
@@ -46,7 +47,7 @@ output; its statistics go to standard error.
 
 Flags:
 
-	--out DIR               where to write (required, but for a manifest)
+	--out DIR               where to write, a folder or s3://bucket/prefix (required, but for a manifest)
 	--format FORMAT         canned (default), autoclaved or both
 	--profile NAME          ooni2018: the full-scale manifest (needs
 	                        --manifest-only)
@@ -99,7 +100,7 @@ EXIT STATUS
 	2    usage error
 `
 
-func runGen(_ context.Context, args []string, std stdio) error {
+func runGen(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("gen", genHelp, std)
 	cfg := corpus.DefaultConfig()
 	var out, start, profile string
@@ -193,9 +194,28 @@ func runGen(_ context.Context, args []string, std stdio) error {
 		cfg.Progress = p.update
 		defer p.finish()
 	}
-	st, err := corpus.Generate(out, cfg)
+	dir := out
+	if store.IsRemote(out) {
+		// The generator writes a local tree; it is uploaded whole.
+		tmp, err := os.MkdirTemp("", "backfill-gen-*")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	st, err := corpus.Generate(dir, cfg)
 	if err != nil {
 		return err
+	}
+	if dir != out {
+		dst, err := store.Open(ctx, out)
+		if err != nil {
+			return err
+		}
+		if err := store.Upload(dst, dir); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(std.out, "buckets        %d\ncontainers     %d\nreports        %d\nmeasurements   %d (that get IDs)\nbytes          %s compressed, %s uncompressed\nground truth   %s\n",
 		st.Buckets, st.Containers, st.Reports, st.Measurements, humanBytes(st.Bytes), humanBytes(st.TextBytes), truthPath(out, cfg.Format))

@@ -340,6 +340,9 @@ func shellQuote(s string) string {
 }
 
 func absPath(p string) string {
+	if store.IsRemote(p) {
+		return p
+	}
 	if a, err := filepath.Abs(p); err == nil {
 		return a
 	}

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -211,4 +212,32 @@ func OpenFile(ctx context.Context, loc string) (fs.File, error) {
 		return nil, err
 	}
 	return st.Open(base)
+}
+
+// Upload copies every file under the local folder dir into dst, at the
+// same names.
+func Upload(dst Store, dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w, err := dst.Create(filepath.ToSlash(rel))
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(w, f); err != nil {
+			w.Abort()
+			return err
+		}
+		return w.Commit()
+	})
 }
