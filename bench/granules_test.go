@@ -135,7 +135,10 @@ func BenchmarkGranuleWrite(b *testing.B) {
 				for range b.N {
 					pool, _ := granuleDB(b)
 					w := records.New(pool, records.Options{Now: func() int64 { return time.Now().UnixMilli() }})
-					arch := dla.Open(b.TempDir())
+					arch, err := dla.Open(context.Background(), b.TempDir())
+					if err != nil {
+						b.Fatal(err)
+					}
 					start := time.Now()
 					st, err := replay.Write(context.Background(), []string{"-"}, bytes.NewReader(input), w, arch,
 						replay.Options{Batch: cfg.batch, Concurrency: cfg.conc})

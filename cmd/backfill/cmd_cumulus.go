@@ -15,6 +15,7 @@ import (
 	"github.com/backfill-dev/backfill/cumulus/message"
 	"github.com/backfill-dev/backfill/cumulus/records"
 	"github.com/backfill-dev/backfill/cumulus/replay"
+	"github.com/backfill-dev/backfill/internal/store"
 )
 
 const granuleWriteHelp = `Usage: backfill granule-write [flags] INPUT...
@@ -58,10 +59,13 @@ Flags:
 	--dsn URL            connection string (default: the PG* variables)
 	--pg-schema NAME     schema of Cumulus's tables (default: the
 	                     connection's search_path)
-	--archive DIR        root of the Dead Letter Archive (default .)
-	--files-root DIR     folder that stands for the S3 buckets:
-	                     DIR/<bucket>/<key> (CMR files, unsized files,
-	                     remote messages); without it, none are read
+	--archive DIR        root of the Dead Letter Archive, a folder or
+	                     s3://bucket/prefix (default .)
+	--files-root DIR     where the S3 buckets are: s3:// for S3 itself,
+	                     or a folder (or s3:// prefix) that stands for
+	                     them, DIR/<bucket>/<key> (CMR files, unsized
+	                     files, remote messages); without it, none are
+	                     read
 	--batch N            messages per transaction (default 100)
 	--concurrency N      transactions at once (default 4)
 	--region R           AWS region of execution URLs (default us-east-1)
@@ -97,9 +101,9 @@ Flags:
 	--dsn URL            connection string (default: the PG* variables)
 	--pg-schema NAME     schema of Cumulus's tables (default: the
 	                     connection's search_path)
-	--archive DIR        root of the Dead Letter Archive (default .)
-	--files-root DIR     folder that stands for the S3 buckets (as for
-	                     granule-write)
+	--archive DIR        root of the Dead Letter Archive, a folder or
+	                     s3://bucket/prefix (default .)
+	--files-root DIR     where the S3 buckets are (as for granule-write)
 	--batch N            records per transaction (default 100)
 	--concurrency N      transactions at once (default 4)
 	--region R           AWS region of execution URLs (default us-east-1)
@@ -156,7 +160,7 @@ func (c *cumulusFlags) check(cmd string) error {
 	case c.archive == "":
 		return usagef("%s: --archive must not be empty", cmd)
 	}
-	if c.filesRoot != "" {
+	if c.filesRoot != "" && !store.IsRemote(c.filesRoot) {
 		if st, err := os.Stat(c.filesRoot); err != nil || !st.IsDir() {
 			return usagef("%s: --files-root %s is not a folder", cmd, c.filesRoot)
 		}
@@ -203,7 +207,10 @@ func (c *cumulusFlags) setup(ctx context.Context, std stdio) (*pgxpool.Pool, *re
 	opt := records.Options{Region: c.region, Now: func() int64 { return time.Now().UnixMilli() }, Warn: logf}
 	ropt := replay.Options{Batch: c.batch, Concurrency: c.concurrency, Log: logf}
 	if c.filesRoot != "" {
-		files := records.Dir(c.filesRoot)
+		var files records.Files = records.Dir(c.filesRoot)
+		if store.IsRemote(c.filesRoot) {
+			files = records.Objects{Ctx: ctx, Root: c.filesRoot}
+		}
 		opt.Files = files
 		ropt.Decode = message.Options{Open: files.Open}
 	}
@@ -229,7 +236,11 @@ func runGranuleWrite(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	defer pool.Close()
-	st, err := replay.Write(ctx, inputs, std.in, w, dla.Open(c.archive), opt)
+	arch, err := dla.Open(ctx, c.archive)
+	if err != nil {
+		return err
+	}
+	st, err := replay.Write(ctx, inputs, std.in, w, arch, opt)
 	report(std, "granule-write", st, w)
 	if err != nil {
 		return err
@@ -259,7 +270,11 @@ func runGranuleRecover(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	defer pool.Close()
-	st, err := replay.Recover(ctx, dla.Open(c.archive), w, opt)
+	arch, err := dla.Open(ctx, c.archive)
+	if err != nil {
+		return err
+	}
+	st, err := replay.Recover(ctx, arch, w, opt)
 	report(std, "granule-recover", st, w)
 	if err != nil {
 		return err

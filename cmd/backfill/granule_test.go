@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -16,6 +18,8 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/cumulustest"
 	"github.com/backfill-dev/backfill/internal/pgtest"
+	"github.com/backfill-dev/backfill/internal/s3test"
+	"github.com/backfill-dev/backfill/internal/store"
 )
 
 // granuleMsgs writes n completed messages of collection coll, one granule
@@ -189,5 +193,88 @@ func TestGranuleRecover_Kill(t *testing.T) {
 	a, b := granuleRows(t, url), granuleRows(t, direct)
 	if len(a) != good || strings.Join(a, "\n") != strings.Join(b, "\n") {
 		t.Errorf("%d rows after recovery, %d written directly; first: %v / %v", len(a), len(b), a[:min(2, len(a))], b[:min(2, len(b))])
+	}
+}
+
+// The Dead Letter Archive under an s3:// prefix: granule-write archives
+// there, granule-recover (SIGKILLed a few times and run again) empties
+// sqs/ into the database and failed-sqs/; the rows equal a direct write's.
+func TestGranuleRecover_S3Archive(t *testing.T) {
+	s3test.Start(t, "system")
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	url := pgtest.NewDatabase(t)
+	run := func(args ...string) (int, string) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = os.Environ()
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		err := cmd.Run()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode(), errb.String()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0, errb.String()
+	}
+	count := func(sub string) []string {
+		st, err := store.Open(context.Background(), "s3://system/arch/dead-letter-archive/"+sub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		fs.WalkDir(st, ".", func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				keys = append(keys, p)
+			}
+			return nil
+		})
+		return keys
+	}
+	if code, out := run("granule-schema", "--dsn", url); code != 0 {
+		t.Fatalf("granule-schema: %d %s", code, out)
+	}
+	cumulustest.Seed(t, url)
+	in := filepath.Join(dir, "messages.jsonl")
+	const good, bad = 200, 20
+	granuleMsgs(t, in, "LATER___1", "g", good)
+	granuleMsgs(t, in, "NEVER___1", "never", bad)
+	if code, out := run("granule-write", "--dsn", url, "--archive", "s3://system/arch", in); code != 3 {
+		t.Fatalf("granule-write: exit %d\n%s", code, out)
+	}
+	if n := len(count("sqs")); n != good+bad {
+		t.Fatalf("%d records archived in s3://system/arch, want %d", n, good+bad)
+	}
+	cumulustest.AddCollection(t, cumulustest.Pool(t, url), "LATER___1")
+	for i := range 3 {
+		cmd := exec.Command(bin, "granule-recover", "--dsn", url, "--archive", "s3://system/arch", "--batch", "5", "--concurrency", "2")
+		cmd.Env = os.Environ()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(100+100*i) * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+	}
+	code, out := run("granule-recover", "--dsn", url, "--archive", "s3://system/arch")
+	if !(code == 3 && strings.Contains(out, "failed again")) && !(code == 0 && strings.Contains(out, " 0 messages")) {
+		t.Fatalf("last granule-recover: exit %d\n%s", code, out)
+	}
+	if n := len(count("sqs")); n != 0 {
+		t.Errorf("%d records left under sqs/", n)
+	}
+	if n := len(count("failed-sqs")); n != bad {
+		t.Errorf("%d records in failed-sqs/, want %d", n, bad)
+	}
+	direct := pgtest.NewDatabase(t)
+	run("granule-schema", "--dsn", direct)
+	cumulustest.Seed(t, direct, "LATER___1")
+	if code, out := run("granule-write", "--dsn", direct, "--archive", filepath.Join(dir, "direct"), in); code != 3 {
+		t.Fatalf("direct write: %d %s", code, out)
+	}
+	a, b := granuleRows(t, url), granuleRows(t, direct)
+	if len(a) != good || strings.Join(a, "\n") != strings.Join(b, "\n") {
+		t.Errorf("%d rows after recovery, %d written directly", len(a), len(b))
 	}
 }

@@ -1,12 +1,12 @@
-// Package dla keeps a Cumulus Dead Letter Archive in a folder, laid out as
-// Cumulus v21 lays it out in its system bucket:
+// Package dla keeps a Cumulus Dead Letter Archive in a folder or under an
+// s3:// prefix, laid out as Cumulus v21 lays it out in its system bucket:
 //
 //	<root>/dead-letter-archive/sqs/<YYYY-MM-DD>/<executionName>-<uuid>
 //	<root>/dead-letter-archive/failed-sqs/<YYYY-MM-DD>/<name>
 //
-// Records appear whole or not at all (written aside, synced, then
-// renamed), so a reader, or a recovery killed at any moment, never sees
-// half of one.
+// Records appear whole or not at all (on disk written aside, synced, then
+// renamed; on S3 one PUT), so a reader, or a recovery killed at any
+// moment, never sees half of one.
 package dla
 
 import (
@@ -15,81 +15,56 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
+	"path"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/backfill-dev/backfill/cumulus/message"
+	"github.com/backfill-dev/backfill/internal/store"
 )
 
 // Archive is a Dead Letter Archive under a root folder.
 type Archive struct {
 	root string
+	st   store.Store // root/dead-letter-archive (on disk, records are written aside in its .tmp/)
 	now  func() time.Time
 }
 
-// Open returns the archive under root (created on the first Put).
-func Open(root string) *Archive { return &Archive{root: root, now: time.Now} }
+// Open returns the archive under root, a local folder (created on the
+// first Put) or an s3:// prefix.
+func Open(ctx context.Context, root string) (*Archive, error) {
+	st, err := store.Open(ctx, store.Join(root, "dead-letter-archive"))
+	if err != nil {
+		return nil, err
+	}
+	return &Archive{root: root, st: st, now: time.Now}, nil
+}
 
-// Root is the archive's root folder.
+// Root is where the archive is: a folder or an s3:// URL.
 func (a *Archive) Root() string { return a.root }
 
 const (
-	sqsDir    = "dead-letter-archive/sqs"
-	failedDir = "dead-letter-archive/failed-sqs"
-	tmpDir    = "dead-letter-archive/.partial"
+	sqsDir    = "sqs"
+	failedDir = "failed-sqs"
 )
 
 // Put stores a record under sqs/ and returns its key (the path under
 // sqs/, with '/').
 func (a *Archive) Put(record []byte) (string, error) {
 	key := message.Key(record, uuid4(), a.now())
-	if err := a.write(filepath.Join(a.root, sqsDir, filepath.FromSlash(key)), record); err != nil {
+	if err := a.write(sqsDir+"/"+key, record); err != nil {
 		return "", err
 	}
 	return key, nil
 }
 
-// write writes data at path whole: to a partial file, synced, renamed,
-// with the folder synced.
-func (a *Archive) write(path string, data []byte) error {
-	tmp := filepath.Join(a.root, tmpDir)
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(tmp, "record-*")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
+// write writes data at name whole.
+func (a *Archive) write(name string, data []byte) error {
+	if err := store.WriteFile(a.st, name, data); err != nil {
 		return fmt.Errorf("dead letter archive: %w", err)
 	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return nil
 }
 
 // List calls fn with the key of every record under sqs/ (or, with
@@ -97,11 +72,11 @@ func syncDir(dir string) error {
 // within each. A folder is read when its turn comes, so records added
 // meanwhile to a later date are seen.
 func (a *Archive) List(ctx context.Context, failed bool, fn func(key string) error) error {
-	base := filepath.Join(a.root, sqsDir)
+	base := sqsDir
 	if failed {
-		base = filepath.Join(a.root, failedDir)
+		base = failedDir
 	}
-	dates, err := names(base)
+	dates, err := a.names(base)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -109,7 +84,7 @@ func (a *Archive) List(ctx context.Context, failed bool, fn func(key string) err
 		return err
 	}
 	for _, d := range dates {
-		files, err := names(filepath.Join(base, d))
+		files, err := a.names(base + "/" + d)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -129,8 +104,8 @@ func (a *Archive) List(ctx context.Context, failed bool, fn func(key string) err
 }
 
 // names lists a folder's entries, without hidden ones, sorted.
-func names(dir string) ([]string, error) {
-	ents, err := os.ReadDir(dir)
+func (a *Archive) names(dir string) ([]string, error) {
+	ents, err := a.st.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -153,14 +128,14 @@ func (a *Archive) Read(key string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := os.Stat(p)
+	st, err := a.st.Stat(p)
 	if err != nil {
 		return nil, err
 	}
 	if st.Size() > MaxRecord {
 		return nil, fmt.Errorf("%s: larger than %d bytes", key, MaxRecord)
 	}
-	return os.ReadFile(p)
+	return store.ReadFile(a.st, p)
 }
 
 // Delete removes a record of sqs/ (a record already gone is no error: a
@@ -170,10 +145,7 @@ func (a *Archive) Delete(key string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return syncDir(filepath.Dir(p))
+	return a.st.Remove(p)
 }
 
 // Fail moves a record of sqs/ to failed-sqs/<date>/<name>, the date from
@@ -185,20 +157,20 @@ func (a *Archive) Fail(key string, record []byte, recordTime any) (string, error
 	if err != nil {
 		return "", err
 	}
-	dst := message.Date(recordTime, a.now()) + "/" + filepath.Base(src)
-	if err := a.write(filepath.Join(a.root, failedDir, filepath.FromSlash(dst)), record); err != nil {
+	dst := message.Date(recordTime, a.now()) + "/" + path.Base(src)
+	if err := a.write(failedDir+"/"+dst, record); err != nil {
 		return "", err
 	}
 	return dst, a.Delete(key)
 }
 
-// path checks a key (two plain names) and returns its file.
+// path checks a key (two plain names) and returns its name in the store.
 func (a *Archive) path(dir, key string) (string, error) {
 	d, f, ok := strings.Cut(key, "/")
 	if !ok || !plain(d) || !plain(f) {
 		return "", fmt.Errorf("not an archive key: %q", key)
 	}
-	return filepath.Join(a.root, dir, d, f), nil
+	return dir + "/" + d + "/" + f, nil
 }
 
 func plain(s string) bool {

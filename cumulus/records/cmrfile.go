@@ -1,6 +1,7 @@
 package records
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/backfill-dev/backfill/cumulus/cmr"
+	"github.com/backfill-dev/backfill/internal/store"
 )
 
 // Files stands for the object store the granule files live in: a CMR file
@@ -58,6 +60,50 @@ func (d Dir) Size(bucket, key string) (int64, error) {
 		return 0, fmt.Errorf("%s is not a file: %w", p, fs.ErrNotExist)
 	}
 	return st.Size(), nil
+}
+
+// Objects stands for the buckets from object storage: Root is "s3://" (the
+// buckets themselves: s3://<bucket>/<key>) or an s3:// prefix that holds
+// them as folders (Root/<bucket>/<key>).
+type Objects struct {
+	Ctx  context.Context
+	Root string
+}
+
+func (o Objects) open(bucket, key string) (store.Store, error) {
+	if bucket == "" || strings.Contains(bucket, "/") || !fs.ValidPath(key) {
+		return nil, fmt.Errorf("s3://%s/%s is not an object name here: %w", bucket, key, fs.ErrNotExist)
+	}
+	loc := "s3://" + bucket
+	if strings.TrimRight(o.Root, "/") != "s3:" {
+		loc = store.Join(o.Root, bucket)
+	}
+	return store.Open(o.Ctx, loc)
+}
+
+// Open opens the object bucket/key.
+func (o Objects) Open(bucket, key string) (io.ReadCloser, error) {
+	st, err := o.open(bucket, key)
+	if err != nil {
+		return nil, err
+	}
+	return st.Open(key)
+}
+
+// Size returns the size of the object bucket/key.
+func (o Objects) Size(bucket, key string) (int64, error) {
+	st, err := o.open(bucket, key)
+	if err != nil {
+		return 0, err
+	}
+	info, err := st.Stat(key)
+	if err != nil {
+		return 0, err
+	}
+	if info.IsDir() {
+		return 0, fmt.Errorf("%s is a folder, not an object: %w", st.Where(key), fs.ErrNotExist)
+	}
+	return info.Size(), nil
 }
 
 var s3URI = regexp.MustCompile(`^s3://([^/]+)/(.*)$`)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/cumulustest"
 	"github.com/backfill-dev/backfill/internal/pgtest"
+	"github.com/backfill-dev/backfill/internal/store"
 )
 
 // refDir is Cumulus v21's own code, installed by reference/cumulus-v21/setup
@@ -91,7 +92,11 @@ func runOracle(t *testing.T, url, filesRoot string, steps []step) []string {
 func runOurs(t *testing.T, url, filesRoot string, steps []step) []string {
 	t.Helper()
 	var now int64
-	w := New(cumulustest.Pool(t, url), Options{Files: Dir(filesRoot), Now: func() int64 { return now }})
+	var files Files = Dir(filesRoot)
+	if store.IsRemote(filesRoot) {
+		files = Objects{Ctx: context.Background(), Root: filesRoot}
+	}
+	w := New(cumulustest.Pool(t, url), Options{Files: files, Now: func() int64 { return now }})
 	var errs []string
 	for _, s := range steps {
 		now = s.Now

@@ -1,6 +1,7 @@
 package records
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/backfill-dev/backfill/internal/cumulustest"
+	"github.com/backfill-dev/backfill/internal/s3test"
+	"github.com/backfill-dev/backfill/internal/store"
 )
 
 const t0 = int64(1700000000000) // workflow start of the first execution
@@ -152,13 +155,31 @@ func TestWrite_SameAsCumulus(t *testing.T) {
 // the file's four values (Cumulus's, for this fixture); one whose CMR file
 // is missing keeps the payload's own values.
 func TestWrite_CMRColumns(t *testing.T) {
-	root := t.TempDir()
 	b, err := os.ReadFile(filepath.Join("..", "cmr", "testdata", "MOD09GQ.A2016358.h13v04.006.2016360104606.cmr.xml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.MkdirAll(filepath.Join(root, "protected"), 0o755)
-	os.WriteFile(filepath.Join(root, "protected", "g1.cmr.xml"), b, 0o644)
+	// The buckets as a local folder, as an s3:// prefix, and as S3 itself.
+	local := t.TempDir()
+	os.MkdirAll(filepath.Join(local, "protected"), 0o755)
+	os.WriteFile(filepath.Join(local, "protected", "g1.cmr.xml"), b, 0o644)
+	s3test.Start(t, "protected", "files")
+	for _, loc := range []string{"s3://protected/g1.cmr.xml", "s3://files/root/protected/g1.cmr.xml"} {
+		parent, base := store.Split(loc)
+		st, err := store.Open(context.Background(), parent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.WriteFile(st, base, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, root := range []string{local, "s3://", "s3://files/root"} {
+		t.Run(map[bool]string{true: "local", false: root}[root == local], func(t *testing.T) { cmrColumns(t, root) })
+	}
+}
+
+func cmrColumns(t *testing.T, root string) {
 	url := ownDB(t)
 	errs := runOurs(t, url, root, []step{
 		at(msg("e1", "completed", t0, map[string]any{"granuleId": "g1", "beginningDateTime": "2001-01-01T00:00:00Z", "files": []any{

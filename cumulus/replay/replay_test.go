@@ -102,7 +102,11 @@ func newEnv(t *testing.T, migrated bool, collections ...string) *env {
 	}
 	pool := cumulustest.Pool(t, url)
 	dir := t.TempDir()
-	e := &env{url: url, pool: pool, dir: dir, arch: dla.Open(dir)}
+	arch, err := dla.Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{url: url, pool: pool, dir: dir, arch: arch}
 	e.w = records.New(pool, records.Options{Now: func() int64 { return int64(t0) + 60000 }})
 	e.options = Options{Log: func(s string) { e.logMu.Lock(); e.logs = append(e.logs, s); e.logMu.Unlock() }}
 	return e

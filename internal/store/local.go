@@ -93,11 +93,16 @@ func syncDir(dir string) error {
 	return nil
 }
 
+// Remove removes the file name and syncs its folder, so the removal lasts.
 func (l *local) Remove(name string) error {
-	if err := os.Remove(l.path(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	p := l.path(name)
+	if err := os.Remove(p); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		return err
 	}
-	return nil
+	return syncDir(filepath.Dir(p))
 }
 
 func (l *local) RemoveAll(name string) error { return os.RemoveAll(l.path(name)) }
