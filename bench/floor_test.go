@@ -26,6 +26,17 @@ func decodeFloor(b *testing.B, dir string, workers int) (time.Duration, int64) {
 		b.Fatal("no containers")
 	}
 	start := time.Now()
+	total, err := parallel(workers, files, decodeOne)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(start), total
+}
+
+// parallel calls fn with each item, on workers goroutines, each with a
+// buffer of its own, and returns the sum of what fn returned and its first
+// error.
+func parallel(workers int, items []string, fn func(item string, buf []byte) (int64, error)) (int64, error) {
 	next := make(chan string)
 	var mu sync.Mutex
 	var total int64
@@ -36,8 +47,8 @@ func decodeFloor(b *testing.B, dir string, workers int) (time.Duration, int64) {
 		go func() {
 			defer wg.Done()
 			buf := make([]byte, 256<<10)
-			for f := range next {
-				n, err := decodeOne(f, buf)
+			for it := range next {
+				n, err := fn(it, buf)
 				mu.Lock()
 				total += n
 				if err != nil && firstErr == nil {
@@ -47,15 +58,12 @@ func decodeFloor(b *testing.B, dir string, workers int) (time.Duration, int64) {
 			}
 		}()
 	}
-	for _, f := range files {
-		next <- f
+	for _, it := range items {
+		next <- it
 	}
 	close(next)
 	wg.Wait()
-	if firstErr != nil {
-		b.Fatal(firstErr)
-	}
-	return time.Since(start), total
+	return total, firstErr
 }
 
 func decodeOne(path string, buf []byte) (int64, error) {

@@ -87,7 +87,7 @@ func sharedClient(ctx context.Context) (*client, error) {
 	if c, ok := clients[k.String()]; ok {
 		return c, nil
 	}
-	c, err := NewS3Client(ctx)
+	c, err := newClient(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -95,14 +95,24 @@ func sharedClient(ctx context.Context) (*client, error) {
 	return c, nil
 }
 
-// NewS3Client configures an S3 client the standard AWS way: credentials,
+// S3Client returns the S3 client the stores use, configured as newClient
+// says (for measuring against plain requests).
+func S3Client(ctx context.Context) (*s3.Client, error) {
+	c, err := sharedClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.Client, nil
+}
+
+// newClient configures an S3 client the standard AWS way: credentials,
 // region and profile from the environment and the shared config files
 // (AWS_PROFILE, ~/.aws/config, ~/.aws/credentials, SSO, instance roles),
 // AWS_ENDPOINT_URL or AWS_ENDPOINT_URL_S3 for an S3-compatible store (then
 // with path-style addressing), AWS_MAX_ATTEMPTS for retries. Without
 // credentials anywhere, or with BACKFILL_S3_ANONYMOUS=1, requests are not
 // signed: public buckets such as OONI's can be read so.
-func NewS3Client(ctx context.Context) (*client, error) {
+func newClient(ctx context.Context) (*client, error) {
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("s3: AWS configuration: %w", err)

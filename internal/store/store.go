@@ -133,7 +133,7 @@ func Split(loc string) (parent, base string) {
 
 // Open returns the Store rooted at loc: a local folder (which need not
 // exist yet) or s3://bucket/prefix. The S3 client is configured the
-// standard AWS way (see NewS3Client); ctx bounds every request the Store
+// standard AWS way (see newClient); ctx bounds every request the Store
 // makes.
 func Open(ctx context.Context, loc string) (Store, error) {
 	if !IsRemote(loc) {
