@@ -149,6 +149,19 @@ func equalJSON(a, b any) bool {
 func TestS3_RunEqualsLocal(t *testing.T) {
 	t.Setenv("BACKFILL_S3_CHUNK", strconv.Itoa(64<<10)) // many ranged GETs per file
 	_, dir := s3Corpus(t)
+	// gen --out s3:// writes what it writes to a folder.
+	if code, out := call("gen", "-q", "--out", "s3://test/gen", "--format", "both", "--buckets", "3", "--reports", "60", "--max-measurements", "300", "--corrupt", "all=0.03"); code != exitOK {
+		t.Fatalf("gen to s3: exit %d\n%s", code, out)
+	}
+	if gen, local := tree(t, "s3://test/gen"), tree(t, dir); len(gen) != len(local) || len(local) < 10 {
+		t.Fatalf("gen to s3 wrote %d files, to a folder %d", len(gen), len(local))
+	} else {
+		for n, b := range local {
+			if !bytes.Equal(gen[n], b) {
+				t.Fatalf("gen to s3: %s differs", n)
+			}
+		}
+	}
 	out := t.TempDir()
 	for _, layout := range []string{"canned", "autoclaved"} {
 		lcode, lsum := runJSON(t, "--in", dir+"/"+layout, "--out", out+"/"+layout)

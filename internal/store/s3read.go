@@ -59,6 +59,9 @@ func (f *s3File) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
+// firstChunk is the size of a file's first ranged GET.
+const firstChunk = 256 << 10
+
 // chunk is one ranged GET in flight.
 type chunk struct {
 	buf  *[]byte
@@ -72,6 +75,7 @@ type seqReader struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	next   int64    // the offset of the next chunk to ask for
+	size   int      // of the last chunk asked for
 	queue  []*chunk // asked for, in order
 	cur    *chunk
 	rest   []byte // of cur, not read yet
@@ -81,7 +85,10 @@ type seqReader struct {
 func (r *seqReader) fill() {
 	set := r.f.s.c.set
 	for len(r.queue) <= set.ahead && r.next < r.f.o.Size {
-		n := int(min(int64(set.chunk), r.f.o.Size-r.next))
+		// The first GETs are small, so the reader starts on the first
+		// bytes while the next ones come; they double up to the chunk.
+		r.size = min(max(2*r.size, firstChunk), set.chunk)
+		n := int(min(int64(r.size), r.f.o.Size-r.next))
 		c := &chunk{done: make(chan struct{}), buf: r.f.s.c.buffer()}
 		c.data = (*c.buf)[:n]
 		off := r.next

@@ -2,6 +2,7 @@ package parquetfile
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -85,6 +86,10 @@ func readRowsAt[T any](loc string) ([]T, error) {
 	return readRows[T](st, base)
 }
 
+// wholeRead bounds the objects read whole into memory before their
+// Parquet footer is parsed.
+const wholeRead = 256 << 20
+
 func readRows[T any](st store.Store, name string) ([]T, error) {
 	f, err := st.Open(name)
 	if err != nil {
@@ -98,6 +103,14 @@ func readRows[T any](st store.Store, name string) ([]T, error) {
 	ra, ok := f.(io.ReaderAt)
 	if !ok {
 		return nil, fmt.Errorf("%s: not readable at offsets", st.Where(name))
+	}
+	if store.ETag(info) != "" && info.Size() <= wholeRead {
+		// An object: one streamed read instead of a GET per page.
+		data, err := io.ReadAll(f)
+		if err != nil {
+			return nil, err
+		}
+		ra = bytes.NewReader(data)
 	}
 	pf, err := parquet.OpenFile(ra, info.Size())
 	if err != nil {
