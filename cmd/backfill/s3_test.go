@@ -288,6 +288,7 @@ func TestS3_KillAndResume(t *testing.T) {
 func TestS3_Faults(t *testing.T) {
 	t.Setenv("BACKFILL_S3_CHUNK", strconv.Itoa(64<<10))
 	t.Setenv("BACKFILL_S3_STALL", "300ms")
+	t.Setenv("BACKFILL_S3_MAX_BACKOFF", "50ms")
 	srv, _ := s3Corpus(t)
 	in := "s3://test/c/canned"
 	if code, _ := runJSON(t, "--in", in, "--out", "s3://test/ref"); code != exitRejects {

@@ -139,6 +139,9 @@ func (l *local) Lock(name string) (Lock, error) {
 
 type localLock struct{ f *os.File }
 
+// Lost implements Lock: an flock lasts as long as the process.
+func (k *localLock) Lost() error { return nil }
+
 func (k *localLock) Unlock() error {
 	if k.f == nil {
 		return nil

@@ -26,11 +26,12 @@ import (
 
 // Tuning of the S3 store, from the environment (see docs/object-storage.md).
 const (
-	envChunk     = "BACKFILL_S3_CHUNK"     // bytes per ranged GET (default 8 MiB)
-	envReadAhead = "BACKFILL_S3_READAHEAD" // ranged GETs in flight ahead of the reader, per file (default 2)
-	envStall     = "BACKFILL_S3_STALL"     // a body that sends nothing for this long is dropped and asked again (default 30s)
-	envAnonymous = "BACKFILL_S3_ANONYMOUS" // "1": never sign requests (public buckets)
-	envLockTTL   = "BACKFILL_S3_LOCK_TTL"  // a lock object not renewed for this long is stale (default 2m)
+	envChunk     = "BACKFILL_S3_CHUNK"       // bytes per ranged GET (default 8 MiB)
+	envReadAhead = "BACKFILL_S3_READAHEAD"   // ranged GETs in flight ahead of the reader, per file (default 2)
+	envStall     = "BACKFILL_S3_STALL"       // a body that sends nothing for this long is dropped and asked again (default 30s)
+	envAnonymous = "BACKFILL_S3_ANONYMOUS"   // "1": never sign requests (public buckets)
+	envLockTTL   = "BACKFILL_S3_LOCK_TTL"    // a lock object not renewed for this long is stale (default 2m)
+	envBackoff   = "BACKFILL_S3_MAX_BACKOFF" // the longest wait between two tries (default 10s)
 )
 
 // partSize is the size of a multipart upload's parts; smaller files are
@@ -42,12 +43,12 @@ const partSize = 16 << 20
 const bodyAttempts = 6
 
 type s3Settings struct {
-	chunk, ahead int
-	stall, ttl   time.Duration
+	chunk, ahead        int
+	stall, ttl, backoff time.Duration
 }
 
 func settings() s3Settings {
-	s := s3Settings{chunk: 8 << 20, ahead: 2, stall: 30 * time.Second, ttl: 2 * time.Minute}
+	s := s3Settings{chunk: 8 << 20, ahead: 2, stall: 30 * time.Second, ttl: 2 * time.Minute, backoff: 10 * time.Second}
 	if n, err := strconv.Atoi(os.Getenv(envChunk)); err == nil && n >= 64<<10 {
 		s.chunk = n
 	}
@@ -59,6 +60,9 @@ func settings() s3Settings {
 	}
 	if d, err := time.ParseDuration(os.Getenv(envLockTTL)); err == nil && d > 0 {
 		s.ttl = d
+	}
+	if d, err := time.ParseDuration(os.Getenv(envBackoff)); err == nil && d > 0 {
+		s.backoff = d
 	}
 	return s
 }
@@ -79,7 +83,7 @@ var (
 // (tests point one process at several servers).
 func sharedClient(ctx context.Context) (*client, error) {
 	var k strings.Builder
-	for _, e := range []string{"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", envChunk, envReadAhead, envStall, envAnonymous, envLockTTL} {
+	for _, e := range []string{"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", envChunk, envReadAhead, envStall, envAnonymous, envLockTTL, envBackoff} {
 		k.WriteString(os.Getenv(e) + "\x00")
 	}
 	clientMu.Lock()
@@ -133,10 +137,11 @@ func newClient(ctx context.Context) (*client, error) {
 	if maxAttempts == 0 {
 		maxAttempts = 10
 	}
+	set := settings()
 	cfg.Retryer = func() aws.Retryer {
 		return retry.NewStandard(func(o *retry.StandardOptions) {
 			o.MaxAttempts = maxAttempts
-			o.MaxBackoff = 10 * time.Second
+			o.MaxBackoff = set.backoff
 		})
 	}
 	c := s3.NewFromConfig(cfg, func(o *s3.Options) {
@@ -148,7 +153,7 @@ func newClient(ctx context.Context) (*client, error) {
 			o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 		}
 	})
-	return &client{Client: c, set: settings(), anonymous: anonymous}, nil
+	return &client{Client: c, set: set, anonymous: anonymous}, nil
 }
 
 // S3 is the Store of an S3 prefix.

@@ -126,6 +126,14 @@ type s3Lock struct {
 	etag          string
 	stop, stopped chan struct{}
 	once          sync.Once
+	lost          error // set when a renewal finds the object is not this process's any more
+}
+
+// Lost implements Lock.
+func (l *s3Lock) Lost() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost
 }
 
 func (l *s3Lock) renew() {
@@ -141,8 +149,15 @@ func (l *s3Lock) renew() {
 			b := l.body
 			b.Renewed = time.Now().UTC()
 			etag, err := l.s.putLock(l.key, b, &s3.PutObjectInput{IfMatch: aws.String(l.etag)})
-			if err == nil {
+			switch {
+			case err == nil:
 				l.etag = etag
+			case isPrecondition(err) || isNotFound(err):
+				// Another run took it over (or it was deleted): from now
+				// on two runs may think they hold it, so this one stops.
+				if l.lost == nil {
+					l.lost = &Error{Where: "s3://" + l.s.bucket + "/" + l.key, Op: "lock", Err: errors.New("the lock object was taken over or removed while this run held it")}
+				}
 			}
 			l.mu.Unlock()
 		}

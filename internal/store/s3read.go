@@ -169,7 +169,7 @@ func (f *s3File) get(ctx context.Context, off int64, buf []byte) error {
 			return &Error{Where: where, Op: "read", Err: fmt.Errorf("bytes %d+%d, after %d tries: %w", off, len(buf), attempt, err)}
 		}
 		select {
-		case <-time.After(backoff(attempt)):
+		case <-time.After(min(backoff(attempt), f.s.c.set.backoff)):
 		case <-ctx.Done():
 			return ctx.Err()
 		}

@@ -63,6 +63,10 @@ type Writer interface {
 // Lock is a held lock.
 type Lock interface {
 	Unlock() error
+	// Lost returns an error once the lock is no longer this process's (an
+	// S3 lock object another run took over, after this one failed to renew
+	// it in time); a writer checks it before each commit.
+	Lost() error
 }
 
 // Holder says who holds a lock.

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/backfill-dev/backfill/internal/s3test"
 	"github.com/backfill-dev/backfill/internal/store"
@@ -139,6 +141,7 @@ func equal(a, b []string) bool {
 func TestS3_FaultsAreRetried(t *testing.T) {
 	t.Setenv("BACKFILL_S3_CHUNK", strconv.Itoa(64<<10))
 	t.Setenv("BACKFILL_S3_STALL", "300ms")
+	t.Setenv("BACKFILL_S3_MAX_BACKOFF", "50ms")
 	srv := s3test.Start(t, "test")
 	s, err := store.Open(context.Background(), "s3://test/p")
 	if err != nil {
@@ -172,6 +175,7 @@ func TestS3_FaultsAreRetried(t *testing.T) {
 // TestS3_RetriesRunOut: a body that keeps breaking is an *Error, not bad
 // data and not a hang.
 func TestS3_RetriesRunOut(t *testing.T) {
+	t.Setenv("BACKFILL_S3_MAX_BACKOFF", "50ms")
 	srv := s3test.Start(t, "test")
 	s, _ := store.Open(context.Background(), "s3://test")
 	if err := store.WriteFile(s, "f", random(10000, 5)); err != nil {
@@ -279,5 +283,70 @@ func TestS3Lock_Stale(t *testing.T) {
 		case tc.taken:
 			l.Unlock()
 		}
+	}
+}
+
+// TestS3Lock_Lost: a lock object overwritten by another run is noticed at
+// the next renewal, and Lost says so.
+func TestS3Lock_Lost(t *testing.T) {
+	t.Setenv("BACKFILL_S3_LOCK_TTL", "300ms")
+	s3test.Start(t, "test")
+	s, _ := store.Open(context.Background(), "s3://test/out")
+	l, err := s.Lock(".lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock()
+	time.Sleep(250 * time.Millisecond) // renewed twice
+	if err := l.Lost(); err != nil {
+		t.Fatalf("Lost while held: %v", err)
+	}
+	if err := store.WriteFile(s, ".lock", []byte(`{"pid": 1, "host": "elsewhere"}`)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for l.Lost() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the lock taken over is not noticed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !store.Failed(l.Lost()) {
+		t.Fatalf("Lost = %v, want a store *Error", l.Lost())
+	}
+}
+
+// TestS3_ListingPages: folders and files beyond one page of a listing
+// (1,000 keys) are all listed.
+func TestS3_ListingPages(t *testing.T) {
+	srv := s3test.Start(t, "test")
+	s, _ := store.Open(context.Background(), "s3://test/p")
+	const n = 1003
+	for i := range n {
+		if err := store.WriteFile(s, fmt.Sprintf("flat/%04d", i), nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.WriteFile(s, fmt.Sprintf("nested/%04d/f", i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, dir := range []string{"flat", "nested"} {
+		gets := srv.Requests("GET")
+		ents, err := s.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pages := srv.Requests("GET") - gets; pages != 2 {
+			t.Fatalf("ReadDir(%s) took %d listing requests, want 2 pages", dir, pages)
+		}
+		if len(ents) != n || ents[0].Name() != "0000" || ents[n-1].Name() != fmt.Sprintf("%04d", n-1) || ents[0].IsDir() != (dir == "nested") {
+			t.Fatalf("ReadDir(%s): %d entries, want %d", dir, len(ents), n)
+		}
+	}
+	if err := s.RemoveAll("nested"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ReadDir("nested"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("after RemoveAll of %d keys: %v", n, err)
 	}
 }

@@ -302,6 +302,10 @@ func (w *bucketWriter) commit(ctx context.Context, c stamped.Counts) error {
 		w.Abort()
 		return err
 	}
+	if err := w.s.lock.Lost(); err != nil {
+		w.Abort()
+		return err
+	}
 	if err := errors.Join(w.mw.Close(), w.rw.Close(), w.mbuf.Flush(), w.rbuf.Flush(), w.dbuf.Flush()); err != nil {
 		w.Abort()
 		return err
