@@ -112,21 +112,41 @@ func NewPlan(ctx context.Context, cfg Config) (Plan, error) {
 		if !reader.IsBucketName(n) {
 			return p, fmt.Errorf("%q is not a bucket name (YYYY-MM-DD)", n)
 		}
-		ents, err := fsys.ReadDir(n)
-		if store.Failed(err) {
-			return p, err
-		}
-		if err != nil {
-			return p, fmt.Errorf("bucket %s: no folder %s", n, fsys.Where(n))
-		}
-		for _, e := range ents {
-			if info, err := e.Info(); err == nil && e.Name() != reader.IndexName {
-				p.Bytes += info.Size()
+	}
+	// The folders are listed a few at a time: on S3 each is a request.
+	sizes := make([]int64, len(p.Buckets))
+	errs := make([]error, len(p.Buckets))
+	var g errgroup.Group
+	g.SetLimit(planListings)
+	for i, n := range p.Buckets {
+		g.Go(func() error {
+			ents, err := fsys.ReadDir(n)
+			switch {
+			case store.Failed(err):
+				errs[i] = err
+			case err != nil:
+				errs[i] = fmt.Errorf("bucket %s: no folder %s", n, fsys.Where(n))
 			}
+			for _, e := range ents {
+				if info, err := e.Info(); err == nil && e.Name() != reader.IndexName {
+					sizes[i] += info.Size()
+				}
+			}
+			return nil
+		})
+	}
+	g.Wait()
+	for i := range p.Buckets {
+		if errs[i] != nil {
+			return p, errs[i] // the first bucket's, whatever order they came in
 		}
+		p.Bytes += sizes[i]
 	}
 	return p, nil
 }
+
+// planListings bounds the bucket folders NewPlan lists at once.
+const planListings = 8
 
 // Run stamps the buckets of plan (NewPlan's, of cfg) and calls emit with
 // each, in bucket order, from one goroutine. It stops at the first error
