@@ -119,6 +119,7 @@ func commands() []command {
 		{name: "schema", help: schemaHelp, run: runSchema},
 		{name: "status", help: statusHelp, run: runStatus},
 		{name: "audit", help: auditHelp, run: runAudit},
+		{name: "plan", help: planHelp, run: runPlan},
 		{name: "keysearch", help: keysearchHelp, run: runKeysearch},
 		{name: "gen", help: genHelp, run: runGen},
 		{name: "ooid", help: ooidHelp, run: runOOID},

@@ -79,8 +79,13 @@ twice as long each time (at most 30s); then the run fails with status 1.
 Flags:
 
 	--in DIR            the folder of bucket folders, or one bucket folder
-	                    (required)
-	--out DIR           the output folder (required for --sink parquet)
+	                    (required but for --plan); a path or s3://bucket/prefix
+	--out DIR           the output folder (required for --sink parquet); a
+	                    path or s3://bucket/prefix
+	--plan FILE         run one shard of a plan (backfill plan): its input,
+	                    its buckets; refused when they changed since planning
+	--shard I           the shard of --plan (default: JOB_COMPLETION_INDEX,
+	                    as a Kubernetes Indexed Job sets it)
 	--sink NAME         parquet (default) or postgres
 	--dsn URL           PostgreSQL connection string; the PG* environment
 	                    variables fill in what it leaves out
@@ -139,8 +144,9 @@ EXIT STATUS
 func runRun(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("run", runHelp, std)
 	cfg := job.Config{Scheme: ooid.DefaultScheme, Version: buildVersion()}
-	var out, sinkName string
+	var out, sinkName, planFile string
 	var asJSON, quiet, createSchema, bulk, skipLocked, strict bool
+	shard := -1
 	var pf pgFlags
 	pf.register(fs, true)
 	fs.StringVar(&sinkName, "sink", "parquet", "")
@@ -150,6 +156,8 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	maxBlob := byteSize(reader.DefaultMaxBlob)
 	fs.StringVar(&cfg.In, "in", "", "")
 	fs.StringVar(&out, "out", "", "")
+	fs.StringVar(&planFile, "plan", "", "")
+	fs.IntVar(&shard, "shard", -1, "")
 	fs.IntVar(&cfg.Workers, "workers", runtime.NumCPU(), "")
 	fs.BoolVar(&cfg.Resume, "resume", false, "")
 	fs.BoolVar(&cfg.VerifySHA1, "verify-sha1", false, "")
@@ -172,7 +180,11 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	switch {
 	case sinkName != "parquet" && sinkName != "postgres":
 		return usagef("run: --sink must be parquet or postgres")
-	case cfg.In == "":
+	case planFile != "" && (cfg.In != "" || len(buckets) > 0):
+		return usagef("run: with --plan the input and its buckets are the plan's; leave --in and BUCKETs out")
+	case planFile == "" && shard >= 0:
+		return usagef("run: --shard is a shard of --plan")
+	case cfg.In == "" && planFile == "":
 		return usagef("run: --in is required")
 	case sinkName == "parquet" && out == "":
 		return usagef("run: --out is required (or --sink postgres)")
@@ -193,6 +205,15 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	}
 	if err := loadScheme(); err != nil {
 		return err
+	}
+	if planFile != "" {
+		if cfg.In, buckets, err = planShard(ctx, planFile, shard); err != nil {
+			return err
+		}
+		if len(buckets) == 0 {
+			fmt.Fprintf(std.err, "backfill: this shard of %s has no bucket; nothing to do\n", planFile)
+			return nil
+		}
 	}
 	// The input is checked before anything is created under --out.
 	in, err := stamp.ResolveInput(ctx, cfg.In, buckets)

@@ -13,6 +13,7 @@ Commands:
 	schema       create the PostgreSQL tables of run --sink postgres
 	status       show what an output holds: buckets, rejects, notices, what --resume would do
 	audit        count OOID collisions per counter width and SHA-1 offset
+	plan         split an input's buckets into shards for runs on several machines
 	keysearch    find a keyed ID scheme with no collisions at a counter width
 	gen          write a synthetic corpus (or manifest) with its ground truth
 	ooid         compute backfilled OOIDs for textnames and measurement indexes

@@ -135,11 +135,7 @@ func listBucket(fsys store.Store, date string) (*listing, error) {
 		if err != nil {
 			return nil, err
 		}
-		if etag := store.ETag(info); etag != "" {
-			fmt.Fprintf(fp, "%s\x00%d\x00%s\x00", e.Name(), info.Size(), etag)
-		} else {
-			fmt.Fprintf(fp, "%s\x00%d\x00%d\x00", e.Name(), info.Size(), info.ModTime().UnixNano())
-		}
+		entryFingerprint(fp, e.Name(), info)
 		if strings.HasSuffix(e.Name(), ".lz4") {
 			l.lz4s = append(l.lz4s, e.Name())
 		}
@@ -153,6 +149,46 @@ func listBucket(fsys store.Store, date string) (*listing, error) {
 		}
 		onDisk[e.Name()] = info
 	}
+	return l, nil
+}
+
+// entryFingerprint feeds w with what identifies a version of a folder
+// entry: its name, size and modification time, or on S3 its ETag.
+func entryFingerprint(w io.Writer, name string, info fs.FileInfo) {
+	if etag := store.ETag(info); etag != "" {
+		fmt.Fprintf(w, "%s\x00%d\x00%s\x00", name, info.Size(), etag)
+	} else {
+		fmt.Fprintf(w, "%s\x00%d\x00%d\x00", name, info.Size(), info.ModTime().UnixNano())
+	}
+}
+
+// Listing is what a bucket folder's listing alone tells: the bytes of its
+// files and a fingerprint of their names, sizes and versions (without
+// reading the index, which Bucket.Fingerprint covers too).
+type Listing struct {
+	Bytes       int64
+	Fingerprint string
+}
+
+// List lists the bucket folder date of fsys.
+func List(fsys store.Store, date string) (Listing, error) {
+	ents, err := fsys.ReadDir(date)
+	if err != nil {
+		return Listing{}, err
+	}
+	h := sha256.New()
+	var l Listing
+	for _, e := range ents {
+		info, err := e.Info()
+		if err != nil {
+			return Listing{}, err
+		}
+		entryFingerprint(h, e.Name(), info)
+		if !info.IsDir() {
+			l.Bytes += info.Size()
+		}
+	}
+	l.Fingerprint = hex.EncodeToString(h.Sum(nil))
 	return l, nil
 }
 

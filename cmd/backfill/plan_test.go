@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/backfill-dev/backfill/pipeline/plan"
+)
+
+// Plan a corpus into 3 shards, run each shard on its own (one through
+// JOB_COMPLETION_INDEX, in reverse order): together the shards' outputs
+// are the one-machine run's, file for file. A shard whose buckets changed
+// since planning, a changed plan and a Job of another size are refused.
+func TestPlan_ShardsMakeTheRun(t *testing.T) {
+	dir := t.TempDir()
+	in := dir + "/c"
+	if code, out := call("gen", "-q", "--out", in, "--buckets", "5", "--reports", "40", "--max-measurements", "300", "--corrupt", "all=0.03"); code != exitOK {
+		t.Fatalf("gen: exit %d\n%s", code, out)
+	}
+	if code, _ := runJSON(t, "--in", in, "--out", dir+"/single"); code != exitRejects {
+		t.Fatalf("single run: exit %d", code)
+	}
+	planFile := dir + "/plan.json"
+	if code, out := call("plan", "--in", in, "--shards", "3", "--out", planFile); code != exitOK {
+		t.Fatalf("plan: exit %d\n%s", code, out)
+	}
+	data, _ := os.ReadFile(planFile)
+	p, err := plan.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Buckets) != 5 || p.Shards != 3 {
+		t.Fatalf("plan of %d buckets in %d shards", len(p.Buckets), p.Shards)
+	}
+	for i := p.Shards - 1; i >= 0; i-- {
+		out := fmt.Sprintf("%s/shard-%d", dir, i)
+		args := []string{"run", "-q", "--plan", planFile, "--shard", fmt.Sprint(i), "--out", out}
+		if i == 1 {
+			t.Setenv("JOB_COMPLETION_INDEX", "1")
+			t.Setenv("JOB_COMPLETION_COUNT", "3")
+			args = []string{"run", "-q", "--plan", planFile, "--out", out}
+		}
+		code, msg := callIn("", args...)
+		if len(p.Names(i)) == 0 {
+			if code != exitOK || !strings.Contains(msg, "no bucket") {
+				t.Fatalf("empty shard %d: exit %d\n%s", i, code, msg)
+			}
+			continue
+		}
+		if code != exitOK && code != exitRejects {
+			t.Fatalf("shard %d: exit %d\n%s", i, code, msg)
+		}
+		for _, b := range p.Names(i) {
+			for _, f := range []string{"measurements/" + b + ".parquet", "reports/" + b + ".parquet", "dead-letters/" + b + ".jsonl"} {
+				want, err := os.ReadFile(filepath.Join(dir, "single", f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := os.ReadFile(filepath.Join(out, f))
+				if err != nil || !bytes.Equal(got, want) {
+					t.Errorf("shard %d: %s differs from the one-machine run's (%v)", i, f, err)
+				}
+			}
+		}
+		if n, _ := filepath.Glob(filepath.Join(out, "ledger", "*.json")); len(n) != len(p.Names(i)) {
+			t.Errorf("shard %d committed %d buckets, its plan has %d", i, len(n), len(p.Names(i)))
+		}
+	}
+
+	// The Job's size must be the plan's.
+	t.Setenv("JOB_COMPLETION_COUNT", "4")
+	if code, msg := callIn("", "run", "-q", "--plan", planFile, "--out", dir+"/x"); code != exitUsage || !strings.Contains(msg, "JOB_COMPLETION_COUNT is 4") {
+		t.Errorf("a Job of 4 for a plan of 3: exit %d\n%s", code, msg)
+	}
+	os.Unsetenv("JOB_COMPLETION_COUNT")
+	// A changed plan is refused.
+	os.WriteFile(dir+"/bad.json", bytes.Replace(data, []byte(`"shards": 3`), []byte(`"shards": 2`), 1), 0o644)
+	if code, msg := callIn("", "run", "-q", "--plan", dir+"/bad.json", "--shard", "0", "--out", dir+"/x"); code != exitUsage || !strings.Contains(msg, "checksum") {
+		t.Errorf("a changed plan: exit %d\n%s", code, msg)
+	}
+	// A bucket that changed since planning: its shard is refused, before
+	// anything is written.
+	b := p.Buckets[0]
+	f, _ := filepath.Glob(filepath.Join(in, b.Name, "*.lz4"))
+	os.WriteFile(f[0], append(must(os.ReadFile(f[0])), 0), 0o644)
+	code, msg := callIn("", "run", "-q", "--plan", planFile, "--shard", fmt.Sprint(b.Shard), "--out", dir+"/changed")
+	if code != exitFailure || !strings.Contains(msg, "bucket "+b.Name+" of "+in+" changed since the plan was made") {
+		t.Errorf("a changed bucket: exit %d\n%s", code, msg)
+	}
+	if _, err := os.Stat(dir + "/changed"); !os.IsNotExist(err) {
+		t.Errorf("the refused shard wrote its output folder: %v", err)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

@@ -1,0 +1,171 @@
+// Package plan splits the buckets of an input into shards balanced by
+// bytes, for runs on several machines (Kubernetes Indexed Jobs): each
+// shard is the buckets one process stamps.
+//
+// A plan is a versioned, checksummed JSON document. It is deterministic for
+// a given listing (whatever order the listing came in), and stable: a
+// bucket's shard is decided by rendezvous hashing of its name, so adding a
+// day moves few of the others. It records each bucket's listing
+// fingerprint, so a shard refuses to run on an input that changed since
+// planning.
+package plan
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Version is the version of the plan format this package writes and reads.
+const Version = 1
+
+// Slack is how far above the mean a shard's bytes may go before a bucket
+// is placed on a shard further down its ranking.
+const Slack = 0.05
+
+// Bucket is one bucket of a plan.
+type Bucket struct {
+	Name        string `json:"bucket"`
+	Bytes       int64  `json:"bytes"`
+	Fingerprint string `json:"listing_fingerprint"`
+	Shard       int    `json:"shard"`
+}
+
+// Plan is the split of an input's buckets into shards.
+type Plan struct {
+	Version  int      `json:"version"`
+	Input    string   `json:"input"`
+	Shards   int      `json:"shards"`
+	Buckets  []Bucket `json:"buckets"` // by name
+	Checksum string   `json:"checksum"`
+}
+
+// New plans buckets (names, bytes and fingerprints; Shard is set here) of
+// input into shards.
+func New(input string, buckets []Bucket, shards int) (Plan, error) {
+	if shards < 1 {
+		return Plan{}, fmt.Errorf("plan: %d shards; want 1 or more", shards)
+	}
+	bs := slices.Clone(buckets)
+	slices.SortFunc(bs, func(a, b Bucket) int { return strings.Compare(a.Name, b.Name) })
+	for i := 1; i < len(bs); i++ {
+		if bs[i].Name == bs[i-1].Name {
+			return Plan{}, fmt.Errorf("plan: bucket %s is listed twice", bs[i].Name)
+		}
+	}
+	assign(bs, shards)
+	return Plan{Version: Version, Input: input, Shards: shards, Buckets: bs}, nil
+}
+
+// assign places each bucket, in name order, on the first shard of its
+// rendezvous ranking whose bytes stay within (1+Slack) times the mean
+// shard; when none has room, on the shard with the fewest bytes. So no
+// shard ends above max((1+Slack)·mean, mean + the largest bucket).
+func assign(bs []Bucket, shards int) {
+	var total int64
+	for _, b := range bs {
+		total += b.Bytes
+	}
+	limit := int64(float64(total) / float64(shards) * (1 + Slack))
+	load := make([]int64, shards)
+	rank := make([]int, shards)
+	scores := make([]uint64, shards)
+	for i := range bs {
+		b := &bs[i]
+		for s := range rank {
+			rank[s], scores[s] = s, score(b.Name, s)
+		}
+		slices.SortFunc(rank, func(x, y int) int {
+			switch {
+			case scores[x] > scores[y]:
+				return -1
+			case scores[x] < scores[y]:
+				return 1
+			}
+			return x - y
+		})
+		b.Shard = -1
+		for _, s := range rank {
+			if load[s]+b.Bytes <= limit {
+				b.Shard = s
+				break
+			}
+		}
+		if b.Shard < 0 {
+			b.Shard = slices.Index(load, slices.Min(load))
+		}
+		load[b.Shard] += b.Bytes
+	}
+}
+
+// score is the rendezvous weight of bucket on shard.
+func score(bucket string, shard int) uint64 {
+	h := sha256.Sum256([]byte(bucket + "\x00" + strconv.Itoa(shard)))
+	return binary.BigEndian.Uint64(h[:8])
+}
+
+// Names returns the buckets of shard i, in name order.
+func (p Plan) Names(i int) []string {
+	var out []string
+	for _, b := range p.Buckets {
+		if b.Shard == i {
+			out = append(out, b.Name)
+		}
+	}
+	return out
+}
+
+// Loads returns the bytes of each shard.
+func (p Plan) Loads() []int64 {
+	out := make([]int64, p.Shards)
+	for _, b := range p.Buckets {
+		out[b.Shard] += b.Bytes
+	}
+	return out
+}
+
+// sum is the checksum of everything in p but the checksum.
+func (p Plan) sum() string {
+	p.Checksum = ""
+	b, _ := json.Marshal(p)
+	h := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(h[:])
+}
+
+// Marshal writes p as indented JSON, its checksum set.
+func (p Plan) Marshal() []byte {
+	p.Checksum = p.sum()
+	b, _ := json.MarshalIndent(p, "", "  ")
+	return append(b, '\n')
+}
+
+// Parse reads a plan that Marshal wrote, and checks its version, its
+// checksum and its consistency.
+func Parse(data []byte) (Plan, error) {
+	var p Plan
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return Plan{}, fmt.Errorf("not a plan: %w", err)
+	}
+	switch {
+	case p.Version != Version:
+		return Plan{}, fmt.Errorf("a plan of version %d; this backfill reads version %d", p.Version, Version)
+	case p.Checksum != p.sum():
+		return Plan{}, errors.New("the plan's checksum does not match its content: it was changed after it was written")
+	case p.Shards < 1:
+		return Plan{}, fmt.Errorf("a plan of %d shards", p.Shards)
+	}
+	for i, b := range p.Buckets {
+		if b.Shard < 0 || b.Shard >= p.Shards || (i > 0 && b.Name <= p.Buckets[i-1].Name) {
+			return Plan{}, fmt.Errorf("the plan's bucket %s is out of order or of no shard", b.Name)
+		}
+	}
+	return p, nil
+}

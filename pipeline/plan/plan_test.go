@@ -1,0 +1,106 @@
+package plan_test
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/backfill-dev/backfill/pipeline/plan"
+)
+
+// days returns n buckets from 2012-12-05 on, with sizes like the archive's:
+// mostly tens of MB, a few days ten times that.
+func days(n int, seed uint64) []plan.Bucket {
+	r := rand.New(rand.NewPCG(seed, 9))
+	start := time.Date(2012, 12, 5, 0, 0, 0, 0, time.UTC)
+	out := make([]plan.Bucket, n)
+	for i := range out {
+		size := 10<<20 + r.Int64N(60<<20)
+		if r.IntN(20) == 0 {
+			size *= 10
+		}
+		out[i] = plan.Bucket{Name: start.AddDate(0, 0, i).Format(time.DateOnly), Bytes: size, Fingerprint: "fp" + string(rune('a'+i%26))}
+	}
+	return out
+}
+
+func TestPlan_Balanced(t *testing.T) {
+	for _, shards := range []int{1, 3, 7, 64} {
+		bs := days(2000, uint64(shards))
+		p, err := plan.New("in", bs, shards)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var total, largest int64
+		for _, b := range bs {
+			total += b.Bytes
+			largest = max(largest, b.Bytes)
+		}
+		mean := float64(total) / float64(shards)
+		bound := max((1+plan.Slack)*mean, mean+float64(largest))
+		loads := p.Loads()
+		var sum int64
+		for i, l := range loads {
+			sum += l
+			if float64(l) > bound {
+				t.Errorf("%d shards: shard %d holds %d bytes, above the bound %.0f", shards, i, l, bound)
+			}
+		}
+		if sum != total || len(p.Buckets) != len(bs) {
+			t.Fatalf("%d shards: %d bytes in %d buckets planned of %d in %d", shards, sum, len(p.Buckets), total, len(bs))
+		}
+		t.Logf("%d shards: largest shard %.3f of the mean", shards, float64(slices.Max(loads))/mean)
+	}
+}
+
+// The same listing in any order gives the same plan; adding a day moves
+// few buckets.
+func TestPlan_Stable(t *testing.T) {
+	bs := days(1500, 1)
+	want, _ := plan.New("in", bs, 7)
+	shuffled := slices.Clone(bs)
+	rand.New(rand.NewPCG(2, 2)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	got, _ := plan.New("in", shuffled, 7)
+	if string(got.Marshal()) != string(want.Marshal()) {
+		t.Fatal("a reordered listing gives another plan")
+	}
+	more := days(1501, 1)
+	next, _ := plan.New("in", more, 7)
+	moved := 0
+	for i, b := range want.Buckets {
+		if next.Buckets[i].Shard != b.Shard {
+			moved++
+		}
+	}
+	if moved*100 > len(bs) {
+		t.Errorf("adding a day moved %d of %d buckets", moved, len(bs))
+	}
+	t.Logf("adding a day moved %d of %d buckets", moved, len(bs))
+}
+
+func TestPlan_Parse(t *testing.T) {
+	p, _ := plan.New("s3://x/canned", days(40, 3), 3)
+	data := p.Marshal()
+	back, err := plan.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(back.Marshal()) != string(data) {
+		t.Fatal("a plan read back is not the plan written")
+	}
+	for _, tc := range []struct{ from, to, want string }{
+		{`"shard": 1`, `"shard": 2`, "checksum"},
+		{`"version": 1`, `"version": 2`, "version 2"},
+		{`"bytes"`, `"size"`, "unknown field"},
+	} {
+		_, err := plan.Parse([]byte(strings.Replace(string(data), tc.from, tc.to, 1)))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s changed to %s: %v, want an error naming %q", tc.from, tc.to, err, tc.want)
+		}
+	}
+	if _, err := plan.New("in", append(days(3, 1), days(1, 1)...), 2); err == nil {
+		t.Error("a bucket listed twice is planned")
+	}
+}
