@@ -120,6 +120,8 @@ func commands() []command {
 		{name: "status", help: statusHelp, run: runStatus},
 		{name: "audit", help: auditHelp, run: runAudit},
 		{name: "plan", help: planHelp, run: runPlan},
+		{name: "check", help: checkHelp, run: runCheck},
+		{name: "load", help: loadHelp, run: runLoad},
 		{name: "keysearch", help: keysearchHelp, run: runKeysearch},
 		{name: "gen", help: genHelp, run: runGen},
 		{name: "ooid", help: ooidHelp, run: runOOID},

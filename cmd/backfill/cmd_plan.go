@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -10,9 +11,12 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/pipeline/check"
 	"github.com/backfill-dev/backfill/pipeline/plan"
 	"github.com/backfill-dev/backfill/pipeline/reader"
+	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 	"github.com/backfill-dev/backfill/pipeline/stamp"
+	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
 const planHelp = `Usage: backfill plan --in DIR --shards N [--out FILE]
@@ -115,46 +119,68 @@ func listBuckets(ctx context.Context, fsys store.Store, names []string) ([]plan.
 	return out, g.Wait()
 }
 
-// planShard reads the plan at loc and returns its input and the buckets of
-// shard (from JOB_COMPLETION_INDEX when shard is negative), after checking
-// that they did not change since planning.
-func planShard(ctx context.Context, loc string, shard int) (string, []string, error) {
+// readPlan reads and checks the plan at loc (for cmd's messages).
+func readPlan(ctx context.Context, cmd, loc string) (plan.Plan, error) {
 	f, err := store.OpenFile(ctx, loc)
 	if err != nil {
-		return "", nil, usagef("run: --plan %v", err)
+		return plan.Plan{}, usagef("%s: --plan %v", cmd, err)
 	}
 	data, err := io.ReadAll(f)
 	f.Close()
 	if err != nil {
-		return "", nil, err
+		return plan.Plan{}, err
 	}
 	p, err := plan.Parse(data)
 	if err != nil {
-		return "", nil, usagef("run: --plan %s: %v", loc, err)
+		return plan.Plan{}, usagef("%s: --plan %s: %v", cmd, loc, err)
 	}
+	return p, nil
+}
+
+// shardIndex is shard, or when it is negative JOB_COMPLETION_INDEX, checked
+// against the plan and JOB_COMPLETION_COUNT.
+func shardIndex(cmd string, p plan.Plan, shard int) (int, error) {
 	if shard < 0 {
 		idx, ok := os.LookupEnv("JOB_COMPLETION_INDEX")
 		if !ok {
-			return "", nil, usagef("run: --plan needs --shard, or JOB_COMPLETION_INDEX in the environment")
+			return 0, usagef("%s: --plan needs --shard, or JOB_COMPLETION_INDEX in the environment", cmd)
 		}
+		var err error
 		if shard, err = strconv.Atoi(idx); err != nil {
-			return "", nil, usagef("run: JOB_COMPLETION_INDEX=%q is not a shard number", idx)
+			return 0, usagef("%s: JOB_COMPLETION_INDEX=%q is not a shard number", cmd, idx)
 		}
 	}
 	if n, ok := os.LookupEnv("JOB_COMPLETION_COUNT"); ok && n != strconv.Itoa(p.Shards) {
-		return "", nil, usagef("run: the plan has %d shards and JOB_COMPLETION_COUNT is %s: the Job's completions must be the plan's shards", p.Shards, n)
+		return 0, usagef("%s: the plan has %d shards and JOB_COMPLETION_COUNT is %s: the Job's completions must be the plan's shards", cmd, p.Shards, n)
 	}
 	if shard < 0 || shard >= p.Shards {
-		return "", nil, usagef("run: shard %d is not one of the plan's 0..%d", shard, p.Shards-1)
+		return 0, usagef("%s: shard %d is not one of the plan's 0..%d", cmd, shard, p.Shards-1)
+	}
+	return shard, nil
+}
+
+// shardOut is where shard i of a plan writes, under the job's output.
+func shardOut(out string, i int) string { return store.Join(out, "shards", strconv.Itoa(i)) }
+
+// planShard reads the plan at loc and returns it, the shard (from
+// JOB_COMPLETION_INDEX when shard is negative) and its buckets, after
+// checking that they did not change since planning.
+func planShard(ctx context.Context, loc string, shard int) (plan.Plan, int, []string, error) {
+	p, err := readPlan(ctx, "run", loc)
+	if err != nil {
+		return p, 0, nil, err
+	}
+	if shard, err = shardIndex("run", p, shard); err != nil {
+		return p, 0, nil, err
 	}
 	names := p.Names(shard)
 	fsys, err := store.Open(ctx, p.Input)
 	if err != nil {
-		return "", nil, err
+		return p, 0, nil, err
 	}
 	now, err := listBuckets(ctx, fsys, names)
 	if err != nil {
-		return "", nil, err
+		return p, 0, nil, err
 	}
 	want := map[string]string{}
 	for _, b := range p.Buckets {
@@ -162,8 +188,48 @@ func planShard(ctx context.Context, loc string, shard int) (string, []string, er
 	}
 	for _, b := range now {
 		if b.Fingerprint != want[b.Name] {
-			return "", nil, fmt.Errorf("bucket %s of %s changed since the plan was made: make a new plan", b.Name, p.Input)
+			return p, 0, nil, fmt.Errorf("bucket %s of %s changed since the plan was made: make a new plan", b.Name, p.Input)
 		}
 	}
-	return p.Input, names, nil
+	return p, shard, names, nil
 }
+
+// writeManifest writes the report manifest of a shard's output: every
+// report of its committed buckets, sorted by time, for check.
+func writeManifest(ctx context.Context, out string) error {
+	st, err := parquetfile.ReadState(out)
+	if err != nil {
+		return err
+	}
+	var h check.Header
+	var entries []check.Entry
+	for i, s := range st {
+		if s.Status != stamped.StatusCommitted {
+			continue
+		}
+		if i == 0 {
+			h.Scheme = s.Meta.Scheme
+		}
+		h.Buckets = append(h.Buckets, s.Meta.Bucket)
+		rows, err := parquetfile.ReadReports(store.Join(out, "reports", s.Meta.Bucket+".parquet"))
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			entries = append(entries, check.Entry{TS: uint32(r.TS), Base: uint32(r.CounterBase), N: uint32(r.N),
+				Textname: r.Textname, Bucket: s.Meta.Bucket, RejectedBy: r.RejectedBy})
+		}
+	}
+	var b bytes.Buffer
+	if err := check.Write(&b, h, entries); err != nil {
+		return err
+	}
+	st2, err := store.Open(ctx, out)
+	if err != nil {
+		return err
+	}
+	return store.WriteFile(st2, manifestName, b.Bytes())
+}
+
+// manifestName is a shard output's report manifest.
+const manifestName = "manifest.tsv"

@@ -207,11 +207,16 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	if planFile != "" {
-		if cfg.In, buckets, err = planShard(ctx, planFile, shard); err != nil {
+		if sinkName != "parquet" {
+			return usagef("run: --plan writes Parquet shards (their load into PostgreSQL is not built yet)")
+		}
+		p, i, names, err := planShard(ctx, planFile, shard)
+		if err != nil {
 			return err
 		}
+		cfg.In, buckets, out = p.Input, names, shardOut(out, i)
 		if len(buckets) == 0 {
-			fmt.Fprintf(std.err, "backfill: this shard of %s has no bucket; nothing to do\n", planFile)
+			fmt.Fprintf(std.err, "backfill: shard %d of %s has no bucket; nothing to do\n", i, planFile)
 			return nil
 		}
 	}
@@ -243,6 +248,9 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	if err == nil && finish != nil {
 		err = finish(ctx) // the bulk load's indexes: part of the run's time
 		sum.Elapsed = time.Since(start)
+	}
+	if err == nil && planFile != "" {
+		err = writeManifest(ctx, out) // the shard's reports, sorted, for check
 	}
 	if errors.Is(err, context.Canceled) {
 		fmt.Fprintf(std.err, "backfill: interrupted: %d buckets committed in this run, each whole; the others are untouched.\n", sum.Buckets)

@@ -14,6 +14,8 @@ Commands:
 	status       show what an output holds: buckets, rejects, notices, what --resume would do
 	audit        count OOID collisions per counter width and SHA-1 offset
 	plan         split an input's buckets into shards for runs on several machines
+	check        settle the collision verdicts of a plan's shards
+	load         load a shard of a plan into the job's output, with the verdicts
 	keysearch    find a keyed ID scheme with no collisions at a counter width
 	gen          write a synthetic corpus (or manifest) with its ground truth
 	ooid         compute backfilled OOIDs for textnames and measurement indexes

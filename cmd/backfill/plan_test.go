@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,12 +39,12 @@ func TestPlan_ShardsMakeTheRun(t *testing.T) {
 		t.Fatalf("plan of %d buckets in %d shards", len(p.Buckets), p.Shards)
 	}
 	for i := p.Shards - 1; i >= 0; i-- {
-		out := fmt.Sprintf("%s/shard-%d", dir, i)
-		args := []string{"run", "-q", "--plan", planFile, "--shard", fmt.Sprint(i), "--out", out}
+		out := fmt.Sprintf("%s/job/shards/%d", dir, i)
+		args := []string{"run", "-q", "--plan", planFile, "--shard", fmt.Sprint(i), "--out", dir + "/job"}
 		if i == 1 {
 			t.Setenv("JOB_COMPLETION_INDEX", "1")
 			t.Setenv("JOB_COMPLETION_COUNT", "3")
-			args = []string{"run", "-q", "--plan", planFile, "--out", out}
+			args = []string{"run", "-q", "--plan", planFile, "--out", dir + "/job"}
 		}
 		code, msg := callIn("", args...)
 		if len(p.Names(i)) == 0 {
@@ -101,4 +103,65 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// outputFiles keeps the files of a run's output: its buckets' files and
+// ledger entries.
+func outputFiles(files map[string][]byte) map[string][]byte {
+	out := map[string][]byte{}
+	for n, b := range files {
+		for _, d := range []string{"measurements/", "reports/", "dead-letters/", "ledger/"} {
+			if strings.HasPrefix(n, d) {
+				out[n] = b
+			}
+		}
+	}
+	return out
+}
+
+// A corpus with collisions across buckets, planned in 1, 3 and 7 shards,
+// each shard run on its own in a random order, checked and loaded shard by
+// shard in another: the output is the one-machine run's, byte for byte.
+func TestPlan_CheckLoadEqualsOneRun(t *testing.T) {
+	dir := t.TempDir()
+	in := dir + "/c"
+	if code, out := call("gen", "-q", "--out", in, "--buckets", "5", "--reports", "90", "--can-size", "256KiB",
+		"--min-measurements", "400", "--max-measurements", "5000", "--time-slots", "3"); code != exitOK {
+		t.Fatalf("gen: exit %d\n%s", code, out)
+	}
+	scheme := []string{"--counter-bits", "20"}
+	code, single := runJSON(t, append([]string{"--in", in, "--out", dir + "/single"}, scheme...)...)
+	if code != exitRejects || single.RejectsByReason["collision"] == 0 {
+		t.Fatalf("one-machine run: exit %d, %+v: the corpus must collide", code, single.RejectsByReason)
+	}
+	want := outputFiles(tree(t, dir+"/single"))
+	rng := rand.New(rand.NewPCG(5, 5))
+	for _, n := range []int{1, 3, 7} {
+		job := fmt.Sprintf("%s/job%d", dir, n)
+		planFile := job + ".plan.json"
+		if code, out := call("plan", "--in", in, "--shards", fmt.Sprint(n), "--out", planFile); code != exitOK {
+			t.Fatalf("plan: exit %d\n%s", code, out)
+		}
+		for _, i := range rng.Perm(n) {
+			code, msg := callIn("", append([]string{"run", "-q", "--plan", planFile, "--shard", fmt.Sprint(i), "--out", job}, scheme...)...)
+			if code != exitOK && code != exitRejects {
+				t.Fatalf("%d shards: shard %d: exit %d\n%s", n, i, code, msg)
+			}
+		}
+		code, out := call("check", "--json", "--plan", planFile, "--out", job)
+		var sum checkSummary
+		if err := json.Unmarshal([]byte(out), &sum); code != exitOK || err != nil {
+			t.Fatalf("%d shards: check: exit %d, %v\n%s", n, code, err, out)
+		}
+		if (n == 1) != (sum.Changed == 0) {
+			t.Errorf("%d shards: check changed %d verdicts", n, sum.Changed)
+		}
+		for _, i := range rng.Perm(n) {
+			if code, msg := callIn("", "load", "--plan", planFile, "--shard", fmt.Sprint(i), "--out", job); code != exitOK {
+				t.Fatalf("%d shards: load %d: exit %d\n%s", n, i, code, msg)
+			}
+		}
+		sameOutput(t, want, outputFiles(tree(t, job)), false)
+		t.Logf("%d shards: %d reports, %d timestamps shared, %d verdicts changed in %v", n, sum.Reports, sum.Groups, sum.Changed, sum.Buckets)
+	}
 }

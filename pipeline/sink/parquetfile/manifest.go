@@ -66,6 +66,39 @@ func (s *Sink) Manifest(_ context.Context, bucket string) (stamped.Meta, []stamp
 	return l.meta(), out, nil
 }
 
+// Scheme is the scheme the bucket was made under.
+func (l Ledger) Scheme() ooid.Scheme { return l.meta().Scheme }
+
+// CopyBucket copies a committed bucket's files from src (another output,
+// a shard's) into the sink's output, the ledger entry last, as a commit
+// does, and returns its ledger entry.
+func (s *Sink) CopyBucket(src store.Store, bucket string) (Ledger, error) {
+	var l Ledger
+	lb, err := store.ReadFile(src, s.path("ledger", bucket, ".json"))
+	if err != nil {
+		return l, fmt.Errorf("not committed in %s: %w", src.Where("."), err)
+	}
+	if err := json.Unmarshal(lb, &l); err != nil {
+		return l, err
+	}
+	if err := s.lock.Lost(); err != nil {
+		return l, err
+	}
+	if err := s.st.Remove(s.path("ledger", bucket, ".json")); err != nil {
+		return l, err
+	}
+	for _, f := range []string{s.path("measurements", bucket, ".parquet"), s.path("reports", bucket, ".parquet"), s.path("dead-letters", bucket, ".jsonl")} {
+		data, err := store.ReadFile(src, f)
+		if err != nil {
+			return l, err
+		}
+		if err := store.WriteFile(s.st, f, data); err != nil {
+			return l, err
+		}
+	}
+	return l, store.WriteFile(s.st, s.path("ledger", bucket, ".json"), lb)
+}
+
 func (l Ledger) meta() stamped.Meta {
 	return stamped.Meta{Bucket: l.Bucket, Fingerprint: l.Fingerprint, Scheme: ooid.Scheme{CounterBits: l.CounterBits, SHA1Offset: l.SHA1Offset, Table: l.KeyTable},
 		NdxPolicy: l.NdxPolicy, Version: l.Version}

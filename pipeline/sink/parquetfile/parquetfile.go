@@ -131,7 +131,12 @@ func (e *LockedError) Error() string {
 // Open prepares dir (a local folder or an s3:// prefix), takes its lock (a
 // second writer fails at once with a *LockedError) and clears what runs
 // that died left in its temporary folder.
-func Open(dir string) (*Sink, error) {
+func Open(dir string) (*Sink, error) { return OpenLocked(dir, LockName) }
+
+// OpenLocked opens dir as Open does, under the lock lockName instead of
+// the output's: writers of disjoint buckets (the load of a plan's shards)
+// each take their own.
+func OpenLocked(dir, lockName string) (*Sink, error) {
 	st, err := store.Open(context.Background(), dir)
 	if err != nil {
 		return nil, err
@@ -143,7 +148,7 @@ func Open(dir string) (*Sink, error) {
 			}
 		}
 	}
-	lock, err := st.Lock(LockName)
+	lock, err := st.Lock(lockName)
 	var le *store.LockedError
 	if errors.As(err, &le) {
 		return nil, &LockedError{Dir: dir, PID: le.Holder.PID, Host: le.Holder.Host}
