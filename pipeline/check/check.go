@@ -216,32 +216,33 @@ type settled struct {
 	was string
 }
 
-// settle applies the policy to reports sharing one timestamp, in
-// textname order. A report with more measurements than counter values
-// was rejected by its shard before any comparison, as a run rejects it:
-// it keeps that verdict and takes no part.
+// settle applies the policy to reports sharing one timestamp, given in
+// textname order: a report is rejected exactly when a report it collides
+// with sorts before it, and its winner is the first of those (the rule
+// collisions.Resolver applies; groups are small, so the pairs are
+// compared directly). A report with more measurements than counter values
+// was rejected by its shard before any comparison, as a run rejects it: it
+// keeps that verdict and takes no part.
 func settle(group []Entry, bits int) []settled {
 	out := make([]settled, len(group))
-	res := collisions.NewResolver(bits)
-	refs := make([]int, len(group))
+	ranges := make([]collisions.Range, len(group))
+	part := make([]bool, len(group))
 	for i, e := range group {
-		rg := collisions.Range{TS: e.TS, Base: e.Base, N: e.N}
-		refs[i] = -1
-		if len(group) > 1 && !rg.SelfOverlaps(bits) {
-			ref, _ := res.Add(e.Textname, rg, 0)
-			refs[i] = int(ref)
-		}
-	}
-	for i, e := range group {
+		ranges[i] = collisions.Range{TS: e.TS, Base: e.Base, N: e.N}
+		part[i] = len(group) > 1 && !ranges[i].SelfOverlaps(bits)
 		out[i] = settled{Verdict{Bucket: e.Bucket, Textname: e.Textname, RejectedBy: e.RejectedBy}, e.RejectedBy}
-		if refs[i] < 0 {
+	}
+	for i := range group {
+		if !part[i] {
 			continue // alone at its time, or rejected on its own
 		}
-		ref := uint32(refs[i])
 		out[i].RejectedBy, out[i].Message = "", ""
-		if w, ok := res.Winner(ref); ok {
-			out[i].RejectedBy = res.Name(w)
-			out[i].Message = collisions.Message(res.Name(w), res.Range(w), res.Range(ref), bits)
+		for j := range i {
+			if part[j] && ranges[j].Overlaps(ranges[i], bits) {
+				out[i].RejectedBy = group[j].Textname
+				out[i].Message = collisions.Message(group[j].Textname, ranges[j], ranges[i], bits)
+				break
+			}
 		}
 	}
 	return out
