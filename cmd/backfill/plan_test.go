@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/backfill-dev/backfill/pipeline/plan"
 )
@@ -123,6 +127,9 @@ func outputFiles(files map[string][]byte) map[string][]byte {
 // each shard run on its own in a random order, checked and loaded shard by
 // shard in another: the output is the one-machine run's, byte for byte.
 func TestPlan_CheckLoadEqualsOneRun(t *testing.T) {
+	if raceEnabled {
+		t.Skip("runs over colliding corpora in one goroutine each; the plain test run covers them, and TestPlan_ShardsMakeTheRun runs under the race detector")
+	}
 	dir := t.TempDir()
 	in := dir + "/c"
 	if code, out := call("gen", "-q", "--out", in, "--buckets", "5", "--reports", "90", "--can-size", "256KiB",
@@ -164,4 +171,103 @@ func TestPlan_CheckLoadEqualsOneRun(t *testing.T) {
 		sameOutput(t, want, outputFiles(tree(t, job)), false)
 		t.Logf("%d shards: %d reports, %d timestamps shared, %d verdicts changed in %v", n, sum.Reports, sum.Groups, sum.Changed, sum.Buckets)
 	}
+}
+
+// The shards as processes, as an Indexed Job runs them: all at once, each
+// with its JOB_COMPLETION_INDEX, one SIGKILLed mid-way and started again;
+// then check, and the loads at once. The output is the one-machine run's.
+func TestPlan_ShardProcesses(t *testing.T) {
+	if raceEnabled {
+		t.Skip("runs over colliding corpora in one goroutine each; the plain test run covers them, and TestPlan_ShardsMakeTheRun runs under the race detector")
+	}
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	in := dir + "/c"
+	if code, out := call("gen", "-q", "--out", in, "--buckets", "6", "--reports", "90", "--can-size", "256KiB",
+		"--min-measurements", "400", "--max-measurements", "5000", "--time-slots", "3", "--seed", "11"); code != exitOK {
+		t.Fatalf("gen: exit %d\n%s", code, out)
+	}
+	scheme := []string{"--counter-bits", "20"}
+	if code, _ := runJSON(t, append([]string{"--in", in, "--out", dir + "/single"}, scheme...)...); code != exitRejects {
+		t.Fatalf("one-machine run: exit %d", code)
+	}
+	const n = 3
+	job, planFile := dir+"/job", dir+"/plan.json"
+	if code, out := call("plan", "--in", in, "--shards", fmt.Sprint(n), "--out", planFile); code != exitOK {
+		t.Fatalf("plan: exit %d\n%s", code, out)
+	}
+	var stderr lockedBuffer // of every process, for failures
+	start := func(i int, args ...string) *exec.Cmd {
+		cmd := exec.Command(bin, args...)
+		cmd.Stderr = &stderr
+		cmd.Env = append(os.Environ(), fmt.Sprintf("JOB_COMPLETION_INDEX=%d", i), fmt.Sprintf("JOB_COMPLETION_COUNT=%d", n))
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	mapArgs := append([]string{"run", "-q", "--plan", planFile, "--out", job}, scheme...)
+	cmds := make([]*exec.Cmd, n)
+	for _, i := range rand.New(rand.NewPCG(8, 8)).Perm(n) {
+		cmds[i] = start(i, mapArgs...)
+	}
+	// Shard 1 is killed once its first bucket is committed.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		if m, _ := filepath.Glob(job + "/shards/1/ledger/*.json"); len(m) > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	cmds[1].Process.Signal(syscall.SIGKILL)
+	for i, c := range cmds {
+		code := exitOf(c.Wait())
+		if i == 1 && code == -int(syscall.SIGKILL) {
+			t.Log("shard 1 was killed before it ended")
+			if _, err := os.Stat(job + "/shards/1/manifest.tsv"); err == nil {
+				t.Fatal("the killed shard wrote its manifest")
+			}
+			if code, out := callIn("", "check", "--plan", planFile, "--out", job); code != exitFailure || !strings.Contains(out, "shard 1 has not completed") {
+				t.Fatalf("check with a shard missing: exit %d\n%s", code, out)
+			}
+			continue
+		}
+		if code != exitOK && code != exitRejects {
+			t.Fatalf("shard %d: exit %d\n%s", i, code, stderr.String())
+		}
+	}
+	if code := exitOf(start(1, mapArgs...).Wait()); code != exitOK && code != exitRejects {
+		t.Fatalf("shard 1 again: exit %d\n%s", code, stderr.String())
+	}
+	if code, out := call("check", "--plan", planFile, "--out", job); code != exitOK {
+		t.Fatalf("check: exit %d\n%s", code, out)
+	}
+	for i := range n {
+		cmds[i] = start(i, "load", "--plan", planFile, "--out", job)
+	}
+	for i, c := range cmds {
+		if code := exitOf(c.Wait()); code != exitOK {
+			t.Fatalf("load %d: exit %d\n%s", i, code, stderr.String())
+		}
+	}
+	sameOutput(t, outputFiles(tree(t, dir+"/single")), outputFiles(tree(t, job)), false)
+}
+
+// lockedBuffer is a buffer several processes' output goes to at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

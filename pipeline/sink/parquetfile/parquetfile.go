@@ -94,9 +94,10 @@ const rowGroup = 128 << 10
 // Sink writes under a folder or an s3:// prefix. It holds the output's lock
 // from Open to Close: one writer per output.
 type Sink struct {
-	dir  string
-	st   store.Store
-	lock store.Lock
+	dir   string
+	st    store.Store
+	lock  store.Lock
+	owner bool // it holds the output's lock, not one of its own
 }
 
 var (
@@ -156,15 +157,17 @@ func OpenLocked(dir, lockName string) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", dir, err)
 	}
-	// Holding the lock, whatever is in the temporary folder was left by a
-	// run that died.
-	if !store.IsRemote(dir) {
+	// Holding the output's lock, whatever is in the temporary folder was
+	// left by a run that died. (Under a lock of its own, other writers may
+	// be writing there.)
+	whole := lockName == LockName
+	if whole && !store.IsRemote(dir) {
 		if err := st.RemoveAll(store.TmpDir); err != nil {
 			lock.Unlock()
 			return nil, err
 		}
 	}
-	return &Sink{dir: dir, st: st, lock: lock}, nil
+	return &Sink{dir: dir, st: st, lock: lock, owner: whole}, nil
 }
 
 // Holder returns the PID of the run that holds dir's lock, if any.
@@ -184,7 +187,7 @@ func (s *Sink) Close() error {
 		return nil
 	}
 	var err error
-	if !store.IsRemote(s.dir) {
+	if s.owner && !store.IsRemote(s.dir) {
 		err = s.st.RemoveAll(store.TmpDir)
 	}
 	err = errors.Join(err, s.lock.Unlock())
