@@ -127,9 +127,7 @@ func outputFiles(files map[string][]byte) map[string][]byte {
 // each shard run on its own in a random order, checked and loaded shard by
 // shard in another: the output is the one-machine run's, byte for byte.
 func TestPlan_CheckLoadEqualsOneRun(t *testing.T) {
-	if raceEnabled {
-		t.Skip("runs over colliding corpora in one goroutine each; the plain test run covers them, and TestPlan_ShardsMakeTheRun runs under the race detector")
-	}
+	skipUnderRace(t)
 	dir := t.TempDir()
 	in := dir + "/c"
 	if code, out := call("gen", "-q", "--out", in, "--buckets", "5", "--reports", "90", "--can-size", "256KiB",
@@ -177,9 +175,7 @@ func TestPlan_CheckLoadEqualsOneRun(t *testing.T) {
 // with its JOB_COMPLETION_INDEX, one SIGKILLed mid-way and started again;
 // then check, and the loads at once. The output is the one-machine run's.
 func TestPlan_ShardProcesses(t *testing.T) {
-	if raceEnabled {
-		t.Skip("runs over colliding corpora in one goroutine each; the plain test run covers them, and TestPlan_ShardsMakeTheRun runs under the race detector")
-	}
+	skipUnderRace(t)
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
