@@ -12,6 +12,7 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/check"
+	"github.com/backfill-dev/backfill/pipeline/load"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
@@ -41,6 +42,7 @@ EXIT STATUS
 `
 
 const loadHelp = `Usage: backfill load --plan FILE --out OUT [--shard I]
+       backfill load --plan FILE --out OUT --sink postgres [--dsn URL] [--pg-schema NAME] [--create-schema] [--shard I]
 
 Load the buckets of one shard of a plan into the job's output OUT, once
 backfill check has written OUT/verdicts.jsonl: each bucket's files are
@@ -50,11 +52,24 @@ written them. The shard is --shard, or JOB_COMPLETION_INDEX as a
 Kubernetes Indexed Job sets it. Loading a shard again gives the same
 files; shards load side by side, each under its own lock.
 
+With --sink postgres, each bucket of the shard is loaded from
+OUT/shards/I into PostgreSQL in its own transaction, as run --sink
+postgres loads it: the database settles the verdicts across buckets and
+shards itself (check is not needed), and the tables end as a one-machine
+run leaves them.
+
 Flags:
 
 	--plan FILE    the plan of backfill plan
 	--out OUT      the job's output (a folder or s3://bucket/prefix)
 	--shard I      the shard to load (default: JOB_COMPLETION_INDEX)
+	--sink NAME    parquet (default: into OUT) or postgres
+	--dsn URL      PostgreSQL connection string (the PG* variables fill in
+	               what it leaves out)
+	--pg-schema NAME  schema of the tables (default backfill)
+	--create-schema   create the tables when they are missing
+	--retries N    tries again per bucket after a lost connection (default 5)
+	--retry-wait D first wait before a retry (default 1s)
 
 EXIT STATUS
 
@@ -178,10 +193,15 @@ func shardsComplete(shards int, names func(int) []string, readers []*check.Reade
 
 func runLoad(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("load", loadHelp, std)
-	var planFile, out string
+	var planFile, out, sinkName string
+	var createSchema bool
+	var pf pgFlags
+	pf.register(fs, true)
 	shard := -1
 	fs.StringVar(&planFile, "plan", "", "")
 	fs.StringVar(&out, "out", "", "")
+	fs.StringVar(&sinkName, "sink", "parquet", "")
+	fs.BoolVar(&createSchema, "create-schema", false, "")
 	fs.IntVar(&shard, "shard", -1, "")
 	rest, err := parseFlags(fs, args)
 	if err != nil {
@@ -192,6 +212,8 @@ func runLoad(ctx context.Context, args []string, std stdio) error {
 		return usagef("load: unexpected argument %q", rest[0])
 	case planFile == "" || out == "":
 		return usagef("load: --plan and --out are required")
+	case sinkName != "parquet" && sinkName != "postgres":
+		return usagef("load: --sink must be parquet or postgres")
 	}
 	p, err := readPlan(ctx, "load", planFile)
 	if err != nil {
@@ -199,6 +221,9 @@ func runLoad(ctx context.Context, args []string, std stdio) error {
 	}
 	if shard, err = shardIndex("load", p, shard); err != nil {
 		return err
+	}
+	if sinkName == "postgres" {
+		return loadPostgres(ctx, std, p.Names(shard), shardOut(out, shard), outputFlags{sink: sinkName, pg: pf, createSchema: createSchema})
 	}
 	byBucket, err := readVerdicts(ctx, out)
 	if err != nil {
@@ -246,4 +271,47 @@ func readVerdicts(ctx context.Context, out string) (map[string][]stamped.Verdict
 		}
 		out2[v.Bucket] = append(out2[v.Bucket], stamped.Verdict{Textname: v.Textname, RejectedBy: v.RejectedBy, Message: v.Message})
 	}
+}
+
+// loadPostgres loads the buckets names of the shard output dir into
+// PostgreSQL, each in its transaction, through the Loader of a run.
+func loadPostgres(ctx context.Context, std stdio, names []string, dir string, f outputFlags) error {
+	if len(names) == 0 {
+		return nil
+	}
+	src, err := parquetfile.OpenLocked(dir, ".lock-load-postgres")
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	first, err := src.ReadLedger(names[0])
+	if err != nil {
+		return fmt.Errorf("bucket %s of %s: %w", names[0], dir, err)
+	}
+	o, err := openOutput(ctx, std, f)
+	if err != nil {
+		return err
+	}
+	defer o.sink.Close()
+	ld, err := load.New(o.sink, first.Scheme())
+	if err != nil {
+		return err
+	}
+	if err := ld.Start(ctx, names); err != nil {
+		return err
+	}
+	for _, name := range names {
+		b, err := src.Stamped(name)
+		if err != nil {
+			return err
+		}
+		if _, err := ld.Commit(ctx, b); err != nil {
+			return fmt.Errorf("bucket %s: %w", name, err)
+		}
+	}
+	if err := ld.Finish(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(std.err, "backfill: loaded %d buckets of %s into %s\n", len(names), dir, o.dest)
+	return nil
 }

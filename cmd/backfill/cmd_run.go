@@ -208,7 +208,7 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	}
 	if planFile != "" {
 		if sinkName != "parquet" {
-			return usagef("run: --plan writes Parquet shards (their load into PostgreSQL is not built yet)")
+			return usagef("run: --plan writes Parquet shards; load them into PostgreSQL with backfill load --sink postgres")
 		}
 		p, i, names, err := planShard(ctx, planFile, shard)
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/pipeline/plan"
 )
 
@@ -266,4 +267,43 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// The shards loaded into PostgreSQL, in random order, leave the tables a
+// one-machine run leaves: the database settles the verdicts across shards.
+func TestPlan_LoadPostgres(t *testing.T) {
+	skipUnderRace(t)
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	in := dir + "/c"
+	if code, out := call("gen", "-q", "--out", in, "--buckets", "5", "--reports", "90", "--can-size", "256KiB",
+		"--min-measurements", "400", "--max-measurements", "5000", "--time-slots", "3"); code != exitOK {
+		t.Fatalf("gen: exit %d\n%s", code, out)
+	}
+	flags := []string{"--counter-bits", "20", "--max-blob", "1MiB"}
+	admin := pgtest.AdminURL(t)
+	single := pgtest.CreateDatabase(t, admin)
+	if out, err := pgRun(bin, in, single, flags[:2]...).CombinedOutput(); exitOf(err) != exitRejects {
+		t.Fatalf("one-machine load: %v\n%s", err, out)
+	}
+	want := checksum(t, single)
+	const n = 3
+	job, planFile := dir+"/job", dir+"/plan.json"
+	if code, out := call("plan", "--in", in, "--shards", fmt.Sprint(n), "--out", planFile); code != exitOK {
+		t.Fatalf("plan: exit %d\n%s", code, out)
+	}
+	for i := range n {
+		if code, msg := callIn("", append([]string{"run", "-q", "--plan", planFile, "--shard", fmt.Sprint(i), "--out", job}, flags...)...); code != exitOK && code != exitRejects {
+			t.Fatalf("shard %d: exit %d\n%s", i, code, msg)
+		}
+	}
+	dsn := pgtest.CreateDatabase(t, admin)
+	for _, i := range rand.New(rand.NewPCG(4, 4)).Perm(n) {
+		if code, msg := callIn("", "load", "--plan", planFile, "--out", job, "--shard", fmt.Sprint(i), "--sink", "postgres", "--dsn", dsn, "--create-schema"); code != exitOK {
+			t.Fatalf("load shard %d: exit %d\n%s", i, code, msg)
+		}
+	}
+	if got := checksum(t, dsn); got != want {
+		t.Fatalf("the shards loaded give checksum %s, the one-machine load %s", got, want)
+	}
 }

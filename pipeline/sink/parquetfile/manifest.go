@@ -232,18 +232,9 @@ func (s *Sink) Reassign(ctx context.Context, scheme ooid.Scheme, bucket string, 
 	reports := make([]stamped.Report, len(rows))
 	var collided []deadletter.Record
 	for i, row := range rows {
-		id, err := m.Scheme.Report(row.Textname)
+		r, err := row.stamped(m.Scheme)
 		if err != nil {
-			return fmt.Errorf("reassign %s: report %s: %w", bucket, row.Textname, err)
-		}
-		r := stamped.Report{Textname: row.Textname, Container: row.Container, Offset: row.Offset, Size: row.Size,
-			ID: id, N: uint32(row.N), RejectedBy: row.RejectedBy}
-		if row.SHA1 != "" {
-			var sum [20]byte
-			if _, err := hex.Decode(sum[:], []byte(row.SHA1)); err != nil {
-				return fmt.Errorf("reassign %s: report %s: sha1: %w", bucket, row.Textname, err)
-			}
-			r.SHA1 = &sum
+			return fmt.Errorf("reassign %s: %w", bucket, err)
 		}
 		d, had := old[row.Textname]
 		if v, ok := byName[row.Textname]; ok {
@@ -285,4 +276,62 @@ func (s *Sink) readDeadLetters(bucket string) ([]deadletter.Record, error) {
 		return nil, err
 	}
 	return readDeadLetters(f, s.st.Where(name))
+}
+
+// stamped is the report of a row, its IDs recomputed under scheme.
+func (row Report) stamped(scheme ooid.Scheme) (stamped.Report, error) {
+	id, err := scheme.Report(row.Textname)
+	if err != nil {
+		return stamped.Report{}, fmt.Errorf("report %s: %w", row.Textname, err)
+	}
+	r := stamped.Report{Textname: row.Textname, Container: row.Container, Offset: row.Offset, Size: row.Size,
+		ID: id, N: uint32(row.N), RejectedBy: row.RejectedBy}
+	if row.SHA1 != "" {
+		var sum [20]byte
+		if _, err := hex.Decode(sum[:], []byte(row.SHA1)); err != nil {
+			return stamped.Report{}, fmt.Errorf("report %s: sha1: %w", row.Textname, err)
+		}
+		r.SHA1 = &sum
+	}
+	return r, nil
+}
+
+// Stamped returns the stamped bucket a committed bucket of the output was
+// made from, its collision verdicts left to whoever settles it again: every
+// report without one, and the dead letters but the collision records of
+// the reports rejected. Loading it into another sink through a Loader
+// commits what a run would have.
+func (s *Sink) Stamped(bucket string) (*stamped.Bucket, error) {
+	l, err := s.ReadLedger(bucket)
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: ledger: %w", bucket, err)
+	}
+	rows, err := readRows[Report](s.st, s.path("reports", bucket, ".parquet"))
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", bucket, err)
+	}
+	dead, err := s.readDeadLetters(bucket)
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", bucket, err)
+	}
+	b := &stamped.Bucket{Meta: l.meta(), BytesIn: l.Counts.BytesIn, BytesOut: l.Counts.BytesOut}
+	rejected := map[string]bool{}
+	for _, row := range rows {
+		r, err := row.stamped(b.Meta.Scheme)
+		if err != nil {
+			return nil, fmt.Errorf("bucket %s: %w", bucket, err)
+		}
+		if r.RejectedBy != "" {
+			rejected[r.Textname] = true
+		}
+		r.RejectedBy = ""
+		b.Reports = append(b.Reports, r)
+	}
+	for _, d := range dead {
+		if d.Reason == deadletter.Collision && rejected[d.Textname] {
+			continue
+		}
+		b.Records = append(b.Records, d)
+	}
+	return b, nil
 }
