@@ -172,83 +172,100 @@ func TestPlan_CheckLoadEqualsOneRun(t *testing.T) {
 	}
 }
 
-// The shards as processes, as an Indexed Job runs them: all at once, each
-// with its JOB_COMPLETION_INDEX, one SIGKILLed mid-way and started again;
-// then check, and the loads at once. The output is the one-machine run's.
+// The shards as processes, as Indexed Jobs run them, for plans of 1, 3 and
+// 7 shards: the map pods all at once in a random order, each with its
+// JOB_COMPLETION_INDEX, one SIGKILLed after its first commit and started
+// again (check refuses meanwhile); then check, and the loads at once, into
+// Parquet and into PostgreSQL. The Parquet output is the one-machine run's
+// byte for byte, the tables the one-machine load's row for row.
 func TestPlan_ShardProcesses(t *testing.T) {
 	skipUnderRace(t)
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	in := dir + "/c"
-	if code, out := call("gen", "-q", "--out", in, "--buckets", "6", "--reports", "90", "--can-size", "256KiB",
-		"--min-measurements", "400", "--max-measurements", "5000", "--time-slots", "3", "--seed", "11"); code != exitOK {
+	if code, out := call("gen", "-q", "--out", in, "--buckets", "8", "--reports", "60", "--can-size", "256KiB",
+		"--min-measurements", "400", "--max-measurements", "4000", "--time-slots", "3", "--seed", "11"); code != exitOK {
 		t.Fatalf("gen: exit %d\n%s", code, out)
 	}
-	scheme := []string{"--counter-bits", "20"}
-	if code, _ := runJSON(t, append([]string{"--in", in, "--out", dir + "/single"}, scheme...)...); code != exitRejects {
+	flags := []string{"--counter-bits", "20", "--max-blob", "1MiB"}
+	if code, _ := runJSON(t, append([]string{"--in", in, "--out", dir + "/single"}, flags...)...); code != exitRejects {
 		t.Fatalf("one-machine run: exit %d", code)
 	}
-	const n = 3
-	job, planFile := dir+"/job", dir+"/plan.json"
-	if code, out := call("plan", "--in", in, "--shards", fmt.Sprint(n), "--out", planFile); code != exitOK {
-		t.Fatalf("plan: exit %d\n%s", code, out)
+	want := outputFiles(tree(t, dir+"/single"))
+	admin := pgtest.AdminURL(t)
+	single := pgtest.CreateDatabase(t, admin)
+	if out, err := pgRun(bin, in, single, flags[:2]...).CombinedOutput(); exitOf(err) != exitRejects {
+		t.Fatalf("one-machine load: %v\n%s", err, out)
 	}
-	var stderr lockedBuffer // of every process, for failures
-	start := func(i int, args ...string) *exec.Cmd {
-		cmd := exec.Command(bin, args...)
-		cmd.Stderr = &stderr
-		cmd.Env = append(os.Environ(), fmt.Sprintf("JOB_COMPLETION_INDEX=%d", i), fmt.Sprintf("JOB_COMPLETION_COUNT=%d", n))
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
+	wantRows := checksum(t, single)
+	rng := rand.New(rand.NewPCG(8, 8))
+	for _, n := range []int{1, 3, 7} {
+		job, planFile := fmt.Sprintf("%s/job%d", dir, n), fmt.Sprintf("%s/plan%d.json", dir, n)
+		if code, out := call("plan", "--in", in, "--shards", fmt.Sprint(n), "--out", planFile); code != exitOK {
+			t.Fatalf("plan: exit %d\n%s", code, out)
 		}
-		return cmd
-	}
-	mapArgs := append([]string{"run", "-q", "--plan", planFile, "--out", job}, scheme...)
-	cmds := make([]*exec.Cmd, n)
-	for _, i := range rand.New(rand.NewPCG(8, 8)).Perm(n) {
-		cmds[i] = start(i, mapArgs...)
-	}
-	// Shard 1 is killed once its first bucket is committed.
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
-		if m, _ := filepath.Glob(job + "/shards/1/ledger/*.json"); len(m) > 0 || time.Now().After(deadline) {
-			break
-		}
-	}
-	cmds[1].Process.Signal(syscall.SIGKILL)
-	for i, c := range cmds {
-		code := exitOf(c.Wait())
-		if i == 1 && code == -int(syscall.SIGKILL) {
-			t.Log("shard 1 was killed before it ended")
-			if _, err := os.Stat(job + "/shards/1/manifest.tsv"); err == nil {
-				t.Fatal("the killed shard wrote its manifest")
+		var stderr lockedBuffer // of every process, for failures
+		start := func(i int, args ...string) *exec.Cmd {
+			cmd := exec.Command(bin, args...)
+			cmd.Stderr = &stderr
+			cmd.Env = append(os.Environ(), fmt.Sprintf("JOB_COMPLETION_INDEX=%d", i), fmt.Sprintf("JOB_COMPLETION_COUNT=%d", n))
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
 			}
-			if code, out := callIn("", "check", "--plan", planFile, "--out", job); code != exitFailure || !strings.Contains(out, "shard 1 has not completed") {
-				t.Fatalf("check with a shard missing: exit %d\n%s", code, out)
+			return cmd
+		}
+		waitAll := func(what string, cmds []*exec.Cmd, killed int) {
+			for i, c := range cmds {
+				code := exitOf(c.Wait())
+				if i == killed && code == -int(syscall.SIGKILL) {
+					continue
+				}
+				if code != exitOK && code != exitRejects {
+					t.Fatalf("%d shards: %s %d: exit %d\n%s", n, what, i, code, stderr.String())
+				}
 			}
-			continue
 		}
-		if code != exitOK && code != exitRejects {
-			t.Fatalf("shard %d: exit %d\n%s", i, code, stderr.String())
+		mapArgs := append([]string{"run", "-q", "--plan", planFile, "--out", job}, flags...)
+		cmds := make([]*exec.Cmd, n)
+		for _, i := range rng.Perm(n) {
+			cmds[i] = start(i, mapArgs...)
+		}
+		victim := rng.IntN(n)
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+			if m, _ := filepath.Glob(fmt.Sprintf("%s/shards/%d/ledger/*.json", job, victim)); len(m) > 0 || time.Now().After(deadline) {
+				break
+			}
+		}
+		cmds[victim].Process.Signal(syscall.SIGKILL)
+		waitAll("map", cmds, victim)
+		if _, err := os.Stat(fmt.Sprintf("%s/shards/%d/manifest.tsv", job, victim)); err != nil {
+			if code, out := callIn("", "check", "--plan", planFile, "--out", job); code != exitFailure || !strings.Contains(out, fmt.Sprintf("shard %d has not completed", victim)) {
+				t.Fatalf("%d shards: check with shard %d missing: exit %d\n%s", n, victim, code, out)
+			}
+			waitAll("map again", []*exec.Cmd{start(victim, mapArgs...)}, -1)
+		}
+		if code, out := call("check", "--plan", planFile, "--out", job); code != exitOK {
+			t.Fatalf("%d shards: check: exit %d\n%s", n, code, out)
+		}
+		dsn := pgtest.CreateDatabase(t, admin)
+		// The tables first, as a deployment would, so the loads do not
+		// race to create them.
+		if code, msg := callIn("", "schema", "--dsn", dsn); code != exitOK {
+			t.Fatalf("schema: exit %d\n%s", code, msg)
+		}
+		for i := range n {
+			cmds[i] = start(i, "load", "--plan", planFile, "--out", job)
+		}
+		waitAll("load", cmds, -1)
+		for i := range n {
+			cmds[i] = start(i, "load", "--plan", planFile, "--out", job, "--sink", "postgres", "--dsn", dsn)
+		}
+		waitAll("load into PostgreSQL", cmds, -1)
+		sameOutput(t, want, outputFiles(tree(t, job)), false)
+		if got := checksum(t, dsn); got != wantRows {
+			t.Fatalf("%d shards: the tables loaded from the shards differ from the one-machine load's", n)
 		}
 	}
-	if code := exitOf(start(1, mapArgs...).Wait()); code != exitOK && code != exitRejects {
-		t.Fatalf("shard 1 again: exit %d\n%s", code, stderr.String())
-	}
-	if code, out := call("check", "--plan", planFile, "--out", job); code != exitOK {
-		t.Fatalf("check: exit %d\n%s", code, out)
-	}
-	for i := range n {
-		cmds[i] = start(i, "load", "--plan", planFile, "--out", job)
-	}
-	for i, c := range cmds {
-		if code := exitOf(c.Wait()); code != exitOK {
-			t.Fatalf("load %d: exit %d\n%s", i, code, stderr.String())
-		}
-	}
-	sameOutput(t, outputFiles(tree(t, dir+"/single")), outputFiles(tree(t, job)), false)
 }
 
 // lockedBuffer is a buffer several processes' output goes to at once.
@@ -267,43 +284,4 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
-}
-
-// The shards loaded into PostgreSQL, in random order, leave the tables a
-// one-machine run leaves: the database settles the verdicts across shards.
-func TestPlan_LoadPostgres(t *testing.T) {
-	skipUnderRace(t)
-	bin := buildBinary(t)
-	dir := t.TempDir()
-	in := dir + "/c"
-	if code, out := call("gen", "-q", "--out", in, "--buckets", "5", "--reports", "90", "--can-size", "256KiB",
-		"--min-measurements", "400", "--max-measurements", "5000", "--time-slots", "3"); code != exitOK {
-		t.Fatalf("gen: exit %d\n%s", code, out)
-	}
-	flags := []string{"--counter-bits", "20", "--max-blob", "1MiB"}
-	admin := pgtest.AdminURL(t)
-	single := pgtest.CreateDatabase(t, admin)
-	if out, err := pgRun(bin, in, single, flags[:2]...).CombinedOutput(); exitOf(err) != exitRejects {
-		t.Fatalf("one-machine load: %v\n%s", err, out)
-	}
-	want := checksum(t, single)
-	const n = 3
-	job, planFile := dir+"/job", dir+"/plan.json"
-	if code, out := call("plan", "--in", in, "--shards", fmt.Sprint(n), "--out", planFile); code != exitOK {
-		t.Fatalf("plan: exit %d\n%s", code, out)
-	}
-	for i := range n {
-		if code, msg := callIn("", append([]string{"run", "-q", "--plan", planFile, "--shard", fmt.Sprint(i), "--out", job}, flags...)...); code != exitOK && code != exitRejects {
-			t.Fatalf("shard %d: exit %d\n%s", i, code, msg)
-		}
-	}
-	dsn := pgtest.CreateDatabase(t, admin)
-	for _, i := range rand.New(rand.NewPCG(4, 4)).Perm(n) {
-		if code, msg := callIn("", "load", "--plan", planFile, "--out", job, "--shard", fmt.Sprint(i), "--sink", "postgres", "--dsn", dsn, "--create-schema"); code != exitOK {
-			t.Fatalf("load shard %d: exit %d\n%s", i, code, msg)
-		}
-	}
-	if got := checksum(t, dsn); got != want {
-		t.Fatalf("the shards loaded give checksum %s, the one-machine load %s", got, want)
-	}
 }
