@@ -36,6 +36,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 )
 
@@ -267,25 +268,13 @@ func (s *Stamper) persist(mark uint32) error {
 		err = os.Rename(tmp, s.opt.State)
 	}
 	if err == nil {
-		err = syncDir(filepath.Dir(s.opt.State))
+		err = store.SyncDir(filepath.Dir(s.opt.State))
 	}
 	if err != nil {
 		return fmt.Errorf("collector: write the state: %w", err)
 	}
 	s.mark = mark
 	s.writes++
-	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
-		return err
-	}
 	return nil
 }
 

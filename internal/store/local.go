@@ -64,7 +64,7 @@ func (w *localWriter) Commit() error {
 		err = os.Rename(w.Name(), w.dst)
 	}
 	if err == nil {
-		err = syncDir(filepath.Dir(w.dst))
+		err = SyncDir(filepath.Dir(w.dst))
 	}
 	if err != nil {
 		os.Remove(w.Name())
@@ -81,7 +81,9 @@ func (w *localWriter) Abort() error {
 	return os.Remove(w.Name())
 }
 
-func syncDir(dir string) error {
+// SyncDir syncs the folder dir, so that a rename or removal in it lasts
+// (a file system that cannot sync folders is not an error).
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
@@ -102,7 +104,7 @@ func (l *local) Remove(name string) error {
 		}
 		return err
 	}
-	return syncDir(filepath.Dir(p))
+	return SyncDir(filepath.Dir(p))
 }
 
 func (l *local) RemoveAll(name string) error { return os.RemoveAll(l.path(name)) }
