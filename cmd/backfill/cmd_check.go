@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/check"
 	"github.com/backfill-dev/backfill/pipeline/load"
@@ -70,6 +72,7 @@ Flags:
 	--create-schema   create the tables when they are missing
 	--retries N    tries again per bucket after a lost connection (default 5)
 	--retry-wait D first wait before a retry (default 1s)
+	--connections N   buckets loaded at once (default 2)
 
 EXIT STATUS
 
@@ -214,6 +217,8 @@ func runLoad(ctx context.Context, args []string, std stdio) error {
 		return usagef("load: --plan and --out are required")
 	case sinkName != "parquet" && sinkName != "postgres":
 		return usagef("load: --sink must be parquet or postgres")
+	case pf.connections < 1:
+		return usagef("load: --connections must be 1 or more")
 	}
 	p, err := readPlan(ctx, "load", planFile)
 	if err != nil {
@@ -300,14 +305,27 @@ func loadPostgres(ctx context.Context, std stdio, names []string, dir string, f 
 	if err := ld.Start(ctx, names); err != nil {
 		return err
 	}
+	// Buckets are read one at a time and committed ld.Commits() at once.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(ld.Commits())
 	for _, name := range names {
+		if gctx.Err() != nil {
+			break
+		}
 		b, err := src.Stamped(name)
 		if err != nil {
+			g.Wait()
 			return err
 		}
-		if _, err := ld.Commit(ctx, b); err != nil {
-			return fmt.Errorf("bucket %s: %w", name, err)
-		}
+		g.Go(func() error {
+			if _, err := ld.Commit(ctx, b); err != nil {
+				return fmt.Errorf("bucket %s: %w", name, err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	if err := ld.Finish(ctx); err != nil {
 		return err

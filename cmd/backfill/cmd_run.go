@@ -72,7 +72,10 @@ With --sink postgres each bucket is one transaction into the tables of
 are replaced, its rows COPYed, the ledger marked, then it commits. A bucket
 another run is loading is waited for (or skipped with --skip-locked).
 Collisions are settled in the database against every committed bucket,
-whichever run loaded it. A lost connection or server restart rolls the
+whichever run loaded it. --connections buckets are loaded at once: each
+writes its rows first and takes the schema's verdict lock only to check
+that they collide with nothing committed (a bucket whose rows do collide
+is settled under the lock). A lost connection or server restart rolls the
 bucket back; it is tried again --retries times, waiting --retry-wait, then
 twice as long each time (at most 30s); then the run fails with status 1.
 
@@ -97,6 +100,8 @@ Flags:
 	--skip-locked       skip buckets another run is loading instead of waiting
 	--retries N         tries again per bucket after a lost connection (default 5)
 	--retry-wait D      first wait before a retry (default 1s)
+	--connections N     buckets committed at once, each on a connection of
+	                    its own (default 2; --bulk uses one)
 	--format F          bucket layout: auto (default, told per bucket), canned
 	                    or autoclaved
 	--from-index        autoclaved buckets: IDs from the index alone, no data
@@ -176,7 +181,7 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return err
 	}
-	pgOnly := setFlags(fs, "dsn", "pg-schema", "create-schema", "bulk", "skip-locked", "retries", "retry-wait")
+	pgOnly := setFlags(fs, "dsn", "pg-schema", "create-schema", "bulk", "skip-locked", "retries", "retry-wait", "connections")
 	switch {
 	case sinkName != "parquet" && sinkName != "postgres":
 		return usagef("run: --sink must be parquet or postgres")
@@ -194,6 +199,8 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 		return usagef("run: %s %s for --sink postgres; add --sink postgres, or leave %s out", strings.Join(pgOnly, ", "), isAre(len(pgOnly)), itThem(len(pgOnly)))
 	case pf.retries < 0 || pf.retryWait <= 0:
 		return usagef("run: --retries must be 0 or more and --retry-wait positive")
+	case pf.connections < 1:
+		return usagef("run: --connections must be 1 or more")
 	case pf.schema == "":
 		return usagef("run: --pg-schema must not be empty")
 	case cfg.Workers < 1:

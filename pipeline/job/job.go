@@ -172,14 +172,19 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (sum Summary, err error) 
 			prog.BytesIn, prog.Reports, prog.Measurements = p.BytesIn, p.Reports, p.Measurements
 		})
 	}
+	var sumMu sync.Mutex // the loader's goroutines all add to sum
 	commit := func(b *stamped.Bucket) error {
 		defer report(func(prog *Progress) { prog.Buckets++ })
 		if b.Skipped {
+			sumMu.Lock()
+			defer sumMu.Unlock()
 			sum.add(committed[b.Meta.Bucket].Counts)
 			sum.Skipped++
 			return ld.Keep(ctx, b)
 		}
 		c, err := ld.Commit(ctx, b)
+		sumMu.Lock()
+		defer sumMu.Unlock()
 		switch {
 		case errors.Is(err, sink.ErrSkipped):
 			// The sink left the bucket to another run: committed by it
@@ -202,7 +207,9 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (sum Summary, err error) 
 	}
 	// The loader commits with ctx, so a commit under way is not cut short
 	// when reading fails; it takes no further bucket once either stage
-	// has failed.
+	// has failed. A sink that commits several buckets at once
+	// (sink.Concurrent) gets that many goroutines taking buckets in turn;
+	// Keep, for a skipped bucket, is then a no-op of its Settler.
 	g, gctx := errgroup.WithContext(ctx)
 	queue := make(chan *stamped.Bucket, Lookahead)
 	g.Go(func() error {
@@ -216,17 +223,19 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (sum Summary, err error) 
 			}
 		})
 	})
-	g.Go(func() error {
-		for b := range queue {
-			if err := gctx.Err(); err != nil {
-				return err
+	for range ld.Commits() {
+		g.Go(func() error {
+			for b := range queue {
+				if err := gctx.Err(); err != nil {
+					return err
+				}
+				if err := commit(b); err != nil {
+					return err
+				}
 			}
-			if err := commit(b); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+			return nil
+		})
+	}
 	err = g.Wait()
 	if err == nil {
 		err = ld.Finish(ctx)

@@ -70,8 +70,8 @@ func (InSink) Settle(context.Context, *stamped.Bucket) ([]deadletter.Record, err
 	return nil, nil
 }
 
-// Loader commits stamped buckets to a sink. Not safe for concurrent use:
-// one goroutine of the orchestrator calls it, one bucket at a time.
+// Loader commits stamped buckets to a sink. Commit is safe for
+// Commits() goroutines at once; Start, Keep and Finish for one.
 type Loader struct {
 	s       sink.Sink
 	settler Settler
@@ -84,6 +84,17 @@ func New(s sink.Sink, scheme ooid.Scheme) (*Loader, error) {
 		return nil, err
 	}
 	return &Loader{s: s, settler: st}, nil
+}
+
+// Commits returns how many buckets the Loader commits at once: those of a
+// sink.Concurrent whose verdicts it settles itself, else one.
+func (l *Loader) Commits() int {
+	if c, ok := l.s.(sink.Concurrent); ok {
+		if _, ok := l.settler.(InSink); ok {
+			return max(1, c.Commits())
+		}
+	}
+	return 1
 }
 
 // Start tells the settler the buckets of the run.

@@ -16,7 +16,8 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
-// Sink stores buckets. A run calls it from one goroutine.
+// Sink stores buckets. A run calls it from one goroutine, unless it is
+// [Concurrent].
 //
 // The collision verdicts (docs/design.md §3) are settled by the run when the
 // sink is a [Rewriter], and by the sink itself when it is [SelfSettling].
@@ -38,6 +39,16 @@ type Sink interface {
 type SelfSettling interface {
 	Sink
 	SettlesCollisions()
+}
+
+// Concurrent is a SelfSettling Sink that commits several buckets at once:
+// Begin, State, and its writers' methods are safe for concurrent use,
+// Commits() buckets at a time (a further Commit waits for one to end).
+// The run then commits that many buckets side by side; the sink's
+// verdicts do not depend on the order buckets commit in.
+type Concurrent interface {
+	SelfSettling
+	Commits() int
 }
 
 // Rewriter is a Sink whose collision verdicts the run settles: it lists

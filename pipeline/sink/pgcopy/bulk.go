@@ -55,12 +55,12 @@ func (s *Sink) prepareBulk(ctx context.Context) error {
 
 // Finish builds the indexes and constraints and analyzes the tables.
 func (b *BulkSink) Finish(ctx context.Context) error {
-	return b.retry(ctx, "building indexes", func(ctx context.Context) error {
-		if err := buildConstraints(ctx, b.conn, b.schema, b.opt.Log); err != nil {
+	return b.retry(ctx, "building indexes", func(ctx context.Context, conn *pgx.Conn) error {
+		if err := buildConstraints(ctx, conn, b.schema, b.opt.Log); err != nil {
 			return err
 		}
 		for _, t := range []string{"measurements", "reports", "dead_letters", "ledger"} {
-			if _, err := b.conn.Exec(ctx, `ANALYZE `+b.q(t)); err != nil {
+			if _, err := conn.Exec(ctx, `ANALYZE `+b.q(t)); err != nil {
 				return err
 			}
 		}
@@ -70,8 +70,8 @@ func (b *BulkSink) Finish(ctx context.Context) error {
 
 // commitBulk runs a bucket's transaction of a bulk load: the verdicts are
 // the run's, and earlier rows of the bucket are found without indexes.
-func (s *Sink) commitBulk(ctx context.Context, w *bucketWriter, c stamped.Counts) (stamped.Counts, error) {
-	tx, err := s.conn.Begin(ctx)
+func (s *Sink) commitBulk(ctx context.Context, conn *pgx.Conn, w *bucketWriter, c stamped.Counts) (stamped.Counts, error) {
+	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return c, err
 	}
@@ -112,7 +112,10 @@ func (s *Sink) commitBulk(ctx context.Context, w *bucketWriter, c stamped.Counts
 	}
 	w2 := *w
 	w2.dead = dead
-	if err := s.writeBucket(ctx, tx, &w2, winners, msgs, c); err != nil {
+	if err := s.writeRows(ctx, tx, &w2, winners, msgs); err != nil {
+		return c, err
+	}
+	if err := s.markLedger(ctx, tx, w, c); err != nil {
 		return c, err
 	}
 	return c, tx.Commit(ctx)
@@ -121,8 +124,8 @@ func (s *Sink) commitBulk(ctx context.Context, w *bucketWriter, c stamped.Counts
 // Buckets implements sink.Rewriter.
 func (b *BulkSink) Buckets(ctx context.Context) ([]string, error) {
 	var out []string
-	err := b.retry(ctx, "listing buckets", func(ctx context.Context) error {
-		rows, err := b.conn.Query(ctx, `SELECT bucket::text FROM `+b.q("ledger")+` WHERE status = 'committed' ORDER BY bucket`)
+	err := b.retry(ctx, "listing buckets", func(ctx context.Context, conn *pgx.Conn) error {
+		rows, err := conn.Query(ctx, `SELECT bucket::text FROM `+b.q("ledger")+` WHERE status = 'committed' ORDER BY bucket`)
 		if err != nil {
 			return err
 		}
@@ -136,13 +139,13 @@ func (b *BulkSink) Buckets(ctx context.Context) ([]string, error) {
 func (b *BulkSink) Manifest(ctx context.Context, bucket string) (stamped.Meta, []stamped.ManifestEntry, error) {
 	var m stamped.Meta
 	var out []stamped.ManifestEntry
-	err := b.retry(ctx, "reading bucket "+bucket, func(ctx context.Context) error {
+	err := b.retry(ctx, "reading bucket "+bucket, func(ctx context.Context, conn *pgx.Conn) error {
 		m = stamped.Meta{Bucket: bucket}
-		if err := b.conn.QueryRow(ctx, `SELECT input_fingerprint, counter_bits, sha1_offset, key_table, ndx_policy, version FROM `+b.q("ledger")+`
+		if err := conn.QueryRow(ctx, `SELECT input_fingerprint, counter_bits, sha1_offset, key_table, ndx_policy, version FROM `+b.q("ledger")+`
 			WHERE bucket = $1 AND status = 'committed'`, bucket).Scan(&m.Fingerprint, &m.Scheme.CounterBits, &m.Scheme.SHA1Offset, &m.Scheme.Table, &m.NdxPolicy, &m.Version); err != nil {
 			return err
 		}
-		rows, err := b.conn.Query(ctx, `SELECT textname, n, container, "offset", coalesce(rejected_by, '') FROM `+b.q("reports")+`
+		rows, err := conn.Query(ctx, `SELECT textname, n, container, "offset", coalesce(rejected_by, '') FROM `+b.q("reports")+`
 			WHERE bucket = $1 ORDER BY seq`, bucket)
 		if err != nil {
 			return err
@@ -164,8 +167,8 @@ func (b *BulkSink) Manifest(ctx context.Context, bucket string) (stamped.Meta, [
 
 // Reassign implements sink.Rewriter.
 func (b *BulkSink) Reassign(ctx context.Context, _ ooid.Scheme, bucket string, verdicts []stamped.Verdict) error {
-	return b.retry(ctx, "bucket "+bucket, func(ctx context.Context) error {
-		tx, err := b.conn.Begin(ctx)
+	return b.retry(ctx, "bucket "+bucket, func(ctx context.Context, conn *pgx.Conn) error {
+		tx, err := conn.Begin(ctx)
 		if err != nil {
 			return err
 		}

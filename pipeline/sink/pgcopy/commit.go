@@ -2,10 +2,12 @@ package pgcopy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
@@ -14,35 +16,129 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
-// commit runs one bucket's transaction.
-func (s *Sink) commit(ctx context.Context, w *bucketWriter, c stamped.Counts) (stamped.Counts, error) {
-	tx, err := s.conn.Begin(ctx)
+// commit runs one bucket's transaction: under the bucket's lock, the
+// bucket's earlier rows go, its rows are written ahead of the verdict lock
+// when they collide with nothing committed (writeAhead), and otherwise
+// written after settle, under the verdict lock.
+func (s *Sink) commit(ctx context.Context, conn *pgx.Conn, w *bucketWriter, c stamped.Counts) (stamped.Counts, error) {
+	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return c, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	b := w.m.Bucket
 	if err := s.lockBucket(ctx, tx, w.m); err != nil {
 		return c, err
 	}
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1), 0)`, "backfill verdicts "+s.schema); err != nil {
+	if err := s.removeBucket(ctx, tx, w.m.Bucket); err != nil {
 		return c, err
 	}
-	if err := s.checkScheme(ctx, tx, w.m); err != nil {
-		return c, err
-	}
-	if err := s.removeBucket(ctx, tx, b); err != nil {
-		return c, err
-	}
-	winners, msgs, err := s.settle(ctx, tx, w)
+	out, ahead, err := s.writeAhead(ctx, tx, w, c)
 	if err != nil {
 		return c, err
 	}
-	c = adjustCounts(c, w.reports, winners)
-	if err := s.writeBucket(ctx, tx, w, winners, msgs, c); err != nil {
-		return c, err
+	if !ahead {
+		if err := s.verdictLock(ctx, tx); err != nil {
+			return c, err
+		}
+		if err := s.checkScheme(ctx, tx, w.m); err != nil {
+			return c, err
+		}
+		winners, msgs, err := s.settle(ctx, tx, w)
+		if err != nil {
+			return c, err
+		}
+		out = adjustCounts(c, w.reports, winners)
+		if err := s.writeRows(ctx, tx, w, winners, msgs); err != nil {
+			return c, err
+		}
+		if err := s.markLedger(ctx, tx, w, out); err != nil {
+			return c, err
+		}
 	}
-	return c, tx.Commit(ctx)
+	return out, tx.Commit(ctx)
+}
+
+// verdictLock takes the schema's verdict lock for the transaction: it
+// serialises the reading and writing of collision verdicts.
+func (s *Sink) verdictLock(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1), 0)`, "backfill verdicts "+s.schema)
+	return err
+}
+
+// writeAhead writes the bucket's rows before taking the verdict lock, with
+// the verdicts its own reports give each other, so that buckets on other
+// connections write theirs meanwhile. Under the lock it then checks that
+// no committed report of another bucket collides with the bucket's and
+// that none was rejected by the bucket's earlier rows: then settle would
+// find those same verdicts and change nothing elsewhere, and the bucket's
+// ledger row is written (ahead is true). Otherwise, or when a row's ID is
+// taken meanwhile (a unique violation, or a deadlock with the transaction
+// that took it), everything since the savepoint is undone and ahead is
+// false: the bucket is settled under the lock, as if it had waited.
+func (s *Sink) writeAhead(ctx context.Context, tx pgx.Tx, w *bucketWriter, c stamped.Counts) (out stamped.Counts, ahead bool, err error) {
+	if _, err := tx.Exec(ctx, `SAVEPOINT write_ahead`); err != nil {
+		return c, false, err
+	}
+	res, refs, ranges := ownReports(w)
+	bits := w.m.Scheme.CounterBits
+	winners, msgs := make([]string, len(w.reports)), make([]string, len(w.reports))
+	for i := range w.reports {
+		if wr, ok := res.Winner(refs[i]); ok {
+			winners[i] = res.Name(wr)
+			msgs[i] = collisions.Message(res.Name(wr), res.Range(wr), ranges[i], bits)
+		}
+	}
+	out = adjustCounts(c, w.reports, winners)
+	err = s.writeRows(ctx, tx, w, winners, msgs)
+	if err == nil {
+		err = s.verdictLock(ctx, tx)
+	}
+	if err == nil {
+		if err := s.checkScheme(ctx, tx, w.m); err != nil {
+			return c, false, err
+		}
+		ahead, err = s.alone(ctx, tx, w.m.Bucket, ranges, bits)
+	}
+	if err == nil && ahead {
+		return out, true, s.markLedger(ctx, tx, w, out)
+	}
+	switch {
+	case err == nil:
+		s.opt.Log("bucket %s: its reports collide with committed ones; settling them under the verdict lock", w.m.Bucket)
+	case taken(err):
+		s.opt.Log("bucket %s: an ID of it was taken meanwhile by another transaction (%v); settling it under the verdict lock", w.m.Bucket, s.clean(err))
+	default:
+		return c, false, err
+	}
+	if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT write_ahead`); err != nil {
+		return c, false, err
+	}
+	return c, false, nil
+}
+
+// taken reports whether err is a row's ID found taken by another
+// transaction: a unique violation, or a deadlock while waiting to know.
+func taken(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "40P01")
+}
+
+// alone reports whether no committed report outside the bucket collides
+// with ranges, and none was rejected by a report of the bucket.
+func (s *Sink) alone(ctx context.Context, tx pgx.Tx, bucket string, ranges []collisions.Range, bits int) (bool, error) {
+	hit, err := s.colliders(ctx, tx, ranges, bits)
+	if err != nil {
+		return false, err
+	}
+	for _, x := range hit {
+		if x.bucket != bucket {
+			return false, nil
+		}
+	}
+	var orphans bool
+	err = tx.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+s.q("reports")+` r
+		WHERE left(r.rejected_by, 10) = $1 AND r.rejected_by IS NOT NULL AND r.bucket <> $1::date)`, bucket).Scan(&orphans)
+	return !orphans, err
 }
 
 // adjustCounts takes the reports that lost their IDs out of the counts the
@@ -188,9 +284,8 @@ func spans(r collisions.Range, bits int) (l1, h1, l2, h2 int32) {
 	return int32(first[0]), int32(first[1]), int32(second[0]), int32(second[1])
 }
 
-// writeBucket COPYs the bucket's reports, measurements and dead letters
-// and marks the ledger.
-func (s *Sink) writeBucket(ctx context.Context, tx pgx.Tx, w *bucketWriter, winners, msgs []string, c stamped.Counts) error {
+// writeRows COPYs the bucket's reports, measurements and dead letters.
+func (s *Sink) writeRows(ctx context.Context, tx pgx.Tx, w *bucketWriter, winners, msgs []string) error {
 	b, bits := w.m.Bucket, w.m.Scheme.CounterBits
 	day, _ := time.Parse(time.DateOnly, b)
 	reportRows := make([][]any, len(w.reports))
@@ -231,10 +326,8 @@ func (s *Sink) writeBucket(ctx context.Context, tx pgx.Tx, w *bucketWriter, winn
 	for _, d := range collided {
 		dead = append(dead, []any{day, nil, d.File, d.Textname, d.Offset, d.Reason, d.Classified().Kind, d.Message})
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{s.schema, "dead_letters"}, deadColumns, pgx.CopyFromRows(dead)); err != nil {
-		return err
-	}
-	return s.markLedger(ctx, tx, w, c)
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{s.schema, "dead_letters"}, deadColumns, pgx.CopyFromRows(dead))
+	return err
 }
 
 var (

@@ -227,6 +227,11 @@ func TestFault_ServerRestart(t *testing.T) {
 			if _, ok := copying(t, watch, true, bg.done); !ok {
 				t.Fatal("the load ended before the restart")
 			}
+			// The other connection commits buckets meanwhile: the stop
+			// comes once one has.
+			for committedBuckets(t, watch, "backfill") == 0 {
+				time.Sleep(2 * time.Millisecond)
+			}
 			watch.Close(context.Background())
 			srv.Stop()
 			if retries > 0 {

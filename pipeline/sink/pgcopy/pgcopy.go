@@ -73,6 +73,10 @@ type Options struct {
 	// Bulk loads into an empty schema with the reports' indexes and
 	// constraints built at Finish.
 	Bulk bool
+	// Connections is how many buckets the sink commits at once, each in a
+	// transaction on a connection of its own; DefaultConnections when 0.
+	// A bulk load uses one.
+	Connections int
 	// Log receives progress messages (waits, retries, verdict changes in
 	// other buckets); nil discards them.
 	Log func(format string, args ...any)
@@ -83,13 +87,18 @@ const (
 	DefaultRetries      = 5
 	DefaultRetryWait    = time.Second
 	DefaultMaxRetryWait = 30 * time.Second
+	DefaultConnections  = 2
 )
 
-// Sink loads buckets into PostgreSQL over one connection.
+// Sink loads buckets into PostgreSQL. Its State and its writers' Commit
+// may be called from Options.Connections goroutines at once: each call
+// takes a connection of its own from the sink's slots.
 type Sink struct {
 	opt    Options
 	cfg    *pgx.ConnConfig
-	conn   *pgx.Conn // the run calls the sink from one goroutine
+	conn   *pgx.Conn   // the first connection, opened by Open
+	more   []*pgx.Conn // the others, opened when first used
+	slots  chan **pgx.Conn
 	schema string
 	secret string // the password, kept out of every message
 	q      func(table string) string
@@ -97,12 +106,17 @@ type Sink struct {
 
 var (
 	_ sink.SelfSettling = (*Sink)(nil)
+	_ sink.Concurrent   = (*Sink)(nil)
 	_ sink.BucketWriter = (*bucketWriter)(nil)
 )
 
 // SettlesCollisions implements sink.SelfSettling: Commit settles the
 // verdicts in the bucket's transaction.
 func (*Sink) SettlesCollisions() {}
+
+// Commits implements sink.Concurrent: how many buckets the sink commits at
+// once.
+func (s *Sink) Commits() int { return cap(s.slots) }
 
 // Open connects and checks (or, with CreateSchema, creates) the schema.
 func Open(ctx context.Context, opt Options) (*Sink, error) {
@@ -132,8 +146,20 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 		cfg.RuntimeParams = map[string]string{}
 	}
 	cfg.RuntimeParams["application_name"] = "backfill"
+	if opt.Connections <= 0 {
+		opt.Connections = DefaultConnections
+	}
+	if opt.Bulk {
+		opt.Connections = 1
+	}
 	s := &Sink{opt: opt, cfg: cfg, schema: opt.Schema, secret: cfg.Password}
 	s.q = func(t string) string { return pgx.Identifier{s.schema, t}.Sanitize() }
+	s.more = make([]*pgx.Conn, opt.Connections-1)
+	s.slots = make(chan **pgx.Conn, opt.Connections)
+	s.slots <- &s.conn
+	for i := range s.more {
+		s.slots <- &s.more[i]
+	}
 	if err := s.connect(ctx, &s.conn); err != nil {
 		return nil, err
 	}
@@ -212,9 +238,13 @@ func (s *Sink) checkSchema(ctx context.Context) error {
 	return nil
 }
 
-// Close implements sink.Sink.
+// Close implements sink.Sink; no call may be under way.
 func (s *Sink) Close() error {
-	return closeConn(&s.conn)
+	err := closeConn(&s.conn)
+	for i := range s.more {
+		err = errors.Join(err, closeConn(&s.more[i]))
+	}
+	return err
 }
 
 func closeConn(slot **pgx.Conn) error {
@@ -228,7 +258,7 @@ func closeConn(slot **pgx.Conn) error {
 	return err
 }
 
-// Conn is the sink's connection, for tools and tests.
+// Conn is the sink's first connection, for tools and tests.
 func (s *Sink) Conn() *pgx.Conn { return s.conn }
 
 // committed asks q whether the ledger holds the bucket committed with m's
@@ -279,12 +309,12 @@ func (w *bucketWriter) Abort() error {
 // Commit implements sink.BucketWriter.
 func (w *bucketWriter) Commit(ctx context.Context, c stamped.Counts) (stamped.Counts, error) {
 	var out stamped.Counts
-	err := w.s.retry(ctx, "bucket "+w.m.Bucket, func(ctx context.Context) error {
+	err := w.s.retry(ctx, "bucket "+w.m.Bucket, func(ctx context.Context, conn *pgx.Conn) error {
 		var err error
 		if w.s.opt.Bulk {
-			out, err = w.s.commitBulk(ctx, w, c)
+			out, err = w.s.commitBulk(ctx, conn, w, c)
 		} else {
-			out, err = w.s.commit(ctx, w, c)
+			out, err = w.s.commit(ctx, conn, w, c)
 		}
 		return err
 	})
@@ -300,10 +330,17 @@ func (w *bucketWriter) Commit(ctx context.Context, c stamped.Counts) (stamped.Co
 func (s *Sink) recordFailure(w *bucketWriter, failure error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if s.connect(ctx, &s.conn) != nil {
+	var slot **pgx.Conn
+	select {
+	case slot = <-s.slots:
+	case <-ctx.Done():
 		return
 	}
-	s.conn.Exec(ctx, `INSERT INTO `+s.q("ledger")+` AS l (bucket, input_fingerprint, counter_bits, sha1_offset, ndx_policy,
+	defer func() { s.slots <- slot }()
+	if s.connect(ctx, slot) != nil {
+		return
+	}
+	(*slot).Exec(ctx, `INSERT INTO `+s.q("ledger")+` AS l (bucket, input_fingerprint, counter_bits, sha1_offset, ndx_policy,
 			status, error, started_at, finished_at, version, key_table)
 		VALUES ($1, $2, $3, $4, $5, 'failed', $6, $7, clock_timestamp(), $8, $9)
 		ON CONFLICT (bucket) DO UPDATE SET status = 'failed', error = EXCLUDED.error, started_at = EXCLUDED.started_at,

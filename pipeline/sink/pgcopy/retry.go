@@ -12,22 +12,30 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/sink"
 )
 
-// retry runs op, reconnecting first when the connection is gone, and runs
-// it again after a fault that a new connection may cure (a lost
-// connection, a server shutting down or starting, a deadlock or
+// retry runs op on a connection of the sink's that no other call is using
+// (waiting for one to be free), reconnecting first when the connection is
+// gone, and runs it again after a fault that a new connection may cure (a
+// lost connection, a server shutting down or starting, a deadlock or
 // serialisation failure), waiting RetryWait, then twice as long each time,
 // at most Retries times.
-func (s *Sink) retry(ctx context.Context, what string, op func(context.Context) error) error {
-	return s.retryOn(ctx, &s.conn, what, op)
+func (s *Sink) retry(ctx context.Context, what string, op func(context.Context, *pgx.Conn) error) error {
+	var slot **pgx.Conn
+	select {
+	case slot = <-s.slots:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { s.slots <- slot }()
+	return s.retryOn(ctx, slot, what, op)
 }
 
 // retryOn is retry on the connection in slot.
-func (s *Sink) retryOn(ctx context.Context, slot **pgx.Conn, what string, op func(context.Context) error) error {
+func (s *Sink) retryOn(ctx context.Context, slot **pgx.Conn, what string, op func(context.Context, *pgx.Conn) error) error {
 	wait := s.opt.RetryWait
 	for attempt := 0; ; attempt++ {
 		err := s.connect(ctx, slot)
 		if err == nil {
-			err = op(ctx)
+			err = op(ctx, *slot)
 			if err == nil || errors.Is(err, sink.ErrSkipped) {
 				return err
 			}

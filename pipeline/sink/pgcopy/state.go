@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
@@ -12,15 +14,15 @@ import (
 // counts and, for a failed one, its error, by bucket.
 func (s *Sink) State(ctx context.Context) ([]stamped.State, error) {
 	var out []stamped.State
-	err := s.retry(ctx, "reading the ledger", func(ctx context.Context) (err error) {
-		out, err = s.state(ctx)
+	err := s.retry(ctx, "reading the ledger", func(ctx context.Context, conn *pgx.Conn) (err error) {
+		out, err = s.state(ctx, conn)
 		return err
 	})
 	return out, err
 }
 
-func (s *Sink) state(ctx context.Context) ([]stamped.State, error) {
-	rows, err := s.conn.Query(ctx, `SELECT bucket::text, input_fingerprint, counter_bits, sha1_offset, key_table, ndx_policy, version,
+func (s *Sink) state(ctx context.Context, conn *pgx.Conn) ([]stamped.State, error) {
+	rows, err := conn.Query(ctx, `SELECT bucket::text, input_fingerprint, counter_bits, sha1_offset, key_table, ndx_policy, version,
 		status, coalesce(error, ''), reports, measurements, dead_letters_by_reason, rejects_by_reason, bytes_in, bytes_out,
 		coalesce(finished_at, started_at)
 		FROM `+s.q("ledger")+` ORDER BY bucket`)

@@ -43,13 +43,7 @@ type storedKey struct {
 // again from all the reports they collide with.
 func (s *Sink) settle(ctx context.Context, tx pgx.Tx, w *bucketWriter) ([]string, []string, error) {
 	bits := w.m.Scheme.CounterBits
-	res := collisions.NewResolver(bits)
-	refs := make([]uint32, len(w.reports))
-	ranges := make([]collisions.Range, len(w.reports))
-	for i := range w.reports {
-		ranges[i] = collisions.RangeOf(w.reports[i].ID, w.reports[i].N)
-		refs[i], _ = res.Add(w.reports[i].Textname, ranges[i], 0)
-	}
+	res, refs, ranges := ownReports(w)
 	hit, err := s.colliders(ctx, tx, ranges, bits)
 	if err != nil {
 		return nil, nil, err
@@ -122,6 +116,19 @@ func (s *Sink) settle(ctx context.Context, tx pgx.Tx, w *bucketWriter) ([]string
 		}
 	}
 	return winners, msgs, nil
+}
+
+// ownReports returns a Resolver holding the bucket's reports (group 0),
+// their refs in it and their ranges.
+func ownReports(w *bucketWriter) (*collisions.Resolver, []uint32, []collisions.Range) {
+	res := collisions.NewResolver(w.m.Scheme.CounterBits)
+	refs := make([]uint32, len(w.reports))
+	ranges := make([]collisions.Range, len(w.reports))
+	for i := range w.reports {
+		ranges[i] = collisions.RangeOf(w.reports[i].ID, w.reports[i].N)
+		refs[i], _ = res.Add(w.reports[i].Textname, ranges[i], 0)
+	}
+	return res, refs, ranges
 }
 
 const storedColumns = `r.bucket::text, r.seq, r.textname, r.ts, r.counter_base, r.n, coalesce(r.rejected_by, ''), r.container, r."offset"`
