@@ -79,9 +79,9 @@ func idsFile(b *testing.B, dir string) (string, int64) {
 }
 
 // BenchmarkRunPostgresShape loads a corpus of the real one's shape with
-// backfill run --sink postgres, per bucket, with --bulk, and as two
-// processes loading half of the buckets each into one schema, each into a
-// new database. Every load is paired with the server's own COPY … FROM of
+// backfill run --sink postgres, per bucket (over 2 connections, the
+// default, and over 1), with --bulk, and as two processes loading half of
+// the buckets each into one schema, each into a new database. Every load is paired with the server's own COPY … FROM of
 // a CSV file of the IDs alone into (ooid bigint primary key, report int,
 // ndx int) just before it, so a noisy machine moves both alike:
 // pct_of_server_copy is the median over the pairs of the baseline's time
@@ -109,13 +109,20 @@ func BenchmarkRunPostgresShape(b *testing.B) {
 				"--dsn", pgtest.CreateDatabase(b, admin))
 			return d
 		},
+		// One connection: buckets commit one at a time, as before
+		// --connections.
+		"per-bucket-1-connection": func(b *testing.B) time.Duration {
+			d, _ := run(b, "", binary(b), "run", "--in", dir, "-q", "--workers", "2", "--sink", "postgres", "--create-schema",
+				"--connections", "1", "--dsn", pgtest.CreateDatabase(b, admin))
+			return d
+		},
 		"bulk": func(b *testing.B) time.Duration {
 			d, _ := run(b, "", binary(b), "run", "--in", dir, "-q", "--workers", "2", "--sink", "postgres", "--create-schema", "--bulk",
 				"--dsn", pgtest.CreateDatabase(b, admin))
 			return d
 		},
-		// The verdict lock takes the two processes' buckets one at a
-		// time: they share the server's COPY, and their reading overlaps.
+		// Two processes, each committing two buckets at once: the server
+		// COPYs for all of them, and their reading overlaps.
 		"per-bucket-2-processes": func(b *testing.B) time.Duration {
 			dsn := pgtest.CreateDatabase(b, admin)
 			if out, err := exec.Command(binary(b), "schema", "--dsn", dsn).CombinedOutput(); err != nil {
@@ -146,7 +153,7 @@ func BenchmarkRunPostgresShape(b *testing.B) {
 			return time.Since(start)
 		},
 	}
-	for _, mode := range []string{"per-bucket", "bulk", "per-bucket-2-processes"} {
+	for _, mode := range []string{"per-bucket", "per-bucket-1-connection", "bulk", "per-bucket-2-processes"} {
 		b.Run("impl=backfill/"+mode, func(b *testing.B) {
 			var total, baseTotal time.Duration
 			var pct []float64
