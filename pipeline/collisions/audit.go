@@ -142,6 +142,16 @@ func NewSchemeAuditor(schemes []ooid.Scheme, keep int) (*Auditor, error) {
 	return &Auditor{keep: keep, schemes: schemes, hashes: newHashes(schemes)}, nil
 }
 
+// Grow makes room for n more reports, so that adding them does not copy
+// what was added before (a manifest's size over a short line is a bound).
+func (a *Auditor) Grow(n int) {
+	a.reps = slices.Grow(a.reps, n)
+	a.bases = slices.Grow(a.bases, n*a.hashes.stride)
+	if a.hashes.sums {
+		a.sums = slices.Grow(a.sums, n)
+	}
+}
+
 // Add adds a report of n measurements. It fails, adding nothing, for a
 // textname that gets no IDs.
 func (a *Auditor) Add(textname []byte, n uint32) error {

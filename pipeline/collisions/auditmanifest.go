@@ -51,7 +51,10 @@ func (a *Auditor) AddManifest(r io.Reader, workers int, bad func(line int64, err
 			}
 		}()
 	}
-	// The assembler adds finished batches in order.
+	// The assembler adds finished batches in order and hands them back
+	// for the next lines: the batches in flight are all the memory the
+	// reading needs, however long the manifest.
+	free := make(chan *manifestBatch, cap(todo)+cap(order)+2)
 	var assembled sync.WaitGroup
 	assembled.Add(1)
 	go func() {
@@ -59,10 +62,20 @@ func (a *Auditor) AddManifest(r io.Reader, workers int, bad func(line int64, err
 		for b := range order {
 			<-b.done
 			a.addBatch(b, bad)
+			b.reset()
+			select {
+			case free <- b:
+			default:
+			}
 		}
 	}()
 	newBatch := func() *manifestBatch {
-		return &manifestBatch{done: make(chan struct{}), names: make([]byte, 0, batchLines*128)}
+		select {
+		case b := <-free:
+			return b
+		default:
+			return &manifestBatch{done: make(chan struct{}), names: make([]byte, 0, batchLines*128)}
+		}
 	}
 	cur := newBatch()
 	flush := func() {
@@ -92,6 +105,13 @@ func (a *Auditor) AddManifest(r io.Reader, workers int, bad func(line int64, err
 	wg.Wait()
 	assembled.Wait()
 	return err
+}
+
+// reset empties b for the next lines, keeping its buffers.
+func (b *manifestBatch) reset() {
+	b.names, b.ends, b.ns, b.lines, b.bad = b.names[:0], b.ends[:0], b.ns[:0], b.lines[:0], nil
+	b.reps, b.bases, b.sums = b.reps[:0], b.bases[:0], b.sums[:0]
+	b.done = make(chan struct{})
 }
 
 func (a *Auditor) hashBatch(b *manifestBatch) {

@@ -39,7 +39,8 @@ func TestSortByTS(t *testing.T) {
 // same order, and reports the same bad lines in line order.
 func TestAddManifest_SameAsAdd(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	names, ns := textnames(rng, 3*batchLines+17)
+	// More batches than are ever in flight: batches are reused.
+	names, ns := textnames(rng, 12*batchLines+17)
 	var b strings.Builder
 	var lines []string
 	for i, name := range names {
@@ -73,6 +74,9 @@ func TestAddManifest_SameAsAdd(t *testing.T) {
 	s := seq.Finish()
 	for _, workers := range []int{1, 2, 5} {
 		par, _ := NewSchemeAuditor(schemes, 1<<20)
+		if workers == 2 {
+			par.Grow(len(names) / 2)
+		}
 		var parBad []string
 		if err := par.AddManifest(strings.NewReader(b.String()), workers, func(line int64, err error) {
 			parBad = append(parBad, fmt.Sprint(line, err))
