@@ -1,6 +1,6 @@
 // Package load is the last stage of a run: it commits stamped buckets to a
-// sink, one at a time, from one goroutine, and settles the collision
-// verdicts (docs/design.md §3) through one seam, the Settler.
+// sink, one at a time (or, for a sink.Concurrent that settles its own
+// verdicts, several at once), and settles the collision verdicts (docs/design.md §3) through one seam, the Settler.
 //
 //	stamp ──stamped.Bucket──▶ Loader ──Settle──▶ Settler
 //	                             └──Begin/Report/DeadLetter/Commit──▶ sink.Sink

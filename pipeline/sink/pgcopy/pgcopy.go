@@ -6,24 +6,28 @@
 // # One bucket, one transaction
 //
 // Commit takes the bucket's advisory lock (another run loading the bucket
-// makes it wait, or skip with Options.SkipLocked), then the schema's
-// verdict lock, removes the bucket's earlier rows, settles the collision
-// verdicts, COPYs the reports, the measurements and the dead letters,
-// marks the ledger and commits. A lost connection or a server restart
-// rolls the bucket back; Commit reconnects and retries, a bounded number of
-// times with doubling waits, and otherwise fails with the last error.
+// makes it wait, or skip with Options.SkipLocked), removes the bucket's
+// earlier rows, COPYs the reports, the measurements and the dead letters,
+// takes the schema's verdict lock, checks the collision verdicts, marks the
+// ledger and commits. A lost connection or a server restart rolls the
+// bucket back; Commit reconnects and retries, a bounded number of times
+// with doubling waits, and otherwise fails with the last error.
 //
 // The verdict lock serialises the part of bucket transactions that reads
-// and writes the collision state: two runs may read and decode in parallel,
-// and the database takes their buckets one at a time. The committed
-// reports that share a timestamp with the bucket's are found with the
-// btree on ts, and those whose IDs overlap are compared by textname: of
-// two, the one that sorts first keeps its IDs (docs/design.md §3),
-// whichever was loaded first. When a new report wins, the committed loser,
-// in whatever bucket, loses its measurement rows in the same transaction
-// and gets its collision dead letter. The primary key on ooid makes the
-// database refuse any two measurements with one ID, should the code miss
-// an overlap.
+// and writes the collision state. The rows are written ahead of it, in a
+// savepoint, with the verdicts the bucket's reports give each other, so
+// Options.Connections buckets (and other runs) COPY at once; under the
+// lock the bucket only checks that no committed report of another bucket
+// collides with its own. When one does, or an ID of the bucket was taken
+// meanwhile, the bucket goes back to the savepoint and is settled under the
+// lock: the committed reports that share a timestamp with the bucket's are
+// found with the btree on ts, and those whose IDs overlap are compared by
+// textname: of two, the one that sorts first keeps its IDs
+// (docs/design.md §3), whichever was loaded first. When a new report wins,
+// the committed loser, in whatever bucket, loses its measurement rows in
+// the same transaction and gets its collision dead letter. The primary key
+// on ooid makes the database refuse any two measurements with one ID,
+// should the code miss an overlap.
 //
 // # Bulk loads
 //
