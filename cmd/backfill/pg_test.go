@@ -254,3 +254,25 @@ func copying(t *testing.T, watch *pgx.Conn, dsn string, exited <-chan error, err
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// --connections must be 1 or more, and is for the PostgreSQL sink only.
+func TestPostgres_ConnectionsUsage(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "2017-06-01")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"run", "--in", dir, "--sink", "postgres", "--connections", "0"}, "--connections must be 1 or more"},
+		{[]string{"run", "--in", dir, "--out", t.TempDir(), "--connections", "2"}, "--connections"},
+		{[]string{"load", "--plan", "p.json", "--out", t.TempDir(), "--sink", "postgres", "--connections", "0"}, "--connections must be 1 or more"},
+	} {
+		var out, errb bytes.Buffer
+		code := exitCode(run(context.Background(), c.args, stdio{in: strings.NewReader(""), out: &out, err: &errb}), &errb)
+		if code != 2 || !strings.Contains(errb.String(), c.err) {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and %q", c.args, code, errb.String(), c.err)
+		}
+	}
+}
