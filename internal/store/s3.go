@@ -69,9 +69,8 @@ func settings() s3Settings {
 
 type client struct {
 	*s3.Client
-	set       s3Settings
-	anonymous bool
-	bufs      sync.Pool
+	set  s3Settings
+	bufs sync.Pool
 }
 
 var (
@@ -153,7 +152,7 @@ func newClient(ctx context.Context) (*client, error) {
 			o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 		}
 	})
-	return &client{Client: c, set: set, anonymous: anonymous}, nil
+	return &client{Client: c, set: set}, nil
 }
 
 // S3 is the Store of an S3 prefix.
