@@ -230,7 +230,11 @@ func TestFault_ServerRestart(t *testing.T) {
 			// The other connection commits buckets meanwhile: the stop
 			// comes once one has.
 			for committedBuckets(t, watch, "backfill") == 0 {
-				time.Sleep(2 * time.Millisecond)
+				select {
+				case <-bg.done:
+					t.Fatalf("the load ended before the restart: %v", bg.err)
+				case <-time.After(2 * time.Millisecond):
+				}
 			}
 			watch.Close(context.Background())
 			srv.Stop()
