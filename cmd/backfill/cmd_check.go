@@ -210,6 +210,7 @@ func runLoad(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return err
 	}
+	pgOnly := setFlags(fs, "dsn", "pg-schema", "create-schema", "retries", "retry-wait", "connections")
 	switch {
 	case len(rest) > 0:
 		return usagef("load: unexpected argument %q", rest[0])
@@ -217,6 +218,8 @@ func runLoad(ctx context.Context, args []string, std stdio) error {
 		return usagef("load: --plan and --out are required")
 	case sinkName != "parquet" && sinkName != "postgres":
 		return usagef("load: --sink must be parquet or postgres")
+	case sinkName == "parquet" && len(pgOnly) > 0:
+		return usagef("load: %s %s for --sink postgres; add --sink postgres, or leave %s out", strings.Join(pgOnly, ", "), isAre(len(pgOnly)), itThem(len(pgOnly)))
 	case pf.connections < 1:
 		return usagef("load: --connections must be 1 or more")
 	}

@@ -268,6 +268,7 @@ func TestPostgres_ConnectionsUsage(t *testing.T) {
 		{[]string{"run", "--in", dir, "--sink", "postgres", "--connections", "0"}, "--connections must be 1 or more"},
 		{[]string{"run", "--in", dir, "--out", t.TempDir(), "--connections", "2"}, "--connections"},
 		{[]string{"load", "--plan", "p.json", "--out", t.TempDir(), "--sink", "postgres", "--connections", "0"}, "--connections must be 1 or more"},
+		{[]string{"load", "--plan", "p.json", "--out", t.TempDir(), "--connections", "2"}, "--connections is for --sink postgres"},
 	} {
 		var out, errb bytes.Buffer
 		code := exitCode(run(context.Background(), c.args, stdio{in: strings.NewReader(""), out: &out, err: &errb}), &errb)
