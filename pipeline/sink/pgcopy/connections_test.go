@@ -78,7 +78,9 @@ func TestLoad_Connections(t *testing.T) {
 // transaction holds and then commits, with a report that sorts first: the
 // bucket's rows are undone, and it is settled under the lock, its report
 // losing its IDs to the other. When the other transaction rolls back
-// instead, the bucket loads as it would alone.
+// instead, the bucket loads as it would alone. When it commits the ID
+// alone, with no report holding it, the primary key refuses the bucket's
+// row under the lock too: the run fails and the bucket is not committed.
 func TestLoad_WriteAheadMeetsTakenID(t *testing.T) {
 	cfg := large(24)
 	cfg.Buckets = 1
@@ -101,7 +103,7 @@ func TestLoad_WriteAheadMeetsTakenID(t *testing.T) {
 	// to sort first.
 	other := "2000-01-01/" + victim.Textname[strings.IndexByte(victim.Textname, '/')+1:]
 	admin := pgtest.AdminURL(t)
-	for _, commit := range []bool{true, false} {
+	for _, mode := range []string{"commit", "rollback", "bare"} {
 		dsn := pgtest.CreateDatabase(t, admin)
 		if err := createSchema(dsn, "backfill"); err != nil {
 			t.Fatal(err)
@@ -113,7 +115,7 @@ func TestLoad_WriteAheadMeetsTakenID(t *testing.T) {
 			t.Fatal(err)
 		}
 		rg := collisions.RangeOf(id, uint32(victim.N))
-		for _, q := range []struct {
+		stmts := []struct {
 			sql  string
 			args []any
 		}{
@@ -123,7 +125,11 @@ func TestLoad_WriteAheadMeetsTakenID(t *testing.T) {
 				VALUES ('2000-01-01', 0, $1, $2, 'textname', $3, $4, int4multirange(int4range($3::int, $3::int + $4::int)), 'other', 0, 0)`,
 				[]any{other, int64(rg.TS), int32(rg.Base), int32(rg.N)}},
 			{`INSERT INTO backfill.measurements (ooid, bucket, report, ndx) VALUES ($1, '2000-01-01', 0, 0)`, []any{id.ID(0).Int64()}},
-		} {
+		}
+		if mode == "bare" {
+			stmts = stmts[2:]
+		}
+		for _, q := range stmts {
 			if _, err := tx.Exec(ctx, q.sql, q.args...); err != nil {
 				t.Fatalf("%s: %v", q.sql, err)
 			}
@@ -134,15 +140,23 @@ func TestLoad_WriteAheadMeetsTakenID(t *testing.T) {
 		if _, ok := copying(t, pgtest.Connect(t, dsn), true, bg.done); !ok {
 			t.Fatal("the load ended before it met the held ID")
 		}
-		if commit {
-			err = tx.Commit(ctx)
-		} else {
+		if mode == "rollback" {
 			err = tx.Rollback(ctx)
+		} else {
+			err = tx.Commit(ctx)
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		<-bg.done
+		if mode == "bare" {
+			var committed int
+			hc.QueryRow(ctx, `SELECT count(*) FROM backfill.ledger WHERE status = 'committed'`).Scan(&committed)
+			if bg.err == nil || !strings.Contains(bg.err.Error(), "duplicate key") || committed != 0 || logs.count("taken meanwhile") != 1 {
+				t.Errorf("ID taken with no report: run error %v, %d buckets committed; want a duplicate key error, none (%v)", bg.err, committed, logs.lines)
+			}
+			continue
+		}
 		if bg.err != nil {
 			t.Fatal(bg.err)
 		}
@@ -153,11 +167,11 @@ func TestLoad_WriteAheadMeetsTakenID(t *testing.T) {
 			t.Fatal(err)
 		}
 		taken := logs.count("taken meanwhile")
-		if commit && (rejectedBy != other || rows != 0 || taken != 1) {
+		if mode == "commit" && (rejectedBy != other || rows != 0 || taken != 1) {
 			t.Errorf("held ID committed: %s rejected by %q with %d rows, %d fallbacks logged; want rejected by %s, no rows, 1 (%v)",
 				victim.Textname, rejectedBy, rows, taken, other, logs.lines)
 		}
-		if !commit && (rejectedBy != "" || rows != victim.N || taken != 0) {
+		if mode == "rollback" && (rejectedBy != "" || rows != victim.N || taken != 0) {
 			t.Errorf("held ID rolled back: %s rejected by %q with %d rows, %d fallbacks logged; want kept with %d rows, 0 (%v)",
 				victim.Textname, rejectedBy, rows, taken, victim.N, logs.lines)
 		}
