@@ -81,13 +81,7 @@ func (s *Sink) writeAhead(ctx context.Context, tx pgx.Tx, w *bucketWriter, c sta
 	}
 	res, refs, ranges := ownReports(w)
 	bits := w.m.Scheme.CounterBits
-	winners, msgs := make([]string, len(w.reports)), make([]string, len(w.reports))
-	for i := range w.reports {
-		if wr, ok := res.Winner(refs[i]); ok {
-			winners[i] = res.Name(wr)
-			msgs[i] = collisions.Message(res.Name(wr), res.Range(wr), ranges[i], bits)
-		}
-	}
+	winners, msgs := verdicts(res, refs, ranges, bits)
 	out = adjustCounts(c, w.reports, winners)
 	err = s.writeRows(ctx, tx, w, winners, msgs)
 	if err == nil {

@@ -334,13 +334,11 @@ func (w *bucketWriter) Commit(ctx context.Context, c stamped.Counts) (stamped.Co
 func (s *Sink) recordFailure(w *bucketWriter, failure error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var slot **pgx.Conn
-	select {
-	case slot = <-s.slots:
-	case <-ctx.Done():
+	slot, err := s.take(ctx)
+	if err != nil {
 		return
 	}
-	defer func() { s.slots <- slot }()
+	defer s.give(slot)
 	if s.connect(ctx, slot) != nil {
 		return
 	}

@@ -19,18 +19,11 @@ import (
 // serialisation failure), waiting RetryWait, then twice as long each time,
 // at most Retries times.
 func (s *Sink) retry(ctx context.Context, what string, op func(context.Context, *pgx.Conn) error) error {
-	var slot **pgx.Conn
-	select {
-	case slot = <-s.slots:
-	case <-ctx.Done():
-		return ctx.Err()
+	slot, err := s.take(ctx)
+	if err != nil {
+		return err
 	}
-	defer func() { s.slots <- slot }()
-	return s.retryOn(ctx, slot, what, op)
-}
-
-// retryOn is retry on the connection in slot.
-func (s *Sink) retryOn(ctx context.Context, slot **pgx.Conn, what string, op func(context.Context, *pgx.Conn) error) error {
+	defer s.give(slot)
 	wait := s.opt.RetryWait
 	for attempt := 0; ; attempt++ {
 		err := s.connect(ctx, slot)
@@ -62,6 +55,19 @@ func (s *Sink) retryOn(ctx context.Context, slot **pgx.Conn, what string, op fun
 		wait = min(2*wait, s.opt.MaxRetryWait)
 	}
 }
+
+// take waits for a connection slot no other call is using; give hands it
+// back.
+func (s *Sink) take(ctx context.Context) (**pgx.Conn, error) {
+	select {
+	case slot := <-s.slots:
+		return slot, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (s *Sink) give(slot **pgx.Conn) { s.slots <- slot }
 
 // Retryable reports whether a new connection or a new try may cure err.
 func Retryable(err error) bool {

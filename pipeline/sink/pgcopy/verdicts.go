@@ -88,13 +88,7 @@ func (s *Sink) settle(ctx context.Context, tx pgx.Tx, w *bucketWriter) ([]string
 		ref[k], _ = res.Add(all[k].textname, all[k].rg, 1)
 	}
 
-	winners, msgs := make([]string, len(w.reports)), make([]string, len(w.reports))
-	for i := range w.reports {
-		if wr, ok := res.Winner(refs[i]); ok {
-			winners[i] = res.Name(wr)
-			msgs[i] = collisions.Message(res.Name(wr), res.Range(wr), ranges[i], bits)
-		}
-	}
+	winners, msgs := verdicts(res, refs, ranges, bits)
 	for _, k := range keys {
 		if !decide[k] {
 			continue
@@ -129,6 +123,20 @@ func ownReports(w *bucketWriter) (*collisions.Resolver, []uint32, []collisions.R
 		refs[i], _ = res.Add(w.reports[i].Textname, ranges[i], 0)
 	}
 	return res, refs, ranges
+}
+
+// verdicts returns, for each of the bucket's reports (refs in res, with
+// their ranges), its winner's textname ("" when it keeps its IDs) and its
+// collision message.
+func verdicts(res *collisions.Resolver, refs []uint32, ranges []collisions.Range, bits int) (winners, msgs []string) {
+	winners, msgs = make([]string, len(refs)), make([]string, len(refs))
+	for i, ref := range refs {
+		if wr, ok := res.Winner(ref); ok {
+			winners[i] = res.Name(wr)
+			msgs[i] = collisions.Message(res.Name(wr), res.Range(wr), ranges[i], bits)
+		}
+	}
+	return winners, msgs
 }
 
 const storedColumns = `r.bucket::text, r.seq, r.textname, r.ts, r.counter_base, r.n, coalesce(r.rejected_by, ''), r.container, r."offset"`
