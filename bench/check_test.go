@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -62,7 +63,7 @@ func shardedManifests(b *testing.B, shards int) (string, string) {
 		if err := check.Write(&buf, check.Header{Scheme: ooid.DefaultScheme, Buckets: names}, es); err != nil {
 			b.Fatal(err)
 		}
-		if err := store.WriteFile(store.Local(dir), fmt.Sprintf("shards/%d/manifest.tsv", i), buf.Bytes()); err != nil {
+		if err := store.WriteFile(context.Background(), store.Local(dir), fmt.Sprintf("shards/%d/manifest.tsv", i), buf.Bytes()); err != nil {
 			b.Fatal(err)
 		}
 	}

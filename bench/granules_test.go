@@ -15,6 +15,7 @@ import (
 	"github.com/backfill-dev/backfill/cumulus/replay"
 	"github.com/backfill-dev/backfill/internal/cumulustest"
 	"github.com/backfill-dev/backfill/internal/pgtest"
+	"github.com/backfill-dev/backfill/internal/store"
 )
 
 // granuleMessages is msgs completed messages of perMsg granules, each
@@ -135,10 +136,7 @@ func BenchmarkGranuleWrite(b *testing.B) {
 				for range b.N {
 					pool, _ := granuleDB(b)
 					w := records.New(pool, records.Options{Now: func() int64 { return time.Now().UnixMilli() }})
-					arch, err := dla.Open(context.Background(), b.TempDir())
-					if err != nil {
-						b.Fatal(err)
-					}
+					arch := dla.New(store.Local(b.TempDir()))
 					start := time.Now()
 					st, err := replay.Write(context.Background(), []string{"-"}, bytes.NewReader(input), w, arch,
 						replay.Options{Batch: cfg.batch, Concurrency: cfg.conc})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/backfill-dev/backfill/internal/pgtest"
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 )
 
@@ -59,7 +60,7 @@ func idsFile(b *testing.B, dir string) (string, int64) {
 	var rows int64
 	report, last := -1, ""
 	for _, p := range files {
-		ms, err := parquetfile.ReadMeasurements(p)
+		ms, err := parquetfile.ReadMeasurements(context.Background(), store.Local(filepath.Dir(p)), filepath.Base(p))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/s3test"
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/internal/store/location"
+	s3store "github.com/backfill-dev/backfill/internal/store/s3"
 )
 
 // transferFloor GETs every object under s3://bucket/prefix whole, workers
@@ -20,7 +22,7 @@ import (
 func transferFloor(b *testing.B, bucket, prefix string, workers int) time.Duration {
 	b.Helper()
 	ctx := context.Background()
-	c, err := store.S3Client(ctx)
+	c, err := s3store.Client(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -61,7 +63,7 @@ func transferFloor(b *testing.B, bucket, prefix string, workers int) time.Durati
 func BenchmarkRunS3(b *testing.B) {
 	dir := corpus(b, 1)
 	s3test.Start(b, "bench")
-	dst, err := store.Open(context.Background(), "s3://bench/corpus")
+	dst, err := location.Open(context.Background(), "s3://bench/corpus")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -91,8 +93,9 @@ func BenchmarkRunS3(b *testing.B) {
 // uploadBuckets copies the bucket folders of dir (not the generator's
 // ground truth) into dst.
 func uploadBuckets(dst store.Store, dir string) error {
+	ctx := context.Background()
 	src := store.Local(dir)
-	ents, err := src.ReadDir(".")
+	ents, err := src.ReadDir(ctx, ".")
 	if err != nil {
 		return err
 	}
@@ -100,15 +103,15 @@ func uploadBuckets(dst store.Store, dir string) error {
 		if !e.IsDir() {
 			continue
 		}
-		err := fs.WalkDir(src, e.Name(), func(p string, d fs.DirEntry, err error) error {
+		err := fs.WalkDir(store.FS(ctx, src), e.Name(), func(p string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return err
 			}
-			data, err := store.ReadFile(src, p)
+			data, err := store.ReadFile(ctx, src, p)
 			if err != nil {
 				return err
 			}
-			return store.WriteFile(dst, p, data)
+			return store.WriteFile(ctx, dst, p, data)
 		})
 		if err != nil {
 			return err

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/tools/txtar"
 
 	"github.com/backfill-dev/backfill/internal/pgtest"
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 )
 
@@ -310,7 +311,7 @@ func TestAutoclavedCLI(t *testing.T) {
 		for _, b := range []string{"2017-06-01", "2017-06-02"} {
 			var rows []string
 			for _, name := range []string{"canned", "data", "from-index"} {
-				ms, err := parquetfile.ReadMeasurements(dir + "/out-" + ndx + "-" + name + "/measurements/" + b + ".parquet")
+				ms, err := parquetfile.ReadMeasurements(t.Context(), store.Local(dir+"/out-"+ndx+"-"+name), "measurements/"+b+".parquet")
 				if err != nil || len(ms) == 0 {
 					t.Fatalf("%s: %d rows, %v", name, len(ms), err)
 				}

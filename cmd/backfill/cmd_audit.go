@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/backfill-dev/backfill/pipeline/audit"
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
@@ -155,36 +155,42 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 		return usagef("audit: %v", err)
 	}
 	in.read.Workers = workers
-	src := &reportSource{cmd: "audit", std: std, stampCfg: in.read}
-	au := &auditor{a: a, src: src, keepNames: !allFiles(inputs), reread: rereadFiles(inputs)}
+	src := in.source("audit", std.err)
+	au := &audit.Auditor{A: a, Src: src, KeepNames: !audit.AllFiles(inputs), Reread: audit.RereadFiles(inputs)}
 	s, err := in.openPostgres(ctx, std)
 	if err != nil {
 		return err
 	}
 	if s != nil {
 		defer s.Close()
-		files := au.reread
-		au.reread = func(fn func([]byte)) error {
+		files := au.Reread
+		au.Reread = func(fn func([]byte)) error {
 			if err := s.EachReport(ctx, func(textname []byte, _ uint32) error { fn(textname); return nil }); err != nil {
 				return err
 			}
 			return files(fn)
 		}
-		if err := src.postgres(ctx, s, au.add); err != nil {
+		if err := src.Postgres(ctx, s, au.Add); err != nil {
 			return err
 		}
 	}
 	for _, input := range inputs {
-		if err := au.read(ctx, input, workers); err != nil {
+		var err error
+		if au.KeepNames {
+			err = eachReport(ctx, src, "audit", input, std.in, au.Add)
+		} else {
+			err = au.ReadManifestFile(input, workers) // parsed and hashed on every worker
+		}
+		if err != nil {
 			return err
 		}
 	}
 	results := a.Finish()
-	names, err := au.names(results)
+	names, err := au.Names(results)
 	if err != nil {
 		return err
 	}
-	rep := auditOutput{Reports: a.Reports, Measurements: a.Measurements, Rejected: src.rejected}
+	rep := auditOutput{Reports: a.Reports, Measurements: a.Measurements, Rejected: src.Rejected}
 	for _, r := range results {
 		ar := auditResult{CounterBits: r.Scheme.CounterBits, SHA1Offset: r.Scheme.SHA1Offset, KeyTable: r.Scheme.Table,
 			Pairs: r.Pairs, Measurements: r.Measurements, First: []auditPair{}}
@@ -217,8 +223,8 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 	} else {
 		printAudit(std.out, rep, predict)
 	}
-	if src.rejected > 0 {
-		return &rejectsError{n: int(src.rejected), what: "inputs"}
+	if src.Rejected > 0 {
+		return &rejectsError{n: int(src.Rejected), what: "inputs"}
 	}
 	return nil
 }
@@ -283,108 +289,6 @@ func intList(s string, lo, hi int) ([]int, error) {
 		}
 	}
 	return out, nil
-}
-
-type auditor struct {
-	a         *collisions.Auditor
-	src       *reportSource
-	keepNames bool
-	textnames []string
-	// reread reads the inputs' textnames again, in the same order, when
-	// they are not kept.
-	reread func(fn func(textname []byte)) error
-}
-
-// read adds the reports of an input. A manifest file whose textnames need
-// not be kept is parsed and hashed on every worker.
-func (au *auditor) read(ctx context.Context, in string, workers int) error {
-	if au.keepNames {
-		return au.src.each(ctx, in, au.add)
-	}
-	f, err := os.Open(in)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
-		au.a.Grow(int(st.Size() / minManifestLine))
-	}
-	return au.a.AddManifest(f, workers, func(line int64, err error) {
-		if _, ok := err.(*collisions.ManifestError); ok {
-			au.src.reject(in, err)
-			return
-		}
-		au.src.reject(place{in, line}.String(), err)
-	})
-}
-
-// minManifestLine is about the shortest line of a real manifest: a
-// textname of the canned layout (a bucket, a time, a country, an ASN, a
-// test name), a tab and a count. Room for a file's size over it holds
-// every report; what goes unused is never touched, so it costs no memory.
-const minManifestLine = 80
-
-// add adds a report; a textname that gets no IDs is rejected.
-func (au *auditor) add(at place, textname []byte, n uint32) {
-	if err := au.a.Add(textname, n); err != nil {
-		au.src.reject(at.String(), err)
-		return
-	}
-	if au.keepNames {
-		au.textnames = append(au.textnames, string(textname))
-	}
-}
-
-// names returns the textnames of the reports in the results' pairs.
-func (au *auditor) names(results []collisions.Result) (map[uint32]string, error) {
-	want := map[uint32]string{}
-	for _, r := range results {
-		for _, p := range r.First {
-			want[p.A], want[p.B] = "", ""
-		}
-	}
-	if au.keepNames {
-		for ref := range want {
-			want[ref] = au.textnames[ref]
-		}
-		return want, nil
-	}
-	if len(want) == 0 {
-		return want, nil
-	}
-	// Read the inputs again, counting the textnames that were taken.
-	ref := uint32(0)
-	err := au.reread(func(textname []byte) {
-		if _, err := ooid.ParseTextnameBytes(textname); err != nil {
-			return
-		}
-		if _, ok := want[ref]; ok {
-			want[ref] = string(textname)
-		}
-		ref++
-	})
-	return want, err
-}
-
-// rereadFiles reads the textnames of manifest files again.
-func rereadFiles(inputs []string) func(func([]byte)) error {
-	return func(fn func([]byte)) error {
-		for _, in := range inputs {
-			f, err := os.Open(in)
-			if err != nil {
-				return err
-			}
-			err = collisions.ReadManifest(f, func(_ int64, textname []byte, _ uint32) error {
-				fn(textname)
-				return nil
-			}, func(error) {})
-			f.Close()
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	}
 }
 
 // offset is the offset column: the SHA-1 window's offset, or "keyed".

@@ -1,22 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"slices"
-	"strconv"
 	"strings"
 
-	"golang.org/x/sync/errgroup"
-
-	"github.com/backfill-dev/backfill/internal/store"
-	"github.com/backfill-dev/backfill/pipeline/check"
-	"github.com/backfill-dev/backfill/pipeline/load"
-	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
-	"github.com/backfill-dev/backfill/pipeline/stamped"
+	"github.com/backfill-dev/backfill/internal/store/location"
+	"github.com/backfill-dev/backfill/pipeline/scaleout"
 )
 
 const checkHelp = `Usage: backfill check --plan FILE --out OUT [--json]
@@ -81,14 +72,6 @@ EXIT STATUS
 	2    usage error
 `
 
-// verdictsName is the file check writes under the job's output.
-const verdictsName = "verdicts.jsonl"
-
-type checkSummary struct {
-	check.Stats
-	Buckets []string `json:"buckets_changed"`
-}
-
 func runCheck(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("check", checkHelp, std)
 	var planFile, out string
@@ -110,57 +93,12 @@ func runCheck(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return err
 	}
-	var readers []*check.Reader
-	for i := range p.Shards {
-		names := p.Names(i)
-		if len(names) == 0 {
-			continue
-		}
-		loc := store.Join(shardOut(out, i), manifestName)
-		f, err := store.OpenFile(ctx, loc)
-		if err != nil {
-			return fmt.Errorf("shard %d has not completed: %w", i, err)
-		}
-		defer f.Close()
-		r, err := check.NewReader(loc, f)
-		if err != nil {
-			return err
-		}
-		readers = append(readers, r)
-	}
-	var verdicts []check.Verdict
-	st, err := check.Merge(readers, func(v check.Verdict) error {
-		verdicts = append(verdicts, v)
-		return nil
-	})
+	dst, err := location.Open(ctx, out)
 	if err != nil {
 		return err
 	}
-	// Every shard covers its buckets (the headers are read whole by now).
-	if err := shardsComplete(p.Shards, p.Names, readers, out); err != nil {
-		return err
-	}
-	slices.SortFunc(verdicts, func(a, b check.Verdict) int {
-		if c := strings.Compare(a.Bucket, b.Bucket); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Textname, b.Textname)
-	})
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	sum := checkSummary{Stats: st, Buckets: []string{}}
-	for _, v := range verdicts {
-		enc.Encode(v)
-		if len(sum.Buckets) == 0 || sum.Buckets[len(sum.Buckets)-1] != v.Bucket {
-			sum.Buckets = append(sum.Buckets, v.Bucket)
-		}
-	}
-	dst, err := store.Open(ctx, out)
+	sum, err := scaleout.Check(ctx, p, dst)
 	if err != nil {
-		return err
-	}
-	if err := store.WriteFile(dst, verdictsName, buf.Bytes()); err != nil {
 		return err
 	}
 	if asJSON {
@@ -168,28 +106,11 @@ func runCheck(ctx context.Context, args []string, std stdio) error {
 		fmt.Fprintf(std.out, "%s\n", b)
 		return nil
 	}
+	st := sum.Stats
 	fmt.Fprintf(std.out, "manifests      %d\nreports        %d\nshared ts      %d (largest group %d)\nrejected       %d\nchanged        %d verdicts, in %d buckets\n",
 		st.Manifests, st.Reports, st.Groups, st.Largest, st.Rejected, st.Changed, len(sum.Buckets))
 	for _, b := range sum.Buckets {
 		fmt.Fprintf(std.out, "  %s\n", b)
-	}
-	return nil
-}
-
-// shardsComplete checks that every manifest covers exactly its shard's
-// buckets of the plan.
-func shardsComplete(shards int, names func(int) []string, readers []*check.Reader, out string) error {
-	k := 0
-	for i := range shards {
-		want := names(i)
-		if len(want) == 0 {
-			continue
-		}
-		got := readers[k].Header.Buckets
-		k++
-		if !slices.Equal(got, want) {
-			return fmt.Errorf("shard %d (%s) committed %d of its %d buckets: run it again", i, shardOut(out, i), len(got), len(want))
-		}
 	}
 	return nil
 }
@@ -230,109 +151,27 @@ func runLoad(ctx context.Context, args []string, std stdio) error {
 	if shard, err = shardIndex("load", p, shard); err != nil {
 		return err
 	}
+	dst, err := location.Open(ctx, out)
+	if err != nil {
+		return err
+	}
 	if sinkName == "postgres" {
-		return loadPostgres(ctx, std, p.Names(shard), shardOut(out, shard), outputFlags{sink: sinkName, pg: pf, createSchema: createSchema})
-	}
-	byBucket, err := readVerdicts(ctx, out)
-	if err != nil {
-		return err
-	}
-	src, err := store.Open(ctx, shardOut(out, shard))
-	if err != nil {
-		return err
-	}
-	s, err := parquetfile.OpenLocked(out, ".lock-load-"+strconv.Itoa(shard))
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	for _, b := range p.Names(shard) {
-		l, err := s.CopyBucket(src, b)
+		src := scaleout.ShardOut(dst, shard)
+		o, err := openOutput(ctx, std, outputFlags{sink: sinkName, pg: pf, createSchema: createSchema})
 		if err != nil {
-			return fmt.Errorf("load bucket %s: %w", b, err)
-		}
-		if vs := byBucket[b]; len(vs) > 0 {
-			if err := s.Reassign(ctx, l.Scheme(), b, vs); err != nil {
-				return err
-			}
-		}
-	}
-	fmt.Fprintf(std.err, "backfill: loaded shard %d: %d buckets into %s\n", shard, len(p.Names(shard)), out)
-	return nil
-}
-
-// readVerdicts reads what check wrote, by bucket.
-func readVerdicts(ctx context.Context, out string) (map[string][]stamped.Verdict, error) {
-	f, err := store.OpenFile(ctx, store.Join(out, verdictsName))
-	if err != nil {
-		return nil, fmt.Errorf("no verdicts: run backfill check first (%w)", err)
-	}
-	defer f.Close()
-	dec := json.NewDecoder(f)
-	out2 := map[string][]stamped.Verdict{}
-	for {
-		var v check.Verdict
-		if err := dec.Decode(&v); err == io.EOF {
-			return out2, nil
-		} else if err != nil {
-			return nil, fmt.Errorf("%s: %w", verdictsName, err)
-		}
-		out2[v.Bucket] = append(out2[v.Bucket], stamped.Verdict{Textname: v.Textname, RejectedBy: v.RejectedBy, Message: v.Message})
-	}
-}
-
-// loadPostgres loads the buckets names of the shard output dir into
-// PostgreSQL, each in its transaction, through the Loader of a run.
-func loadPostgres(ctx context.Context, std stdio, names []string, dir string, f outputFlags) error {
-	if len(names) == 0 {
-		return nil
-	}
-	src, err := parquetfile.OpenLocked(dir, ".lock-load-postgres")
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	first, err := src.ReadLedger(names[0])
-	if err != nil {
-		return fmt.Errorf("bucket %s of %s: %w", names[0], dir, err)
-	}
-	o, err := openOutput(ctx, std, f)
-	if err != nil {
-		return err
-	}
-	defer o.sink.Close()
-	ld, err := load.New(o.sink, first.Scheme())
-	if err != nil {
-		return err
-	}
-	if err := ld.Start(ctx, names); err != nil {
-		return err
-	}
-	// Buckets are read one at a time and committed ld.Commits() at once.
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(ld.Commits())
-	for _, name := range names {
-		if gctx.Err() != nil {
-			break
-		}
-		b, err := src.Stamped(name)
-		if err != nil {
-			g.Wait()
 			return err
 		}
-		g.Go(func() error {
-			if _, err := ld.Commit(ctx, b); err != nil {
-				return fmt.Errorf("bucket %s: %w", name, err)
-			}
-			return nil
-		})
+		defer o.sink.Close()
+		if err := scaleout.LoadInto(ctx, src, p.Names(shard), o.sink); err != nil {
+			return err
+		}
+		fmt.Fprintf(std.err, "backfill: loaded %d buckets of %s into %s\n", len(p.Names(shard)), src.Where("."), o.dest)
+		return nil
 	}
-	if err := g.Wait(); err != nil {
+	n, err := scaleout.Load(ctx, p, shard, dst)
+	if err != nil {
 		return err
 	}
-	if err := ld.Finish(ctx); err != nil {
-		return err
-	}
-	fmt.Fprintf(std.err, "backfill: loaded %d buckets of %s into %s\n", len(names), dir, o.dest)
+	fmt.Fprintf(std.err, "backfill: loaded shard %d: %d buckets into %s\n", shard, n, out)
 	return nil
 }

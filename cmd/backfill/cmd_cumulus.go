@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/backfill-dev/backfill/cumulus/records"
 	"github.com/backfill-dev/backfill/cumulus/replay"
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/internal/store/location"
 )
 
 const granuleWriteHelp = `Usage: backfill granule-write [flags] INPUT...
@@ -160,11 +160,6 @@ func (c *cumulusFlags) check(cmd string) error {
 	case c.archive == "":
 		return usagef("%s: --archive must not be empty", cmd)
 	}
-	if c.filesRoot != "" && !store.IsRemote(c.filesRoot) {
-		if st, err := os.Stat(c.filesRoot); err != nil || !st.IsDir() {
-			return usagef("%s: --files-root %s is not a folder", cmd, c.filesRoot)
-		}
-	}
 	return nil
 }
 
@@ -193,7 +188,22 @@ func cumulusPool(ctx context.Context, dsn, schema string, conns int) (*pgxpool.P
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 // setup connects and builds the writer and the replay options of the flags.
-func (c *cumulusFlags) setup(ctx context.Context, std stdio) (*pgxpool.Pool, *records.Writer, replay.Options, error) {
+// The files root is checked before connecting: a bad one is a usage error.
+func (c *cumulusFlags) setup(ctx context.Context, cmd string, std stdio) (*pgxpool.Pool, *records.Writer, replay.Options, error) {
+	var files records.Files
+	if c.filesRoot != "" {
+		root, err := location.Open(ctx, c.filesRoot)
+		if err != nil {
+			return nil, nil, replay.Options{}, err
+		}
+		files = records.Objects{Ctx: ctx, Root: root}
+		if dir, ok := store.LocalDir(root); ok {
+			if !store.IsDir(ctx, root, ".") {
+				return nil, nil, replay.Options{}, usagef("%s: --files-root %s is not a folder", cmd, c.filesRoot)
+			}
+			files = records.Dir(dir)
+		}
+	}
 	pool, err := cumulusPool(ctx, c.dsn, c.schema, c.concurrency+1)
 	if err != nil {
 		return nil, nil, replay.Options{}, err
@@ -206,11 +216,7 @@ func (c *cumulusFlags) setup(ctx context.Context, std stdio) (*pgxpool.Pool, *re
 	}
 	opt := records.Options{Region: c.region, Now: func() int64 { return time.Now().UnixMilli() }, Warn: logf}
 	ropt := replay.Options{Batch: c.batch, Concurrency: c.concurrency, Log: logf}
-	if c.filesRoot != "" {
-		var files records.Files = records.Dir(c.filesRoot)
-		if store.IsRemote(c.filesRoot) {
-			files = records.Objects{Ctx: ctx, Root: c.filesRoot}
-		}
+	if files != nil {
 		opt.Files = files
 		ropt.Decode = message.Options{Open: files.Open}
 	}
@@ -231,15 +237,16 @@ func runGranuleWrite(ctx context.Context, args []string, std stdio) error {
 	if err := c.check("granule-write"); err != nil {
 		return err
 	}
-	pool, w, opt, err := c.setup(ctx, std)
+	pool, w, opt, err := c.setup(ctx, "granule-write", std)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	arch, err := dla.Open(ctx, c.archive)
+	root, err := location.Open(ctx, c.archive)
 	if err != nil {
 		return err
 	}
+	arch := dla.New(root)
 	st, err := replay.Write(ctx, inputs, std.in, w, arch, opt)
 	report(std, "granule-write", st, w)
 	if err != nil {
@@ -265,15 +272,16 @@ func runGranuleRecover(ctx context.Context, args []string, std stdio) error {
 	if err := c.check("granule-recover"); err != nil {
 		return err
 	}
-	pool, w, opt, err := c.setup(ctx, std)
+	pool, w, opt, err := c.setup(ctx, "granule-recover", std)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	arch, err := dla.Open(ctx, c.archive)
+	root, err := location.Open(ctx, c.archive)
 	if err != nil {
 		return err
 	}
+	arch := dla.New(root)
 	st, err := replay.Recover(ctx, arch, w, opt)
 	report(std, "granule-recover", st, w)
 	if err != nil {

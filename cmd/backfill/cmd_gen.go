@@ -11,6 +11,7 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/corpus"
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/internal/store/location"
 )
 
 const genHelp = `Usage: backfill gen --out DIR [flags]
@@ -194,8 +195,12 @@ func runGen(ctx context.Context, args []string, std stdio) error {
 		cfg.Progress = p.update
 		defer p.finish()
 	}
-	dir := out
-	if store.IsRemote(out) {
+	dst, err := location.Open(ctx, out)
+	if err != nil {
+		return err
+	}
+	dir, local := store.LocalDir(dst)
+	if !local {
 		// The generator writes a local tree; it is uploaded whole.
 		tmp, err := os.MkdirTemp("", "backfill-gen-*")
 		if err != nil {
@@ -208,12 +213,8 @@ func runGen(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return err
 	}
-	if dir != out {
-		dst, err := store.Open(ctx, out)
-		if err != nil {
-			return err
-		}
-		if err := store.Upload(dst, dir); err != nil {
+	if !local {
+		if err := store.Upload(ctx, dst, dir); err != nil {
 			return err
 		}
 	}

@@ -3,15 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"runtime"
 	"time"
 
+	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/pipeline/audit"
 	"github.com/backfill-dev/backfill/pipeline/keysearch"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
@@ -168,25 +167,25 @@ func runKeysearch(ctx context.Context, args []string, std stdio) error {
 		defer pg.Close()
 	}
 	// each reads every input once.
-	each := func(src *reportSource, fn func(place, []byte, uint32)) error {
+	each := func(src *audit.Source, fn audit.Func) error {
 		if pg != nil {
-			if err := src.postgres(ctx, pg, fn); err != nil {
+			if err := src.Postgres(ctx, pg, fn); err != nil {
 				return err
 			}
 		}
 		for _, input := range inputs {
-			if err := src.each(ctx, input, fn); err != nil {
+			if err := eachReport(ctx, src, "keysearch", input, std.in, fn); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	src := &reportSource{cmd: "keysearch", std: std, stampCfg: in.read}
+	src := in.source("keysearch", std.err)
 	var census keysearch.Census
-	err = each(src, func(at place, textname []byte, n uint32) {
+	err = each(src, func(at audit.Place, textname []byte, n uint32) {
 		t, err := ooid.ParseTextnameBytes(textname)
 		if err != nil {
-			src.reject(at.String(), err)
+			src.Reject(at.String(), err)
 			return
 		}
 		census.Add(t.TS, n)
@@ -196,8 +195,8 @@ func runKeysearch(ctx context.Context, args []string, std stdio) error {
 	}
 	shape := census.Shape()
 	corpus := keysearch.NewCorpus(shape)
-	again := &reportSource{cmd: "keysearch", std: stdio{in: std.in, out: io.Discard, err: io.Discard}, stampCfg: in.read}
-	err = each(again, func(_ place, textname []byte, n uint32) {
+	again := in.source("keysearch", io.Discard)
+	err = each(again, func(_ audit.Place, textname []byte, n uint32) {
 		if t, err := ooid.ParseTextnameBytes(textname); err == nil {
 			corpus.Add(t.TS, textname, n)
 		}
@@ -206,7 +205,7 @@ func runKeysearch(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	res := keysearchOutput{Reports: shape.Reports, Measurements: shape.Measurements, SharedReports: shape.SharedReports,
-		SharedTimestamps: len(shape.Groups), Rejected: src.rejected, CounterBits: bits, MinCounterBits: shape.MinBits(),
+		SharedTimestamps: len(shape.Groups), Rejected: src.Rejected, CounterBits: bits, MinCounterBits: shape.MinBits(),
 		ExpectedTrials: shape.ExpectedTrials(bits), NotebookTrials: shape.NotebookTrials(bits), Seed: seed, File: out}
 	if res.MinCounterBits > bits {
 		return fmt.Errorf("keysearch: %d measurements share one timestamp: no key works below %d counter bits", shape.MaxGroup, res.MinCounterBits)
@@ -216,54 +215,30 @@ func runKeysearch(ctx context.Context, args []string, std stdio) error {
 			shape.Reports, shape.SharedReports, len(shape.Groups), bits, trialsText(res.ExpectedTrials))
 	}
 	searchStart := time.Now()
-	opts := keysearch.Options{Bits: bits, Seed: seed, From: from, To: to, Workers: workers}
-	var scheme ooid.Scheme
-	useTable := table == "always" || (table == "auto" && res.ExpectedTrials > float64(maxTrials))
-	if !useTable {
-		o := opts
-		if table == "auto" {
-			o.To = min(to, from+maxTrials)
+	pol := keysearch.Policy{Options: keysearch.Options{Bits: bits, Seed: seed, From: from, To: to, Workers: workers},
+		Table: table, MaxTrials: maxTrials}
+	if !quiet {
+		pol.Progress = keyProgress(std.err, res.ExpectedTrials)
+		pol.Fallback = func(trials uint64) {
+			fmt.Fprintf(std.err, "backfill keysearch: no single key among %d; building a key table\n", trials)
 		}
-		if !quiet {
-			o.Progress = keyProgress(std.err, res.ExpectedTrials)
-		}
-		f, err := corpus.SearchKey(ctx, o)
-		res.Trials = f.Trials
-		switch {
-		case err == nil:
-			kt, err := ooid.NewKeyTable(seed, f.Index, nil)
-			if err != nil {
-				return err
+		var last time.Duration
+		pol.TableProgress = func(p keysearch.Progress) {
+			if p.Elapsed-last >= 5*time.Second {
+				last = p.Elapsed
+				fmt.Fprintf(std.err, "backfill keysearch: key table: %d timestamps left, %d keys tried\n", p.Groups, p.Trials)
 			}
-			scheme, res.Key = ooid.KeyedScheme(bits, kt), f.Index
-		case errors.Is(err, keysearch.ErrNotFound) && table == "auto":
-			useTable = true
-			if !quiet {
-				fmt.Fprintf(std.err, "backfill keysearch: no single key among %d; building a key table\n", f.Trials)
-			}
-		default:
-			return err
 		}
 	}
-	if useTable {
-		o := opts
-		o.To = min(to, from+1+maxTrials) // per timestamp
-		if !quiet {
-			var last time.Duration
-			o.Progress = func(p keysearch.Progress) {
-				if p.Elapsed-last >= 5*time.Second {
-					last = p.Elapsed
-					fmt.Fprintf(std.err, "backfill keysearch: key table: %d timestamps left, %d keys tried\n", p.Groups, p.Trials)
-				}
-			}
-		}
-		t, err := corpus.SearchTable(ctx, o)
-		if err != nil {
-			return err
-		}
-		scheme, res.Key, res.Overrides = ooid.KeyedScheme(bits, t.Keys), from, t.Colliding
+	found, err := corpus.Find(ctx, pol)
+	if err != nil {
+		return err
+	}
+	scheme := found.Scheme
+	res.Key, res.Trials = found.Key, found.Trials
+	if found.Table {
+		res.Overrides = found.Overrides
 		res.ExpectedOverrides, res.ExpectedTableTrials = shape.ExpectedTable(bits)
-		res.Trials += t.Trials
 	}
 	res.Scheme = scheme.String()
 	res.Seconds, res.SearchSeconds = time.Since(start).Seconds(), time.Since(searchStart).Seconds()
@@ -271,7 +246,7 @@ func runKeysearch(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(out, b); err != nil {
+	if err := store.WriteLocalFile(out, b); err != nil {
 		return err
 	}
 	if asJSON {
@@ -283,8 +258,8 @@ func runKeysearch(ctx context.Context, args []string, std stdio) error {
 	} else {
 		printKeysearch(std.out, res)
 	}
-	if src.rejected > 0 {
-		return &rejectsError{n: int(src.rejected), what: "inputs"}
+	if src.Rejected > 0 {
+		return &rejectsError{n: int(src.Rejected), what: "inputs"}
 	}
 	return nil
 }
@@ -332,26 +307,4 @@ func printKeysearch(w io.Writer, r keysearchOutput) {
 	fmt.Fprintf(w, "trials            %d in %.1fs (%.1fs reading the inputs)\n", r.Trials, r.Seconds, r.Seconds-r.SearchSeconds)
 	fmt.Fprintf(w, "scheme            %s\n", r.Scheme)
 	fmt.Fprintf(w, "written           %s\n", r.File)
-}
-
-// writeFileAtomic writes b to path through a temporary file in the same
-// folder, synced and renamed, so a reader never sees half a file.
-func writeFileAtomic(path string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }

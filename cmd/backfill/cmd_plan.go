@@ -1,22 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"strconv"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/backfill-dev/backfill/internal/store"
-	"github.com/backfill-dev/backfill/pipeline/check"
+	"github.com/backfill-dev/backfill/internal/store/location"
 	"github.com/backfill-dev/backfill/pipeline/plan"
-	"github.com/backfill-dev/backfill/pipeline/reader"
-	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
+	"github.com/backfill-dev/backfill/pipeline/scaleout"
 	"github.com/backfill-dev/backfill/pipeline/stamp"
-	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
 const planHelp = `Usage: backfill plan --in DIR --shards N [--out FILE]
@@ -70,19 +64,19 @@ func runPlan(ctx context.Context, args []string, std stdio) error {
 	case shards < 1:
 		return usagef("plan: --shards must be 1 or more")
 	}
-	input, err := stamp.ResolveInput(ctx, in, nil)
+	fsys, err := location.Open(ctx, in)
 	if err != nil {
 		return usagef("plan: --in %v", err)
 	}
-	fsys, err := store.Open(ctx, input.Dir)
+	input, err := stamp.ResolveInput(ctx, fsys, nil)
+	if err != nil {
+		return usagef("plan: --in %v", err)
+	}
+	buckets, err := scaleout.ListBuckets(ctx, input.Dir, input.Buckets)
 	if err != nil {
 		return err
 	}
-	buckets, err := listBuckets(ctx, fsys, input.Buckets)
-	if err != nil {
-		return err
-	}
-	p, err := plan.New(input.Dir, buckets, shards)
+	p, err := plan.New(input.Dir.Where("."), buckets, shards)
 	if err != nil {
 		return err
 	}
@@ -91,37 +85,16 @@ func runPlan(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	parent, base := store.Split(out)
-	st, err := store.Open(ctx, parent)
+	st, err := location.Open(ctx, parent)
 	if err != nil {
 		return err
 	}
-	return store.WriteFile(st, base, p.Marshal())
-}
-
-// listBuckets lists the bucket folders names of fsys, eight at a time.
-func listBuckets(ctx context.Context, fsys store.Store, names []string) ([]plan.Bucket, error) {
-	out := make([]plan.Bucket, len(names))
-	g, ctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
-	for i, n := range names {
-		g.Go(func() error {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			l, err := reader.List(fsys, n)
-			if err != nil {
-				return fmt.Errorf("bucket %s: %w", n, err)
-			}
-			out[i] = plan.Bucket{Name: n, Bytes: l.Bytes, Fingerprint: l.Fingerprint}
-			return nil
-		})
-	}
-	return out, g.Wait()
+	return store.WriteFile(ctx, st, base, p.Marshal())
 }
 
 // readPlan reads and checks the plan at loc (for cmd's messages).
 func readPlan(ctx context.Context, cmd, loc string) (plan.Plan, error) {
-	f, err := store.OpenFile(ctx, loc)
+	f, err := location.OpenFile(ctx, loc)
 	if err != nil {
 		return plan.Plan{}, usagef("%s: --plan %v", cmd, err)
 	}
@@ -159,77 +132,23 @@ func shardIndex(cmd string, p plan.Plan, shard int) (int, error) {
 	return shard, nil
 }
 
-// shardOut is where shard i of a plan writes, under the job's output.
-func shardOut(out string, i int) string { return store.Join(out, "shards", strconv.Itoa(i)) }
-
 // planShard reads the plan at loc and returns it, the shard (from
-// JOB_COMPLETION_INDEX when shard is negative) and its buckets, after
-// checking that they did not change since planning.
-func planShard(ctx context.Context, loc string, shard int) (plan.Plan, int, []string, error) {
+// JOB_COMPLETION_INDEX when shard is negative), its buckets and the
+// plan's input, after checking that they did not change since planning.
+func planShard(ctx context.Context, loc string, shard int) (plan.Plan, int, []string, store.Store, error) {
 	p, err := readPlan(ctx, "run", loc)
 	if err != nil {
-		return p, 0, nil, err
+		return p, 0, nil, nil, err
 	}
 	if shard, err = shardIndex("run", p, shard); err != nil {
-		return p, 0, nil, err
+		return p, 0, nil, nil, err
 	}
-	names := p.Names(shard)
-	fsys, err := store.Open(ctx, p.Input)
+	in, err := location.Open(ctx, p.Input)
 	if err != nil {
-		return p, 0, nil, err
+		return p, 0, nil, nil, err
 	}
-	now, err := listBuckets(ctx, fsys, names)
-	if err != nil {
-		return p, 0, nil, err
+	if err := scaleout.Unchanged(ctx, p, in, shard); err != nil {
+		return p, 0, nil, nil, err
 	}
-	want := map[string]string{}
-	for _, b := range p.Buckets {
-		want[b.Name] = b.Fingerprint
-	}
-	for _, b := range now {
-		if b.Fingerprint != want[b.Name] {
-			return p, 0, nil, fmt.Errorf("bucket %s of %s changed since the plan was made: make a new plan", b.Name, p.Input)
-		}
-	}
-	return p, shard, names, nil
+	return p, shard, p.Names(shard), in, nil
 }
-
-// writeManifest writes the report manifest of a shard's output: every
-// report of its committed buckets, sorted by time, for check.
-func writeManifest(ctx context.Context, out string) error {
-	st, err := parquetfile.ReadState(out)
-	if err != nil {
-		return err
-	}
-	var h check.Header
-	var entries []check.Entry
-	for i, s := range st {
-		if s.Status != stamped.StatusCommitted {
-			continue
-		}
-		if i == 0 {
-			h.Scheme = s.Meta.Scheme
-		}
-		h.Buckets = append(h.Buckets, s.Meta.Bucket)
-		rows, err := parquetfile.ReadReports(store.Join(out, "reports", s.Meta.Bucket+".parquet"))
-		if err != nil {
-			return err
-		}
-		for _, r := range rows {
-			entries = append(entries, check.Entry{TS: uint32(r.TS), Base: uint32(r.CounterBase), N: uint32(r.N),
-				Textname: r.Textname, Bucket: s.Meta.Bucket, RejectedBy: r.RejectedBy})
-		}
-	}
-	var b bytes.Buffer
-	if err := check.Write(&b, h, entries); err != nil {
-		return err
-	}
-	st2, err := store.Open(ctx, out)
-	if err != nil {
-		return err
-	}
-	return store.WriteFile(st2, manifestName, b.Bytes())
-}
-
-// manifestName is a shard output's report manifest.
-const manifestName = "manifest.tsv"

@@ -17,9 +17,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/internal/store/location"
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/reader"
+	"github.com/backfill-dev/backfill/pipeline/scaleout"
 	"github.com/backfill-dev/backfill/pipeline/sink"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
@@ -149,7 +151,7 @@ EXIT STATUS
 func runRun(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("run", runHelp, std)
 	cfg := job.Config{Scheme: ooid.DefaultScheme, Version: buildVersion()}
-	var out, sinkName, planFile string
+	var inLoc, cannedLoc, out, sinkName, planFile string
 	var asJSON, quiet, createSchema, bulk, skipLocked, strict bool
 	shard := -1
 	var pf pgFlags
@@ -159,7 +161,7 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	fs.BoolVar(&bulk, "bulk", false, "")
 	fs.BoolVar(&skipLocked, "skip-locked", false, "")
 	maxBlob := byteSize(reader.DefaultMaxBlob)
-	fs.StringVar(&cfg.In, "in", "", "")
+	fs.StringVar(&inLoc, "in", "", "")
 	fs.StringVar(&out, "out", "", "")
 	fs.StringVar(&planFile, "plan", "", "")
 	fs.IntVar(&shard, "shard", -1, "")
@@ -171,7 +173,7 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	fs.Var(&cfg.Format, "format", "")
 	fs.BoolVar(&cfg.FromIndex, "from-index", false, "")
 	fs.Var(&cfg.Ndx, "ndx", "")
-	fs.StringVar(&cfg.Canned, "canned", "", "")
+	fs.StringVar(&cannedLoc, "canned", "", "")
 	fs.Var(&maxBlob, "max-blob", "")
 	fs.BoolVar(&asJSON, "json", false, "")
 	fs.BoolVar(&quiet, "q", false, "")
@@ -185,11 +187,11 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	switch {
 	case sinkName != "parquet" && sinkName != "postgres":
 		return usagef("run: --sink must be parquet or postgres")
-	case planFile != "" && (cfg.In != "" || len(buckets) > 0):
+	case planFile != "" && (inLoc != "" || len(buckets) > 0):
 		return usagef("run: with --plan the input and its buckets are the plan's; leave --in and BUCKETs out")
 	case planFile == "" && shard >= 0:
 		return usagef("run: --shard is a shard of --plan")
-	case cfg.In == "" && planFile == "":
+	case inLoc == "" && planFile == "":
 		return usagef("run: --in is required")
 	case sinkName == "parquet" && out == "":
 		return usagef("run: --out is required (or --sink postgres)")
@@ -207,24 +209,45 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 		return usagef("run: --workers must be at least 1")
 	case maxBlob <= 0:
 		return usagef("run: --max-blob must be positive")
-	case cfg.Canned != "" && !isDir(cfg.Canned):
-		return usagef("run: --canned %s is not a folder", cfg.Canned)
 	}
 	if err := loadScheme(); err != nil {
 		return err
 	}
+	if cannedLoc != "" {
+		if cfg.Canned, err = location.Open(ctx, cannedLoc); err != nil {
+			return err
+		}
+		if !store.IsDir(ctx, cfg.Canned, ".") {
+			return usagef("run: --canned %s is not a folder", cannedLoc)
+		}
+	}
+	var outStore store.Store
 	if planFile != "" {
 		if sinkName != "parquet" {
 			return usagef("run: --plan writes Parquet shards; load them into PostgreSQL with backfill load --sink postgres")
 		}
-		p, i, names, err := planShard(ctx, planFile, shard)
+		_, i, names, pin, err := planShard(ctx, planFile, shard)
 		if err != nil {
 			return err
 		}
-		cfg.In, buckets, out = p.Input, names, shardOut(out, i)
+		jobOut, err := location.Open(ctx, out)
+		if err != nil {
+			return err
+		}
+		cfg.In, buckets, outStore = pin, names, scaleout.ShardOut(jobOut, i)
 		if len(buckets) == 0 {
 			fmt.Fprintf(std.err, "backfill: shard %d of %s has no bucket; nothing to do\n", i, planFile)
 			return nil
+		}
+	}
+	if cfg.In == nil {
+		if cfg.In, err = location.Open(ctx, inLoc); err != nil {
+			return usagef("run: --in %v", err)
+		}
+	}
+	if outStore == nil && out != "" {
+		if outStore, err = location.Open(ctx, out); err != nil {
+			return err
 		}
 	}
 	// The input is checked before anything is created under --out.
@@ -236,16 +259,16 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	}
 	cfg.In, cfg.Buckets, cfg.Ignored, cfg.MaxBlob = in.Dir, in.Buckets, in.Ignored, int64(maxBlob)
 	for _, name := range in.Ignored {
-		fmt.Fprintf(std.err, "backfill: notice: %s is not a bucket folder (its name is not a date YYYY-MM-DD); skipped\n", store.Join(in.Dir, name))
+		fmt.Fprintf(std.err, "backfill: notice: %s is not a bucket folder (its name is not a date YYYY-MM-DD); skipped\n", in.Dir.Where(name))
 	}
-	o, err := openOutput(ctx, std, outputFlags{sink: sinkName, out: out, pg: pf, createSchema: createSchema, skipLocked: skipLocked, bulk: bulk, resume: cfg.Resume})
+	o, err := openOutput(ctx, std, outputFlags{sink: sinkName, out: outStore, pg: pf, createSchema: createSchema, skipLocked: skipLocked, bulk: bulk, resume: cfg.Resume})
 	if err != nil {
 		return err
 	}
 	s, finish, deadLetters, dest := o.sink, o.finish, o.deadLetters, o.dest
 	defer s.Close()
 	if !quiet {
-		fmt.Fprintf(std.err, "backfill: %d buckets from %s into %s\n", len(cfg.Buckets), absPath(cfg.In), dest)
+		fmt.Fprintf(std.err, "backfill: %d buckets from %s into %s\n", len(cfg.Buckets), absPath(cfg.In.Where(".")), dest)
 		p := newProgress(std.err)
 		defer p.finish()
 		cfg.Progress = p.update
@@ -257,7 +280,7 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 		sum.Elapsed = time.Since(start)
 	}
 	if err == nil && planFile != "" {
-		err = writeManifest(ctx, out) // the shard's reports, sorted, for check
+		err = scaleout.WriteManifest(ctx, outStore) // the shard's reports, sorted, for check
 	}
 	if errors.Is(err, context.Canceled) {
 		fmt.Fprintf(std.err, "backfill: interrupted: %d buckets committed in this run, each whole; the others are untouched.\n", sum.Buckets)
@@ -282,7 +305,8 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 
 // outputFlags say where run writes.
 type outputFlags struct {
-	sink, out                      string
+	sink                           string
+	out                            store.Store
 	pg                             pgFlags
 	createSchema, skipLocked, bulk bool
 	resume                         bool
@@ -299,11 +323,11 @@ type output struct {
 // openOutput opens the sink the flags name.
 func openOutput(ctx context.Context, std stdio, f outputFlags) (output, error) {
 	if f.sink == "parquet" {
-		ps, err := parquetfile.Open(f.out)
+		ps, err := parquetfile.Open(ctx, f.out)
 		if err != nil {
 			return output{}, err
 		}
-		return output{sink: ps, deadLetters: store.Join(f.out, "dead-letters") + "/", dest: "Parquet in " + absPath(f.out)}, nil
+		return output{sink: ps, deadLetters: f.out.Where("dead-letters") + "/", dest: "Parquet in " + absPath(f.out.Where("."))}, nil
 	}
 	opt := f.pg.options(std)
 	opt.CreateSchema, opt.SkipLocked, opt.Resume = f.createSchema, f.skipLocked, f.resume

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/internal/store/location"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/reader"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
@@ -115,7 +116,11 @@ func runStatus(ctx context.Context, args []string, std stdio) error {
 	}
 	var input stamp.Input
 	if in != "" {
-		if input, err = stamp.ResolveInput(ctx, in, nil); err != nil {
+		fsys, err := location.Open(ctx, in)
+		if err != nil {
+			return usagef("status: --in %v", err)
+		}
+		if input, err = stamp.ResolveInput(ctx, fsys, nil); err != nil {
 			return usagef("status: --in %v", err)
 		}
 	}
@@ -123,14 +128,18 @@ func runStatus(ctx context.Context, args []string, std stdio) error {
 	var states []stamped.State
 	switch sinkName {
 	case "parquet":
-		if !isDir(rest[0]) {
+		out, err := location.Open(ctx, rest[0])
+		if err != nil {
+			return err
+		}
+		if !store.IsDir(ctx, out, ".") {
 			return usagef("status: %s is not a folder", rest[0])
 		}
-		if states, err = parquetfile.ReadState(rest[0]); err != nil {
+		if states, err = parquetfile.ReadState(ctx, out); err != nil {
 			return err
 		}
 		rep.Output = "Parquet in " + absPath(rest[0])
-		if pid, locked := parquetfile.Holder(rest[0]); locked {
+		if pid, locked := parquetfile.Holder(ctx, out); locked {
 			rep.WriterPID = max(pid, -1)
 		}
 	case "postgres":
@@ -190,7 +199,7 @@ func resumeTodo(ctx context.Context, in stamp.Input, states []stamped.State) []s
 		case st.Status != stamped.StatusCommitted:
 			todo = append(todo, statusTodo{name, "its last load failed"})
 		default:
-			b, err := openBucket(ctx, in.Dir, name)
+			b, err := reader.OpenIn(ctx, in.Dir, name, reader.Options{})
 			if err != nil {
 				todo = append(todo, statusTodo{name, "its folder cannot be read: " + err.Error()})
 			} else if b.Fingerprint != st.Meta.Fingerprint {
@@ -248,14 +257,4 @@ func (rep *statusOutput) print(w io.Writer, withResume bool) {
 			fmt.Fprintf(w, "  %-12s %s\n", t.Bucket, t.Why)
 		}
 	}
-}
-
-// openBucket lists bucket name of dir (a folder or an s3:// prefix) and
-// reads its index.
-func openBucket(ctx context.Context, dir, name string) (*reader.Bucket, error) {
-	fsys, err := store.Open(ctx, dir)
-	if err != nil {
-		return nil, err
-	}
-	return reader.OpenIn(fsys, name, reader.Options{})
 }

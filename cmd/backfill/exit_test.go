@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/backfill-dev/backfill/internal/corpus"
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 )
@@ -70,7 +71,7 @@ func readRecords(t *testing.T, out string) []deadletter.Record {
 	files, _ := filepath.Glob(filepath.Join(out, "dead-letters", "*.jsonl"))
 	var all []deadletter.Record
 	for _, f := range files {
-		ds, err := parquetfile.ReadDeadLetters(f)
+		ds, err := parquetfile.ReadDeadLetters(t.Context(), store.Local(filepath.Dir(f)), filepath.Base(f))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +183,7 @@ func TestRun_OneWriterPerOutput(t *testing.T) {
 	if code, _ := runJSON(t, "--in", dir+"/c", "--out", dir+"/single"); code != exitRejects {
 		t.Fatalf("single run: exit %d", code)
 	}
-	holder, err := parquetfile.Open(dir + "/out") // the first writer
+	holder, err := parquetfile.Open(t.Context(), store.Local(dir+"/out")) // the first writer
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,11 +203,11 @@ func TestRun_OneWriterPerOutput(t *testing.T) {
 	if cmd.ProcessState.ExitCode() != exitFailure || !strings.Contains(string(out), "(pid "+pid+")") {
 		t.Errorf("second writer as a process: exit %d, %q", cmd.ProcessState.ExitCode(), out)
 	}
-	if p, locked := parquetfile.Holder(dir + "/out"); !locked || p != os.Getpid() {
+	if p, locked := parquetfile.Holder(t.Context(), store.Local(dir+"/out")); !locked || p != os.Getpid() {
 		t.Errorf("Holder = %d, %v; want %d, true", p, locked, os.Getpid())
 	}
 	holder.Close()
-	if _, locked := parquetfile.Holder(dir + "/out"); locked {
+	if _, locked := parquetfile.Holder(t.Context(), store.Local(dir+"/out")); locked {
 		t.Error("the lock is still held after Close")
 	}
 	cmd = exec.Command(bin, "run", "-q", "--in", dir+"/c", "--out", dir+"/out")

@@ -20,6 +20,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/s3test"
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/internal/store/location"
 )
 
 // granuleMsgs writes n completed messages of collection coll, one granule
@@ -219,12 +220,12 @@ func TestGranuleRecover_S3Archive(t *testing.T) {
 		return 0, errb.String()
 	}
 	count := func(sub string) []string {
-		st, err := store.Open(context.Background(), "s3://system/arch/dead-letter-archive/"+sub)
+		st, err := location.Open(context.Background(), "s3://system/arch/dead-letter-archive/"+sub)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var keys []string
-		fs.WalkDir(st, ".", func(p string, d fs.DirEntry, err error) error {
+		fs.WalkDir(store.FS(t.Context(), st), ".", func(p string, d fs.DirEntry, err error) error {
 			if err == nil && !d.IsDir() {
 				keys = append(keys, p)
 			}

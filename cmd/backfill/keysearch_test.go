@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 )
@@ -176,7 +177,7 @@ func TestKeysearch_Refused(t *testing.T) {
 
 func readMeasurements(t *testing.T, path string) []parquetfile.Measurement {
 	t.Helper()
-	rows, err := parquetfile.ReadMeasurements(path)
+	rows, err := parquetfile.ReadMeasurements(t.Context(), store.Local(filepath.Dir(path)), filepath.Base(path))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/pipeline/plan"
+	"github.com/backfill-dev/backfill/pipeline/scaleout"
 )
 
 // Plan a corpus into 3 shards, run each shard on its own (one through
@@ -155,7 +156,7 @@ func TestPlan_CheckLoadEqualsOneRun(t *testing.T) {
 			}
 		}
 		code, out := call("check", "--json", "--plan", planFile, "--out", job)
-		var sum checkSummary
+		var sum scaleout.CheckSummary
 		if err := json.Unmarshal([]byte(out), &sum); code != exitOK || err != nil {
 			t.Fatalf("%d shards: check: exit %d, %v\n%s", n, code, err, out)
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/s3test"
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/internal/store/location"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 )
 
@@ -31,11 +32,11 @@ func s3Corpus(t *testing.T) (*s3test.Server, string) {
 	if code, out := call("gen", "-q", "--out", dir, "--format", "both", "--buckets", "3", "--reports", "60", "--max-measurements", "300", "--corrupt", "all=0.03"); code != exitOK {
 		t.Fatalf("gen: exit %d\n%s", code, out)
 	}
-	dst, err := store.Open(context.Background(), "s3://test/c")
+	dst, err := location.Open(context.Background(), "s3://test/c")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Upload(dst, dir); err != nil {
+	if err := store.Upload(t.Context(), dst, dir); err != nil {
 		t.Fatal(err)
 	}
 	return srv, dir
@@ -45,12 +46,12 @@ func s3Corpus(t *testing.T) (*s3test.Server, string) {
 // name, but for the lock and the temporary folder.
 func tree(t *testing.T, loc string) map[string][]byte {
 	t.Helper()
-	st, err := store.Open(context.Background(), loc)
+	st, err := location.Open(context.Background(), loc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string][]byte{}
-	err = fs.WalkDir(st, ".", func(p string, d fs.DirEntry, err error) error {
+	err = fs.WalkDir(store.FS(t.Context(), st), ".", func(p string, d fs.DirEntry, err error) error {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil // an S3 prefix with nothing under it
 		}
@@ -66,7 +67,7 @@ func tree(t *testing.T, loc string) map[string][]byte {
 		if p == parquetfile.LockName {
 			return nil
 		}
-		b, err := store.ReadFile(st, p)
+		b, err := store.ReadFile(t.Context(), st, p)
 		if err != nil {
 			return err
 		}
@@ -262,16 +263,16 @@ func TestS3_KillAndResume(t *testing.T) {
 	t.Logf("%d of 8 runs killed (buckets committed after each: %v); a clean run takes %v", killed, committed, full)
 
 	// A changed object: its bucket, and only it, is done again.
-	src, _ := store.Open(context.Background(), in)
-	ents, err := src.ReadDir("2017-06-02")
+	src, _ := location.Open(context.Background(), in)
+	ents, err := src.ReadDir(t.Context(), "2017-06-02")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
 		if strings.HasSuffix(e.Name(), ".lz4") {
-			data, _ := store.ReadFile(src, "2017-06-02/"+e.Name())
+			data, _ := store.ReadFile(t.Context(), src, "2017-06-02/"+e.Name())
 			data[len(data)/2] ^= 0xff
-			store.WriteFile(src, "2017-06-02/"+e.Name(), data)
+			store.WriteFile(t.Context(), src, "2017-06-02/"+e.Name(), data)
 			break
 		}
 	}
@@ -340,10 +341,10 @@ func TestS3_OneWriterPerOutput(t *testing.T) {
 	if err := first.Start(); err != nil {
 		t.Fatal(err)
 	}
-	out, _ := store.Open(context.Background(), "s3://test/out")
+	out, _ := location.Open(context.Background(), "s3://test/out")
 	deadline := time.Now().Add(time.Minute)
 	for {
-		if _, err := out.Stat(parquetfile.LockName); err == nil {
+		if _, err := out.Stat(t.Context(), parquetfile.LockName); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -363,7 +364,7 @@ func TestS3_OneWriterPerOutput(t *testing.T) {
 	if code := exitOf(first.Wait()); code != exitRejects {
 		t.Fatalf("first run: exit %d", code)
 	}
-	if _, err := out.Stat(parquetfile.LockName); err == nil {
+	if _, err := out.Stat(t.Context(), parquetfile.LockName); err == nil {
 		t.Fatal("the lock object is left after the run")
 	}
 	again := exec.Command(bin, "run", "-q", "--in", "s3://test/c/canned", "--out", "s3://test/out", "--resume")

@@ -26,23 +26,19 @@ import (
 
 // Archive is a Dead Letter Archive under a root folder.
 type Archive struct {
-	root string
+	root store.Store
 	st   store.Store // root/dead-letter-archive (on disk, records are written aside in its .tmp/)
 	now  func() time.Time
 }
 
-// Open returns the archive under root, a local folder (created on the
+// New returns the archive under root, a local folder (created on the
 // first Put) or an s3:// prefix.
-func Open(ctx context.Context, root string) (*Archive, error) {
-	st, err := store.Open(ctx, store.Join(root, "dead-letter-archive"))
-	if err != nil {
-		return nil, err
-	}
-	return &Archive{root: root, st: st, now: time.Now}, nil
+func New(root store.Store) *Archive {
+	return &Archive{root: root, st: root.Sub("dead-letter-archive"), now: time.Now}
 }
 
 // Root is where the archive is: a folder or an s3:// URL.
-func (a *Archive) Root() string { return a.root }
+func (a *Archive) Root() string { return a.root.Where(".") }
 
 const (
 	sqsDir    = "sqs"
@@ -51,17 +47,17 @@ const (
 
 // Put stores a record under sqs/ and returns its key (the path under
 // sqs/, with '/').
-func (a *Archive) Put(record []byte) (string, error) {
+func (a *Archive) Put(ctx context.Context, record []byte) (string, error) {
 	key := message.Key(record, uuid4(), a.now())
-	if err := a.write(sqsDir+"/"+key, record); err != nil {
+	if err := a.write(ctx, sqsDir+"/"+key, record); err != nil {
 		return "", err
 	}
 	return key, nil
 }
 
 // write writes data at name whole.
-func (a *Archive) write(name string, data []byte) error {
-	if err := store.WriteFile(a.st, name, data); err != nil {
+func (a *Archive) write(ctx context.Context, name string, data []byte) error {
+	if err := store.WriteFile(ctx, a.st, name, data); err != nil {
 		return fmt.Errorf("dead letter archive: %w", err)
 	}
 	return nil
@@ -76,7 +72,7 @@ func (a *Archive) List(ctx context.Context, failed bool, fn func(key string) err
 	if failed {
 		base = failedDir
 	}
-	dates, err := a.names(base)
+	dates, err := a.names(ctx, base)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -84,7 +80,7 @@ func (a *Archive) List(ctx context.Context, failed bool, fn func(key string) err
 		return err
 	}
 	for _, d := range dates {
-		files, err := a.names(base + "/" + d)
+		files, err := a.names(ctx, base + "/" + d)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -104,8 +100,8 @@ func (a *Archive) List(ctx context.Context, failed bool, fn func(key string) err
 }
 
 // names lists a folder's entries, without hidden ones, sorted.
-func (a *Archive) names(dir string) ([]string, error) {
-	ents, err := a.st.ReadDir(dir)
+func (a *Archive) names(ctx context.Context, dir string) ([]string, error) {
+	ents, err := a.st.ReadDir(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -123,45 +119,45 @@ func (a *Archive) names(dir string) ([]string, error) {
 const MaxRecord = 256 << 20
 
 // Read returns a record of sqs/.
-func (a *Archive) Read(key string) ([]byte, error) {
+func (a *Archive) Read(ctx context.Context, key string) ([]byte, error) {
 	p, err := a.path(sqsDir, key)
 	if err != nil {
 		return nil, err
 	}
-	st, err := a.st.Stat(p)
+	st, err := a.st.Stat(ctx, p)
 	if err != nil {
 		return nil, err
 	}
 	if st.Size() > MaxRecord {
 		return nil, fmt.Errorf("%s: larger than %d bytes", key, MaxRecord)
 	}
-	return store.ReadFile(a.st, p)
+	return store.ReadFile(ctx, a.st, p)
 }
 
 // Delete removes a record of sqs/ (a record already gone is no error: a
 // recovery killed after its delete and run again).
-func (a *Archive) Delete(key string) error {
+func (a *Archive) Delete(ctx context.Context, key string) error {
 	p, err := a.path(sqsDir, key)
 	if err != nil {
 		return err
 	}
-	return a.st.Remove(p)
+	return a.st.Remove(ctx, p)
 }
 
 // Fail moves a record of sqs/ to failed-sqs/<date>/<name>, the date from
 // the record's time (else today), as Cumulus's recovery does. The record
 // is written there before it leaves sqs/, so a kill in between leaves it
 // in both places, never in neither.
-func (a *Archive) Fail(key string, record []byte, recordTime any) (string, error) {
+func (a *Archive) Fail(ctx context.Context, key string, record []byte, recordTime any) (string, error) {
 	src, err := a.path(sqsDir, key)
 	if err != nil {
 		return "", err
 	}
 	dst := message.Date(recordTime, a.now()) + "/" + path.Base(src)
-	if err := a.write(failedDir+"/"+dst, record); err != nil {
+	if err := a.write(ctx, failedDir+"/"+dst, record); err != nil {
 		return "", err
 	}
-	return dst, a.Delete(key)
+	return dst, a.Delete(ctx, key)
 }
 
 // path checks a key (two plain names) and returns its name in the store.

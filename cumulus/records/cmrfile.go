@@ -62,23 +62,19 @@ func (d Dir) Size(bucket, key string) (int64, error) {
 	return st.Size(), nil
 }
 
-// Objects stands for the buckets from object storage: Root is "s3://" (the
-// buckets themselves: s3://<bucket>/<key>) or an s3:// prefix that holds
-// them as folders (Root/<bucket>/<key>).
+// Objects stands for the buckets from object storage: Root is the store
+// of "s3://" (the buckets themselves: s3://<bucket>/<key>) or of an s3://
+// prefix that holds them as folders (Root/<bucket>/<key>).
 type Objects struct {
 	Ctx  context.Context
-	Root string
+	Root store.Store
 }
 
 func (o Objects) open(bucket, key string) (store.Store, error) {
 	if bucket == "" || strings.Contains(bucket, "/") || !fs.ValidPath(key) {
 		return nil, fmt.Errorf("s3://%s/%s is not an object name here: %w", bucket, key, fs.ErrNotExist)
 	}
-	loc := "s3://" + bucket
-	if strings.TrimRight(o.Root, "/") != "s3:" {
-		loc = store.Join(o.Root, bucket)
-	}
-	return store.Open(o.Ctx, loc)
+	return o.Root.Sub(bucket), nil
 }
 
 // Open opens the object bucket/key.
@@ -87,7 +83,7 @@ func (o Objects) Open(bucket, key string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
-	return st.Open(key)
+	return st.Open(o.Ctx, key)
 }
 
 // Size returns the size of the object bucket/key.
@@ -96,7 +92,7 @@ func (o Objects) Size(bucket, key string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	info, err := st.Stat(key)
+	info, err := st.Stat(o.Ctx, key)
 	if err != nil {
 		return 0, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/cumulustest"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/internal/store/location"
 )
 
 // refDir is Cumulus v21's own code, installed by reference/cumulus-v21/setup
@@ -94,7 +95,11 @@ func runOurs(t *testing.T, url, filesRoot string, steps []step) []string {
 	var now int64
 	var files Files = Dir(filesRoot)
 	if store.IsRemote(filesRoot) {
-		files = Objects{Ctx: context.Background(), Root: filesRoot}
+		root, err := location.Open(context.Background(), filesRoot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = Objects{Ctx: context.Background(), Root: root}
 	}
 	w := New(cumulustest.Pool(t, url), Options{Files: files, Now: func() int64 { return now }})
 	var errs []string

@@ -11,6 +11,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/cumulustest"
 	"github.com/backfill-dev/backfill/internal/s3test"
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/internal/store/location"
 )
 
 const t0 = int64(1700000000000) // workflow start of the first execution
@@ -166,11 +167,11 @@ func TestWrite_CMRColumns(t *testing.T) {
 	s3test.Start(t, "protected", "files")
 	for _, loc := range []string{"s3://protected/g1.cmr.xml", "s3://files/root/protected/g1.cmr.xml"} {
 		parent, base := store.Split(loc)
-		st, err := store.Open(context.Background(), parent)
+		st, err := location.Open(context.Background(), parent)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := store.WriteFile(st, base, b); err != nil {
+		if err := store.WriteFile(t.Context(), st, base, b); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -200,7 +200,7 @@ func (p *pipeline) write(ctx context.Context, b []job) error {
 func Write(ctx context.Context, inputs []string, stdin io.Reader, w Writer, arch *dla.Archive, opt Options) (Stats, error) {
 	opt.defaults()
 	archive := func(j job, errText string) error {
-		key, err := arch.Put(message.DeadLetter(j.env, errText))
+		key, err := arch.Put(ctx, message.DeadLetter(j.env, errText))
 		if err != nil {
 			return err
 		}
@@ -304,7 +304,7 @@ func Recover(ctx context.Context, arch *dla.Archive, w Writer, opt Options) (Sta
 	opt.defaults()
 	p := &pipeline{w: w, opt: opt}
 	fail := func(j job, errText string) error {
-		dst, err := arch.Fail(j.key, j.raw, j.env.Meta["time"])
+		dst, err := arch.Fail(ctx, j.key, j.raw, j.env.Meta["time"])
 		if err != nil {
 			return err
 		}
@@ -316,11 +316,11 @@ func Recover(ctx context.Context, arch *dla.Archive, w Writer, opt Options) (Sta
 			return fail(j, r.Err.Error())
 		}
 		p.stats.Deleted++
-		return arch.Delete(j.key)
+		return arch.Delete(ctx, j.key)
 	}
 	err := p.run(ctx, func(ctx context.Context, send func(job) error) error {
 		return arch.List(ctx, false, func(key string) error {
-			raw, err := arch.Read(key)
+			raw, err := arch.Read(ctx, key)
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil // taken by a concurrent recovery
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/backfill-dev/backfill/cumulus/records"
 	"github.com/backfill-dev/backfill/internal/cumulustest"
 	"github.com/backfill-dev/backfill/internal/pgtest"
+	"github.com/backfill-dev/backfill/internal/store"
 )
 
 const t0 = 1700000000000.0
@@ -102,10 +103,7 @@ func newEnv(t *testing.T, migrated bool, collections ...string) *env {
 	}
 	pool := cumulustest.Pool(t, url)
 	dir := t.TempDir()
-	arch, err := dla.Open(context.Background(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	arch := dla.New(store.Local(dir))
 	e := &env{url: url, pool: pool, dir: dir, arch: arch}
 	e.w = records.New(pool, records.Options{Now: func() int64 { return int64(t0) + 60000 }})
 	e.options = Options{Log: func(s string) { e.logMu.Lock(); e.logs = append(e.logs, s); e.logMu.Unlock() }}

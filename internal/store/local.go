@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -17,22 +18,69 @@ const TmpDir = ".tmp"
 
 type local struct {
 	root string
-	fs.FS
+	fsys fs.FS
 }
 
 // Local returns the Store of the local folder root (which need not exist
 // yet).
-func Local(root string) Store { return &local{root: root, FS: os.DirFS(root)} }
+func Local(root string) Store { return &local{root: root, fsys: os.DirFS(root)} }
+
+// LocalDir returns the folder on disk a Store is rooted at, for the
+// commands that hand a folder to another program; ok is false for a
+// Store that is not on disk.
+func LocalDir(s Store) (dir string, ok bool) {
+	if l, ok := s.(*local); ok {
+		return l.root, true
+	}
+	return "", false
+}
 
 func (l *local) path(name string) string { return filepath.Join(l.root, filepath.FromSlash(name)) }
 
 func (l *local) Where(name string) string { return l.path(name) }
 
-func (l *local) ReadDir(name string) ([]fs.DirEntry, error) { return os.ReadDir(l.path(name)) }
+func (l *local) Sub(name string) Store { return Local(l.path(name)) }
 
-func (l *local) Stat(name string) (fs.FileInfo, error) { return os.Stat(l.path(name)) }
+func (l *local) Parent() (Store, string) {
+	c := filepath.Clean(l.root)
+	return Local(filepath.Dir(c)), filepath.Base(c)
+}
 
-func (l *local) Create(name string) (Writer, error) {
+// The local calls do not block on the network: their context is only
+// checked before they start.
+
+func (l *local) Open(ctx context.Context, name string) (fs.File, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return l.fsys.Open(name)
+}
+
+func (l *local) ReadDir(ctx context.Context, name string) ([]fs.DirEntry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return os.ReadDir(l.path(name))
+}
+
+func (l *local) Stat(ctx context.Context, name string) (fs.FileInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return os.Stat(l.path(name))
+}
+
+func (l *local) MkdirAll(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return os.MkdirAll(l.path(name), 0o755)
+}
+
+func (l *local) Create(ctx context.Context, name string) (Writer, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	dst := l.path(name)
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return nil, err
@@ -96,7 +144,10 @@ func SyncDir(dir string) error {
 }
 
 // Remove removes the file name and syncs its folder, so the removal lasts.
-func (l *local) Remove(name string) error {
+func (l *local) Remove(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	p := l.path(name)
 	if err := os.Remove(p); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -107,11 +158,19 @@ func (l *local) Remove(name string) error {
 	return SyncDir(filepath.Dir(p))
 }
 
-func (l *local) RemoveAll(name string) error { return os.RemoveAll(l.path(name)) }
+func (l *local) RemoveAll(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return os.RemoveAll(l.path(name))
+}
 
 // Lock takes an flock on the file name, which holds the holder's PID; the
 // kernel releases it when the process dies.
-func (l *local) Lock(name string) (Lock, error) {
+func (l *local) Lock(ctx context.Context, name string) (Lock, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	p := l.path(name)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return nil, err
@@ -123,7 +182,7 @@ func (l *local) Lock(name string) (Lock, error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			h, _ := l.Holder(name)
+			h, _ := l.Holder(ctx, name)
 			return nil, &LockedError{Where: p, Holder: h}
 		}
 		return nil, &Error{Where: p, Op: "lock", Err: err}
@@ -154,7 +213,7 @@ func (k *localLock) Unlock() error {
 }
 
 // Holder reads the PID in a held lock file.
-func (l *local) Holder(name string) (Holder, bool) {
+func (l *local) Holder(_ context.Context, name string) (Holder, bool) {
 	f, err := os.Open(l.path(name))
 	if err != nil {
 		return Holder{}, false
@@ -168,4 +227,28 @@ func (l *local) Holder(name string) (Holder, bool) {
 	n, _ := f.ReadAt(b, 0)
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b[:n])))
 	return Holder{PID: pid}, true
+}
+
+// WriteLocalFile writes data to the local file path whole: through a
+// temporary file beside it, synced, renamed into place and its folder
+// synced, so that a reader (or a crash) sees the old file or the new one,
+// never a part.
+func WriteLocalFile(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := errors.Join(f.Sync(), f.Close()); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	return SyncDir(dir)
 }

@@ -28,25 +28,39 @@ import (
 	"strings"
 )
 
-// Store is a folder tree: a local folder or an S3 prefix.
+// Store is a folder tree: a local folder or an S3 prefix. Every call
+// that does I/O takes a context; a file opened with one reads under it.
 type Store interface {
-	fs.ReadDirFS
-	fs.StatFS
+	// Open opens the file name for reading; the file is an io.ReaderAt
+	// too.
+	Open(ctx context.Context, name string) (fs.File, error)
+	// ReadDir lists the folder name, sorted by name.
+	ReadDir(ctx context.Context, name string) ([]fs.DirEntry, error)
+	// Stat describes the file or folder name.
+	Stat(ctx context.Context, name string) (fs.FileInfo, error)
 	// Create starts writing name (its parent folders are made as needed).
 	// Nothing is visible until Commit.
-	Create(name string) (Writer, error)
+	Create(ctx context.Context, name string) (Writer, error)
 	// Remove removes the file name; removing one that is not there is
 	// not an error.
-	Remove(name string) error
+	Remove(ctx context.Context, name string) error
 	// RemoveAll removes the folder name and everything under it.
-	RemoveAll(name string) error
+	RemoveAll(ctx context.Context, name string) error
+	// MkdirAll makes the folder name where folders exist on their own (on
+	// disk); on S3 a folder is there as soon as a key is under it.
+	MkdirAll(ctx context.Context, name string) error
 	// Lock takes the lock name for this process: a second holder gets a
 	// *LockedError at once. The lock is released by Unlock, or when the
 	// process dies (on S3, the next taker sees that it died, or that it
 	// stopped renewing the lock).
-	Lock(name string) (Lock, error)
+	Lock(ctx context.Context, name string) (Lock, error)
 	// Holder tells who holds the lock name, if anyone does.
-	Holder(name string) (Holder, bool)
+	Holder(ctx context.Context, name string) (Holder, bool)
+	// Sub returns the Store rooted at the folder name of this one.
+	Sub(name string) Store
+	// Parent returns the Store of the folder that holds this one's root,
+	// and the root's name in it.
+	Parent() (Store, string)
 	// Where is how name is shown to a person: a local path or an s3:// URL.
 	Where(name string) string
 }
@@ -116,7 +130,7 @@ func Join(loc string, elem ...string) string {
 	if !IsRemote(loc) {
 		return filepath.Join(append([]string{loc}, elem...)...)
 	}
-	bucket, prefix, _ := splitS3(loc)
+	bucket, prefix, _ := SplitS3(loc)
 	return "s3://" + bucket + "/" + strings.TrimPrefix(path.Join(append([]string{prefix}, elem...)...), "/")
 }
 
@@ -127,7 +141,7 @@ func Split(loc string) (parent, base string) {
 		c := filepath.Clean(loc)
 		return filepath.Dir(c), filepath.Base(c)
 	}
-	bucket, prefix, _ := splitS3(loc)
+	bucket, prefix, _ := SplitS3(loc)
 	if prefix == "" {
 		return "s3://" + bucket, ""
 	}
@@ -135,26 +149,9 @@ func Split(loc string) (parent, base string) {
 	return "s3://" + bucket + "/" + strings.TrimSuffix(dir, "/"), base
 }
 
-// Open returns the Store rooted at loc: a local folder (which need not
-// exist yet) or s3://bucket/prefix. The S3 client is configured the
-// standard AWS way (see newClient); ctx bounds every request the Store
-// makes.
-func Open(ctx context.Context, loc string) (Store, error) {
-	if !IsRemote(loc) {
-		return Local(loc), nil
-	}
-	bucket, prefix, err := splitS3(loc)
-	if err != nil {
-		return nil, err
-	}
-	c, err := sharedClient(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &S3{ctx: ctx, c: c, bucket: bucket, prefix: prefix}, nil
-}
-
-func splitS3(loc string) (bucket, prefix string, err error) {
+// SplitS3 splits an s3:// location into its bucket and prefix (no
+// leading or trailing slash).
+func SplitS3(loc string) (bucket, prefix string, err error) {
 	rest := strings.TrimPrefix(loc, "s3://")
 	bucket, prefix, _ = strings.Cut(rest, "/")
 	prefix = strings.Trim(path.Clean("/"+prefix), "/")
@@ -187,11 +184,18 @@ func Failed(err error) bool {
 var ErrChanged = errors.New("the object changed since it was listed")
 
 // ReadFile reads the whole file name.
-func ReadFile(s Store, name string) ([]byte, error) { return fs.ReadFile(s, name) }
+func ReadFile(ctx context.Context, s Store, name string) ([]byte, error) {
+	f, err := s.Open(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
 
 // WriteFile writes name whole.
-func WriteFile(s Store, name string, data []byte) error {
-	w, err := s.Create(name)
+func WriteFile(ctx context.Context, s Store, name string, data []byte) error {
+	w, err := s.Create(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -203,24 +207,14 @@ func WriteFile(s Store, name string, data []byte) error {
 }
 
 // IsDir tells whether name is a folder of s.
-func IsDir(s Store, name string) bool {
-	st, err := s.Stat(name)
+func IsDir(ctx context.Context, s Store, name string) bool {
+	st, err := s.Stat(ctx, name)
 	return err == nil && st.IsDir()
-}
-
-// OpenFile opens the file at loc, a local path or an s3:// URL.
-func OpenFile(ctx context.Context, loc string) (fs.File, error) {
-	parent, base := Split(loc)
-	st, err := Open(ctx, parent)
-	if err != nil {
-		return nil, err
-	}
-	return st.Open(base)
 }
 
 // Upload copies every file under the local folder dir into dst, at the
 // same names.
-func Upload(dst Store, dir string) error {
+func Upload(ctx context.Context, dst Store, dir string) error {
 	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -234,7 +228,7 @@ func Upload(dst Store, dir string) error {
 			return err
 		}
 		defer f.Close()
-		w, err := dst.Create(filepath.ToSlash(rel))
+		w, err := dst.Create(ctx, filepath.ToSlash(rel))
 		if err != nil {
 			return err
 		}
@@ -245,3 +239,16 @@ func Upload(dst Store, dir string) error {
 		return w.Commit()
 	})
 }
+
+// FS returns s as an io/fs file system whose calls run under ctx, for
+// fs.WalkDir and the other helpers of io/fs.
+func FS(ctx context.Context, s Store) fs.FS { return ctxFS{ctx, s} }
+
+type ctxFS struct {
+	ctx context.Context
+	s   Store
+}
+
+func (c ctxFS) Open(name string) (fs.File, error)          { return c.s.Open(c.ctx, name) }
+func (c ctxFS) ReadDir(name string) ([]fs.DirEntry, error) { return c.s.ReadDir(c.ctx, name) }
+func (c ctxFS) Stat(name string) (fs.FileInfo, error)      { return c.s.Stat(c.ctx, name) }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/s3test"
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/internal/store/location"
 )
 
 // stores returns a local Store and an S3 Store, both empty, for the same
@@ -22,7 +23,7 @@ import (
 func stores(t *testing.T) map[string]store.Store {
 	t.Helper()
 	s3test.Start(t, "test")
-	remote, err := store.Open(context.Background(), "s3://test/some/prefix")
+	remote, err := location.Open(context.Background(), "s3://test/some/prefix")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,22 +51,22 @@ func TestStore_WriteListRead(t *testing.T) {
 				"b/big.parquet":      random(17<<20+3, 3), // a multipart upload on S3
 			}
 			for name, data := range files {
-				if err := store.WriteFile(s, name, data); err != nil {
+				if err := store.WriteFile(t.Context(), s, name, data); err != nil {
 					t.Fatal(err)
 				}
 			}
 			// Nothing is visible before Commit, and Abort leaves nothing.
-			w, err := s.Create("a/aborted.lz4")
+			w, err := s.Create(t.Context(), "a/aborted.lz4")
 			if err != nil {
 				t.Fatal(err)
 			}
 			w.Write([]byte("half"))
-			if _, err := s.Stat("a/aborted.lz4"); !errors.Is(err, fs.ErrNotExist) {
+			if _, err := s.Stat(t.Context(), "a/aborted.lz4"); !errors.Is(err, fs.ErrNotExist) {
 				t.Fatalf("an uncommitted file is visible: %v", err)
 			}
 			w.Abort()
 
-			ents, err := s.ReadDir("a")
+			ents, err := s.ReadDir(t.Context(), "a")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -76,21 +77,21 @@ func TestStore_WriteListRead(t *testing.T) {
 			if got, want := names, []string{"2017-01-01/", "2017-01-02/", "top.json"}; !equal(got, want) {
 				t.Fatalf("ReadDir(a) = %v, want %v", got, want)
 			}
-			if !store.IsDir(s, "a/2017-01-01") || store.IsDir(s, "a/top.json") || store.IsDir(s, "nothing") {
+			if !store.IsDir(t.Context(), s, "a/2017-01-01") || store.IsDir(t.Context(), s, "a/top.json") || store.IsDir(t.Context(), s, "nothing") {
 				t.Fatal("IsDir is wrong")
 			}
-			if _, err := s.ReadDir("nothing"); !errors.Is(err, fs.ErrNotExist) {
+			if _, err := s.ReadDir(t.Context(), "nothing"); !errors.Is(err, fs.ErrNotExist) {
 				t.Fatalf("ReadDir of no folder: %v, want ErrNotExist", err)
 			}
 			for name, want := range files {
-				got, err := store.ReadFile(s, name)
+				got, err := store.ReadFile(t.Context(), s, name)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if !bytes.Equal(got, want) {
 					t.Fatalf("%s: read %d bytes differing from the %d written", name, len(got), len(want))
 				}
-				st, err := s.Stat(name)
+				st, err := s.Stat(t.Context(), name)
 				if err != nil || st.Size() != int64(len(want)) {
 					t.Fatalf("Stat(%s) = %v, %v", name, st, err)
 				}
@@ -99,7 +100,7 @@ func TestStore_WriteListRead(t *testing.T) {
 				}
 			}
 			// ReadAt, for Parquet footers.
-			f, err := s.Open("a/2017-01-01/x.lz4")
+			f, err := s.Open(t.Context(), "a/2017-01-01/x.lz4")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,16 +109,16 @@ func TestStore_WriteListRead(t *testing.T) {
 				t.Fatalf("ReadAt at the end = %d, %v", n, err)
 			}
 			f.Close()
-			if err := s.RemoveAll("a"); err != nil {
+			if err := s.RemoveAll(t.Context(), "a"); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Stat("a/top.json"); !errors.Is(err, fs.ErrNotExist) {
+			if _, err := s.Stat(t.Context(), "a/top.json"); !errors.Is(err, fs.ErrNotExist) {
 				t.Fatalf("after RemoveAll: %v", err)
 			}
-			if err := s.Remove("b/big.parquet"); err != nil {
+			if err := s.Remove(t.Context(), "b/big.parquet"); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Remove("b/big.parquet"); err != nil {
+			if err := s.Remove(t.Context(), "b/big.parquet"); err != nil {
 				t.Fatalf("removing a file that is not there: %v", err)
 			}
 		})
@@ -143,12 +144,12 @@ func TestS3_FaultsAreRetried(t *testing.T) {
 	t.Setenv("BACKFILL_S3_STALL", "300ms")
 	t.Setenv("BACKFILL_S3_MAX_BACKOFF", "50ms")
 	srv := s3test.Start(t, "test")
-	s, err := store.Open(context.Background(), "s3://test/p")
+	s, err := location.Open(context.Background(), "s3://test/p")
 	if err != nil {
 		t.Fatal(err)
 	}
 	data := random(1<<20+99, 4)
-	if err := store.WriteFile(s, "f", data); err != nil {
+	if err := store.WriteFile(t.Context(), s, "f", data); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []s3test.Fault{
@@ -159,7 +160,7 @@ func TestS3_FaultsAreRetried(t *testing.T) {
 		{Kind: s3test.Status503, Method: "GET", Ranged: true, Times: 2},
 	} {
 		srv.Inject(f)
-		got, err := store.ReadFile(s, "f")
+		got, err := store.ReadFile(t.Context(), s, "f")
 		if err != nil {
 			t.Fatalf("fault %+v: %v", f, err)
 		}
@@ -177,12 +178,12 @@ func TestS3_FaultsAreRetried(t *testing.T) {
 func TestS3_RetriesRunOut(t *testing.T) {
 	t.Setenv("BACKFILL_S3_MAX_BACKOFF", "50ms")
 	srv := s3test.Start(t, "test")
-	s, _ := store.Open(context.Background(), "s3://test")
-	if err := store.WriteFile(s, "f", random(10000, 5)); err != nil {
+	s, _ := location.Open(context.Background(), "s3://test")
+	if err := store.WriteFile(t.Context(), s, "f", random(10000, 5)); err != nil {
 		t.Fatal(err)
 	}
 	srv.Inject(s3test.Fault{Kind: s3test.Drop, Ranged: true, After: 10, Times: 1000})
-	_, err := store.ReadFile(s, "f")
+	_, err := store.ReadFile(t.Context(), s, "f")
 	if !store.Failed(err) {
 		t.Fatalf("err = %v, want a store *Error", err)
 	}
@@ -194,14 +195,14 @@ func TestS3_ChangedObject(t *testing.T) {
 	t.Setenv("BACKFILL_S3_CHUNK", strconv.Itoa(64<<10))
 	t.Setenv("BACKFILL_S3_READAHEAD", "0")
 	s3test.Start(t, "test")
-	s, _ := store.Open(context.Background(), "s3://test")
-	if err := store.WriteFile(s, "d/f", random(300<<10, 6)); err != nil {
+	s, _ := location.Open(context.Background(), "s3://test")
+	if err := store.WriteFile(t.Context(), s, "d/f", random(300<<10, 6)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ReadDir("d"); err != nil {
+	if _, err := s.ReadDir(t.Context(), "d"); err != nil {
 		t.Fatal(err)
 	}
-	f, err := s.Open("d/f")
+	f, err := s.Open(t.Context(), "d/f")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +211,7 @@ func TestS3_ChangedObject(t *testing.T) {
 	if _, err := io.ReadFull(f, buf); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.WriteFile(s, "d/f", random(300<<10, 7)); err != nil {
+	if err := store.WriteFile(t.Context(), s, "d/f", random(300<<10, 7)); err != nil {
 		t.Fatal(err)
 	}
 	_, err = io.ReadAll(f)
@@ -222,18 +223,18 @@ func TestS3_ChangedObject(t *testing.T) {
 func TestLock(t *testing.T) {
 	for kind, s := range stores(t) {
 		t.Run(kind, func(t *testing.T) {
-			l, err := s.Lock(".lock")
+			l, err := s.Lock(t.Context(), ".lock")
 			if err != nil {
 				t.Fatal(err)
 			}
-			h, held := s.Holder(".lock")
+			h, held := s.Holder(t.Context(), ".lock")
 			if !held || h.PID != os.Getpid() {
 				t.Fatalf("Holder = %+v, %v", h, held)
 			}
 			// On S3 the lock is an object; on disk an flock, which one
 			// process holds once per open file.
 			if kind == "s3" {
-				_, err := s.Lock(".lock")
+				_, err := s.Lock(t.Context(), ".lock")
 				var le *store.LockedError
 				if !errors.As(err, &le) || le.Holder.PID != os.Getpid() {
 					t.Fatalf("second Lock: %v, want a LockedError naming this process", err)
@@ -242,10 +243,10 @@ func TestLock(t *testing.T) {
 			if err := l.Unlock(); err != nil {
 				t.Fatal(err)
 			}
-			if _, held := s.Holder(".lock"); held {
+			if _, held := s.Holder(t.Context(), ".lock"); held {
 				t.Fatal("held after Unlock")
 			}
-			l2, err := s.Lock(".lock")
+			l2, err := s.Lock(t.Context(), ".lock")
 			if err != nil {
 				t.Fatalf("Lock after Unlock: %v", err)
 			}
@@ -259,7 +260,7 @@ func TestLock(t *testing.T) {
 func TestS3Lock_Stale(t *testing.T) {
 	t.Setenv("BACKFILL_S3_LOCK_TTL", "2s")
 	s3test.Start(t, "test")
-	s, _ := store.Open(context.Background(), "s3://test/out")
+	s, _ := location.Open(context.Background(), "s3://test/out")
 	host, _ := os.Hostname()
 	for _, tc := range []struct {
 		body  string
@@ -270,10 +271,10 @@ func TestS3Lock_Stale(t *testing.T) {
 		{`{"pid": 1, "host": "elsewhere", "renewed": "2099-01-01T00:00:00Z"}`, false},            // live elsewhere
 		{`{"pid": 1, "host": "` + host + `", "renewed": "2099-01-01T00:00:00Z"}`, false},         // live here
 	} {
-		if err := store.WriteFile(s, ".lock", []byte(tc.body)); err != nil {
+		if err := store.WriteFile(t.Context(), s, ".lock", []byte(tc.body)); err != nil {
 			t.Fatal(err)
 		}
-		l, err := s.Lock(".lock")
+		l, err := s.Lock(t.Context(), ".lock")
 		var le *store.LockedError
 		switch {
 		case tc.taken && err != nil:
@@ -291,8 +292,8 @@ func TestS3Lock_Stale(t *testing.T) {
 func TestS3Lock_Lost(t *testing.T) {
 	t.Setenv("BACKFILL_S3_LOCK_TTL", "300ms")
 	s3test.Start(t, "test")
-	s, _ := store.Open(context.Background(), "s3://test/out")
-	l, err := s.Lock(".lock")
+	s, _ := location.Open(context.Background(), "s3://test/out")
+	l, err := s.Lock(t.Context(), ".lock")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +302,7 @@ func TestS3Lock_Lost(t *testing.T) {
 	if err := l.Lost(); err != nil {
 		t.Fatalf("Lost while held: %v", err)
 	}
-	if err := store.WriteFile(s, ".lock", []byte(`{"pid": 1, "host": "elsewhere"}`)); err != nil {
+	if err := store.WriteFile(t.Context(), s, ".lock", []byte(`{"pid": 1, "host": "elsewhere"}`)); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -320,19 +321,19 @@ func TestS3Lock_Lost(t *testing.T) {
 // (1,000 keys) are all listed.
 func TestS3_ListingPages(t *testing.T) {
 	srv := s3test.Start(t, "test")
-	s, _ := store.Open(context.Background(), "s3://test/p")
+	s, _ := location.Open(context.Background(), "s3://test/p")
 	const n = 1003
 	for i := range n {
-		if err := store.WriteFile(s, fmt.Sprintf("flat/%04d", i), nil); err != nil {
+		if err := store.WriteFile(t.Context(), s, fmt.Sprintf("flat/%04d", i), nil); err != nil {
 			t.Fatal(err)
 		}
-		if err := store.WriteFile(s, fmt.Sprintf("nested/%04d/f", i), nil); err != nil {
+		if err := store.WriteFile(t.Context(), s, fmt.Sprintf("nested/%04d/f", i), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, dir := range []string{"flat", "nested"} {
 		gets := srv.Requests("GET")
-		ents, err := s.ReadDir(dir)
+		ents, err := s.ReadDir(t.Context(), dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -343,10 +344,10 @@ func TestS3_ListingPages(t *testing.T) {
 			t.Fatalf("ReadDir(%s): %d entries, want %d", dir, len(ents), n)
 		}
 	}
-	if err := s.RemoveAll("nested"); err != nil {
+	if err := s.RemoveAll(t.Context(), "nested"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ReadDir("nested"); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := s.ReadDir(t.Context(), "nested"); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("after RemoveAll of %d keys: %v", n, err)
 	}
 }

@@ -12,11 +12,13 @@ import (
 	"testing"
 
 	"github.com/backfill-dev/backfill/internal/corpus"
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/reader"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
+	"github.com/backfill-dev/backfill/pipeline/stamp"
 )
 
 // genBoth writes a corpus in both forms with every report-level
@@ -49,7 +51,7 @@ type outcome struct {
 func runWith(t testing.TB, cfg job.Config) outcome {
 	t.Helper()
 	out := t.TempDir()
-	s, err := parquetfile.Open(out)
+	s, err := parquetfile.Open(t.Context(), store.Local(out))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,9 +62,9 @@ func runWith(t testing.TB, cfg job.Config) outcome {
 		t.Fatal(err)
 	}
 	o := outcome{ids: map[mkey]int64{}, summary: sum}
-	buckets, _ := job.ListBuckets(cfg.In)
+	buckets, _ := stamp.ListBuckets(t.Context(), cfg.In)
 	for _, b := range buckets {
-		rows, err := parquetfile.ReadMeasurements(filepath.Join(out, "measurements", b+".parquet"))
+		rows, err := parquetfile.ReadMeasurements(t.Context(), store.Local(out), "measurements/"+b+".parquet")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,10 +111,10 @@ func TestRun_AutoclavedAgreesWithCanned(t *testing.T) {
 	}
 	byPolicy := map[reader.Ndx]map[mkey]int64{}
 	for _, ndx := range []reader.Ndx{reader.NdxBlobs, reader.NdxDatums} {
-		c := runWith(t, job.Config{In: canned, Ndx: ndx})
-		d := runWith(t, job.Config{In: auto, Ndx: ndx, VerifySHA1: true})
-		x := runWith(t, job.Config{In: auto, Ndx: ndx, FromIndex: true})
-		forced := runWith(t, job.Config{In: auto, Ndx: ndx, Format: reader.FormatAutoclaved})
+		c := runWith(t, job.Config{In: store.Local(canned), Ndx: ndx})
+		d := runWith(t, job.Config{In: store.Local(auto), Ndx: ndx, VerifySHA1: true})
+		x := runWith(t, job.Config{In: store.Local(auto), Ndx: ndx, FromIndex: true})
+		forced := runWith(t, job.Config{In: store.Local(auto), Ndx: ndx, Format: reader.FormatAutoclaved})
 		sameIDs(t, string(ndx)+": canned against the data path", c.ids, d.ids)
 		sameIDs(t, string(ndx)+": data path against --from-index", d.ids, x.ids)
 		sameIDs(t, string(ndx)+": auto against --format autoclaved", d.ids, forced.ids)
@@ -180,7 +182,7 @@ func TestRun_AutoclavedAgreesWithCanned(t *testing.T) {
 // A run reading autoclaved data from the index alone reads no data.
 func TestRun_FromIndexReadsNoData(t *testing.T) {
 	dir := genBoth(t, 1, 40)
-	x := runWith(t, job.Config{In: filepath.Join(dir, "autoclaved"), FromIndex: true})
+	x := runWith(t, job.Config{In: store.Local(filepath.Join(dir, "autoclaved")), FromIndex: true})
 	if x.summary.BytesOut != 0 || len(x.ids) == 0 {
 		t.Errorf("from the index: %d bytes decompressed, %d IDs", x.summary.BytesOut, len(x.ids))
 	}
@@ -360,7 +362,7 @@ func TestRun_AutoclavedBadInput(t *testing.T) {
 			os.Truncate(p, st.Size()-100)
 		}, []want{{tarFile, "", deadletter.SizeMismatch}}, []want{{tarFile, "", deadletter.LZ4Truncated}}},
 	}
-	ref := runWith(t, job.Config{In: clean, FromIndex: true})
+	ref := runWith(t, job.Config{In: store.Local(clean), FromIndex: true})
 	if len(ref.dead) != 0 {
 		t.Fatalf("the clean corpus has dead letters: %v", ref.dead)
 	}
@@ -380,7 +382,7 @@ func TestRun_AutoclavedBadInput(t *testing.T) {
 				if mode.want == nil {
 					continue
 				}
-				o := runWith(t, job.Config{In: dir, FromIndex: mode.fromIndex})
+				o := runWith(t, job.Config{In: store.Local(dir), FromIndex: mode.fromIndex})
 				named := map[string]bool{}
 				for _, d := range o.dead {
 					if d.Bucket != bucket || d.File == "" || d.Reason == "" || d.Message == "" {

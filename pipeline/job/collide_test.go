@@ -8,10 +8,12 @@ import (
 	"testing"
 
 	"github.com/backfill-dev/backfill/internal/corpus"
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
+	"github.com/backfill-dev/backfill/pipeline/stamp"
 )
 
 // narrow is a scheme under which the colliding corpus collides often.
@@ -43,12 +45,12 @@ func skipUnderRace(t *testing.T) {
 
 func runScheme(t testing.TB, in, out string, workers int, buckets ...string) job.Summary {
 	t.Helper()
-	s, err := parquetfile.Open(out)
+	s, err := parquetfile.Open(t.Context(), store.Local(out))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	sum, err := job.Run(context.Background(), job.Config{In: in, Buckets: buckets, Workers: workers, Scheme: narrow, MaxBlob: maxBlob, Version: "test"}, s)
+	sum, err := job.Run(context.Background(), job.Config{In: store.Local(in), Buckets: buckets, Workers: workers, Scheme: narrow, MaxBlob: maxBlob, Version: "test"}, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +178,7 @@ func TestRun_CollisionsOrderIndependent(t *testing.T) {
 	if len(losers) < 5 || across < 2 {
 		t.Fatalf("%d colliding reports, %d across buckets: too few to prove anything", len(losers), across)
 	}
-	buckets, err := job.ListBuckets(in)
+	buckets, err := stamp.ListBuckets(t.Context(), store.Local(in))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,9 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/reader"
+	"github.com/backfill-dev/backfill/pipeline/stamp"
 )
 
 // indexReport is a report of an autoclaved index: the lines of its rows.
@@ -76,12 +78,12 @@ func deadKeys(dead []deadletter.Record) []deadKey {
 func TestRun_CannedCheck(t *testing.T) {
 	dir := genBoth(t, 1, 150)
 	canned, auto := filepath.Join(dir, "canned"), filepath.Join(dir, "autoclaved")
-	buckets, _ := job.ListBuckets(auto)
+	buckets, _ := stamp.ListBuckets(t.Context(), store.Local(auto))
 	bucket := buckets[0]
 
-	for _, mode := range []job.Config{{In: auto}, {In: auto, FromIndex: true, Ndx: reader.NdxDatums}} {
+	for _, mode := range []job.Config{{In: store.Local(auto)}, {In: store.Local(auto), FromIndex: true, Ndx: reader.NdxDatums}} {
 		plain := runWith(t, mode)
-		mode.Canned = canned
+		mode.Canned = store.Local(canned)
 		checked := runWith(t, mode)
 		sameIDs(t, "with --canned against without", plain.ids, checked.ids)
 		if a, b := fmt.Sprint(deadKeys(plain.dead)), fmt.Sprint(deadKeys(checked.dead)); a != b {
@@ -130,9 +132,9 @@ func TestRun_CannedCheck(t *testing.T) {
 		cut.textname:     "the index has the slicer give up at byte 1",
 		dropped.textname: fmt.Sprintf("the index lists %d measurements, the canned report holds %d", len(dropped.blobs)-1, len(dropped.blobs)),
 	}
-	ref := runWith(t, job.Config{In: auto})
+	ref := runWith(t, job.Config{In: store.Local(auto)})
 	for _, fromIndex := range []bool{false, true} {
-		o := runWith(t, job.Config{In: tampered, FromIndex: fromIndex, Canned: canned})
+		o := runWith(t, job.Config{In: store.Local(tampered), FromIndex: fromIndex, Canned: store.Local(canned)})
 		got := map[string]string{}
 		for _, d := range o.dead {
 			if d.Reason != deadletter.CannedMismatch {
@@ -175,7 +177,7 @@ func TestRun_CannedCheck(t *testing.T) {
 	for _, tc := range []struct {
 		canned, file, textname string
 	}{{partial, bucket + "/" + gone, ""}, {t.TempDir(), "", ""}} {
-		o := runWith(t, job.Config{In: auto, FromIndex: true, Canned: tc.canned})
+		o := runWith(t, job.Config{In: store.Local(auto), FromIndex: true, Canned: store.Local(tc.canned)})
 		var got []deadletter.Record
 		for _, d := range o.dead {
 			if d.Reason == deadletter.CannedMismatch {

@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/load"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
@@ -33,9 +34,9 @@ import (
 
 // Config says what to run.
 type Config struct {
-	In      string   // the folder of bucket folders
-	Buckets []string // to run; all bucket folders when empty
-	Workers int      // containers read at once; 0 means 1
+	In      store.Store // the folder of bucket folders
+	Buckets []string    // to run; all bucket folders when empty
+	Workers int         // containers read at once; 0 means 1
 	Scheme  ooid.Scheme
 	Resume  bool  // skip buckets the sink has committed with the same input and scheme
 	MaxBlob int64 // blob size over which a measurement is flagged; 0 for the default
@@ -53,7 +54,7 @@ type Config struct {
 	// Canned, when set, is a folder of the same buckets in canned form:
 	// each autoclaved file is compared with its canned form
 	// (reader.CannedCheck), which checks every orig_sha1.
-	Canned string
+	Canned store.Store
 	// Ignored are folders beside the buckets whose names are not bucket
 	// dates (stamp.Input.Ignored); each is a notice of the summary.
 	Ignored []string
@@ -112,10 +113,6 @@ func (s *Summary) add(c stamped.Counts) {
 		s.DeadLetters += n
 	}
 }
-
-// ListBuckets returns the bucket folders of dir (YYYY-MM-DD names; dir a
-// local folder or an s3:// prefix) in order.
-func ListBuckets(dir string) ([]string, error) { return stamp.ListBuckets(context.Background(), dir) }
 
 // Run runs the backfill into s. Problems with the data become dead-letter
 // records; the error is for the run itself (a sink failure, ctx).
@@ -194,7 +191,7 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (sum Summary, err error) 
 			return addCommitted(ctx, s, b.Meta, &sum)
 		case err != nil:
 			if fr, ok := s.(sink.FailureRecorder); ok && ctx.Err() == nil {
-				fr.RecordFailure(b.Meta, err)
+				fr.RecordFailure(ctx, b.Meta, err)
 			}
 			return err
 		}

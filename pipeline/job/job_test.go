@@ -16,10 +16,12 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/backfill-dev/backfill/internal/corpus"
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
+	"github.com/backfill-dev/backfill/pipeline/stamp"
 )
 
 const maxBlob = 256 << 10
@@ -58,12 +60,12 @@ func runJob(t testing.TB, ctx context.Context, in, out string, workers int, buck
 
 func runJobSHA1(t testing.TB, ctx context.Context, in, out string, workers int, verify bool, buckets ...string) (job.Summary, error) {
 	t.Helper()
-	s, err := parquetfile.Open(out)
+	s, err := parquetfile.Open(t.Context(), store.Local(out))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	return job.Run(ctx, job.Config{In: in, Buckets: buckets, Workers: workers, Scheme: ooid.DefaultScheme, MaxBlob: maxBlob, Version: "test", VerifySHA1: verify}, s)
+	return job.Run(ctx, job.Config{In: store.Local(in), Buckets: buckets, Workers: workers, Scheme: ooid.DefaultScheme, MaxBlob: maxBlob, Version: "test", VerifySHA1: verify}, s)
 }
 
 func readParquet[T any](t testing.TB, path string) []T {
@@ -105,7 +107,7 @@ func readParquetScheme[T any](t testing.TB, path, bits, offset string) []T {
 
 func readDeadLetters(t testing.TB, path string) []deadletter.Record {
 	t.Helper()
-	out, err := parquetfile.ReadDeadLetters(path)
+	out, err := parquetfile.ReadDeadLetters(context.Background(), store.Local(filepath.Dir(path)), filepath.Base(path))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +161,7 @@ func TestRun_GroundTruth(t *testing.T) {
 			t.Errorf("the corpus has no %s case", k)
 		}
 	}
-	buckets, _ := job.ListBuckets(in)
+	buckets, _ := stamp.ListBuckets(t.Context(), store.Local(in))
 	gotN := map[string]int{}
 	seen := map[int64]bool{}
 	gotReasons := map[key][]string{}
@@ -293,8 +295,8 @@ func TestRun_InterruptAndResume(t *testing.T) {
 		out := t.TempDir()
 		ctx, cancel := context.WithCancel(context.Background())
 		calls := 0
-		s, _ := parquetfile.Open(out)
-		_, err := job.Run(ctx, job.Config{In: in, Workers: 2, Scheme: ooid.DefaultScheme, MaxBlob: maxBlob, Version: "test",
+		s, _ := parquetfile.Open(t.Context(), store.Local(out))
+		_, err := job.Run(ctx, job.Config{In: store.Local(in), Workers: 2, Scheme: ooid.DefaultScheme, MaxBlob: maxBlob, Version: "test",
 			Progress: func(job.Progress) {
 				if calls++; calls == stopAt {
 					cancel()
@@ -314,8 +316,8 @@ func TestRun_InterruptAndResume(t *testing.T) {
 		if tmp, _ := os.ReadDir(filepath.Join(out, ".tmp")); len(tmp) != 0 {
 			t.Errorf("stop at %d: %d temporary folders left", stopAt, len(tmp))
 		}
-		s2, _ := parquetfile.Open(out)
-		sum, err := job.Run(context.Background(), job.Config{In: in, Workers: 2, Scheme: ooid.DefaultScheme, MaxBlob: maxBlob, Version: "test", Resume: true}, s2)
+		s2, _ := parquetfile.Open(t.Context(), store.Local(out))
+		sum, err := job.Run(context.Background(), job.Config{In: store.Local(in), Workers: 2, Scheme: ooid.DefaultScheme, MaxBlob: maxBlob, Version: "test", Resume: true}, s2)
 		s2.Close()
 		if err != nil {
 			t.Fatal(err)
@@ -338,12 +340,12 @@ func TestRun_InterruptAndResume(t *testing.T) {
 }
 
 func runJobResume(t testing.TB, in, out string, scheme ooid.Scheme) (job.Summary, error) {
-	s, err := parquetfile.Open(out)
+	s, err := parquetfile.Open(t.Context(), store.Local(out))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	return job.Run(context.Background(), job.Config{In: in, Workers: 2, Scheme: scheme, MaxBlob: maxBlob, Version: "test", Resume: true}, s)
+	return job.Run(context.Background(), job.Config{In: store.Local(in), Workers: 2, Scheme: scheme, MaxBlob: maxBlob, Version: "test", Resume: true}, s)
 }
 
 // The real OONI samples (testdata/ooni), packed into a bucket by GNU tar,

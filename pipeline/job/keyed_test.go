@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/backfill-dev/backfill/internal/corpus"
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/keysearch"
@@ -84,12 +85,12 @@ func TestRun_KeyedScheme(t *testing.T) {
 		t.Log("a single key was enough")
 	}
 	run := func(out string, s ooid.Scheme, resume bool, buckets ...string) (job.Summary, error) {
-		sk, err := parquetfile.Open(out)
+		sk, err := parquetfile.Open(t.Context(), store.Local(out))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer sk.Close()
-		return job.Run(context.Background(), job.Config{In: in, Buckets: buckets, Workers: 2, Scheme: s, MaxBlob: maxBlob, Version: "test", Resume: resume}, sk)
+		return job.Run(context.Background(), job.Config{In: store.Local(in), Buckets: buckets, Workers: 2, Scheme: s, MaxBlob: maxBlob, Version: "test", Resume: resume}, sk)
 	}
 	out := t.TempDir()
 	sum, err := run(out, scheme, false)
@@ -117,7 +118,7 @@ func TestRun_KeyedScheme(t *testing.T) {
 			}
 		}
 	}
-	states, err := parquetfile.ReadState(out)
+	states, err := parquetfile.ReadState(t.Context(), store.Local(out))
 	if err != nil || len(states) != 4 {
 		t.Fatalf("ledger: %v %v", states, err)
 	}

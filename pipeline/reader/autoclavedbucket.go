@@ -2,6 +2,7 @@ package reader
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -85,29 +86,29 @@ type Options struct {
 // Open lists the local bucket folder dir, tells its layout and reads its
 // index, as OpenIn does.
 func Open(dir string, opt Options) (*Bucket, error) {
-	parent, date := store.Split(dir)
-	return OpenIn(store.Local(parent), date, opt)
+	parent, date := store.Local(dir).Parent()
+	return OpenIn(context.Background(), parent, date, opt)
 }
 
 // OpenIn lists the bucket folder date of fsys, tells its layout and reads
-// its index.
+// its index. Its files are read under ctx.
 // Problems with the index or with files are in Bucket.Problems; the error
 // is only for a folder that cannot be listed or a bad Format.
 //
 // The folder is listed once and the index opened once: its first row
 // tells the layout before it is read as that layout's index.
-func OpenIn(fsys store.Store, date string, opt Options) (*Bucket, error) {
+func OpenIn(ctx context.Context, fsys store.Store, date string, opt Options) (*Bucket, error) {
 	format := opt.Format
 	switch format {
 	case "", FormatAuto, FormatCanned, FormatAutoclaved:
 	default:
 		return nil, fmt.Errorf("unknown format %q (want auto, canned or autoclaved)", opt.Format)
 	}
-	l, err := listBucket(fsys, date)
+	l, err := listBucket(ctx, fsys, date)
 	if err != nil {
 		return nil, err
 	}
-	ix := openIndex(fsys, date, l.fp)
+	ix := openIndex(ctx, fsys, date, l.fp)
 	defer ix.close()
 	if format == "" || format == FormatAuto {
 		format = l.detect(ix)
@@ -134,7 +135,7 @@ func (l *listing) detect(ix *index) Format {
 		return FormatCanned
 	}
 	for _, name := range l.lz4s {
-		f, err := l.b.FS.Open(path.Join(l.b.Date, name))
+		f, err := l.b.FS.Open(l.b.ctx, path.Join(l.b.Date, name))
 		if err != nil {
 			continue
 		}

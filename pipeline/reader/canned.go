@@ -57,8 +57,9 @@ type Container struct {
 type Bucket struct {
 	Format     Format // FormatCanned or FormatAutoclaved
 	Date       string
-	Dir        string      // where the bucket folder is, as shown to a person
-	FS         store.Store // the folder of bucket folders: the bucket is its folder Date
+	Dir        string          // where the bucket folder is, as shown to a person
+	FS         store.Store     // the folder of bucket folders: the bucket is its folder Date
+	ctx        context.Context // what its files are read under
 	Containers []Container
 	Problems   []deadletter.Record
 	// Fingerprint changes when the index or any file's name, size or
@@ -122,9 +123,9 @@ type listing struct {
 // and a fingerprint hash fed with every entry's name, size and
 // modification time (on S3, its ETag). Anything else is a problem of the
 // bucket.
-func listBucket(fsys store.Store, date string) (*listing, error) {
-	b := &Bucket{Date: date, Dir: fsys.Where(date), FS: fsys, Format: FormatCanned}
-	ents, err := fsys.ReadDir(date)
+func listBucket(ctx context.Context, fsys store.Store, date string) (*listing, error) {
+	b := &Bucket{Date: date, Dir: fsys.Where(date), FS: fsys, ctx: ctx, Format: FormatCanned}
+	ents, err := fsys.ReadDir(ctx, date)
 	if err != nil {
 		return nil, err
 	}
@@ -171,8 +172,8 @@ type Listing struct {
 }
 
 // List lists the bucket folder date of fsys.
-func List(fsys store.Store, date string) (Listing, error) {
-	ents, err := fsys.ReadDir(date)
+func List(ctx context.Context, fsys store.Store, date string) (Listing, error) {
+	ents, err := fsys.ReadDir(ctx, date)
 	if err != nil {
 		return Listing{}, err
 	}
@@ -213,7 +214,7 @@ func (s *source) Read(p []byte) (int, error) {
 
 // open opens the file name of the bucket's Store.
 func (b *Bucket) open(name string) (*source, error) {
-	f, err := b.FS.Open(name)
+	f, err := b.FS.Open(b.ctx, name)
 	if err != nil {
 		return nil, err
 	}

@@ -32,7 +32,7 @@ func sampleBucket(t testing.TB) (*reader.Bucket, reader.Container, []byte) {
 	}
 	for _, c := range b.Containers {
 		if c.Tar && len(c.Entry.Texts) > 2 {
-			data, err := store.ReadFile(b.FS, c.Path)
+			data, err := store.ReadFile(t.Context(), b.FS, c.Path)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,6 +3,7 @@ package reader
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"io"
 	"io/fs"
 
@@ -25,8 +26,8 @@ type index struct {
 // row decompressed from what it holds.
 const indexBuffer = 256 << 10
 
-func openIndex(fsys store.Store, date string, fp io.Writer) *index {
-	f, err := fsys.Open(date + "/" + IndexName)
+func openIndex(ctx context.Context, fsys store.Store, date string, fp io.Writer) *index {
+	f, err := fsys.Open(ctx, date+"/"+IndexName)
 	ix := &index{f: f, err: err, fp: fp}
 	if err == nil {
 		ix.raw = bufio.NewReaderSize(io.TeeReader(f, fp), indexBuffer)

@@ -91,5 +91,5 @@ type BucketWriter interface {
 // FailureRecorder is a Sink that keeps a record of a bucket whose load
 // failed, for the status command; the next commit of the bucket clears it.
 type FailureRecorder interface {
-	RecordFailure(m stamped.Meta, failure error)
+	RecordFailure(ctx context.Context, m stamped.Meta, failure error)
 }

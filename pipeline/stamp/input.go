@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -17,8 +16,8 @@ import (
 // Input is what --in names, resolved: the folder of bucket folders, the
 // buckets to run, and the folders under it that are not buckets.
 type Input struct {
-	Dir     string   // the folder of bucket folders (a local path or s3://…)
-	Buckets []string // YYYY-MM-DD names, sorted
+	Dir     store.Store // the folder of bucket folders (a local folder or an s3:// prefix)
+	Buckets []string    // YYYY-MM-DD names, sorted
 	// Ignored are the sub-folders of Dir whose names are not bucket dates
 	// (2016-3-1, 2016-03-01.bak): they are skipped, with a notice each.
 	Ignored []string
@@ -38,23 +37,20 @@ func inputErr(format string, args ...any) error {
 	return &InputError{msg: fmt.Sprintf(format, args...)}
 }
 
-// ResolveInput resolves in: a folder (or s3:// prefix) of bucket folders,
+// ResolveInput resolves fsys, what --in names: a folder (or s3:// prefix) of bucket folders,
 // or a single bucket folder (its name a date: it is the only bucket, and
 // its parent the folder of buckets). names, when not empty, restricts the
 // buckets to those; each must be there. A folder with no bucket folder is
 // an error that says what was looked for and, where it sees one, which
 // folder was probably meant.
-func ResolveInput(ctx context.Context, in string, names []string) (Input, error) {
+func ResolveInput(ctx context.Context, fsys store.Store, names []string) (Input, error) {
+	in := fsys.Where(".")
 	for _, n := range names {
 		if !reader.IsBucketName(n) {
 			return Input{}, &InputError{msg: fmt.Sprintf("%q is not a bucket name (YYYY-MM-DD)", n), Name: true}
 		}
 	}
-	fsys, err := store.Open(ctx, in)
-	if err != nil {
-		return Input{}, inputErr("%s: %v", in, err)
-	}
-	st, err := fsys.Stat(".")
+	st, err := fsys.Stat(ctx, ".")
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return Input{}, inputErr("%s: no such folder", in)
@@ -63,22 +59,18 @@ func ResolveInput(ctx context.Context, in string, names []string) (Input, error)
 	case !st.IsDir():
 		return Input{}, inputErr("%s is a file; give the folder that holds the bucket folders (YYYY-MM-DD), or one bucket folder", in)
 	}
-	clean := in
-	if !store.IsRemote(in) {
-		clean = filepath.Clean(in)
-	}
-	if parent, base := store.Split(clean); reader.IsBucketName(base) {
+	if parent, base := fsys.Parent(); reader.IsBucketName(base) {
 		for _, n := range names {
 			if n != base {
 				return Input{}, inputErr("%s is the bucket folder of %s; bucket %s is not in it (give the folder above it to pick buckets)", in, base, n)
 			}
 		}
-		if _, err := fsys.ReadDir("."); err != nil {
+		if _, err := fsys.ReadDir(ctx, "."); err != nil {
 			return Input{}, inputErr("%s: %v", in, err)
 		}
 		return Input{Dir: parent, Buckets: []string{base}}, nil
 	}
-	ents, err := fsys.ReadDir(".")
+	ents, err := fsys.ReadDir(ctx, ".")
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return Input{}, inputErr("%s: no such folder", in)
@@ -86,10 +78,10 @@ func ResolveInput(ctx context.Context, in string, names []string) (Input, error)
 		return Input{}, inputErr("%s: %v", in, err)
 	}
 	var out Input
-	out.Dir = clean
+	out.Dir = fsys
 	have := map[string]bool{}
 	for _, e := range ents {
-		if !isDirEntry(fsys, ".", e) {
+		if !isDirEntry(ctx, fsys, ".", e) {
 			continue
 		}
 		if reader.IsBucketName(e.Name()) {
@@ -101,7 +93,7 @@ func ResolveInput(ctx context.Context, in string, names []string) (Input, error)
 	}
 	if len(out.Buckets) == 0 {
 		return Input{}, inputErr("%s holds no bucket folder (a folder named YYYY-MM-DD holding *.lz4 files and index.json.gz)%s",
-			in, suggest(fsys, ents))
+			in, suggest(ctx, fsys, ents))
 	}
 	if len(names) > 0 {
 		for _, n := range names {
@@ -116,12 +108,12 @@ func ResolveInput(ctx context.Context, in string, names []string) (Input, error)
 	return out, nil
 }
 
-func isDirEntry(fsys store.Store, dir string, e fs.DirEntry) bool {
+func isDirEntry(ctx context.Context, fsys store.Store, dir string, e fs.DirEntry) bool {
 	if e.IsDir() {
 		return true
 	}
 	if e.Type()&fs.ModeSymlink != 0 {
-		st, err := fsys.Stat(path.Join(dir, e.Name()))
+		st, err := fsys.Stat(ctx, path.Join(dir, e.Name()))
 		return err == nil && st.IsDir()
 	}
 	return false
@@ -130,22 +122,22 @@ func isDirEntry(fsys store.Store, dir string, e fs.DirEntry) bool {
 // suggest names the folders under the root of fsys that hold bucket
 // folders (the canned/ and autoclaved/ halves that gen --format both
 // writes), or says that it looks like a bucket folder with another name.
-func suggest(fsys store.Store, ents []fs.DirEntry) string {
+func suggest(ctx context.Context, fsys store.Store, ents []fs.DirEntry) string {
 	var hits []string
 	lz4 := false
 	for _, e := range ents {
 		if strings.HasSuffix(e.Name(), ".lz4") || e.Name() == reader.IndexName {
 			lz4 = true
 		}
-		if !isDirEntry(fsys, ".", e) {
+		if !isDirEntry(ctx, fsys, ".", e) {
 			continue
 		}
-		sub, err := fsys.ReadDir(e.Name())
+		sub, err := fsys.ReadDir(ctx, e.Name())
 		if err != nil {
 			continue
 		}
 		for _, s := range sub {
-			if reader.IsBucketName(s.Name()) && isDirEntry(fsys, e.Name(), s) {
+			if reader.IsBucketName(s.Name()) && isDirEntry(ctx, fsys, e.Name(), s) {
 				hits = append(hits, fsys.Where(e.Name()))
 				break
 			}

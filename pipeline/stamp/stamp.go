@@ -33,15 +33,15 @@ import (
 
 // Config says what to stamp.
 type Config struct {
-	In      string   // the folder of bucket folders: a local path or s3://bucket/prefix
-	Buckets []string // to stamp; all bucket folders of In when empty
-	Workers int      // containers read at once; 0 means 1
+	In      store.Store // the folder of bucket folders: a local folder or an s3:// prefix
+	Buckets []string    // to stamp; all bucket folders of In when empty
+	Workers int         // containers read at once; 0 means 1
 	Scheme  ooid.Scheme
 	Format  reader.Format      // FormatAuto when empty
 	Read    reader.ReadOptions // how containers are read, the ndx policy among them
 	// Canned, when set, is a folder (or s3:// prefix) of the same buckets in canned form:
 	// each autoclaved file is compared with its canned form.
-	Canned  string
+	Canned  store.Store
 	Version string // recorded in each bucket's Meta
 	// Skip, when set, is asked once per bucket, when its input is known
 	// (Meta.Fingerprint): a bucket it skips is emitted with Skipped set and
@@ -61,17 +61,9 @@ type Progress struct {
 }
 
 // ListBuckets returns the bucket folders (YYYY-MM-DD names) of the folder
-// or s3:// prefix dir, in order.
-func ListBuckets(ctx context.Context, dir string) ([]string, error) {
-	fsys, err := store.Open(ctx, dir)
-	if err != nil {
-		return nil, err
-	}
-	return listBuckets(fsys)
-}
-
-func listBuckets(fsys store.Store) ([]string, error) {
-	ents, err := fsys.ReadDir(".")
+// or s3:// prefix fsys, in order.
+func ListBuckets(ctx context.Context, fsys store.Store) ([]string, error) {
+	ents, err := fsys.ReadDir(ctx, ".")
 	if err != nil {
 		return nil, err
 	}
@@ -96,13 +88,11 @@ func NewPlan(ctx context.Context, cfg Config) (Plan, error) {
 	if err := cfg.Scheme.Validate(); err != nil {
 		return p, err
 	}
-	fsys, err := store.Open(ctx, cfg.In)
-	if err != nil {
-		return p, err
-	}
+	fsys := cfg.In
 	names := cfg.Buckets
 	if len(names) == 0 {
-		if names, err = listBuckets(fsys); err != nil {
+		var err error
+		if names, err = ListBuckets(ctx, fsys); err != nil {
 			return p, err
 		}
 	}
@@ -120,7 +110,7 @@ func NewPlan(ctx context.Context, cfg Config) (Plan, error) {
 	g.SetLimit(planListings)
 	for i, n := range p.Buckets {
 		g.Go(func() error {
-			ents, err := fsys.ReadDir(n)
+			ents, err := fsys.ReadDir(ctx, n)
 			switch {
 			case store.Failed(err):
 				errs[i] = err
@@ -165,17 +155,8 @@ func Run(ctx context.Context, cfg Config, plan Plan, emit func(*stamped.Bucket) 
 	if err := cfg.Read.Ndx.Set(string(cfg.Read.Ndx)); err != nil {
 		return fmt.Errorf("ndx policy %w", err)
 	}
-	cfg.Read.Canned = cfg.Canned != ""
-	in, err := store.Open(ctx, cfg.In)
-	if err != nil {
-		return err
-	}
-	var canned store.Store
-	if cfg.Canned != "" {
-		if canned, err = store.Open(ctx, cfg.Canned); err != nil {
-			return err
-		}
-	}
+	cfg.Read.Canned = cfg.Canned != nil
+	in, canned := cfg.In, cfg.Canned
 	names := plan.Buckets
 	prog := Progress{BucketsTotal: len(names), BytesTotal: plan.Bytes}
 	workers := max(cfg.Workers, 1)
@@ -188,7 +169,7 @@ func Run(ctx context.Context, cfg Config, plan Plan, emit func(*stamped.Bucket) 
 		defer close(tasks)
 		defer close(jobs)
 		for _, name := range names {
-			j := open(cfg, in, canned, name)
+			j := open(ctx, cfg, in, canned, name)
 			if j.err != nil {
 				return j.err
 			}
@@ -271,9 +252,9 @@ type task struct {
 // open opens bucket name of in: its folder, its index and, with canned,
 // its canned form. A bucket that cannot be read is a record of its own; a
 // failure of the store is j.err, which stops the run.
-func open(cfg Config, in, canned store.Store, name string) *bucketJob {
+func open(ctx context.Context, cfg Config, in, canned store.Store, name string) *bucketJob {
 	j := &bucketJob{out: stamped.Bucket{Meta: stamped.Meta{Bucket: name, Scheme: cfg.Scheme, NdxPolicy: string(cfg.Read.Ndx), Version: cfg.Version}}}
-	b, err := reader.OpenIn(in, name, cfg.Read.OpenOptions(cfg.Format))
+	b, err := reader.OpenIn(ctx, in, name, cfg.Read.OpenOptions(cfg.Format))
 	if store.Failed(err) {
 		j.err = err
 		return j
@@ -287,7 +268,7 @@ func open(cfg Config, in, canned store.Store, name string) *bucketJob {
 	j.out.Records = append(j.out.Records, b.Problems...)
 	if canned != nil && b.Format == reader.FormatAutoclaved {
 		var p *deadletter.Record
-		if j.canned, p, j.err = openCanned(canned, name); j.err != nil {
+		if j.canned, p, j.err = openCanned(ctx, canned, name); j.err != nil {
 			return j
 		}
 		if p != nil {
@@ -332,8 +313,8 @@ func (j *bucketJob) collect(ctx context.Context, sem chan struct{}, prog *Progre
 
 // openCanned opens the canned form of bucket name in fsys, or tells why it
 // cannot be compared with.
-func openCanned(fsys store.Store, name string) (*reader.Bucket, *deadletter.Record, error) {
-	cb, err := reader.OpenIn(fsys, name, reader.Options{Format: reader.FormatAuto})
+func openCanned(ctx context.Context, fsys store.Store, name string) (*reader.Bucket, *deadletter.Record, error) {
+	cb, err := reader.OpenIn(ctx, fsys, name, reader.Options{Format: reader.FormatAuto})
 	switch {
 	case store.Failed(err):
 		return nil, nil, err

@@ -31,8 +31,8 @@ func isBucket(name string) bool {
 }
 
 // Buckets implements sink.Rewriter: the buckets with a ledger entry.
-func (s *Sink) Buckets(context.Context) ([]string, error) {
-	ents, err := s.st.ReadDir("ledger")
+func (s *Sink) Buckets(ctx context.Context) ([]string, error) {
+	ents, err := s.st.ReadDir(ctx, "ledger")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -50,12 +50,12 @@ func (s *Sink) Buckets(context.Context) ([]string, error) {
 }
 
 // Manifest implements sink.Rewriter.
-func (s *Sink) Manifest(_ context.Context, bucket string) (stamped.Meta, []stamped.ManifestEntry, error) {
-	l, err := s.ReadLedger(bucket)
+func (s *Sink) Manifest(ctx context.Context, bucket string) (stamped.Meta, []stamped.ManifestEntry, error) {
+	l, err := s.ReadLedger(ctx, bucket)
 	if err != nil {
 		return stamped.Meta{}, nil, fmt.Errorf("bucket %s: ledger: %w", bucket, err)
 	}
-	rows, err := readRows[Report](s.st, s.path("reports", bucket, ".parquet"))
+	rows, err := readRows[Report](ctx, s.st, s.path("reports", bucket, ".parquet"))
 	if err != nil {
 		return stamped.Meta{}, nil, fmt.Errorf("bucket %s: %w", bucket, err)
 	}
@@ -72,9 +72,9 @@ func (l Ledger) Scheme() ooid.Scheme { return l.meta().Scheme }
 // CopyBucket copies a committed bucket's files from src (another output,
 // a shard's) into the sink's output, the ledger entry last, as a commit
 // does, and returns its ledger entry.
-func (s *Sink) CopyBucket(src store.Store, bucket string) (Ledger, error) {
+func (s *Sink) CopyBucket(ctx context.Context, src store.Store, bucket string) (Ledger, error) {
 	var l Ledger
-	lb, err := store.ReadFile(src, s.path("ledger", bucket, ".json"))
+	lb, err := store.ReadFile(ctx, src, s.path("ledger", bucket, ".json"))
 	if err != nil {
 		return l, fmt.Errorf("not committed in %s: %w", src.Where("."), err)
 	}
@@ -84,19 +84,19 @@ func (s *Sink) CopyBucket(src store.Store, bucket string) (Ledger, error) {
 	if err := s.lock.Lost(); err != nil {
 		return l, err
 	}
-	if err := s.st.Remove(s.path("ledger", bucket, ".json")); err != nil {
+	if err := s.st.Remove(ctx, s.path("ledger", bucket, ".json")); err != nil {
 		return l, err
 	}
 	for _, f := range []string{s.path("measurements", bucket, ".parquet"), s.path("reports", bucket, ".parquet"), s.path("dead-letters", bucket, ".jsonl")} {
-		data, err := store.ReadFile(src, f)
+		data, err := store.ReadFile(ctx, src, f)
 		if err != nil {
 			return l, err
 		}
-		if err := store.WriteFile(s.st, f, data); err != nil {
+		if err := store.WriteFile(ctx, s.st, f, data); err != nil {
 			return l, err
 		}
 	}
-	return l, store.WriteFile(s.st, s.path("ledger", bucket, ".json"), lb)
+	return l, store.WriteFile(ctx, s.st, s.path("ledger", bucket, ".json"), lb)
 }
 
 func (l Ledger) meta() stamped.Meta {
@@ -104,27 +104,23 @@ func (l Ledger) meta() stamped.Meta {
 		NdxPolicy: l.NdxPolicy, Version: l.Version}
 }
 
-// ReadReports reads a reports/B.parquet file (a local path or an s3:// URL).
-func ReadReports(path string) ([]Report, error) { return readRowsAt[Report](path) }
+// ReadReports reads the reports/B.parquet file name of the output st.
+func ReadReports(ctx context.Context, st store.Store, name string) ([]Report, error) {
+	return readRows[Report](ctx, st, name)
+}
 
-// ReadMeasurements reads a measurements/B.parquet file, in its order.
-func ReadMeasurements(path string) ([]Measurement, error) { return readRowsAt[Measurement](path) }
-
-func readRowsAt[T any](loc string) ([]T, error) {
-	parent, base := store.Split(loc)
-	st, err := store.Open(context.Background(), parent)
-	if err != nil {
-		return nil, err
-	}
-	return readRows[T](st, base)
+// ReadMeasurements reads the measurements/B.parquet file name of the
+// output st, in its order.
+func ReadMeasurements(ctx context.Context, st store.Store, name string) ([]Measurement, error) {
+	return readRows[Measurement](ctx, st, name)
 }
 
 // wholeRead bounds the objects read whole into memory before their
 // Parquet footer is parsed.
 const wholeRead = 256 << 20
 
-func readRows[T any](st store.Store, name string) ([]T, error) {
-	f, err := st.Open(name)
+func readRows[T any](ctx context.Context, st store.Store, name string) ([]T, error) {
+	f, err := st.Open(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -162,14 +158,14 @@ func readRows[T any](st store.Store, name string) ([]T, error) {
 	return rows, nil
 }
 
-// ReadDeadLetters reads a dead-letters/B.jsonl file (a local path or an
-// s3:// URL).
-func ReadDeadLetters(path string) ([]deadletter.Record, error) {
-	f, err := store.OpenFile(context.Background(), path)
+// ReadDeadLetters reads the dead-letters/B.jsonl file name of the output
+// st.
+func ReadDeadLetters(ctx context.Context, st store.Store, name string) ([]deadletter.Record, error) {
+	f, err := st.Open(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	return readDeadLetters(f, path)
+	return readDeadLetters(f, st.Where(name))
 }
 
 func readDeadLetters(f fs.File, path string) ([]deadletter.Record, error) {
@@ -191,15 +187,15 @@ func readDeadLetters(f fs.File, path string) ([]deadletter.Record, error) {
 // manifest and dead letters, through the same writer as a run, so the
 // files are those a run with the new verdicts writes.
 func (s *Sink) Reassign(ctx context.Context, scheme ooid.Scheme, bucket string, verdicts []stamped.Verdict) error {
-	l, err := s.ReadLedger(bucket)
+	l, err := s.ReadLedger(ctx, bucket)
 	if err != nil {
 		return fmt.Errorf("reassign %s: ledger: %w", bucket, err)
 	}
-	rows, err := readRows[Report](s.st, s.path("reports", bucket, ".parquet"))
+	rows, err := readRows[Report](ctx, s.st, s.path("reports", bucket, ".parquet"))
 	if err != nil {
 		return fmt.Errorf("reassign %s: %w", bucket, err)
 	}
-	dead, err := s.readDeadLetters(bucket)
+	dead, err := s.readDeadLetters(ctx, bucket)
 	if err != nil {
 		return fmt.Errorf("reassign %s: %w", bucket, err)
 	}
@@ -269,13 +265,8 @@ func (s *Sink) Reassign(ctx context.Context, scheme ooid.Scheme, bucket string, 
 	return err
 }
 
-func (s *Sink) readDeadLetters(bucket string) ([]deadletter.Record, error) {
-	name := s.path("dead-letters", bucket, ".jsonl")
-	f, err := s.st.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	return readDeadLetters(f, s.st.Where(name))
+func (s *Sink) readDeadLetters(ctx context.Context, bucket string) ([]deadletter.Record, error) {
+	return ReadDeadLetters(ctx, s.st, s.path("dead-letters", bucket, ".jsonl"))
 }
 
 // stamped is the report of a row, its IDs recomputed under scheme.
@@ -301,16 +292,16 @@ func (row Report) stamped(scheme ooid.Scheme) (stamped.Report, error) {
 // report without one, and the dead letters but the collision records of
 // the reports rejected. Loading it into another sink through a Loader
 // commits what a run would have.
-func (s *Sink) Stamped(bucket string) (*stamped.Bucket, error) {
-	l, err := s.ReadLedger(bucket)
+func (s *Sink) Stamped(ctx context.Context, bucket string) (*stamped.Bucket, error) {
+	l, err := s.ReadLedger(ctx, bucket)
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: ledger: %w", bucket, err)
 	}
-	rows, err := readRows[Report](s.st, s.path("reports", bucket, ".parquet"))
+	rows, err := readRows[Report](ctx, s.st, s.path("reports", bucket, ".parquet"))
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", bucket, err)
 	}
-	dead, err := s.readDeadLetters(bucket)
+	dead, err := s.readDeadLetters(ctx, bucket)
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", bucket, err)
 	}

@@ -31,8 +31,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -94,7 +92,6 @@ const rowGroup = 128 << 10
 // Sink writes under a folder or an s3:// prefix. It holds the output's lock
 // from Open to Close: one writer per output.
 type Sink struct {
-	dir   string
 	st    store.Store
 	lock  store.Lock
 	owner bool // it holds the output's lock, not one of its own
@@ -129,66 +126,58 @@ func (e *LockedError) Error() string {
 	return fmt.Sprintf("%s is writing to %s; wait for it to finish, or write to another folder", who, e.Dir)
 }
 
-// Open prepares dir (a local folder or an s3:// prefix), takes its lock (a
-// second writer fails at once with a *LockedError) and clears what runs
-// that died left in its temporary folder.
-func Open(dir string) (*Sink, error) { return OpenLocked(dir, LockName) }
+// Open prepares the output st (a local folder or an s3:// prefix), takes
+// its lock (a second writer fails at once with a *LockedError) and clears
+// what runs that died left in its temporary folder.
+func Open(ctx context.Context, st store.Store) (*Sink, error) { return OpenLocked(ctx, st, LockName) }
 
-// OpenLocked opens dir as Open does, under the lock lockName instead of
+// OpenLocked opens st as Open does, under the lock lockName instead of
 // the output's: writers of disjoint buckets (the load of a plan's shards)
 // each take their own.
-func OpenLocked(dir, lockName string) (*Sink, error) {
-	st, err := store.Open(context.Background(), dir)
-	if err != nil {
-		return nil, err
-	}
-	if !store.IsRemote(dir) {
-		for _, d := range Dirs {
-			if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-				return nil, err
-			}
+func OpenLocked(ctx context.Context, st store.Store, lockName string) (*Sink, error) {
+	for _, d := range Dirs {
+		if err := st.MkdirAll(ctx, d); err != nil {
+			return nil, err
 		}
 	}
-	lock, err := st.Lock(lockName)
+	lock, err := st.Lock(ctx, lockName)
 	var le *store.LockedError
 	if errors.As(err, &le) {
-		return nil, &LockedError{Dir: dir, PID: le.Holder.PID, Host: le.Holder.Host}
+		return nil, &LockedError{Dir: st.Where("."), PID: le.Holder.PID, Host: le.Holder.Host}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", dir, err)
+		return nil, fmt.Errorf("lock %s: %w", st.Where("."), err)
 	}
 	// Holding the output's lock, whatever is in the temporary folder was
 	// left by a run that died. (Under a lock of its own, other writers may
 	// be writing there.)
 	whole := lockName == LockName
-	if whole && !store.IsRemote(dir) {
-		if err := st.RemoveAll(store.TmpDir); err != nil {
+	if whole {
+		if err := st.RemoveAll(ctx, store.TmpDir); err != nil {
 			lock.Unlock()
 			return nil, err
 		}
 	}
-	return &Sink{dir: dir, st: st, lock: lock, owner: whole}, nil
+	return &Sink{st: st, lock: lock, owner: whole}, nil
 }
 
-// Holder returns the PID of the run that holds dir's lock, if any.
-func Holder(dir string) (pid int, locked bool) {
-	st, err := store.Open(context.Background(), dir)
-	if err != nil {
-		return 0, false
-	}
-	h, locked := st.Holder(LockName)
+// Holder returns the PID of the run that holds the lock of the output st,
+// if any.
+func Holder(ctx context.Context, st store.Store) (pid int, locked bool) {
+	h, locked := st.Holder(ctx, LockName)
 	return h.PID, locked
 }
 
 // Close removes the temporary folder and releases the lock. Every bucket
-// is committed or aborted on its own before.
+// is committed or aborted on its own before. It runs when a run stops,
+// interrupted too, so nothing cancels it.
 func (s *Sink) Close() error {
 	if s.lock == nil {
 		return nil
 	}
 	var err error
-	if s.owner && !store.IsRemote(s.dir) {
-		err = s.st.RemoveAll(store.TmpDir)
+	if s.owner {
+		err = s.st.RemoveAll(context.Background(), store.TmpDir)
 	}
 	err = errors.Join(err, s.lock.Unlock())
 	s.lock = nil
@@ -201,9 +190,9 @@ func (s *Sink) path(sub, bucket, ext string) string {
 }
 
 // ReadLedger reads a bucket's ledger entry.
-func (s *Sink) ReadLedger(bucket string) (Ledger, error) {
+func (s *Sink) ReadLedger(ctx context.Context, bucket string) (Ledger, error) {
 	var l Ledger
-	b, err := store.ReadFile(s.st, s.path("ledger", bucket, ".json"))
+	b, err := store.ReadFile(ctx, s.st, s.path("ledger", bucket, ".json"))
 	if err != nil {
 		return l, err
 	}
@@ -211,7 +200,7 @@ func (s *Sink) ReadLedger(bucket string) (Ledger, error) {
 }
 
 // Begin implements sink.Sink.
-func (s *Sink) Begin(_ context.Context, m stamped.Meta) (sink.BucketWriter, error) {
+func (s *Sink) Begin(ctx context.Context, m stamped.Meta) (sink.BucketWriter, error) {
 	day, err := time.Parse("2006-01-02", m.Bucket)
 	if err != nil {
 		return nil, fmt.Errorf("parquetfile: bucket %q: %w", m.Bucket, err)
@@ -232,15 +221,15 @@ func (s *Sink) Begin(_ context.Context, m stamped.Meta) (sink.BucketWriter, erro
 		opts = append(opts, parquet.KeyValueMetadata("backfill.hash", ooid.HashSipHash),
 			parquet.KeyValueMetadata("backfill.key_table", m.Scheme.Table))
 	}
-	if w.mf, err = s.st.Create(s.path("measurements", m.Bucket, ".parquet")); err != nil {
+	if w.mf, err = s.st.Create(ctx, s.path("measurements", m.Bucket, ".parquet")); err != nil {
 		w.Abort()
 		return nil, err
 	}
-	if w.rf, err = s.st.Create(s.path("reports", m.Bucket, ".parquet")); err != nil {
+	if w.rf, err = s.st.Create(ctx, s.path("reports", m.Bucket, ".parquet")); err != nil {
 		w.Abort()
 		return nil, err
 	}
-	if w.df, err = s.st.Create(s.path("dead-letters", m.Bucket, ".jsonl")); err != nil {
+	if w.df, err = s.st.Create(ctx, s.path("dead-letters", m.Bucket, ".jsonl")); err != nil {
 		w.Abort()
 		return nil, err
 	}
@@ -324,7 +313,7 @@ func (w *bucketWriter) commit(ctx context.Context, c stamped.Counts) error {
 	// Drop the old ledger entry first: from here until the new one lands,
 	// --resume redoes the bucket.
 	st := w.s.st
-	if err := st.Remove(w.s.path("ledger", w.m.Bucket, ".json")); err != nil {
+	if err := st.Remove(ctx, w.s.path("ledger", w.m.Bucket, ".json")); err != nil {
 		w.Abort()
 		return err
 	}
@@ -334,12 +323,12 @@ func (w *bucketWriter) commit(ctx context.Context, c stamped.Counts) error {
 			return err
 		}
 	}
-	if err := store.WriteFile(st, w.s.path("ledger", w.m.Bucket, ".json"), append(lb, '\n')); err != nil {
+	if err := store.WriteFile(ctx, st, w.s.path("ledger", w.m.Bucket, ".json"), append(lb, '\n')); err != nil {
 		w.Abort()
 		return err
 	}
 	w.done = true
-	return st.Remove(w.s.path("ledger", w.m.Bucket, failedExt))
+	return st.Remove(ctx, w.s.path("ledger", w.m.Bucket, failedExt))
 }
 
 // Abort implements sink.BucketWriter.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
@@ -72,7 +73,7 @@ func commit(t *testing.T, s *parquetfile.Sink, rs []stamped.Report, records []de
 
 func open(t *testing.T, dir string) *parquetfile.Sink {
 	t.Helper()
-	s, err := parquetfile.Open(dir)
+	s, err := parquetfile.Open(t.Context(), store.Local(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestSink_Commit(t *testing.T) {
 	empty := deadletter.Record{Bucket: bucket, File: rs[0].Container, Textname: "x", Reason: deadletter.EmptyReport, Message: "m"}
 	bad := deadletter.Record{Bucket: bucket, File: rs[0].Container, Textname: "y", Reason: deadletter.BadTextname, Message: "m"}
 	c := commit(t, s, rs, []deadletter.Record{empty, bad})
-	ms, err := parquetfile.ReadMeasurements(filepath.Join(dir, "measurements", bucket+".parquet"))
+	ms, err := parquetfile.ReadMeasurements(t.Context(), store.Local(dir), "measurements/"+bucket+".parquet")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,15 +111,15 @@ func TestSink_Commit(t *testing.T) {
 	if i != len(ms) || negative != int(rs[2].N) {
 		t.Errorf("%d rows, %d negative; want %d, %d", len(ms), negative, i, rs[2].N)
 	}
-	got, err := parquetfile.ReadReports(filepath.Join(dir, "reports", bucket+".parquet"))
+	got, err := parquetfile.ReadReports(t.Context(), store.Local(dir), "reports/"+bucket+".parquet")
 	if err != nil || len(got) != len(rs) || got[1].Textname != rs[1].Textname || got[1].N != int64(rs[1].N) || got[1].CounterBase != int32(rs[1].ID.CounterBase()) {
 		t.Errorf("reports %+v, %v", got, err)
 	}
-	ds, err := parquetfile.ReadDeadLetters(filepath.Join(dir, "dead-letters", bucket+".jsonl"))
+	ds, err := parquetfile.ReadDeadLetters(t.Context(), store.Local(dir), "dead-letters/"+bucket+".jsonl")
 	if err != nil || len(ds) != 2 || ds[0].Kind != deadletter.Notice || ds[1].Kind != deadletter.Reject {
 		t.Errorf("records %+v, %v; want a notice and a reject", ds, err)
 	}
-	l, err := s.ReadLedger(bucket)
+	l, err := s.ReadLedger(t.Context(), bucket)
 	if err != nil || l.Counts.Measurements != c.Measurements || l.Counts.Rejects[deadletter.BadTextname] != 1 || l.Counts.DeadLetters[deadletter.EmptyReport] != 1 {
 		t.Errorf("ledger %+v, %v", l, err)
 	}
@@ -150,13 +151,13 @@ func TestSink_AbortAndFailure(t *testing.T) {
 			t.Errorf("%s holds %d files after Abort", sub, len(ents))
 		}
 	}
-	s.RecordFailure(meta(), errors.New("disk full"))
-	states, _ := parquetfile.ReadState(dir)
+	s.RecordFailure(t.Context(), meta(), errors.New("disk full"))
+	states, _ := parquetfile.ReadState(t.Context(), store.Local(dir))
 	if len(states) != 1 || states[0].Status != stamped.StatusFailed || states[0].Error != "disk full" {
 		t.Errorf("after a failure: %+v", states)
 	}
 	commit(t, s, rs, nil)
-	states, _ = parquetfile.ReadState(dir)
+	states, _ = parquetfile.ReadState(t.Context(), store.Local(dir))
 	if len(states) != 1 || states[0].Status != stamped.StatusCommitted {
 		t.Errorf("after the commit: %+v", states)
 	}
@@ -199,7 +200,7 @@ func TestSink_Reassign(t *testing.T) {
 			t.Errorf("reassigned %s differs from a run's", name)
 		}
 	}
-	l, _ := s.ReadLedger(bucket)
+	l, _ := s.ReadLedger(t.Context(), bucket)
 	if l.Counts.Reports != 2 || l.Counts.Rejects[deadletter.Collision] != 1 {
 		t.Errorf("ledger after the verdict: %+v", l.Counts)
 	}
@@ -217,13 +218,13 @@ func TestSink_Reassign(t *testing.T) {
 func TestSink_Lock(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir)
-	_, err := parquetfile.Open(dir)
+	_, err := parquetfile.Open(t.Context(), store.Local(dir))
 	var le *parquetfile.LockedError
 	if !errors.As(err, &le) || le.PID != os.Getpid() {
 		t.Fatalf("second Open: %v", err)
 	}
 	s.Close()
-	s2, err := parquetfile.Open(dir)
+	s2, err := parquetfile.Open(t.Context(), store.Local(dir))
 	if err != nil {
 		t.Fatalf("Open after Close: %v", err)
 	}

@@ -31,25 +31,25 @@ const failedExt = ".failed.json"
 // RecordFailure implements sink.FailureRecorder: it writes
 // ledger/B.failed.json, unless the bucket is committed (its output is
 // whole, and stays).
-func (s *Sink) RecordFailure(m stamped.Meta, err error) {
-	if _, e := s.st.Stat(s.path("ledger", m.Bucket, ".json")); e == nil {
+func (s *Sink) RecordFailure(ctx context.Context, m stamped.Meta, err error) {
+	if _, e := s.st.Stat(ctx, s.path("ledger", m.Bucket, ".json")); e == nil {
 		return
 	}
 	b, _ := json.MarshalIndent(failure{Bucket: m.Bucket, Fingerprint: m.Fingerprint, CounterBits: m.Scheme.CounterBits,
 		SHA1Offset: m.Scheme.SHA1Offset, KeyTable: m.Scheme.Table, NdxPolicy: m.NdxPolicy, Error: err.Error(), Failed: time.Now().UTC()}, "", "  ")
-	store.WriteFile(s.st, s.path("ledger", m.Bucket, failedExt), append(b, '\n'))
+	store.WriteFile(ctx, s.st, s.path("ledger", m.Bucket, failedExt), append(b, '\n'))
 }
 
 // State implements sink.Sink: ReadState, less the committed buckets one of
 // whose files is missing (they are done again).
-func (s *Sink) State(context.Context) ([]stamped.State, error) {
-	all, err := readState(s.st)
+func (s *Sink) State(ctx context.Context) ([]stamped.State, error) {
+	all, err := readState(ctx, s.st)
 	if err != nil {
 		return nil, err
 	}
 	out := all[:0]
 	for _, st := range all {
-		if st.Status == stamped.StatusCommitted && !s.whole(st.Meta.Bucket) {
+		if st.Status == stamped.StatusCommitted && !s.whole(ctx, st.Meta.Bucket) {
 			continue
 		}
 		out = append(out, st)
@@ -58,32 +58,28 @@ func (s *Sink) State(context.Context) ([]stamped.State, error) {
 }
 
 // whole reports whether every file of a committed bucket is there.
-func (s *Sink) whole(bucket string) bool {
+func (s *Sink) whole(ctx context.Context, bucket string) bool {
 	for _, f := range []string{s.path("measurements", bucket, ".parquet"), s.path("reports", bucket, ".parquet"), s.path("dead-letters", bucket, ".jsonl")} {
-		if _, err := s.st.Stat(f); err != nil {
+		if _, err := s.st.Stat(ctx, f); err != nil {
 			return false
 		}
 	}
 	return true
 }
 
-// ReadState reads the ledger of the output dir (a folder or an s3://
+// ReadState reads the ledger of the output st (a folder or an s3://
 // prefix): every committed bucket with its counts, and every bucket whose
 // last commit failed, by bucket. It takes no lock: a run may be writing
 // meanwhile (see Holder).
-func ReadState(dir string) ([]stamped.State, error) {
-	st, err := store.Open(context.Background(), dir)
-	if err != nil {
-		return nil, err
+func ReadState(ctx context.Context, st store.Store) ([]stamped.State, error) {
+	if !store.IsDir(ctx, st, "ledger") {
+		return nil, errors.New(st.Where(".") + " is not an output folder of backfill run (it has no ledger/)")
 	}
-	if !store.IsDir(st, "ledger") {
-		return nil, errors.New(dir + " is not an output folder of backfill run (it has no ledger/)")
-	}
-	return readState(st)
+	return readState(ctx, st)
 }
 
-func readState(st store.Store) ([]stamped.State, error) {
-	ents, err := st.ReadDir("ledger")
+func readState(ctx context.Context, st store.Store) ([]stamped.State, error) {
+	ents, err := st.ReadDir(ctx, "ledger")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil // an S3 output with nothing committed yet
 	}
@@ -93,7 +89,7 @@ func readState(st store.Store) ([]stamped.State, error) {
 	var out []stamped.State
 	for _, e := range ents {
 		name := e.Name()
-		data, err := store.ReadFile(st, "ledger/"+name)
+		data, err := store.ReadFile(ctx, st, "ledger/"+name)
 		if err != nil {
 			return nil, err
 		}

@@ -8,9 +8,10 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/corpus"
 	"github.com/backfill-dev/backfill/internal/pgtest"
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/collisions"
-	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
+	"github.com/backfill-dev/backfill/pipeline/stamp"
 )
 
 // Buckets committed side by side, over 1, 2 and 4 connections and by two
@@ -46,7 +47,7 @@ func TestLoad_Connections(t *testing.T) {
 		}
 	}
 
-	buckets, err := job.ListBuckets(in)
+	buckets, err := stamp.ListBuckets(t.Context(), store.Local(in))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,10 +14,12 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/corpus"
 	"github.com/backfill-dev/backfill/internal/pgtest"
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
+	"github.com/backfill-dev/backfill/pipeline/stamp"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
@@ -92,7 +94,7 @@ func (l loader) run(ctx context.Context, in string, workers int, buckets ...stri
 		return job.Summary{}, err
 	}
 	defer s.Close()
-	return job.Run(ctx, job.Config{In: in, Buckets: buckets, Workers: workers, Scheme: l.scheme, MaxBlob: maxBlob, Version: "test"}, s)
+	return job.Run(ctx, job.Config{In: store.Local(in), Buckets: buckets, Workers: workers, Scheme: l.scheme, MaxBlob: maxBlob, Version: "test"}, s)
 }
 
 func (l loader) load(in string, buckets ...string) job.Summary {
@@ -107,12 +109,12 @@ func (l loader) load(in string, buckets ...string) job.Summary {
 func parquetRun(t testing.TB, in string, scheme ooid.Scheme) string {
 	t.Helper()
 	out := t.TempDir()
-	s, err := parquetfile.Open(out)
+	s, err := parquetfile.Open(t.Context(), store.Local(out))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := job.Run(context.Background(), job.Config{In: in, Workers: 2, Scheme: scheme, MaxBlob: maxBlob, Version: "test"}, s); err != nil {
+	if _, err := job.Run(context.Background(), job.Config{In: store.Local(in), Workers: 2, Scheme: scheme, MaxBlob: maxBlob, Version: "test"}, s); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -215,26 +217,26 @@ func dumpParquet(t testing.TB, out string) state {
 	t.Helper()
 	var st state
 	ledgers, _ := filepath.Glob(filepath.Join(out, "ledger", "*.json"))
-	ps, err := parquetfile.Open(out)
+	ps, err := parquetfile.Open(t.Context(), store.Local(out))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ps.Close()
 	for _, lf := range ledgers {
 		b := strings.TrimSuffix(filepath.Base(lf), ".json")
-		l, err := ps.ReadLedger(b)
+		l, err := ps.ReadLedger(t.Context(), b)
 		if err != nil {
 			t.Fatal(err)
 		}
 		st.ledger = append(st.ledger, countsLine(b, l.Counts.Reports, l.Counts.Measurements, l.Counts.DeadLetters, l.Counts.Rejects, l.Counts.BytesIn, l.Counts.BytesOut))
-		ms, err := parquetfile.ReadMeasurements(filepath.Join(out, "measurements", b+".parquet"))
+		ms, err := parquetfile.ReadMeasurements(t.Context(), store.Local(out), "measurements/"+b+".parquet")
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, m := range ms {
 			st.measurements = append(st.measurements, fmt.Sprintf("%s %s %d %016x", b, m.Textname, m.Ndx, uint64(m.OOID)))
 		}
-		rs, err := parquetfile.ReadReports(filepath.Join(out, "reports", b+".parquet"))
+		rs, err := parquetfile.ReadReports(t.Context(), store.Local(out), "reports/"+b+".parquet")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -249,7 +251,7 @@ func dumpParquet(t testing.TB, out string) state {
 			st.reports = append(st.reports, fmt.Sprintf("%s %s %d %s %d %d %s %d %d %s %s", b, r.Textname, r.TS, r.TSSource, r.CounterBase, r.N,
 				r.Container, r.Offset, r.Size, sha, rej))
 		}
-		ds, err := parquetfile.ReadDeadLetters(filepath.Join(out, "dead-letters", b+".jsonl"))
+		ds, err := parquetfile.ReadDeadLetters(t.Context(), store.Local(out), "dead-letters/"+b+".jsonl")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -379,7 +381,7 @@ func TestLoad_OrderAndConcurrency(t *testing.T) {
 	if rejected < 5 {
 		t.Fatalf("only %d rejected reports: the corpus does not exercise the collision policy", rejected)
 	}
-	buckets, err := job.ListBuckets(in)
+	buckets, err := stamp.ListBuckets(t.Context(), store.Local(in))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,8 +440,8 @@ func TestLoad_BulkSameEndState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	buckets, _ := job.ListBuckets(in)
-	if _, err := job.Run(context.Background(), job.Config{In: in, Buckets: buckets[:2], Workers: 2, Scheme: narrow, MaxBlob: maxBlob, Version: "test"}, bs); err != nil {
+	buckets, _ := stamp.ListBuckets(t.Context(), store.Local(in))
+	if _, err := job.Run(context.Background(), job.Config{In: store.Local(in), Buckets: buckets[:2], Workers: 2, Scheme: narrow, MaxBlob: maxBlob, Version: "test"}, bs); err != nil {
 		t.Fatal(err)
 	}
 	bs.Close()
@@ -448,7 +450,7 @@ func TestLoad_BulkSameEndState(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bs.Close()
-	if _, err := job.Run(context.Background(), job.Config{In: in, Workers: 2, Scheme: narrow, MaxBlob: maxBlob, Version: "test", Resume: true}, bs); err != nil {
+	if _, err := job.Run(context.Background(), job.Config{In: store.Local(in), Workers: 2, Scheme: narrow, MaxBlob: maxBlob, Version: "test", Resume: true}, bs); err != nil {
 		t.Fatal(err)
 	}
 	if err := bs.Finish(context.Background()); err != nil {

@@ -1,4 +1,4 @@
-package store
+package s3
 
 import (
 	"bytes"
@@ -13,12 +13,14 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/backfill-dev/backfill/internal/store"
 )
 
 // lockBody is the content of an S3 lock object.
 type lockBody struct {
-	Holder
+	store.Holder
 	Started time.Time `json:"started"`
 	Renewed time.Time `json:"renewed"`
 }
@@ -30,52 +32,52 @@ type lockBody struct {
 // over (a conditional PUT on the stale ETag), when its holder is a process
 // of this host that is gone, or when it was not renewed within its time to
 // live.
-func (s *S3) Lock(name string) (Lock, error) {
+func (s *Store) Lock(ctx context.Context, name string) (store.Lock, error) {
 	k := s.key(name)
 	host, _ := os.Hostname()
 	now := time.Now().UTC()
-	body := lockBody{Holder: Holder{PID: os.Getpid(), Host: host}, Started: now, Renewed: now}
-	etag, err := s.putLock(k, body, &s3.PutObjectInput{IfNoneMatch: aws.String("*")})
+	body := lockBody{Holder: store.Holder{PID: os.Getpid(), Host: host}, Started: now, Renewed: now}
+	etag, err := s.putLock(ctx, k, body, &awss3.PutObjectInput{IfNoneMatch: aws.String("*")})
 	if isPrecondition(err) {
-		held, heldTag, rerr := s.readLock(k)
+		held, heldTag, rerr := s.readLock(ctx, k)
 		switch {
 		case errors.Is(rerr, errLockGone):
-			etag, err = s.putLock(k, body, &s3.PutObjectInput{IfNoneMatch: aws.String("*")})
+			etag, err = s.putLock(ctx, k, body, &awss3.PutObjectInput{IfNoneMatch: aws.String("*")})
 		case rerr != nil:
 			return nil, s.fail("lock", name, rerr)
 		case s.stale(held, host):
-			etag, err = s.putLock(k, body, &s3.PutObjectInput{IfMatch: aws.String(heldTag)})
+			etag, err = s.putLock(ctx, k, body, &awss3.PutObjectInput{IfMatch: aws.String(heldTag)})
 		default:
-			return nil, &LockedError{Where: s.Where(name), Holder: held.Holder}
+			return nil, &store.LockedError{Where: s.Where(name), Holder: held.Holder}
 		}
 		if isPrecondition(err) {
-			held, _, _ := s.readLock(k)
-			return nil, &LockedError{Where: s.Where(name), Holder: held.Holder}
+			held, _, _ := s.readLock(ctx, k)
+			return nil, &store.LockedError{Where: s.Where(name), Holder: held.Holder}
 		}
 	}
 	if err != nil {
 		return nil, s.fail("lock", name, err)
 	}
-	l := &s3Lock{s: s, key: k, body: body, etag: etag, stop: make(chan struct{}), stopped: make(chan struct{})}
+	l := &s3Lock{s: s, ctx: context.WithoutCancel(ctx), key: k, body: body, etag: etag, stop: make(chan struct{}), stopped: make(chan struct{})}
 	go l.renew()
 	return l, nil
 }
 
 var errLockGone = errors.New("the lock object went while it was read")
 
-func (s *S3) putLock(k string, b lockBody, in *s3.PutObjectInput) (string, error) {
+func (s *Store) putLock(ctx context.Context, k string, b lockBody, in *awss3.PutObjectInput) (string, error) {
 	data, _ := json.Marshal(b)
 	in.Bucket, in.Key, in.Body, in.ContentLength = &s.bucket, &k, bytes.NewReader(data), aws.Int64(int64(len(data)))
-	out, err := s.c.PutObject(s.ctx, in)
+	out, err := s.c.PutObject(ctx, in)
 	if err != nil {
 		return "", err
 	}
 	return aws.ToString(out.ETag), nil
 }
 
-func (s *S3) readLock(k string) (lockBody, string, error) {
+func (s *Store) readLock(ctx context.Context, k string) (lockBody, string, error) {
 	var b lockBody
-	out, err := s.c.GetObject(s.ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &k})
+	out, err := s.c.GetObject(ctx, &awss3.GetObjectInput{Bucket: &s.bucket, Key: &k})
 	if isNotFound(err) {
 		return b, "", errLockGone
 	}
@@ -93,7 +95,7 @@ func (s *S3) readLock(k string) (lockBody, string, error) {
 	return b, aws.ToString(out.ETag), nil
 }
 
-func (s *S3) stale(b lockBody, host string) bool {
+func (s *Store) stale(b lockBody, host string) bool {
 	if b.Host == host && b.PID > 0 && !alive(b.PID) {
 		return true
 	}
@@ -106,20 +108,21 @@ func alive(pid int) bool {
 }
 
 // Holder implements Store.
-func (s *S3) Holder(name string) (Holder, bool) {
-	b, _, err := s.readLock(s.key(name))
+func (s *Store) Holder(ctx context.Context, name string) (store.Holder, bool) {
+	b, _, err := s.readLock(ctx, s.key(name))
 	if err != nil {
-		return Holder{}, false
+		return store.Holder{}, false
 	}
 	host, _ := os.Hostname()
 	if s.stale(b, host) {
-		return Holder{}, false
+		return store.Holder{}, false
 	}
 	return b.Holder, true
 }
 
 type s3Lock struct {
-	s             *S3
+	s             *Store
+	ctx           context.Context // of Lock, without its cancellation: renewals go on until Unlock
 	key           string
 	body          lockBody
 	mu            sync.Mutex
@@ -148,7 +151,7 @@ func (l *s3Lock) renew() {
 			l.mu.Lock()
 			b := l.body
 			b.Renewed = time.Now().UTC()
-			etag, err := l.s.putLock(l.key, b, &s3.PutObjectInput{IfMatch: aws.String(l.etag)})
+			etag, err := l.s.putLock(l.ctx, l.key, b, &awss3.PutObjectInput{IfMatch: aws.String(l.etag)})
 			switch {
 			case err == nil:
 				l.etag = etag
@@ -156,7 +159,7 @@ func (l *s3Lock) renew() {
 				// Another run took it over (or it was deleted): from now
 				// on two runs may think they hold it, so this one stops.
 				if l.lost == nil {
-					l.lost = &Error{Where: "s3://" + l.s.bucket + "/" + l.key, Op: "lock", Err: errors.New("the lock object was taken over or removed while this run held it")}
+					l.lost = &store.Error{Where: "s3://" + l.s.bucket + "/" + l.key, Op: "lock", Err: errors.New("the lock object was taken over or removed while this run held it")}
 				}
 			}
 			l.mu.Unlock()
@@ -174,14 +177,14 @@ func (l *s3Lock) Unlock() error {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		// Unlock runs when the run stops, interrupted too.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(l.s.ctx), time.Minute)
+		ctx, cancel := context.WithTimeout(l.ctx, time.Minute)
 		defer cancel()
-		_, err = l.s.c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &l.s.bucket, Key: &l.key, IfMatch: aws.String(l.etag)})
+		_, err = l.s.c.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &l.s.bucket, Key: &l.key, IfMatch: aws.String(l.etag)})
 		if isPrecondition(err) || isNotFound(err) {
 			err = nil
 		}
 		if err != nil {
-			err = &Error{Where: "s3://" + l.s.bucket + "/" + l.key, Op: "unlock", Err: err}
+			err = &store.Error{Where: "s3://" + l.s.bucket + "/" + l.key, Op: "unlock", Err: err}
 		}
 	})
 	return err

@@ -1,31 +1,35 @@
-package store
+package s3
 
 import (
+	"context"
 	"errors"
 	"io"
 	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/backfill-dev/backfill/internal/store"
 )
 
 // Create implements Store: the file is spooled to a local temporary file
 // (so that a failed upload can be sent again from its start) and uploaded
 // by Commit, in one PUT or, from partSize up, as a multipart upload that is
 // visible only when complete.
-func (s *S3) Create(name string) (Writer, error) {
+func (s *Store) Create(ctx context.Context, name string) (store.Writer, error) {
 	f, err := os.CreateTemp("", "backfill-upload-*")
 	if err != nil {
 		return nil, err
 	}
-	return &s3Writer{File: f, s: s, name: name}, nil
+	return &s3Writer{File: f, s: s, ctx: ctx, name: name}, nil
 }
 
 type s3Writer struct {
 	*os.File
-	s    *S3
+	s    *Store
+	ctx  context.Context
 	name string
 	done bool
 }
@@ -50,7 +54,7 @@ func (w *s3Writer) Commit() error {
 	}
 	k := w.s.key(w.name)
 	if size < partSize {
-		_, err = w.s.c.PutObject(w.s.ctx, &s3.PutObjectInput{Bucket: &w.s.bucket, Key: &k,
+		_, err = w.s.c.PutObject(w.ctx, &awss3.PutObjectInput{Bucket: &w.s.bucket, Key: &k,
 			Body: io.NewSectionReader(w.File, 0, size), ContentLength: aws.Int64(size)})
 	} else {
 		err = w.multipart(k, size)
@@ -62,20 +66,20 @@ func (w *s3Writer) Commit() error {
 // multipart uploads the spooled file in parts, four at a time, and
 // aborts the upload when any part fails.
 func (w *s3Writer) multipart(k string, size int64) error {
-	s := w.s
-	up, err := s.c.CreateMultipartUpload(s.ctx, &s3.CreateMultipartUploadInput{Bucket: &s.bucket, Key: &k})
+	s, ctx := w.s, w.ctx
+	up, err := s.c.CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{Bucket: &s.bucket, Key: &k})
 	if err != nil {
 		return err
 	}
 	parts := int((size + partSize - 1) / partSize)
 	done := make([]types.CompletedPart, parts)
-	g, ctx := errgroup.WithContext(s.ctx)
+	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(4)
 	for i := range parts {
 		off := int64(i) * partSize
 		n := min(partSize, size-off)
 		g.Go(func() error {
-			out, err := s.c.UploadPart(ctx, &s3.UploadPartInput{Bucket: &s.bucket, Key: &k, UploadId: up.UploadId,
+			out, err := s.c.UploadPart(gctx, &awss3.UploadPartInput{Bucket: &s.bucket, Key: &k, UploadId: up.UploadId,
 				PartNumber: aws.Int32(int32(i + 1)), Body: io.NewSectionReader(w.File, off, n), ContentLength: aws.Int64(n)})
 			if err != nil {
 				return err
@@ -85,13 +89,13 @@ func (w *s3Writer) multipart(k string, size int64) error {
 		})
 	}
 	if err := g.Wait(); err != nil {
-		s.c.AbortMultipartUpload(s.ctx, &s3.AbortMultipartUploadInput{Bucket: &s.bucket, Key: &k, UploadId: up.UploadId})
+		s.c.AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{Bucket: &s.bucket, Key: &k, UploadId: up.UploadId})
 		return err
 	}
-	_, err = s.c.CompleteMultipartUpload(s.ctx, &s3.CompleteMultipartUploadInput{Bucket: &s.bucket, Key: &k, UploadId: up.UploadId,
+	_, err = s.c.CompleteMultipartUpload(ctx, &awss3.CompleteMultipartUploadInput{Bucket: &s.bucket, Key: &k, UploadId: up.UploadId,
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: done}})
 	if err != nil {
-		s.c.AbortMultipartUpload(s.ctx, &s3.AbortMultipartUploadInput{Bucket: &s.bucket, Key: &k, UploadId: up.UploadId})
+		s.c.AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{Bucket: &s.bucket, Key: &k, UploadId: up.UploadId})
 	}
 	return err
 }

@@ -1,4 +1,4 @@
-package store
+package s3
 
 import (
 	"context"
@@ -19,9 +19,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/backfill-dev/backfill/internal/store"
 )
 
 // Tuning of the S3 store, from the environment (see docs/object-storage.md).
@@ -68,7 +70,7 @@ func settings() s3Settings {
 }
 
 type client struct {
-	*s3.Client
+	*awss3.Client
 	set  s3Settings
 	bufs sync.Pool
 }
@@ -98,9 +100,48 @@ func sharedClient(ctx context.Context) (*client, error) {
 	return c, nil
 }
 
-// S3Client returns the S3 client the stores use, configured as newClient
+// Open returns the Store of loc, s3://bucket/prefix, or s3:// for the root
+// of every bucket. The client is configured the standard AWS way (see
+// newClient); ctx bounds the reading of that configuration.
+func Open(ctx context.Context, loc string) (*Store, error) {
+	var bucket, prefix string
+	if strings.TrimRight(loc, "/") != "s3:" {
+		var err error
+		if bucket, prefix, err = store.SplitS3(loc); err != nil {
+			return nil, err
+		}
+	}
+	c, err := sharedClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{c: c, bucket: bucket, prefix: prefix, seen: new(sync.Map)}, nil
+}
+
+// Sub implements store.Store.
+func (s *Store) Sub(name string) store.Store {
+	if s.bucket == "" {
+		bucket, rest, _ := strings.Cut(name, "/")
+		return &Store{c: s.c, bucket: bucket, prefix: strings.Trim(path.Clean("/"+rest), "/"), seen: s.seen}
+	}
+	return &Store{c: s.c, bucket: s.bucket, prefix: s.key(name), seen: s.seen}
+}
+
+// Parent implements store.Store.
+func (s *Store) Parent() (store.Store, string) {
+	if s.prefix == "" {
+		return &Store{c: s.c, seen: s.seen}, s.bucket
+	}
+	dir, base := path.Split(s.prefix)
+	return &Store{c: s.c, bucket: s.bucket, prefix: strings.TrimSuffix(dir, "/"), seen: s.seen}, base
+}
+
+// MkdirAll implements store.Store: there is nothing to make.
+func (s *Store) MkdirAll(context.Context, string) error { return nil }
+
+// Client returns the S3 client the stores use, configured as newClient
 // says (for measuring against plain requests).
-func S3Client(ctx context.Context) (*s3.Client, error) {
+func Client(ctx context.Context) (*awss3.Client, error) {
 	c, err := sharedClient(ctx)
 	if err != nil {
 		return nil, err
@@ -143,7 +184,7 @@ func newClient(ctx context.Context) (*client, error) {
 			o.MaxBackoff = set.backoff
 		})
 	}
-	c := s3.NewFromConfig(cfg, func(o *s3.Options) {
+	c := awss3.NewFromConfig(cfg, func(o *awss3.Options) {
 		if o.BaseEndpoint != nil {
 			// S3-compatible stores: path-style addressing, and only the
 			// checksums S3 has always had (many do not know the newer ones).
@@ -155,16 +196,16 @@ func newClient(ctx context.Context) (*client, error) {
 	return &client{Client: c, set: set}, nil
 }
 
-// S3 is the Store of an S3 prefix.
-type S3 struct {
-	ctx    context.Context
+// Store is the store.Store of an S3 prefix; at the root "s3://" (no
+// bucket), Sub's first element names the bucket.
+type Store struct {
 	c      *client
 	bucket string
 	prefix string
-	seen   sync.Map // key → *Object, as last listed or stat'ed
+	seen   *sync.Map // key → *store.Object, as last listed or stat'ed; shared with its Subs
 }
 
-func (s *S3) key(name string) string {
+func (s *Store) key(name string) string {
 	if name == "." || name == "" {
 		return s.prefix
 	}
@@ -175,7 +216,7 @@ func (s *S3) key(name string) string {
 }
 
 // Where implements Store.
-func (s *S3) Where(name string) string {
+func (s *Store) Where(name string) string {
 	k := s.key(name)
 	if k == "" {
 		return "s3://" + s.bucket
@@ -183,18 +224,18 @@ func (s *S3) Where(name string) string {
 	return "s3://" + s.bucket + "/" + k
 }
 
-func (s *S3) fail(op, name string, err error) error {
+func (s *Store) fail(op, name string, err error) error {
 	if err == nil {
 		return nil
 	}
 	if isNotFound(err) {
 		return &fs.PathError{Op: op, Path: s.Where(name), Err: fs.ErrNotExist}
 	}
-	var se *Error
+	var se *store.Error
 	if errors.As(err, &se) {
 		return err
 	}
-	return &Error{Where: s.Where(name), Op: op, Err: err}
+	return &store.Error{Where: s.Where(name), Op: op, Err: err}
 }
 
 func status(err error) int {
@@ -222,8 +263,8 @@ func isPrecondition(err error) bool {
 	return s == http.StatusPreconditionFailed || s == http.StatusConflict
 }
 
-// ReadDir implements fs.ReadDirFS: one level, listed page by page.
-func (s *S3) ReadDir(name string) ([]fs.DirEntry, error) {
+// ReadDir implements store.Store: one level, listed page by page.
+func (s *Store) ReadDir(ctx context.Context, name string) ([]fs.DirEntry, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrInvalid}
 	}
@@ -232,9 +273,9 @@ func (s *S3) ReadDir(name string) ([]fs.DirEntry, error) {
 		dir += "/"
 	}
 	var out []fs.DirEntry
-	p := s3.NewListObjectsV2Paginator(s.c, &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &dir, Delimiter: aws.String("/")})
+	p := awss3.NewListObjectsV2Paginator(s.c, &awss3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &dir, Delimiter: aws.String("/")})
 	for p.HasMorePages() {
-		page, err := p.NextPage(s.ctx)
+		page, err := p.NextPage(ctx)
 		if err != nil {
 			return nil, s.fail("list", name, err)
 		}
@@ -250,7 +291,7 @@ func (s *S3) ReadDir(name string) ([]fs.DirEntry, error) {
 			if n == "" {
 				continue // a folder marker
 			}
-			obj := &Object{Key: k, Size: aws.ToInt64(o.Size), ETag: aws.ToString(o.ETag)}
+			obj := &store.Object{Key: k, Size: aws.ToInt64(o.Size), ETag: aws.ToString(o.ETag)}
 			s.seen.Store(k, obj)
 			out = append(out, fs.FileInfoToDirEntry(&objInfo{name: n, o: obj, mod: aws.ToTime(o.LastModified)}))
 		}
@@ -262,8 +303,8 @@ func (s *S3) ReadDir(name string) ([]fs.DirEntry, error) {
 	return out, nil
 }
 
-// Stat implements fs.StatFS. A name is a folder when keys lie under it.
-func (s *S3) Stat(name string) (fs.FileInfo, error) {
+// Stat implements store.Store. A name is a folder when keys lie under it.
+func (s *Store) Stat(ctx context.Context, name string) (fs.FileInfo, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrInvalid}
 	}
@@ -271,7 +312,7 @@ func (s *S3) Stat(name string) (fs.FileInfo, error) {
 		return dirInfo(s.bucket), nil // the bucket itself
 	}
 	base := path.Base(s.key(name))
-	o, err := s.head(name)
+	o, err := s.head(ctx, name)
 	if err == nil {
 		return &objInfo{name: base, o: o}, nil
 	}
@@ -279,7 +320,7 @@ func (s *S3) Stat(name string) (fs.FileInfo, error) {
 		return nil, err
 	}
 	pre := s.key(name) + "/"
-	out, lerr := s.c.ListObjectsV2(s.ctx, &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &pre, MaxKeys: aws.Int32(1)})
+	out, lerr := s.c.ListObjectsV2(ctx, &awss3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &pre, MaxKeys: aws.Int32(1)})
 	if lerr != nil {
 		return nil, s.fail("list", name, lerr)
 	}
@@ -289,40 +330,40 @@ func (s *S3) Stat(name string) (fs.FileInfo, error) {
 	return nil, err
 }
 
-func (s *S3) head(name string) (*Object, error) {
+func (s *Store) head(ctx context.Context, name string) (*store.Object, error) {
 	k := s.key(name)
-	out, err := s.c.HeadObject(s.ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &k})
+	out, err := s.c.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &s.bucket, Key: &k})
 	if err != nil {
 		return nil, s.fail("stat", name, err)
 	}
-	o := &Object{Key: k, Size: aws.ToInt64(out.ContentLength), ETag: aws.ToString(out.ETag)}
+	o := &store.Object{Key: k, Size: aws.ToInt64(out.ContentLength), ETag: aws.ToString(out.ETag)}
 	return o, nil
 }
 
-// Open implements fs.FS. The file reads the version of the object that was
+// Open implements store.Store; the file reads under ctx. The file reads the version of the object that was
 // listed (or, if it was not, the one there now): ranged GETs on the ETag,
 // so a change mid-run is an error wrapping ErrChanged.
-func (s *S3) Open(name string) (fs.File, error) {
+func (s *Store) Open(ctx context.Context, name string) (fs.File, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
 	}
-	var o *Object
+	var o *store.Object
 	if v, ok := s.seen.Load(s.key(name)); ok {
-		o = v.(*Object)
+		o = v.(*store.Object)
 	} else {
 		var err error
-		if o, err = s.head(name); err != nil {
+		if o, err = s.head(ctx, name); err != nil {
 			return nil, err
 		}
 		s.seen.Store(o.Key, o)
 	}
-	return &s3File{s: s, name: name, o: o}, nil
+	return &s3File{s: s, ctx: ctx, name: name, o: o}, nil
 }
 
 // Remove implements Store.
-func (s *S3) Remove(name string) error {
+func (s *Store) Remove(ctx context.Context, name string) error {
 	k := s.key(name)
-	_, err := s.c.DeleteObject(s.ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &k})
+	_, err := s.c.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &s.bucket, Key: &k})
 	if err != nil && !isNotFound(err) {
 		return s.fail("delete", name, err)
 	}
@@ -331,11 +372,11 @@ func (s *S3) Remove(name string) error {
 }
 
 // RemoveAll implements Store: every key under name, a thousand a request.
-func (s *S3) RemoveAll(name string) error {
+func (s *Store) RemoveAll(ctx context.Context, name string) error {
 	pre := s.key(name) + "/"
-	p := s3.NewListObjectsV2Paginator(s.c, &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &pre})
+	p := awss3.NewListObjectsV2Paginator(s.c, &awss3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &pre})
 	for p.HasMorePages() {
-		page, err := p.NextPage(s.ctx)
+		page, err := p.NextPage(ctx)
 		if err != nil {
 			return s.fail("list", name, err)
 		}
@@ -347,16 +388,16 @@ func (s *S3) RemoveAll(name string) error {
 			ids = append(ids, types.ObjectIdentifier{Key: o.Key})
 			s.seen.Delete(aws.ToString(o.Key))
 		}
-		out, err := s.c.DeleteObjects(s.ctx, &s3.DeleteObjectsInput{Bucket: &s.bucket, Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)}})
+		out, err := s.c.DeleteObjects(ctx, &awss3.DeleteObjectsInput{Bucket: &s.bucket, Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)}})
 		if err != nil {
 			return s.fail("delete", name, err)
 		}
 		if len(out.Errors) > 0 {
 			e := out.Errors[0]
-			return &Error{Where: "s3://" + s.bucket + "/" + aws.ToString(e.Key), Op: "delete", Err: errors.New(aws.ToString(e.Message))}
+			return &store.Error{Where: "s3://" + s.bucket + "/" + aws.ToString(e.Key), Op: "delete", Err: errors.New(aws.ToString(e.Message))}
 		}
 	}
-	return s.Remove(name)
+	return s.Remove(ctx, name)
 }
 
 // dirInfo is the FileInfo of a folder (a common prefix).
@@ -371,7 +412,7 @@ func (d dirInfo) Sys() any           { return nil }
 
 type objInfo struct {
 	name string
-	o    *Object
+	o    *store.Object
 	mod  time.Time
 }
 

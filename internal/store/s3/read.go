@@ -1,4 +1,4 @@
-package store
+package s3
 
 import (
 	"context"
@@ -11,16 +11,19 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/backfill-dev/backfill/internal/store"
 )
 
 // s3File reads one version of an object: sequentially through ranged GETs
 // of a chunk each, up to the read-ahead in flight, or at any offset
 // (ReadAt).
 type s3File struct {
-	s    *S3
+	s    *Store
+	ctx  context.Context
 	name string
-	o    *Object
+	o    *store.Object
 	seq  *seqReader
 }
 
@@ -28,7 +31,7 @@ func (f *s3File) Stat() (fs.FileInfo, error) { return &objInfo{name: path.Base(f
 
 func (f *s3File) Read(p []byte) (int, error) {
 	if f.seq == nil {
-		ctx, cancel := context.WithCancel(f.s.ctx)
+		ctx, cancel := context.WithCancel(f.ctx)
 		f.seq = &seqReader{f: f, ctx: ctx, cancel: cancel}
 	}
 	return f.seq.Read(p)
@@ -50,7 +53,7 @@ func (f *s3File) ReadAt(p []byte, off int64) (int, error) {
 		return 0, io.EOF
 	}
 	n := int(min(int64(len(p)), f.o.Size-off))
-	if err := f.get(f.s.ctx, off, p[:n]); err != nil {
+	if err := f.get(f.ctx, off, p[:n]); err != nil {
 		return 0, err
 	}
 	if n < len(p) {
@@ -161,12 +164,12 @@ func (f *s3File) get(ctx context.Context, off int64, buf []byte) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		var se *Error
+		var se *store.Error
 		if errors.As(err, &se) {
 			return err // not a broken body: the client retried it already
 		}
 		if attempt >= bodyAttempts {
-			return &Error{Where: where, Op: "read", Err: fmt.Errorf("bytes %d+%d, after %d tries: %w", off, len(buf), attempt, err)}
+			return &store.Error{Where: where, Op: "read", Err: fmt.Errorf("bytes %d+%d, after %d tries: %w", off, len(buf), attempt, err)}
 		}
 		select {
 		case <-time.After(min(backoff(attempt), f.s.c.set.backoff)):
@@ -188,7 +191,7 @@ func (f *s3File) getOnce(ctx context.Context, off int64, buf []byte) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	rng := fmt.Sprintf("bytes=%d-%d", off, off+int64(len(buf))-1)
-	in := &s3.GetObjectInput{Bucket: &f.s.bucket, Key: &f.o.Key, Range: &rng}
+	in := &awss3.GetObjectInput{Bucket: &f.s.bucket, Key: &f.o.Key, Range: &rng}
 	if f.o.ETag != "" {
 		in.IfMatch = &f.o.ETag
 	}
@@ -198,13 +201,13 @@ func (f *s3File) getOnce(ctx context.Context, off int64, buf []byte) error {
 			return err
 		}
 		if isPrecondition(err) || isNotFound(err) {
-			return &Error{Where: where, Op: "read", Err: ErrChanged}
+			return &store.Error{Where: where, Op: "read", Err: store.ErrChanged}
 		}
-		return &Error{Where: where, Op: "read", Err: err}
+		return &store.Error{Where: where, Op: "read", Err: err}
 	}
 	defer out.Body.Close()
 	if e := aws.ToString(out.ETag); f.o.ETag != "" && e != "" && e != f.o.ETag {
-		return &Error{Where: where, Op: "read", Err: ErrChanged}
+		return &store.Error{Where: where, Op: "read", Err: store.ErrChanged}
 	}
 	if n := aws.ToInt64(out.ContentLength); n != int64(len(buf)) {
 		return fmt.Errorf("asked for %d bytes, the response has %d", len(buf), n)

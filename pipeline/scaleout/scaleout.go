@@ -1,0 +1,292 @@
+// Package scaleout runs the phases of a corpus stamped in shards, after
+// plan and before or beside the shards' runs: it checks that a shard's
+// buckets did not change since planning, writes a shard's report
+// manifest, settles the verdicts of every shard (check), and loads a
+// shard's buckets into the job's output or into another sink (load).
+// A shard's run itself is pipeline/job's.
+package scaleout
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/pipeline/check"
+	"github.com/backfill-dev/backfill/pipeline/load"
+	"github.com/backfill-dev/backfill/pipeline/plan"
+	"github.com/backfill-dev/backfill/pipeline/reader"
+	"github.com/backfill-dev/backfill/pipeline/sink"
+	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
+	"github.com/backfill-dev/backfill/pipeline/stamped"
+)
+
+const (
+	// VerdictsName is the file check writes under the job's output.
+	VerdictsName = "verdicts.jsonl"
+	// ManifestName is a shard output's report manifest.
+	ManifestName = "manifest.tsv"
+)
+
+// ShardOut is where shard i of a plan writes, under the job's output.
+func ShardOut(out store.Store, i int) store.Store { return out.Sub("shards/" + strconv.Itoa(i)) }
+
+// ListBuckets lists the bucket folders names of fsys, eight at a time (on
+// S3 each is a request), with their sizes and fingerprints.
+func ListBuckets(ctx context.Context, fsys store.Store, names []string) ([]plan.Bucket, error) {
+	out := make([]plan.Bucket, len(names))
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for i, n := range names {
+		g.Go(func() error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			l, err := reader.List(ctx, fsys, n)
+			if err != nil {
+				return fmt.Errorf("bucket %s: %w", n, err)
+			}
+			out[i] = plan.Bucket{Name: n, Bytes: l.Bytes, Fingerprint: l.Fingerprint}
+			return nil
+		})
+	}
+	return out, g.Wait()
+}
+
+// Unchanged checks that the buckets of shard of p, in the input in, are
+// those that were planned.
+func Unchanged(ctx context.Context, p plan.Plan, in store.Store, shard int) error {
+	now, err := ListBuckets(ctx, in, p.Names(shard))
+	if err != nil {
+		return err
+	}
+	want := map[string]string{}
+	for _, b := range p.Buckets {
+		want[b.Name] = b.Fingerprint
+	}
+	for _, b := range now {
+		if b.Fingerprint != want[b.Name] {
+			return fmt.Errorf("bucket %s of %s changed since the plan was made: make a new plan", b.Name, p.Input)
+		}
+	}
+	return nil
+}
+
+// WriteManifest writes the report manifest of a shard's output: every
+// report of its committed buckets, sorted by time, for check.
+func WriteManifest(ctx context.Context, out store.Store) error {
+	st, err := parquetfile.ReadState(ctx, out)
+	if err != nil {
+		return err
+	}
+	var h check.Header
+	var entries []check.Entry
+	for i, s := range st {
+		if s.Status != stamped.StatusCommitted {
+			continue
+		}
+		if i == 0 {
+			h.Scheme = s.Meta.Scheme
+		}
+		h.Buckets = append(h.Buckets, s.Meta.Bucket)
+		rows, err := parquetfile.ReadReports(ctx, out, "reports/"+s.Meta.Bucket+".parquet")
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			entries = append(entries, check.Entry{TS: uint32(r.TS), Base: uint32(r.CounterBase), N: uint32(r.N),
+				Textname: r.Textname, Bucket: s.Meta.Bucket, RejectedBy: r.RejectedBy})
+		}
+	}
+	var b bytes.Buffer
+	if err := check.Write(&b, h, entries); err != nil {
+		return err
+	}
+	return store.WriteFile(ctx, out, ManifestName, b.Bytes())
+}
+
+// CheckSummary is what Check did.
+type CheckSummary struct {
+	check.Stats
+	Buckets []string `json:"buckets_changed"`
+}
+
+// Check merges the report manifests of every shard of p under out, settles
+// the verdicts of the whole corpus and writes those that differ from their
+// shard's to out/verdicts.jsonl. Every shard must have committed every
+// bucket p gives it.
+func Check(ctx context.Context, p plan.Plan, out store.Store) (CheckSummary, error) {
+	var readers []*check.Reader
+	for i := range p.Shards {
+		if len(p.Names(i)) == 0 {
+			continue
+		}
+		so := ShardOut(out, i)
+		f, err := so.Open(ctx, ManifestName)
+		if err != nil {
+			return CheckSummary{}, fmt.Errorf("shard %d has not completed: %w", i, err)
+		}
+		defer f.Close()
+		r, err := check.NewReader(so.Where(ManifestName), f)
+		if err != nil {
+			return CheckSummary{}, err
+		}
+		readers = append(readers, r)
+	}
+	var verdicts []check.Verdict
+	st, err := check.Merge(readers, func(v check.Verdict) error {
+		verdicts = append(verdicts, v)
+		return nil
+	})
+	if err != nil {
+		return CheckSummary{}, err
+	}
+	// Every shard covers its buckets (the headers are read whole by now).
+	if err := shardsComplete(p, readers, out); err != nil {
+		return CheckSummary{}, err
+	}
+	slices.SortFunc(verdicts, func(a, b check.Verdict) int {
+		if c := strings.Compare(a.Bucket, b.Bucket); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Textname, b.Textname)
+	})
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	sum := CheckSummary{Stats: st, Buckets: []string{}}
+	for _, v := range verdicts {
+		if err := enc.Encode(v); err != nil {
+			return sum, err
+		}
+		if len(sum.Buckets) == 0 || sum.Buckets[len(sum.Buckets)-1] != v.Bucket {
+			sum.Buckets = append(sum.Buckets, v.Bucket)
+		}
+	}
+	return sum, store.WriteFile(ctx, out, VerdictsName, buf.Bytes())
+}
+
+// shardsComplete checks that every manifest covers exactly its shard's
+// buckets of the plan.
+func shardsComplete(p plan.Plan, readers []*check.Reader, out store.Store) error {
+	k := 0
+	for i := range p.Shards {
+		want := p.Names(i)
+		if len(want) == 0 {
+			continue
+		}
+		got := readers[k].Header.Buckets
+		k++
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("shard %d (%s) committed %d of its %d buckets: run it again", i, ShardOut(out, i).Where("."), len(got), len(want))
+		}
+	}
+	return nil
+}
+
+// ReadVerdicts reads what Check wrote under out, by bucket.
+func ReadVerdicts(ctx context.Context, out store.Store) (map[string][]stamped.Verdict, error) {
+	f, err := out.Open(ctx, VerdictsName)
+	if err != nil {
+		return nil, fmt.Errorf("no verdicts: run backfill check first (%w)", err)
+	}
+	defer f.Close()
+	dec := json.NewDecoder(f)
+	byBucket := map[string][]stamped.Verdict{}
+	for {
+		var v check.Verdict
+		if err := dec.Decode(&v); errors.Is(err, io.EOF) {
+			return byBucket, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: %w", VerdictsName, err)
+		}
+		byBucket[v.Bucket] = append(byBucket[v.Bucket], stamped.Verdict{Textname: v.Textname, RejectedBy: v.RejectedBy, Message: v.Message})
+	}
+}
+
+// Load copies the buckets of shard of p from its shard output into out
+// (the ledger entry last), rewriting those whose verdicts Check changed;
+// it returns how many it loaded. Shards load side by side, each under a
+// lock of its own.
+func Load(ctx context.Context, p plan.Plan, shard int, out store.Store) (int, error) {
+	byBucket, err := ReadVerdicts(ctx, out)
+	if err != nil {
+		return 0, err
+	}
+	src := ShardOut(out, shard)
+	s, err := parquetfile.OpenLocked(ctx, out, ".lock-load-"+strconv.Itoa(shard))
+	if err != nil {
+		return 0, err
+	}
+	defer s.Close()
+	names := p.Names(shard)
+	for _, b := range names {
+		l, err := s.CopyBucket(ctx, src, b)
+		if err != nil {
+			return 0, fmt.Errorf("load bucket %s: %w", b, err)
+		}
+		if vs := byBucket[b]; len(vs) > 0 {
+			if err := s.Reassign(ctx, l.Scheme(), b, vs); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return len(names), nil
+}
+
+// LoadInto loads the buckets names of the shard output src into dst, each
+// in its transaction, through the Loader of a run: a sink that settles
+// verdicts itself (PostgreSQL) settles them across shards, so Check is
+// not needed.
+func LoadInto(ctx context.Context, src store.Store, names []string, dst sink.Sink) error {
+	if len(names) == 0 {
+		return nil
+	}
+	from, err := parquetfile.OpenLocked(ctx, src, ".lock-load-postgres")
+	if err != nil {
+		return err
+	}
+	defer from.Close()
+	first, err := from.ReadLedger(ctx, names[0])
+	if err != nil {
+		return fmt.Errorf("bucket %s of %s: %w", names[0], src.Where("."), err)
+	}
+	ld, err := load.New(dst, first.Scheme())
+	if err != nil {
+		return err
+	}
+	if err := ld.Start(ctx, names); err != nil {
+		return err
+	}
+	// Buckets are read one at a time and committed ld.Commits() at once.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(ld.Commits())
+	for _, name := range names {
+		if gctx.Err() != nil {
+			break
+		}
+		b, err := from.Stamped(ctx, name)
+		if err != nil {
+			_ = g.Wait()
+			return err
+		}
+		g.Go(func() error {
+			if _, err := ld.Commit(ctx, b); err != nil {
+				return fmt.Errorf("bucket %s: %w", name, err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	return ld.Finish(ctx)
+}
