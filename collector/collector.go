@@ -26,14 +26,12 @@
 package collector
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/backfill-dev/backfill/internal/store"
@@ -75,22 +73,11 @@ type Options struct {
 // the IDs more than MaxLead seconds ahead of the wall clock.
 var ErrAhead = errors.New("collector: the IDs would run too far ahead of the clock")
 
-// LockedError is returned by Open when another process holds the state
-// file.
-type LockedError struct {
-	State string
-	PID   int
-}
-
-func (e *LockedError) Error() string {
-	return fmt.Sprintf("collector: another process (pid %d) issues IDs from %s; one process per state file", e.PID, e.State)
-}
-
 // Stamper issues IDs. It is safe for concurrent use.
 type Stamper struct {
 	mu     sync.Mutex
 	opt    Options
-	lock   *os.File
+	lock   store.Lock
 	sec    uint32 // the second of the last ID; 0 before the first
 	next   uint32 // the next counter of sec
 	floor  uint32 // no ID of this run is of a second <= floor
@@ -157,21 +144,23 @@ func Open(opt Options) (*Stamper, error) {
 	return s, nil
 }
 
+// takeLock takes the lock of the state file (STATE.lock, the store's
+// flock): a second process fails at once with a *store.LockedError.
 func (s *Stamper) takeLock() error {
-	f, err := os.OpenFile(s.opt.State+".lock", os.O_RDWR|os.O_CREATE, 0o644)
+	dir, base := filepath.Split(s.opt.State)
+	if dir == "" {
+		dir = "."
+	}
+	l, err := store.Local(dir).Lock(context.Background(), base+".lock")
+	var le *store.LockedError
+	if errors.As(err, &le) {
+		le.Who, le.Verb, le.Where, le.Advice = "another process", "issues IDs from", s.opt.State, "one process per state file"
+		return fmt.Errorf("collector: %w", le)
+	}
 	if err != nil {
 		return fmt.Errorf("collector: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		b := make([]byte, 32)
-		n, _ := f.ReadAt(b, 0)
-		f.Close()
-		pid, _ := strconv.Atoi(strings.TrimSpace(string(b[:n])))
-		return &LockedError{State: s.opt.State, PID: pid}
-	}
-	f.Truncate(0)
-	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	s.lock = f
+	s.lock = l
 	return nil
 }
 
@@ -301,7 +290,7 @@ func (s *Stamper) Close() error {
 	if s.sec > s.floor && s.sec < s.mark {
 		err = s.persist(s.sec)
 	}
-	err = errors.Join(err, s.lock.Close())
+	err = errors.Join(err, s.lock.Unlock())
 	s.lock = nil
 	return err
 }

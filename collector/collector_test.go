@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 )
 
@@ -190,7 +191,7 @@ func TestStamper_CloseReturnsLease(t *testing.T) {
 	if id.TS() != uint32(t0.Unix())+1 {
 		t.Errorf("after a graceful close, second %d; want %d, the next after the one used", id.TS(), t0.Unix()+1)
 	}
-	s.lock.Close() // killed: no Close
+	s.lock.Unlock() // killed: no Close
 	s.lock = nil
 	s = open(t, state, c, Options{Lease: 10})
 	id, _ = s.Next()
@@ -231,8 +232,8 @@ func TestOpen_Refusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := Open(Options{CollectorID: 42, State: state, Clock: c.Now})
-	var le *LockedError
-	if !errors.As(err, &le) || le.PID != os.Getpid() {
+	var le *store.LockedError
+	if !errors.As(err, &le) || le.Holder.PID != os.Getpid() {
 		t.Errorf("a second stamper on one state file: %v", err)
 	}
 	s.Close()

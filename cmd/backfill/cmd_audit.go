@@ -233,11 +233,7 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 // widths and offsets, or the one of a scheme file.
 func auditSchemes(fs *flag.FlagSet, bitsArg, offArg, schemePath string) ([]ooid.Scheme, error) {
 	if schemePath != "" {
-		both := false
-		fs.Visit(func(f *flag.Flag) {
-			both = both || f.Name == "counter-bits" || f.Name == "sha1-offset" || f.Name == "offsets"
-		})
-		if both {
+		if len(setFlags(fs, "counter-bits", "sha1-offset", "offsets")) > 0 {
 			return nil, usagef("audit: --scheme names one scheme: drop --counter-bits and --sha1-offset")
 		}
 		s, err := ooid.LoadScheme(schemePath)

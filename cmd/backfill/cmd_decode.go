@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"strconv"
 	"strings"
@@ -86,8 +85,7 @@ func runDecode(ctx context.Context, args []string, std stdio) error {
 	if err := loadScheme(); err != nil {
 		return err
 	}
-	schemeSet := false
-	fs.Visit(func(f *flag.Flag) { schemeSet = schemeSet || f.Name != "verify" })
+	schemeSet := len(setFlags(fs, "scheme", "counter-bits", "sha1-offset")) > 0
 	switch {
 	case schemeSet && !verify:
 		return usagef("decode: --scheme, --counter-bits and --sha1-offset go with --verify")

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -120,7 +119,9 @@ func runGranuleID(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	c.set = map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
+	for _, f := range setFlags(fs, "collection-id", "hash-length", "include-timestamp") {
+		c.set[strings.TrimPrefix(f, "--")] = true
+	}
 
 	switch {
 	case c.risk:

@@ -74,9 +74,7 @@ func schemeFlags(fs *flag.FlagSet, s *ooid.Scheme) func() error {
 			}
 			return nil
 		}
-		both := false
-		fs.Visit(func(f *flag.Flag) { both = both || f.Name == "counter-bits" || f.Name == "sha1-offset" })
-		if both {
+		if len(setFlags(fs, "counter-bits", "sha1-offset")) > 0 {
 			return usagef("%s: --scheme gives the counter width and hash: drop --counter-bits and --sha1-offset", fs.Name())
 		}
 		loaded, err := ooid.LoadScheme(path)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -346,18 +345,6 @@ func openOutput(ctx context.Context, std stdio, f outputFlags) (output, error) {
 	}
 	o.sink, o.dest = ps, ps.String()
 	return o, nil
-}
-
-// setFlags returns the names, as --name, of the flags among names that
-// were set on the command line.
-func setFlags(fs *flag.FlagSet, names ...string) []string {
-	var out []string
-	fs.Visit(func(f *flag.Flag) {
-		if slices.Contains(names, f.Name) {
-			out = append(out, "--"+f.Name)
-		}
-	})
-	return out
 }
 
 func isAre(n int) string {

@@ -90,20 +90,37 @@ type Holder struct {
 }
 
 // LockedError is returned by Lock when another process holds the lock.
+// Its owner words it for the person who meets it: the holder (Who, "another
+// run" when empty), what it does to Where (Verb, "holds" when empty), and
+// what to do (Advice, none when empty).
 type LockedError struct {
 	Where  string
 	Holder Holder // zero when the holder is not known yet
+	Who    string
+	Verb   string
+	Advice string
 }
 
 func (e *LockedError) Error() string {
-	who := "another run"
-	if e.Holder.PID > 0 {
-		who = fmt.Sprintf("another run (pid %d)", e.Holder.PID)
-		if e.Holder.Host != "" {
-			who = fmt.Sprintf("another run (pid %d on %s)", e.Holder.PID, e.Holder.Host)
-		}
+	who := e.Who
+	if who == "" {
+		who = "another run"
 	}
-	return fmt.Sprintf("%s holds %s", who, e.Where)
+	switch {
+	case e.Holder.PID > 0 && e.Holder.Host != "":
+		who = fmt.Sprintf("%s (pid %d on %s)", who, e.Holder.PID, e.Holder.Host)
+	case e.Holder.PID > 0:
+		who = fmt.Sprintf("%s (pid %d)", who, e.Holder.PID)
+	}
+	verb := e.Verb
+	if verb == "" {
+		verb = "holds"
+	}
+	msg := fmt.Sprintf("%s %s %s", who, verb, e.Where)
+	if e.Advice != "" {
+		msg += "; " + e.Advice
+	}
+	return msg
 }
 
 // Object is what an S3 file's FileInfo.Sys() returns.

@@ -107,27 +107,8 @@ var (
 // that has it (an flock), or on S3 an object naming its host and PID.
 const LockName = ".lock"
 
-// LockedError is returned by Open when another process writes to the
-// output.
-type LockedError struct {
-	Dir  string
-	PID  int    // 0 when the holder did not write its PID yet
-	Host string // on S3, the holder's host
-}
-
-func (e *LockedError) Error() string {
-	who := "another run"
-	if e.PID > 0 {
-		who = fmt.Sprintf("another run (pid %d)", e.PID)
-		if e.Host != "" {
-			who = fmt.Sprintf("another run (pid %d on %s)", e.PID, e.Host)
-		}
-	}
-	return fmt.Sprintf("%s is writing to %s; wait for it to finish, or write to another folder", who, e.Dir)
-}
-
 // Open prepares the output st (a local folder or an s3:// prefix), takes
-// its lock (a second writer fails at once with a *LockedError) and clears
+// its lock (a second writer fails at once with a *store.LockedError) and clears
 // what runs that died left in its temporary folder.
 func Open(ctx context.Context, st store.Store) (*Sink, error) { return OpenLocked(ctx, st, LockName) }
 
@@ -143,7 +124,8 @@ func OpenLocked(ctx context.Context, st store.Store, lockName string) (*Sink, er
 	lock, err := st.Lock(ctx, lockName)
 	var le *store.LockedError
 	if errors.As(err, &le) {
-		return nil, &LockedError{Dir: st.Where("."), PID: le.Holder.PID, Host: le.Holder.Host}
+		le.Where, le.Verb, le.Advice = st.Where("."), "is writing to", "wait for it to finish, or write to another folder"
+		return nil, le
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", st.Where("."), err)

@@ -219,8 +219,8 @@ func TestSink_Lock(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir)
 	_, err := parquetfile.Open(t.Context(), store.Local(dir))
-	var le *parquetfile.LockedError
-	if !errors.As(err, &le) || le.PID != os.Getpid() {
+	var le *store.LockedError
+	if !errors.As(err, &le) || le.Holder.PID != os.Getpid() {
 		t.Fatalf("second Open: %v", err)
 	}
 	s.Close()
