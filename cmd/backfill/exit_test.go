@@ -194,10 +194,7 @@ func TestRun_OneWriterPerOutput(t *testing.T) {
 	if code != exitFailure || !strings.Contains(errb.String(), "another run (pid "+pid+") is writing to "+dir+"/out") {
 		t.Errorf("second writer in process: exit %d, %q", code, errb.String())
 	}
-	bin := filepath.Join(t.TempDir(), "backfill")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 	cmd := exec.Command(bin, "run", "-q", "--in", dir+"/c", "--out", dir+"/out")
 	out, _ := cmd.CombinedOutput()
 	if cmd.ProcessState.ExitCode() != exitFailure || !strings.Contains(string(out), "(pid "+pid+")") {

@@ -18,15 +18,6 @@ import (
 	"github.com/backfill-dev/backfill/internal/pgtest"
 )
 
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "backfill")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // genPG writes a corpus whose buckets take a while to load.
 func genPG(t *testing.T) string {
 	t.Helper()

@@ -103,17 +103,14 @@ func TestStamp_Rejects(t *testing.T) {
 	}
 }
 
-// stampBinary builds the binary once per test.
+// stampBinary is the package's binary (buildBinary); -short skips the
+// tests that need it.
 func stampBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "backfill")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return buildBinary(t)
 }
 
 // uniqueIDs reads the complete ID lines of texts (16 hex digits; a
