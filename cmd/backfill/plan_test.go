@@ -233,8 +233,11 @@ func TestPlan_ShardProcesses(t *testing.T) {
 		}
 		victim := rng.IntN(n)
 		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
-			if m, _ := filepath.Glob(fmt.Sprintf("%s/shards/%d/ledger/*.json", job, victim)); len(m) > 0 || time.Now().After(deadline) {
+			if m, _ := filepath.Glob(fmt.Sprintf("%s/shards/%d/ledger/*.json", job, victim)); len(m) > 0 {
 				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d shards: shard %d committed no bucket within a minute: nothing to kill", n, victim)
 			}
 		}
 		cmds[victim].Process.Signal(syscall.SIGKILL)

@@ -80,7 +80,7 @@ func (a *Archive) List(ctx context.Context, failed bool, fn func(key string) err
 		return err
 	}
 	for _, d := range dates {
-		files, err := a.names(ctx, base + "/" + d)
+		files, err := a.names(ctx, base+"/"+d)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}

@@ -3,6 +3,7 @@ package store_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -298,7 +299,31 @@ func TestS3Lock_Lost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Unlock()
-	time.Sleep(250 * time.Millisecond) // renewed twice
+	// Wait for two renewals (the lock object's "renewed" time moves on
+	// twice), then the lock must still be this run's.
+	renewed := func() string {
+		fresh, _ := location.Open(t.Context(), "s3://test/out") // a store of its own: no version of the object seen before
+		b, err := store.ReadFile(t.Context(), fresh, ".lock")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Renewed string `json:"renewed"`
+		}
+		if err := json.Unmarshal(b, &body); err != nil {
+			t.Fatal(err)
+		}
+		return body.Renewed
+	}
+	seen := []string{renewed()}
+	for deadline := time.Now().Add(5 * time.Second); len(seen) < 3; time.Sleep(10 * time.Millisecond) {
+		if r := renewed(); r != seen[len(seen)-1] {
+			seen = append(seen, r)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the lock object was renewed %d times in 5 s, want 2 (ttl 300ms)", len(seen)-1)
+		}
+	}
 	if err := l.Lost(); err != nil {
 		t.Fatalf("Lost while held: %v", err)
 	}
