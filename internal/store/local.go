@@ -46,41 +46,28 @@ func (l *local) Parent() (Store, string) {
 	return Local(filepath.Dir(c)), filepath.Base(c)
 }
 
-// The local calls do not block on the network: their context is only
-// checked before they start.
+// The local calls do not block on the network and cannot be cancelled
+// midway: they take a context for the interface, and do not look at it
+// (a run interrupted before its first bucket still resolves its input and
+// says how to resume).
 
-func (l *local) Open(ctx context.Context, name string) (fs.File, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+func (l *local) Open(_ context.Context, name string) (fs.File, error) {
 	return l.fsys.Open(name)
 }
 
-func (l *local) ReadDir(ctx context.Context, name string) ([]fs.DirEntry, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+func (l *local) ReadDir(_ context.Context, name string) ([]fs.DirEntry, error) {
 	return os.ReadDir(l.path(name))
 }
 
-func (l *local) Stat(ctx context.Context, name string) (fs.FileInfo, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+func (l *local) Stat(_ context.Context, name string) (fs.FileInfo, error) {
 	return os.Stat(l.path(name))
 }
 
-func (l *local) MkdirAll(ctx context.Context, name string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+func (l *local) MkdirAll(_ context.Context, name string) error {
 	return os.MkdirAll(l.path(name), 0o755)
 }
 
-func (l *local) Create(ctx context.Context, name string) (Writer, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+func (l *local) Create(_ context.Context, name string) (Writer, error) {
 	dst := l.path(name)
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return nil, err
@@ -144,10 +131,7 @@ func SyncDir(dir string) error {
 }
 
 // Remove removes the file name and syncs its folder, so the removal lasts.
-func (l *local) Remove(ctx context.Context, name string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+func (l *local) Remove(_ context.Context, name string) error {
 	p := l.path(name)
 	if err := os.Remove(p); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -158,19 +142,13 @@ func (l *local) Remove(ctx context.Context, name string) error {
 	return SyncDir(filepath.Dir(p))
 }
 
-func (l *local) RemoveAll(ctx context.Context, name string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+func (l *local) RemoveAll(_ context.Context, name string) error {
 	return os.RemoveAll(l.path(name))
 }
 
 // Lock takes an flock on the file name, which holds the holder's PID; the
 // kernel releases it when the process dies.
-func (l *local) Lock(ctx context.Context, name string) (Lock, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+func (l *local) Lock(_ context.Context, name string) (Lock, error) {
 	p := l.path(name)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return nil, err
@@ -182,7 +160,7 @@ func (l *local) Lock(ctx context.Context, name string) (Lock, error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			h, _ := l.Holder(ctx, name)
+			h, _ := l.Holder(context.Background(), name)
 			return nil, &LockedError{Where: p, Holder: h}
 		}
 		return nil, &Error{Where: p, Op: "lock", Err: err}
