@@ -178,8 +178,8 @@ func (l *local) Lock(_ context.Context, name string) (Lock, error) {
 
 type localLock struct{ f *os.File }
 
-// Lost implements Lock: an flock lasts as long as the process.
-func (k *localLock) Lost() error { return nil }
+// Held implements Lock: an flock lasts as long as the process.
+func (k *localLock) Held(context.Context) error { return nil }
 
 func (k *localLock) Unlock() error {
 	if k.f == nil {

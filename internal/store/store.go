@@ -18,6 +18,8 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +28,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 )
 
 // Store is a folder tree: a local folder or an S3 prefix. Every call
@@ -77,17 +80,39 @@ type Writer interface {
 // Lock is a held lock.
 type Lock interface {
 	Unlock() error
-	// Lost returns an error once the lock is no longer this process's (an
-	// S3 lock object another run took over, after this one failed to renew
-	// it in time); a writer checks it before each commit.
-	Lost() error
+	// Held confirms that the lock is still this process's, and returns an
+	// error wrapping ErrLockLost once it is not: an S3 lock object that
+	// another run took over while this one was stopped, frozen or cut off
+	// is found out here, not at the next renewal. A writer calls it before
+	// each commit. On S3 it renews the lock object (one conditional PUT).
+	Held(ctx context.Context) error
 }
+
+// ErrLockLost is wrapped by the error of Held when another run has taken
+// the lock over.
+var ErrLockLost = errors.New("the lock was taken over by another run")
 
 // Holder says who holds a lock.
 type Holder struct {
 	PID  int    `json:"pid"`
 	Host string `json:"host,omitempty"`
+	// ID is unique to the holding process's start (random). A container
+	// restarted, or a pod replaced, gets the same host name and often the
+	// same PID (1): the ID is what tells the new process from the old one.
+	ID string `json:"id,omitempty"`
 }
+
+var self = sync.OnceValue(func() Holder {
+	host, _ := os.Hostname()
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	return Holder{PID: os.Getpid(), Host: host, ID: hex.EncodeToString(b[:])}
+})
+
+// Self is this process as a lock holder.
+func Self() Holder { return self() }
 
 // LockedError is returned by Lock when another process holds the lock.
 // Its owner words it for the person who meets it: the holder (Who, "another

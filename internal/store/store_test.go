@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -262,7 +263,8 @@ func TestS3Lock_Stale(t *testing.T) {
 	t.Setenv("BACKFILL_S3_LOCK_TTL", "2s")
 	s3test.Start(t, "test")
 	s, _ := location.Open(context.Background(), "s3://test/out")
-	host, _ := os.Hostname()
+	me := store.Self()
+	host, pid := me.Host, strconv.Itoa(me.PID)
 	for _, tc := range []struct {
 		body  string
 		taken bool
@@ -271,6 +273,11 @@ func TestS3Lock_Stale(t *testing.T) {
 		{`{"pid": 1, "host": "elsewhere", "renewed": "2001-01-01T00:00:00Z"}`, true},             // not renewed
 		{`{"pid": 1, "host": "elsewhere", "renewed": "2099-01-01T00:00:00Z"}`, false},            // live elsewhere
 		{`{"pid": 1, "host": "` + host + `", "renewed": "2099-01-01T00:00:00Z"}`, false},         // live here
+		// This process's PID and host, another process: one that ran in
+		// a PID namespace that is gone (a replaced pod).
+		{`{"pid": ` + pid + `, "host": "` + host + `", "id": "0123456789abcdef", "renewed": "2099-01-01T00:00:00Z"}`, true},
+		// This very process (a second Lock of the same name).
+		{`{"pid": ` + pid + `, "host": "` + host + `", "id": "` + me.ID + `", "renewed": "2099-01-01T00:00:00Z"}`, false},
 	} {
 		if err := store.WriteFile(t.Context(), s, ".lock", []byte(tc.body)); err != nil {
 			t.Fatal(err)
@@ -288,8 +295,8 @@ func TestS3Lock_Stale(t *testing.T) {
 	}
 }
 
-// TestS3Lock_Lost: a lock object overwritten by another run is noticed at
-// the next renewal, and Lost says so.
+// TestS3Lock_Lost: the lock object is renewed while held; overwritten by
+// another run, Held says so at once.
 func TestS3Lock_Lost(t *testing.T) {
 	t.Setenv("BACKFILL_S3_LOCK_TTL", "300ms")
 	s3test.Start(t, "test")
@@ -324,21 +331,17 @@ func TestS3Lock_Lost(t *testing.T) {
 			t.Fatalf("the lock object was renewed %d times in 5 s, want 2 (ttl 300ms)", len(seen)-1)
 		}
 	}
-	if err := l.Lost(); err != nil {
-		t.Fatalf("Lost while held: %v", err)
+	if err := l.Held(t.Context()); err != nil {
+		t.Fatalf("Held while held: %v", err)
 	}
 	if err := store.WriteFile(t.Context(), s, ".lock", []byte(`{"pid": 1, "host": "elsewhere"}`)); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for l.Lost() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the lock taken over is not noticed")
+	// Held finds out at once, without waiting for a renewal, and for good.
+	for range 2 {
+		if err := l.Held(t.Context()); !errors.Is(err, store.ErrLockLost) || !store.Failed(err) || !strings.Contains(err.Error(), "taken over by pid 1 on elsewhere") {
+			t.Fatalf("Held after the lock was taken over = %v, want a store *Error wrapping ErrLockLost naming the new holder", err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !store.Failed(l.Lost()) {
-		t.Fatalf("Lost = %v, want a store *Error", l.Lost())
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -27,16 +26,20 @@ type lockBody struct {
 
 // Lock implements Store with a lock object: created by a conditional PUT
 // (If-None-Match: *), so that of two runs exactly one creates it; renewed
-// by its holder every third of the lock's time to live (a conditional PUT
-// on its own ETag); deleted by Unlock. A lock object is stale, and is taken
-// over (a conditional PUT on the stale ETag), when its holder is a process
-// of this host that is gone, or when it was not renewed within its time to
-// live.
+// by its holder every third of the lock's time to live, and before each
+// commit (Held), by a conditional PUT on its own ETag; deleted by Unlock.
+// A lock object is stale, and is taken over (a conditional PUT on the
+// stale ETag), when it was not renewed within its time to live, or when
+// its holder was a process of this host that is not this one and is gone:
+// its PID is not running, or it is this process's own PID (the holder ran
+// in a PID namespace that is gone: a restarted container, or a replaced
+// pod, which keeps its host name and is PID 1 again). A holder that was
+// only frozen finds out at its next Held and commits nothing more.
 func (s *Store) Lock(ctx context.Context, name string) (store.Lock, error) {
 	k := s.key(name)
-	host, _ := os.Hostname()
+	me := store.Self()
 	now := time.Now().UTC()
-	body := lockBody{Holder: store.Holder{PID: os.Getpid(), Host: host}, Started: now, Renewed: now}
+	body := lockBody{Holder: me, Started: now, Renewed: now}
 	etag, err := s.putLock(ctx, k, body, &awss3.PutObjectInput{IfNoneMatch: aws.String("*")})
 	if isPrecondition(err) {
 		held, heldTag, rerr := s.readLock(ctx, k)
@@ -45,7 +48,7 @@ func (s *Store) Lock(ctx context.Context, name string) (store.Lock, error) {
 			etag, err = s.putLock(ctx, k, body, &awss3.PutObjectInput{IfNoneMatch: aws.String("*")})
 		case rerr != nil:
 			return nil, s.fail("lock", name, rerr)
-		case s.stale(held, host):
+		case s.stale(held, me):
 			etag, err = s.putLock(ctx, k, body, &awss3.PutObjectInput{IfMatch: aws.String(heldTag)})
 		default:
 			return nil, &store.LockedError{Where: s.Where(name), Holder: held.Holder}
@@ -95,8 +98,8 @@ func (s *Store) readLock(ctx context.Context, k string) (lockBody, string, error
 	return b, aws.ToString(out.ETag), nil
 }
 
-func (s *Store) stale(b lockBody, host string) bool {
-	if b.Host == host && b.PID > 0 && !alive(b.PID) {
+func (s *Store) stale(b lockBody, me store.Holder) bool {
+	if b.Host == me.Host && b.ID != me.ID && b.PID > 0 && (b.PID == me.PID || !alive(b.PID)) {
 		return true
 	}
 	return time.Since(b.Renewed) > s.c.set.ttl
@@ -113,8 +116,7 @@ func (s *Store) Holder(ctx context.Context, name string) (store.Holder, bool) {
 	if err != nil {
 		return store.Holder{}, false
 	}
-	host, _ := os.Hostname()
-	if s.stale(b, host) {
+	if s.stale(b, store.Self()) {
 		return store.Holder{}, false
 	}
 	return b.Holder, true
@@ -132,11 +134,11 @@ type s3Lock struct {
 	lost          error // set when a renewal finds the object is not this process's any more
 }
 
-// Lost implements Lock.
-func (l *s3Lock) Lost() error {
+// Held implements Lock: it renews the lock object now.
+func (l *s3Lock) Held(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.lost
+	return l.renewLocked(ctx)
 }
 
 func (l *s3Lock) renew() {
@@ -149,21 +151,38 @@ func (l *s3Lock) renew() {
 			return
 		case <-t.C:
 			l.mu.Lock()
-			b := l.body
-			b.Renewed = time.Now().UTC()
-			etag, err := l.s.putLock(l.ctx, l.key, b, &awss3.PutObjectInput{IfMatch: aws.String(l.etag)})
-			switch {
-			case err == nil:
-				l.etag = etag
-			case isPrecondition(err) || isNotFound(err):
-				// Another run took it over (or it was deleted): from now
-				// on two runs may think they hold it, so this one stops.
-				if l.lost == nil {
-					l.lost = &store.Error{Where: "s3://" + l.s.bucket + "/" + l.key, Op: "lock", Err: errors.New("the lock object was taken over or removed while this run held it")}
-				}
-			}
+			l.renewLocked(l.ctx)
 			l.mu.Unlock()
 		}
+	}
+}
+
+// renewLocked puts the lock object again on its own ETag. Once that fails
+// because the object changed or went, the lock is lost for good: from then
+// on two runs may think they hold it, so this one stops committing. Any
+// other failure (the network) is returned, and the next renewal tries
+// again.
+func (l *s3Lock) renewLocked(ctx context.Context) error {
+	if l.lost != nil {
+		return l.lost
+	}
+	b := l.body
+	b.Renewed = time.Now().UTC()
+	etag, err := l.s.putLock(ctx, l.key, b, &awss3.PutObjectInput{IfMatch: aws.String(l.etag)})
+	switch {
+	case err == nil:
+		l.etag = etag
+		return nil
+	case isPrecondition(err) || isNotFound(err):
+		held, _, _ := l.s.readLock(ctx, l.key)
+		by := "removed"
+		if held.PID > 0 {
+			by = fmt.Sprintf("taken over by pid %d on %s", held.PID, held.Host)
+		}
+		l.lost = &store.Error{Where: "s3://" + l.s.bucket + "/" + l.key, Op: "lock", Err: fmt.Errorf("%w: the lock object was %s while this run held it; this run commits nothing more", store.ErrLockLost, by)}
+		return l.lost
+	default:
+		return &store.Error{Where: "s3://" + l.s.bucket + "/" + l.key, Op: "renew lock", Err: err}
 	}
 }
 

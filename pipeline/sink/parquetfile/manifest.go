@@ -81,7 +81,7 @@ func (s *Sink) CopyBucket(ctx context.Context, src store.Store, bucket string) (
 	if err := json.Unmarshal(lb, &l); err != nil {
 		return l, err
 	}
-	if err := s.lock.Lost(); err != nil {
+	if err := s.lock.Held(ctx); err != nil {
 		return l, err
 	}
 	if err := s.st.Remove(ctx, s.path("ledger", bucket, ".json")); err != nil {
@@ -95,6 +95,9 @@ func (s *Sink) CopyBucket(ctx context.Context, src store.Store, bucket string) (
 		if err := store.WriteFile(ctx, s.st, f, data); err != nil {
 			return l, err
 		}
+	}
+	if err := s.lock.Held(ctx); err != nil { // again, just before the commit point
+		return l, err
 	}
 	return l, store.WriteFile(ctx, s.st, s.path("ledger", bucket, ".json"), lb)
 }

@@ -281,7 +281,10 @@ func (w *bucketWriter) commit(ctx context.Context, c stamped.Counts) error {
 		w.Abort()
 		return err
 	}
-	if err := w.s.lock.Lost(); err != nil {
+	// The lock is confirmed before the files are committed and again
+	// before the ledger entry, the commit point: a run that was frozen
+	// while another took its lock over commits nothing more.
+	if err := w.s.lock.Held(ctx); err != nil {
 		w.Abort()
 		return err
 	}
@@ -304,6 +307,9 @@ func (w *bucketWriter) commit(ctx context.Context, c stamped.Counts) error {
 			w.Abort()
 			return err
 		}
+	}
+	if err := w.s.lock.Held(ctx); err != nil {
+		return err
 	}
 	if err := store.WriteFile(ctx, st, w.s.path("ledger", w.m.Bucket, ".json"), append(lb, '\n')); err != nil {
 		w.Abort()
