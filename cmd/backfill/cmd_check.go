@@ -10,7 +10,7 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/scaleout"
 )
 
-const checkHelp = `Usage: backfill check --plan FILE --out OUT [--json]
+const checkHelp = `Usage: backfill check --plan FILE --out OUT [--json] [--strict]
 
 Settle the collision verdicts of a corpus stamped in shards (backfill run
 --plan FILE --out OUT, each shard in OUT/shards/I): merge every shard's
@@ -21,17 +21,26 @@ and prints the buckets whose rows change; backfill load applies them.
 
 Every shard must have committed every bucket the plan gives it.
 
+Check is where the corpus's rejects are met: the shards exit 0 whatever
+they recorded, and check prints the rejects and notices of every shard
+summed by reason, the collisions as the settled verdicts count them: the
+figures one run over the whole corpus prints. The records are in each
+shard's dead-letters/ and, after load, in OUT/dead-letters/.
+
 Flags:
 
 	--plan FILE    the plan of backfill plan (a path or an s3:// URL)
 	--out OUT      the job's output, as given to the shards' runs
 	--json         print the summary as one JSON object
+	--strict       exit 3 for notices too, not only for rejects
 
 EXIT STATUS
 
-	0    the verdicts were written
+	0    the verdicts were written; no reject in the corpus
 	1    failure (a shard missing or incomplete, a manifest unreadable)
 	2    usage error
+	3    the verdicts were written; the corpus has rejects (with
+	     --strict: or notices)
 `
 
 const loadHelp = `Usage: backfill load --plan FILE --out OUT [--shard I]
@@ -75,10 +84,11 @@ EXIT STATUS
 func runCheck(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("check", checkHelp, std)
 	var planFile, out string
-	var asJSON bool
+	var asJSON, strict bool
 	fs.StringVar(&planFile, "plan", "", "")
 	fs.StringVar(&out, "out", "", "")
 	fs.BoolVar(&asJSON, "json", false, "")
+	fs.BoolVar(&strict, "strict", false, "")
 	rest, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -104,13 +114,22 @@ func runCheck(ctx context.Context, args []string, std stdio) error {
 	if asJSON {
 		b, _ := json.Marshal(sum)
 		fmt.Fprintf(std.out, "%s\n", b)
-		return nil
+	} else {
+		st := sum.Stats
+		fmt.Fprintf(std.out, "manifests      %d\nreports        %d\nshared ts      %d (largest group %d)\nrejected       %d\nchanged        %d verdicts, in %d buckets\n",
+			st.Manifests, st.Reports, st.Groups, st.Largest, st.Rejected, st.Changed, len(sum.Buckets))
+		for _, b := range sum.Buckets {
+			fmt.Fprintf(std.out, "  %s\n", b)
+		}
+		fmt.Fprintf(std.out, "measurements   %d\n", sum.Totals.Measurements)
+		printRejects(std.out, sum.Totals)
 	}
-	st := sum.Stats
-	fmt.Fprintf(std.out, "manifests      %d\nreports        %d\nshared ts      %d (largest group %d)\nrejected       %d\nchanged        %d verdicts, in %d buckets\n",
-		st.Manifests, st.Reports, st.Groups, st.Largest, st.Rejected, st.Changed, len(sum.Buckets))
-	for _, b := range sum.Buckets {
-		fmt.Fprintf(std.out, "  %s\n", b)
+	records := dst.Where("shards") + "/*/dead-letters/"
+	switch t := sum.Totals; {
+	case t.Rejects > 0:
+		return &rejectsError{n: int(t.Rejects), what: "inputs of the corpus (reject records in " + records + ")"}
+	case strict && t.Notices > 0:
+		return &rejectsError{n: int(t.Notices), what: "notices in the corpus (--strict; records in " + records + ")", verb: "recorded"}
 	}
 	return nil
 }

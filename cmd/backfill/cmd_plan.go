@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"strconv"
@@ -147,7 +148,9 @@ func planShard(ctx context.Context, loc string, shard int) (plan.Plan, int, []st
 	if err != nil {
 		return p, 0, nil, nil, err
 	}
-	if err := scaleout.Unchanged(ctx, p, in, shard); err != nil {
+	if err := scaleout.Unchanged(ctx, p, in, shard); errors.Is(err, scaleout.ErrStale) {
+		return p, 0, nil, nil, usagef("run: %v", err)
+	} else if err != nil {
 		return p, 0, nil, nil, err
 	}
 	return p, shard, p.Names(shard), in, nil

@@ -25,6 +25,7 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
 	"github.com/backfill-dev/backfill/pipeline/stamp"
+	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
 const runHelp = `Usage: backfill run --in DIR --out DIR [flags] [BUCKET...]
@@ -141,9 +142,11 @@ EXIT STATUS
 
 	0    completed; every input has its IDs (notices may have been recorded)
 	1    failure: the buckets committed so far are whole, the others absent
-	2    usage error
+	2    usage error; with --plan also a plan that does not fit (its
+	     buckets changed, the shard count differs)
 	3    completed, with rejects (with --strict: or notices); see the
-	     dead-letter archive
+	     dead-letter archive. Not with --plan: a shard that completed
+	     exits 0 whatever it recorded, and backfill check sums them
 	130  interrupted: committed buckets are whole; rerun with --resume
 `
 
@@ -294,6 +297,13 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 		printSummary(std.out, sum)
 	}
 	switch {
+	case planFile != "":
+		// A shard that completed exits 0 whatever it recorded, so that a
+		// Job does not redo it: check sums every shard's rejects.
+		if sum.Rejects > 0 || sum.Notices > 0 {
+			fmt.Fprintf(std.err, "backfill: shard complete with %d rejects and %d notices recorded in %s; backfill check sums every shard's\n", sum.Rejects, sum.Notices, deadLetters)
+		}
+		return nil
 	case sum.Rejects > 0:
 		return &rejectsError{n: int(sum.Rejects), what: "inputs (reject records in " + deadLetters + ")"}
 	case strict && sum.Notices > 0:
@@ -401,19 +411,24 @@ func printSummary(w io.Writer, s job.Summary) {
 	fmt.Fprintf(w, "buckets        %d committed, %d skipped\n", s.Buckets, s.Skipped)
 	fmt.Fprintf(w, "reports        %d\n", s.Reports)
 	fmt.Fprintf(w, "measurements   %d\n", s.Measurements)
+	printRejects(w, s.Tally)
+	fmt.Fprintf(w, "read           %s compressed, %s decompressed\n", humanBytes(s.BytesIn), humanBytes(s.BytesOut))
+	fmt.Fprintf(w, "elapsed        %.2fs\n", s.Elapsed.Seconds())
+	fmt.Fprintf(w, "throughput     %.1f MiB/s decompressed, %.0f measurements/s\n", float64(s.BytesOut)/secs/(1<<20), float64(s.Written)/secs)
+}
+
+// printRejects prints the rejects and notices of t by reason.
+func printRejects(w io.Writer, t stamped.Tally) {
 	byReason := func(m map[string]int64) {
 		reasons := slices.Sorted(maps.Keys(m))
 		for _, r := range reasons {
 			fmt.Fprintf(w, "  %-20s %d\n", r, m[r])
 		}
 	}
-	fmt.Fprintf(w, "rejects        %d (inputs lost, or reports and measurements left without IDs)\n", s.Rejects)
-	byReason(s.RejectsByReason)
-	fmt.Fprintf(w, "notices        %d (recorded; nothing lost)\n", s.Notices)
-	byReason(s.NoticesByReason)
-	fmt.Fprintf(w, "read           %s compressed, %s decompressed\n", humanBytes(s.BytesIn), humanBytes(s.BytesOut))
-	fmt.Fprintf(w, "elapsed        %.2fs\n", s.Elapsed.Seconds())
-	fmt.Fprintf(w, "throughput     %.1f MiB/s decompressed, %.0f measurements/s\n", float64(s.BytesOut)/secs/(1<<20), float64(s.Written)/secs)
+	fmt.Fprintf(w, "rejects        %d (inputs lost, or reports and measurements left without IDs)\n", t.Rejects)
+	byReason(t.RejectsByReason)
+	fmt.Fprintf(w, "notices        %d (recorded; nothing lost)\n", t.Notices)
+	byReason(t.NoticesByReason)
 }
 
 func printSummaryJSON(w io.Writer, s job.Summary) {

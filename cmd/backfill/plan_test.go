@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/pipeline/plan"
 	"github.com/backfill-dev/backfill/pipeline/scaleout"
+	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
 // Plan a corpus into 3 shards, run each shard on its own (one through
@@ -59,8 +61,8 @@ func TestPlan_ShardsMakeTheRun(t *testing.T) {
 			}
 			continue
 		}
-		if code != exitOK && code != exitRejects {
-			t.Fatalf("shard %d: exit %d\n%s", i, code, msg)
+		if code != exitOK || !strings.Contains(msg, "backfill check sums every shard's") {
+			t.Fatalf("shard %d: exit %d, want 0 and the count of its records\n%s", i, code, msg)
 		}
 		for _, b := range p.Names(i) {
 			for _, f := range []string{"measurements/" + b + ".parquet", "reports/" + b + ".parquet", "dead-letters/" + b + ".jsonl"} {
@@ -96,7 +98,7 @@ func TestPlan_ShardsMakeTheRun(t *testing.T) {
 	f, _ := filepath.Glob(filepath.Join(in, b.Name, "*.lz4"))
 	os.WriteFile(f[0], append(must(os.ReadFile(f[0])), 0), 0o644)
 	code, msg := callIn("", "run", "-q", "--plan", planFile, "--shard", fmt.Sprint(b.Shard), "--out", dir+"/changed")
-	if code != exitFailure || !strings.Contains(msg, "bucket "+b.Name+" of "+in+" changed since the plan was made") {
+	if code != exitUsage || !strings.Contains(msg, "bucket "+b.Name+" of "+in+" changed since the plan was made") {
 		t.Errorf("a changed bucket: exit %d\n%s", code, msg)
 	}
 	if _, err := os.Stat(dir + "/changed"); !os.IsNotExist(err) {
@@ -150,15 +152,23 @@ func TestPlan_CheckLoadEqualsOneRun(t *testing.T) {
 			t.Fatalf("plan: exit %d\n%s", code, out)
 		}
 		for _, i := range rng.Perm(n) {
+			// A shard that completed exits 0, rejects and all.
 			code, msg := callIn("", append([]string{"run", "-q", "--plan", planFile, "--shard", fmt.Sprint(i), "--out", job}, scheme...)...)
-			if code != exitOK && code != exitRejects {
+			if code != exitOK {
 				t.Fatalf("%d shards: shard %d: exit %d\n%s", n, i, code, msg)
 			}
 		}
+		// Check meets the rejects: the whole corpus's, as the one run
+		// counted them, and exits 3.
 		code, out := call("check", "--json", "--plan", planFile, "--out", job)
 		var sum scaleout.CheckSummary
-		if err := json.Unmarshal([]byte(out), &sum); code != exitOK || err != nil {
+		if err := json.Unmarshal([]byte(out), &sum); code != exitRejects || err != nil {
 			t.Fatalf("%d shards: check: exit %d, %v\n%s", n, code, err, out)
+		}
+		one := stamped.Tally{Reports: single.Reports, Measurements: single.Measurements, Rejects: single.Rejects, Notices: single.Notices,
+			RejectsByReason: single.RejectsByReason, NoticesByReason: single.NoticesByReason}
+		if !reflect.DeepEqual(sum.Totals, one) {
+			t.Errorf("%d shards: check's totals\n%+v\nthe one run's\n%+v", n, sum.Totals, one)
 		}
 		if (n == 1) != (sum.Changed == 0) {
 			t.Errorf("%d shards: check changed %d verdicts", n, sum.Changed)
@@ -221,7 +231,7 @@ func TestPlan_ShardProcesses(t *testing.T) {
 				if i == killed && code == -int(syscall.SIGKILL) {
 					continue
 				}
-				if code != exitOK && code != exitRejects {
+				if code != exitOK {
 					t.Fatalf("%d shards: %s %d: exit %d\n%s", n, what, i, code, stderr.String())
 				}
 			}
@@ -248,8 +258,8 @@ func TestPlan_ShardProcesses(t *testing.T) {
 			}
 			waitAll("map again", []*exec.Cmd{start(victim, mapArgs...)}, -1)
 		}
-		if code, out := call("check", "--plan", planFile, "--out", job); code != exitOK {
-			t.Fatalf("%d shards: check: exit %d\n%s", n, code, out)
+		if code, out := call("check", "--plan", planFile, "--out", job); code != exitRejects {
+			t.Fatalf("%d shards: check: exit %d, want 3 (the corpus has rejects)\n%s", n, code, out)
 		}
 		dsn := pgtest.CreateDatabase(t, admin)
 		// The tables first, as a deployment would, so the loads do not

@@ -148,6 +148,13 @@ type Stats struct {
 	Rejected  int64 `json:"rejected"` // reports that lose their IDs, over the corpus
 	Changed   int64 `json:"changed"`  // verdicts that differ from the shards'
 	Manifests int   `json:"manifests"`
+	// Lost are the reports their shard let keep their IDs that lose them
+	// (Regained the other way round), with their measurements: what the
+	// shards' counts are short of the corpus's.
+	Lost                 int64 `json:"lost"`
+	LostMeasurements     int64 `json:"lost_measurements"`
+	Regained             int64 `json:"regained"`
+	RegainedMeasurements int64 `json:"regained_measurements"`
 }
 
 // Merge merges the manifests and calls changed with every report whose
@@ -180,6 +187,14 @@ func Merge(rs []*Reader, changed func(Verdict) error) (Stats, error) {
 			}
 			if v.RejectedBy == v.was {
 				continue
+			}
+			switch {
+			case v.was == "":
+				st.Lost++
+				st.LostMeasurements += int64(v.n)
+			case v.RejectedBy == "":
+				st.Regained++
+				st.RegainedMeasurements += int64(v.n)
 			}
 			st.Changed++
 			if err := changed(v.Verdict); err != nil {
@@ -214,6 +229,7 @@ func Merge(rs []*Reader, changed func(Verdict) error) (Stats, error) {
 type settled struct {
 	Verdict
 	was string
+	n   uint32
 }
 
 // settle applies the policy to reports sharing one timestamp, given in
@@ -230,7 +246,7 @@ func settle(group []Entry, bits int) []settled {
 	for i, e := range group {
 		ranges[i] = collisions.Range{TS: e.TS, Base: e.Base, N: e.N}
 		part[i] = len(group) > 1 && !ranges[i].SelfOverlaps(bits)
-		out[i] = settled{Verdict{Bucket: e.Bucket, Textname: e.Textname, RejectedBy: e.RejectedBy}, e.RejectedBy}
+		out[i] = settled{Verdict{Bucket: e.Bucket, Textname: e.Textname, RejectedBy: e.RejectedBy}, e.RejectedBy, e.N}
 	}
 	for i := range group {
 		if !part[i] {

@@ -34,6 +34,9 @@ const (
 	VerdictsName = "verdicts.jsonl"
 	// ManifestName is a shard output's report manifest.
 	ManifestName = "manifest.tsv"
+	// CountsName is a shard output's counts: its buckets' ledger counts
+	// summed, written just before the manifest.
+	CountsName = "counts.json"
 )
 
 // ShardOut is where shard i of a plan writes, under the job's output.
@@ -61,6 +64,10 @@ func ListBuckets(ctx context.Context, fsys store.Store, names []string) ([]plan.
 	return out, g.Wait()
 }
 
+// ErrStale is wrapped by the error of Unchanged when a bucket changed
+// since planning: a plan error, which running again does not mend.
+var ErrStale = errors.New("changed since the plan was made: make a new plan")
+
 // Unchanged checks that the buckets of shard of p, in the input in, are
 // those that were planned.
 func Unchanged(ctx context.Context, p plan.Plan, in store.Store, shard int) error {
@@ -74,14 +81,15 @@ func Unchanged(ctx context.Context, p plan.Plan, in store.Store, shard int) erro
 	}
 	for _, b := range now {
 		if b.Fingerprint != want[b.Name] {
-			return fmt.Errorf("bucket %s of %s changed since the plan was made: make a new plan", b.Name, p.Input)
+			return fmt.Errorf("bucket %s of %s %w", b.Name, p.Input, ErrStale)
 		}
 	}
 	return nil
 }
 
 // WriteManifest writes the report manifest of a shard's output: every
-// report of its committed buckets, sorted by time, for check.
+// report of its committed buckets, sorted by time, for check; and before
+// it the sum of their counts.
 func WriteManifest(ctx context.Context, out store.Store) error {
 	st, err := parquetfile.ReadState(ctx, out)
 	if err != nil {
@@ -89,10 +97,12 @@ func WriteManifest(ctx context.Context, out store.Store) error {
 	}
 	var h check.Header
 	var entries []check.Entry
+	counts := stamped.NewCounts()
 	for i, s := range st {
 		if s.Status != stamped.StatusCommitted {
 			continue
 		}
+		counts.Merge(s.Counts)
 		if i == 0 {
 			h.Scheme = s.Meta.Scheme
 		}
@@ -106,6 +116,10 @@ func WriteManifest(ctx context.Context, out store.Store) error {
 				Textname: r.Textname, Bucket: s.Meta.Bucket, RejectedBy: r.RejectedBy})
 		}
 	}
+	cb, _ := json.MarshalIndent(counts, "", "  ")
+	if err := store.WriteFile(ctx, out, CountsName, append(cb, '\n')); err != nil {
+		return err
+	}
 	var b bytes.Buffer
 	if err := check.Write(&b, h, entries); err != nil {
 		return err
@@ -117,6 +131,9 @@ func WriteManifest(ctx context.Context, out store.Store) error {
 type CheckSummary struct {
 	check.Stats
 	Buckets []string `json:"buckets_changed"`
+	// Totals are the corpus's, as one run over it would count them: every
+	// shard's counts summed, the collisions those of the settled verdicts.
+	Totals stamped.Tally `json:"totals"`
 }
 
 // Check merges the report manifests of every shard of p under out, settles
@@ -125,6 +142,7 @@ type CheckSummary struct {
 // bucket p gives it.
 func Check(ctx context.Context, p plan.Plan, out store.Store) (CheckSummary, error) {
 	var readers []*check.Reader
+	counts := stamped.NewCounts()
 	for i := range p.Shards {
 		if len(p.Names(i)) == 0 {
 			continue
@@ -134,6 +152,12 @@ func Check(ctx context.Context, p plan.Plan, out store.Store) (CheckSummary, err
 		if err != nil {
 			return CheckSummary{}, fmt.Errorf("shard %d has not completed: %w", i, err)
 		}
+		c, err := readCounts(ctx, so)
+		if err != nil {
+			f.Close()
+			return CheckSummary{}, err
+		}
+		counts.Merge(c)
 		defer f.Close()
 		r, err := check.NewReader(so.Where(ManifestName), f)
 		if err != nil {
@@ -162,7 +186,13 @@ func Check(ctx context.Context, p plan.Plan, out store.Store) (CheckSummary, err
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	sum := CheckSummary{Stats: st, Buckets: []string{}}
+	// A collision is one reject per report that loses its IDs: the
+	// shards counted their own verdicts, the corpus has the settled ones.
+	counts.AddCollisions(st.Lost - st.Regained)
+	counts.Reports += st.Regained - st.Lost
+	counts.Measurements += st.RegainedMeasurements - st.LostMeasurements
+	sum := CheckSummary{Stats: st, Buckets: []string{}, Totals: stamped.NewTally()}
+	sum.Totals.Add(counts)
 	for _, v := range verdicts {
 		if err := enc.Encode(v); err != nil {
 			return sum, err
@@ -172,6 +202,19 @@ func Check(ctx context.Context, p plan.Plan, out store.Store) (CheckSummary, err
 		}
 	}
 	return sum, store.WriteFile(ctx, out, VerdictsName, buf.Bytes())
+}
+
+// readCounts reads a shard's counts.
+func readCounts(ctx context.Context, so store.Store) (stamped.Counts, error) {
+	var c stamped.Counts
+	b, err := store.ReadFile(ctx, so, CountsName)
+	if err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return c, fmt.Errorf("%s: %w", so.Where(CountsName), err)
+	}
+	return c.Clone(), nil
 }
 
 // shardsComplete checks that every manifest covers exactly its shard's

@@ -102,6 +102,20 @@ func (c *Counts) addReason(reason string, n int64, reject bool) {
 	}
 }
 
+// Merge adds the counts o to c.
+func (c *Counts) Merge(o Counts) {
+	c.Reports += o.Reports
+	c.Measurements += o.Measurements
+	c.BytesIn += o.BytesIn
+	c.BytesOut += o.BytesOut
+	for r, n := range o.DeadLetters {
+		c.addReason(r, n-o.Rejects[r], false)
+	}
+	for r, n := range o.Rejects {
+		c.addReason(r, n, true)
+	}
+}
+
 // Clone returns a copy of c that shares no map with it.
 func (c Counts) Clone() Counts {
 	out := c
