@@ -49,7 +49,7 @@ func shardedManifests(b *testing.B, shards int) (string, string) {
 	for name, es := range byBucket {
 		buckets = append(buckets, plan.Bucket{Name: name, Bytes: int64(len(es)), Fingerprint: "-"})
 	}
-	p, err := plan.New("-", buckets, shards)
+	p, err := plan.New("/in", buckets, shards)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -37,8 +38,8 @@ Flags:
 EXIT STATUS
 
 	0    the verdicts were written; no reject in the corpus
-	1    failure (a shard missing or incomplete, a manifest unreadable)
-	2    usage error
+	1    failure (the store; a manifest unreadable or incomplete)
+	2    usage error, or a shard's map has not completed: run it first
 	3    the verdicts were written; the corpus has rejects (with
 	     --strict: or notices)
 `
@@ -76,9 +77,10 @@ Flags:
 
 EXIT STATUS
 
-	0    the shard was loaded
-	1    failure
-	2    usage error
+	0    the shard was loaded (the corpus's rejects are check's to report)
+	1    failure (the store, the database): running it again may mend it
+	2    usage error, or a phase out of order: the shard's map, or check,
+	     has not completed; running it again does not mend that
 `
 
 func runCheck(ctx context.Context, args []string, std stdio) error {
@@ -108,7 +110,9 @@ func runCheck(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	sum, err := scaleout.Check(ctx, p, dst)
-	if err != nil {
+	if errors.Is(err, scaleout.ErrOrder) {
+		return usagef("check: %v", err)
+	} else if err != nil {
 		return err
 	}
 	if asJSON {
@@ -176,6 +180,11 @@ func runLoad(ctx context.Context, args []string, std stdio) error {
 	}
 	if sinkName == "postgres" {
 		src := scaleout.ShardOut(dst, shard)
+		if err := scaleout.Mapped(ctx, src, shard); errors.Is(err, scaleout.ErrOrder) {
+			return usagef("load: %v", err)
+		} else if err != nil {
+			return err
+		}
 		o, err := openOutput(ctx, std, outputFlags{sink: sinkName, pg: pf, createSchema: createSchema})
 		if err != nil {
 			return err
@@ -188,7 +197,9 @@ func runLoad(ctx context.Context, args []string, std stdio) error {
 		return nil
 	}
 	n, err := scaleout.Load(ctx, p, shard, dst)
-	if err != nil {
+	if errors.Is(err, scaleout.ErrOrder) {
+		return usagef("load: %v", err)
+	} else if err != nil {
 		return err
 	}
 	fmt.Fprintf(std.err, "backfill: loaded shard %d: %d buckets into %s\n", shard, n, out)

@@ -77,7 +77,7 @@ func runPlan(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return err
 	}
-	p, err := plan.New(input.Dir.Where("."), buckets, shards)
+	p, err := plan.New(absPath(input.Dir.Where(".")), buckets, shards)
 	if err != nil {
 		return err
 	}

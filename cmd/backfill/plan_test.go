@@ -253,7 +253,7 @@ func TestPlan_ShardProcesses(t *testing.T) {
 		cmds[victim].Process.Signal(syscall.SIGKILL)
 		waitAll("map", cmds, victim)
 		if _, err := os.Stat(fmt.Sprintf("%s/shards/%d/manifest.tsv", job, victim)); err != nil {
-			if code, out := callIn("", "check", "--plan", planFile, "--out", job); code != exitFailure || !strings.Contains(out, fmt.Sprintf("shard %d has not completed", victim)) {
+			if code, out := callIn("", "check", "--plan", planFile, "--out", job); code != exitUsage || !strings.Contains(out, fmt.Sprintf("shard %d has not completed its map", victim)) {
 				t.Fatalf("%d shards: check with shard %d missing: exit %d\n%s", n, victim, code, out)
 			}
 			waitAll("map again", []*exec.Cmd{start(victim, mapArgs...)}, -1)
@@ -298,4 +298,50 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// The phases out of order are plan errors (exit 2, which a Job does not
+// retry), each naming what to run first; a plan made from a relative path
+// holds the absolute one, so a shard runs from any folder.
+func TestPlan_PhasesInOrder(t *testing.T) {
+	dir := t.TempDir()
+	if code, out := call("gen", "-q", "--out", dir+"/c", "--buckets", "4", "--reports", "20", "--max-measurements", "200"); code != exitOK {
+		t.Fatalf("gen: exit %d\n%s", code, out)
+	}
+	t.Chdir(dir)
+	if code, out := call("plan", "--in", "c", "--shards", "2", "--out", "plan.json"); code != exitOK {
+		t.Fatalf("plan: exit %d\n%s", code, out)
+	}
+	p, err := plan.Parse(must(os.ReadFile("plan.json")))
+	if err != nil || p.Input != filepath.Join(dir, "c") {
+		t.Fatalf("the plan's input is %q (%v), want the absolute %s", p.Input, err, filepath.Join(dir, "c"))
+	}
+	planFile, job := filepath.Join(dir, "plan.json"), filepath.Join(dir, "job")
+	t.Chdir(t.TempDir())
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"load", "--plan", planFile, "--shard", "1", "--out", job}, "shard 1 has not completed its map"},
+		{[]string{"load", "--plan", planFile, "--shard", "1", "--out", job, "--sink", "postgres", "--dsn", "postgres://nobody@127.0.0.1:1/x"}, "run the map of shard 1 first"},
+		{[]string{"check", "--plan", planFile, "--out", job}, "has not completed its map"},
+	} {
+		if code, out := callIn("", tc.args...); code != exitUsage || !strings.Contains(out, tc.msg) {
+			t.Errorf("%v before the maps: exit %d, want 2 and %q\n%s", tc.args[0], code, tc.msg, out)
+		}
+	}
+	for i := range 2 {
+		if code, out := callIn("", "run", "-q", "--plan", planFile, "--shard", fmt.Sprint(i), "--out", job); code != exitOK {
+			t.Fatalf("map %d from another folder: exit %d\n%s", i, code, out)
+		}
+	}
+	if code, out := callIn("", "load", "--plan", planFile, "--shard", "0", "--out", job); code != exitUsage || !strings.Contains(out, "run backfill check first") {
+		t.Errorf("load before check: exit %d\n%s", code, out)
+	}
+	if code, out := callIn("", "check", "--plan", planFile, "--out", job); code != exitOK {
+		t.Fatalf("check: exit %d\n%s", code, out)
+	}
+	if code, out := callIn("", "load", "--plan", planFile, "--shard", "0", "--out", job); code != exitOK {
+		t.Errorf("load after check: exit %d\n%s", code, out)
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,6 +52,9 @@ type Plan struct {
 func New(input string, buckets []Bucket, shards int) (Plan, error) {
 	if shards < 1 {
 		return Plan{}, fmt.Errorf("plan: %d shards; want 1 or more", shards)
+	}
+	if err := checkInput(input); err != nil {
+		return Plan{}, fmt.Errorf("plan: %w", err)
 	}
 	bs := slices.Clone(buckets)
 	slices.SortFunc(bs, func(a, b Bucket) int { return strings.Compare(a.Name, b.Name) })
@@ -110,6 +114,15 @@ func score(bucket string, shard int) uint64 {
 	return binary.BigEndian.Uint64(h[:8])
 }
 
+// checkInput checks that a plan's input is a location every shard finds
+// wherever it runs: an absolute path or an s3:// URL.
+func checkInput(input string) error {
+	if strings.HasPrefix(input, "s3://") || path.IsAbs(input) {
+		return nil
+	}
+	return fmt.Errorf("the input %q is a relative path: a plan holds an absolute path or an s3:// URL, so that a shard run from any folder finds it", input)
+}
+
 // Names returns the buckets of shard i, in name order.
 func (p Plan) Names(i int) []string {
 	var out []string
@@ -161,6 +174,9 @@ func Parse(data []byte) (Plan, error) {
 		return Plan{}, errors.New("the plan's checksum does not match its content: it was changed after it was written")
 	case p.Shards < 1:
 		return Plan{}, fmt.Errorf("a plan of %d shards", p.Shards)
+	}
+	if err := checkInput(p.Input); err != nil {
+		return Plan{}, err
 	}
 	for i, b := range p.Buckets {
 		if b.Shard < 0 || b.Shard >= p.Shards || (i > 0 && b.Name <= p.Buckets[i-1].Name) {

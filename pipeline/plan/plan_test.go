@@ -29,7 +29,7 @@ func days(n int, seed uint64) []plan.Bucket {
 func TestPlan_Balanced(t *testing.T) {
 	for _, shards := range []int{1, 3, 7, 64} {
 		bs := days(2000, uint64(shards))
-		p, err := plan.New("in", bs, shards)
+		p, err := plan.New("/in", bs, shards)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,15 +59,15 @@ func TestPlan_Balanced(t *testing.T) {
 // few buckets.
 func TestPlan_Stable(t *testing.T) {
 	bs := days(1500, 1)
-	want, _ := plan.New("in", bs, 7)
+	want, _ := plan.New("/in", bs, 7)
 	shuffled := slices.Clone(bs)
 	rand.New(rand.NewPCG(2, 2)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-	got, _ := plan.New("in", shuffled, 7)
+	got, _ := plan.New("/in", shuffled, 7)
 	if string(got.Marshal()) != string(want.Marshal()) {
 		t.Fatal("a reordered listing gives another plan")
 	}
 	more := days(1501, 1)
-	next, _ := plan.New("in", more, 7)
+	next, _ := plan.New("/in", more, 7)
 	moved := 0
 	for i, b := range want.Buckets {
 		if next.Buckets[i].Shard != b.Shard {
@@ -100,7 +100,16 @@ func TestPlan_Parse(t *testing.T) {
 			t.Errorf("%s changed to %s: %v, want an error naming %q", tc.from, tc.to, err, tc.want)
 		}
 	}
-	if _, err := plan.New("in", append(days(3, 1), days(1, 1)...), 2); err == nil {
+	if _, err := plan.New("/in", append(days(3, 1), days(1, 1)...), 2); err == nil {
 		t.Error("a bucket listed twice is planned")
+	}
+	// A relative input would be found only from the planner's folder.
+	if _, err := plan.New("data/canned", days(3, 1), 2); err == nil || !strings.Contains(err.Error(), "relative path") {
+		t.Errorf("a relative input is planned: %v", err)
+	}
+	rel := p
+	rel.Input = "data/canned"
+	if _, err := plan.Parse(rel.Marshal()); err == nil || !strings.Contains(err.Error(), "relative path") {
+		t.Errorf("a plan of a relative input is read: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"slices"
 	"strconv"
 	"strings"
@@ -148,9 +149,12 @@ func Check(ctx context.Context, p plan.Plan, out store.Store) (CheckSummary, err
 			continue
 		}
 		so := ShardOut(out, i)
+		if err := Mapped(ctx, so, i); err != nil {
+			return CheckSummary{}, err
+		}
 		f, err := so.Open(ctx, ManifestName)
 		if err != nil {
-			return CheckSummary{}, fmt.Errorf("shard %d has not completed: %w", i, err)
+			return CheckSummary{}, err
 		}
 		c, err := readCounts(ctx, so)
 		if err != nil {
@@ -204,6 +208,17 @@ func Check(ctx context.Context, p plan.Plan, out store.Store) (CheckSummary, err
 	return sum, store.WriteFile(ctx, out, VerdictsName, buf.Bytes())
 }
 
+// Mapped checks that the map of shard has completed (its manifest, written
+// last, is in its output src); the error wraps ErrOrder when it has not.
+func Mapped(ctx context.Context, src store.Store, shard int) error {
+	_, err := src.Stat(ctx, ManifestName)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: shard %d has not completed its map (%s has no %s): run the map of shard %d first (backfill run --plan PLAN --shard %d)",
+			ErrOrder, shard, src.Where("."), ManifestName, shard, shard)
+	}
+	return err
+}
+
 // readCounts reads a shard's counts.
 func readCounts(ctx context.Context, so store.Store) (stamped.Counts, error) {
 	var c stamped.Counts
@@ -235,11 +250,19 @@ func shardsComplete(p plan.Plan, readers []*check.Reader, out store.Store) error
 	return nil
 }
 
+// ErrOrder is wrapped by the errors of a phase run before the one it
+// needs: running it again does not mend that, running the phase first
+// does.
+var ErrOrder = errors.New("phase out of order")
+
 // ReadVerdicts reads what Check wrote under out, by bucket.
 func ReadVerdicts(ctx context.Context, out store.Store) (map[string][]stamped.Verdict, error) {
 	f, err := out.Open(ctx, VerdictsName)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s has no verdicts: run backfill check first, once every shard's map has completed", ErrOrder, out.Where("."))
+	}
 	if err != nil {
-		return nil, fmt.Errorf("no verdicts: run backfill check first (%w)", err)
+		return nil, err
 	}
 	defer f.Close()
 	dec := json.NewDecoder(f)
@@ -260,11 +283,14 @@ func ReadVerdicts(ctx context.Context, out store.Store) (map[string][]stamped.Ve
 // it returns how many it loaded. Shards load side by side, each under a
 // lock of its own.
 func Load(ctx context.Context, p plan.Plan, shard int, out store.Store) (int, error) {
+	src := ShardOut(out, shard)
+	if err := Mapped(ctx, src, shard); err != nil {
+		return 0, err
+	}
 	byBucket, err := ReadVerdicts(ctx, out)
 	if err != nil {
 		return 0, err
 	}
-	src := ShardOut(out, shard)
 	s, err := parquetfile.OpenLocked(ctx, out, ".lock-load-"+strconv.Itoa(shard))
 	if err != nil {
 		return 0, err
@@ -289,6 +315,7 @@ func Load(ctx context.Context, p plan.Plan, shard int, out store.Store) (int, er
 // in its transaction, through the Loader of a run: a sink that settles
 // verdicts itself (PostgreSQL) settles them across shards, so Check is
 // not needed.
+// The caller checks that the shard's map has completed first (Mapped).
 func LoadInto(ctx context.Context, src store.Store, names []string, dst sink.Sink) error {
 	if len(names) == 0 {
 		return nil
