@@ -110,7 +110,7 @@ func runCheck(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	sum, err := scaleout.Check(ctx, p, dst)
-	if errors.Is(err, scaleout.ErrOrder) {
+	if isOrder(err) {
 		return usagef("check: %v", err)
 	} else if err != nil {
 		return err
@@ -180,7 +180,11 @@ func runLoad(ctx context.Context, args []string, std stdio) error {
 	}
 	if sinkName == "postgres" {
 		src := scaleout.ShardOut(dst, shard)
-		if err := scaleout.Mapped(ctx, src, shard); errors.Is(err, scaleout.ErrOrder) {
+		if len(p.Names(shard)) == 0 {
+			fmt.Fprintf(std.err, "backfill: shard %d of %s has no bucket; nothing to do\n", shard, planFile)
+			return nil
+		}
+		if err := scaleout.Mapped(ctx, src, shard); isOrder(err) {
 			return usagef("load: %v", err)
 		} else if err != nil {
 			return err
@@ -197,11 +201,17 @@ func runLoad(ctx context.Context, args []string, std stdio) error {
 		return nil
 	}
 	n, err := scaleout.Load(ctx, p, shard, dst)
-	if errors.Is(err, scaleout.ErrOrder) {
+	if isOrder(err) {
 		return usagef("load: %v", err)
 	} else if err != nil {
 		return err
 	}
 	fmt.Fprintf(std.err, "backfill: loaded shard %d: %d buckets into %s\n", shard, n, out)
 	return nil
+}
+
+// isOrder tells a phase run out of order (exit 2: a Job does not retry it).
+func isOrder(err error) bool {
+	var oe *scaleout.OrderError
+	return errors.As(err, &oe)
 }

@@ -184,10 +184,11 @@ func TestPlan_CheckLoadEqualsOneRun(t *testing.T) {
 }
 
 // The shards as processes, as Indexed Jobs run them, for plans of 1, 3 and
-// 7 shards: the map pods all at once in a random order, each with its
+// 8 shards: the map pods all at once in a random order, each with its
 // JOB_COMPLETION_INDEX, one SIGKILLed after its first commit and started
 // again (check refuses meanwhile); then check, and the loads at once, into
-// Parquet and into PostgreSQL. The Parquet output is the one-machine run's
+// Parquet and into an empty PostgreSQL database, every load with
+// --create-schema. The Parquet output is the one-machine run's
 // byte for byte, the tables the one-machine load's row for row.
 func TestPlan_ShardProcesses(t *testing.T) {
 	skipUnderRace(t)
@@ -210,7 +211,7 @@ func TestPlan_ShardProcesses(t *testing.T) {
 	}
 	wantRows := checksum(t, single)
 	rng := rand.New(rand.NewPCG(8, 8))
-	for _, n := range []int{1, 3, 7} {
+	for _, n := range []int{1, 3, 8} {
 		job, planFile := fmt.Sprintf("%s/job%d", dir, n), fmt.Sprintf("%s/plan%d.json", dir, n)
 		if code, out := call("plan", "--in", in, "--shards", fmt.Sprint(n), "--out", planFile); code != exitOK {
 			t.Fatalf("plan: exit %d\n%s", code, out)
@@ -262,17 +263,14 @@ func TestPlan_ShardProcesses(t *testing.T) {
 			t.Fatalf("%d shards: check: exit %d, want 3 (the corpus has rejects)\n%s", n, code, out)
 		}
 		dsn := pgtest.CreateDatabase(t, admin)
-		// The tables first, as a deployment would, so the loads do not
-		// race to create them.
-		if code, msg := callIn("", "schema", "--dsn", dsn); code != exitOK {
-			t.Fatalf("schema: exit %d\n%s", code, msg)
-		}
 		for i := range n {
 			cmds[i] = start(i, "load", "--plan", planFile, "--out", job)
 		}
 		waitAll("load", cmds, -1)
+		// Into an empty database, every load creating the tables: they
+		// start at once, and each must succeed.
 		for i := range n {
-			cmds[i] = start(i, "load", "--plan", planFile, "--out", job, "--sink", "postgres", "--dsn", dsn)
+			cmds[i] = start(i, "load", "--plan", planFile, "--out", job, "--sink", "postgres", "--dsn", dsn, "--create-schema")
 		}
 		waitAll("load into PostgreSQL", cmds, -1)
 		sameOutput(t, want, outputFiles(tree(t, job)), false)

@@ -209,12 +209,13 @@ func Check(ctx context.Context, p plan.Plan, out store.Store) (CheckSummary, err
 }
 
 // Mapped checks that the map of shard has completed (its manifest, written
-// last, is in its output src); the error wraps ErrOrder when it has not.
+// last, is in its output src); the error is an *OrderError when it has
+// not.
 func Mapped(ctx context.Context, src store.Store, shard int) error {
 	_, err := src.Stat(ctx, ManifestName)
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("%w: shard %d has not completed its map (%s has no %s): run the map of shard %d first (backfill run --plan PLAN --shard %d)",
-			ErrOrder, shard, src.Where("."), ManifestName, shard, shard)
+		return &OrderError{fmt.Sprintf("shard %d has not completed its map (%s has no %s): run the map of shard %d first (backfill run --plan PLAN --shard %d)",
+			shard, src.Where("."), ManifestName, shard, shard)}
 	}
 	return err
 }
@@ -250,16 +251,17 @@ func shardsComplete(p plan.Plan, readers []*check.Reader, out store.Store) error
 	return nil
 }
 
-// ErrOrder is wrapped by the errors of a phase run before the one it
-// needs: running it again does not mend that, running the phase first
-// does.
-var ErrOrder = errors.New("phase out of order")
+// OrderError is the error of a phase run before the one it needs:
+// running it again does not mend that, running that phase first does.
+type OrderError struct{ Msg string }
+
+func (e *OrderError) Error() string { return e.Msg }
 
 // ReadVerdicts reads what Check wrote under out, by bucket.
 func ReadVerdicts(ctx context.Context, out store.Store) (map[string][]stamped.Verdict, error) {
 	f, err := out.Open(ctx, VerdictsName)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %s has no verdicts: run backfill check first, once every shard's map has completed", ErrOrder, out.Where("."))
+		return nil, &OrderError{out.Where(".") + " has no verdicts: run backfill check first, once every shard's map has completed"}
 	}
 	if err != nil {
 		return nil, err
@@ -284,6 +286,10 @@ func ReadVerdicts(ctx context.Context, out store.Store) (map[string][]stamped.Ve
 // lock of its own.
 func Load(ctx context.Context, p plan.Plan, shard int, out store.Store) (int, error) {
 	src := ShardOut(out, shard)
+	names := p.Names(shard)
+	if len(names) == 0 {
+		return 0, nil
+	}
 	if err := Mapped(ctx, src, shard); err != nil {
 		return 0, err
 	}
@@ -296,7 +302,6 @@ func Load(ctx context.Context, p plan.Plan, shard int, out store.Store) (int, er
 		return 0, err
 	}
 	defer s.Close()
-	names := p.Names(shard)
 	for _, b := range names {
 		l, err := s.CopyBucket(ctx, src, b)
 		if err != nil {

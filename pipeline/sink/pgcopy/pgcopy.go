@@ -168,15 +168,9 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 		return nil, err
 	}
 	if opt.CreateSchema {
-		if err := createTables(ctx, s.conn, s.schema); err != nil {
+		if err := createSchema(ctx, s.conn, s.schema, !opt.Bulk); err != nil {
 			s.Close()
 			return nil, s.clean(err)
-		}
-		if !opt.Bulk {
-			if err := buildConstraints(ctx, s.conn, s.schema, nil); err != nil {
-				s.Close()
-				return nil, s.clean(err)
-			}
 		}
 	}
 	if err := s.checkSchema(ctx); err != nil {

@@ -2,6 +2,7 @@ package pgcopy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -133,16 +134,41 @@ func constraints(schema string) []constraint {
 // view where they are missing. It is idempotent, and it completes a bulk
 // load that stopped before building its indexes.
 func CreateSchema(ctx context.Context, c *pgx.Conn, schema string) error {
-	if err := createTables(ctx, c, schema); err != nil {
-		return err
-	}
-	return buildConstraints(ctx, c, schema, nil)
+	return createSchema(ctx, c, schema, true)
 }
 
-func createTables(ctx context.Context, c *pgx.Conn, schema string) error {
+// createSchema creates the tables, and with constraints their indexes and
+// constraints, where they are missing, holding the schema's advisory lock
+// (of the session): of many runs started at once on an empty database one
+// creates and the others, waiting, find it done. (IF NOT EXISTS alone
+// races: two CREATEs of one name both pass the check, and one fails on the
+// catalogue's unique index.) Each statement is its own transaction, as
+// before: one transaction over them all would hold a table's lock while
+// waiting for another's, which loads under way hold, and deadlock with
+// them.
+func createSchema(ctx context.Context, c *pgx.Conn, schema string, constraints bool) (err error) {
 	if err := checkSchemaName(schema); err != nil {
 		return err
 	}
+	key := "backfill schema " + schema
+	if _, err := c.Exec(ctx, `SELECT pg_advisory_lock(hashtext($1), 1)`, key); err != nil {
+		return err
+	}
+	defer func() {
+		// A lost connection releases the lock with the session.
+		_, uerr := c.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtext($1), 1)`, key)
+		err = errors.Join(err, uerr)
+	}()
+	if err := createTables(ctx, c, schema); err != nil {
+		return err
+	}
+	if constraints {
+		return buildConstraints(ctx, c, schema, nil)
+	}
+	return nil
+}
+
+func createTables(ctx context.Context, c *pgx.Conn, schema string) error {
 	for _, s := range tables(schema) {
 		if _, err := c.Exec(ctx, s); err != nil {
 			return fmt.Errorf("creating schema %s: %w", pgx.Identifier{schema}.Sanitize(), err)
