@@ -9,7 +9,7 @@ FUZZTIME ?= 20000x
 BIN      := bin/backfill
 
 .DEFAULT_GOAL := help
-.PHONY: help build test testrace reference lint fmt-check tidy-check fuzz bench bench-e2e demo clean
+.PHONY: help build image test testrace reference lint fmt-check tidy-check fuzz bench bench-e2e demo clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -17,10 +17,24 @@ help: ## list the targets
 build: ## build bin/backfill
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/backfill
 
+IMAGE_REPO ?= backfill
+SOURCE_DATE := $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+REVISION    := $(shell git rev-parse HEAD 2>/dev/null)
+
+image: ## build the container image without a Docker engine: bin/image (OCI layout), bin/backfill-image.tar
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/static/backfill ./cmd/backfill
+	cd deploy/image && SOURCE_DATE_EPOCH=$(SOURCE_DATE) $(GO) run . --binary ../../bin/static/backfill \
+		--version $(VERSION) --revision "$(REVISION)" --repository $(IMAGE_REPO) \
+		--layout ../../bin/image --tarball ../../bin/backfill-image.tar
+
 WITH_PG := scripts/with-postgres
+# Modules of their own, so that the project's does not take their
+# dependencies: the image builder.
+SUBMODULES := deploy/image
 
 test: lint reference ## lint, then run every test, Postgres ones included (the README's test command)
 	$(WITH_PG) $(GO) test -count=1 -timeout 30m -run '$(TESTS)' $(PKG)
+	@set -e; for m in $(SUBMODULES); do (cd $$m && $(GO) test -count=1 -timeout 30m -run '$(TESTS)' ./...); done
 
 testrace: reference ## run the tests with the race detector
 	$(WITH_PG) $(GO) test -race -count=1 -timeout 30m -run '$(TESTS)' $(PKG)
@@ -30,18 +44,20 @@ reference: ## install Cumulus v21's own code, the oracle of the Cumulus tests (n
 
 lint: fmt-check tidy-check ## go vet, gofmt and go.mod checks
 	$(GO) vet $(PKG)
+	@set -e; for m in $(SUBMODULES); do (cd $$m && $(GO) vet ./...); done
 
 fmt-check: ## fail if gofmt would change a file
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-tidy-check: ## fail if go.mod or go.sum are not tidy
-	@bak=$$(mktemp -d); trap 'rm -rf "$$bak"' EXIT; \
+tidy-check: ## fail if a go.mod or go.sum is not tidy
+	@set -e; for m in . $(SUBMODULES); do ( cd $$m; \
+	bak=$$(mktemp -d); trap 'rm -rf "$$bak"' EXIT; \
 	cp go.mod go.sum "$$bak"/; \
 	$(GO) mod tidy; \
 	if ! cmp -s go.mod "$$bak"/go.mod || ! cmp -s go.sum "$$bak"/go.sum; then \
 		cp "$$bak"/go.mod "$$bak"/go.sum .; \
-		echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; fi
+		echo "$$m: go.mod/go.sum are not tidy: run go mod tidy there"; exit 1; fi ); done
 
 fuzz: ## run each fuzzer for FUZZTIME (default 20000x)
 	@set -e; for pkg in $$($(GO) list ./...); do \
