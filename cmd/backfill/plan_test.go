@@ -173,6 +173,10 @@ func TestPlan_CheckLoadEqualsOneRun(t *testing.T) {
 		if (n == 1) != (sum.Changed == 0) {
 			t.Errorf("%d shards: check changed %d verdicts", n, sum.Changed)
 		}
+		// As a Job runs it: the same summary, exit 0.
+		if code, again := call("check", "--json", "--rejects-exit", "0", "--plan", planFile, "--out", job); code != exitOK || again != out {
+			t.Errorf("%d shards: check --rejects-exit 0: exit %d\n%s", n, code, again)
+		}
 		for _, i := range rng.Perm(n) {
 			if code, msg := callIn("", "load", "--plan", planFile, "--shard", fmt.Sprint(i), "--out", job); code != exitOK {
 				t.Fatalf("%d shards: load %d: exit %d\n%s", n, i, code, msg)
