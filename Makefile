@@ -29,8 +29,8 @@ image: ## build the container image without a Docker engine: bin/image (OCI layo
 
 WITH_PG := scripts/with-postgres
 # Modules of their own, so that the project's does not take their
-# dependencies: the image builder.
-SUBMODULES := deploy/image
+# dependencies: the image builder, the Kubernetes manifests' checks.
+SUBMODULES := deploy/image deploy/kubernetes
 
 test: lint reference ## lint, then run every test, Postgres ones included (the README's test command)
 	$(WITH_PG) $(GO) test -count=1 -timeout 30m -run '$(TESTS)' $(PKG)
