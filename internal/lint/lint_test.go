@@ -31,8 +31,8 @@ func checked(path string) bool {
 	case strings.HasPrefix(path, "scripts/"), strings.HasPrefix(path, ".ci/"):
 		return true
 	case strings.HasPrefix(path, "deploy/image/"):
-		// The paths there are the image's own (/usr/local/bin, /tmp,
-		// /home/backfill), not the machine's.
+		// The paths there are the image's own (its binary, its temporary
+		// folder, its user's home), not the machine's.
 		return false
 	}
 	switch filepath.Ext(base) {
