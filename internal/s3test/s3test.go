@@ -7,6 +7,7 @@ package s3test
 import (
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,7 +27,15 @@ type Server struct {
 	mu     sync.Mutex
 	faults []Fault
 	// Requests counts the requests served, by method.
-	requests sync.Map // method → *atomic.Int64
+	requests sync.Map  // method → *atomic.Int64
+	puts     []Put     // under mu
+	onPut    func(Put) // under mu
+}
+
+// Put is a PUT the server answered with success.
+type Put struct {
+	At   time.Time
+	Path string // /bucket/key
 }
 
 // Fault is one fault to inject, into the next request it matches.
@@ -104,6 +113,22 @@ func (s *Server) Pending() int {
 	return n
 }
 
+// Puts returns the PUTs served with success so far, in order.
+func (s *Server) Puts() []Put {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.puts)
+}
+
+// OnPut has fn called on every PUT served with success, once it is stored
+// and before the client has its answer: a test can stop or kill the
+// client at that exact point.
+func (s *Server) OnPut(fn func(Put)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onPut = fn
+}
+
 // Requests returns the requests served with method.
 func (s *Server) Requests(method string) int64 {
 	v, _ := s.requests.LoadOrStore(method, new(atomic.Int64))
@@ -135,7 +160,18 @@ func (s *Server) inject(next http.Handler) http.Handler {
 		v.(*atomic.Int64).Add(1)
 		f, ok := s.take(r)
 		if !ok {
-			next.ServeHTTP(w, r)
+			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+			next.ServeHTTP(sw, r)
+			if r.Method == http.MethodPut && sw.status < 300 {
+				p := Put{At: time.Now(), Path: r.URL.Path}
+				s.mu.Lock()
+				s.puts = append(s.puts, p)
+				fn := s.onPut
+				s.mu.Unlock()
+				if fn != nil {
+					fn(p)
+				}
+			}
 			return
 		}
 		switch f.Kind {
@@ -147,6 +183,17 @@ func (s *Server) inject(next http.Handler) http.Handler {
 			next.ServeHTTP(&faultyWriter{ResponseWriter: w, f: f, done: r.Context().Done()}, r)
 		}
 	})
+}
+
+// statusWriter notes the status of an answer.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
 }
 
 // faultyWriter passes a body through until its fault strikes.
