@@ -34,9 +34,9 @@ Flags:
 	--out OUT      the job's output, as given to the shards' runs
 	--json         print the summary as one JSON object
 	--strict       exit 3 for notices too, not only for rejects
-	--rejects-exit N  the exit status when the corpus has rejects: 3
-	               (default) or 0, for a Kubernetes Job, which would
-	               retry a pod that exits otherwise; the summary says them
+	--rejects-exit N  the exit status when the corpus has rejects:
+	               3 (default), or 0 in a Kubernetes Job, which retries
+	               a pod that exits otherwise; the summary says them
 
 EXIT STATUS
 
