@@ -29,8 +29,9 @@ image: ## build the container image without a Docker engine: bin/image (OCI layo
 
 WITH_PG := scripts/with-postgres
 # Modules of their own, so that the project's does not take their
-# dependencies: the image builder, the Kubernetes manifests' checks.
-SUBMODULES := deploy/image deploy/kubernetes
+# dependencies: the image builder, the Kubernetes manifests' checks, and
+# the API server's Job code at the minimum Kubernetes version and the newest.
+SUBMODULES := deploy/image deploy/kubernetes deploy/kubernetes/apiserver/min deploy/kubernetes/apiserver/newest
 
 test: lint reference ## lint, then run every test, Postgres ones included (the README's test command)
 	$(WITH_PG) $(GO) test -count=1 -timeout 30m -run '$(TESTS)' $(PKG)

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -148,7 +149,7 @@ func TestExample(t *testing.T) {
 	// One place: the plan's --shards and the pods' JOB_COMPLETION_COUNT
 	// are the ConfigMap's BACKFILL_SHARDS.
 	plan := o.jobs["plan"].Spec.Template.Spec.Containers[0].Args
-	if flag(plan, "--shards") != "$(BACKFILL_SHARDS)" || flag(plan, "--out") != "$(BACKFILL_OUT)/plan.json" {
+	if argAfter(plan, "--shards") != "$(BACKFILL_SHARDS)" || argAfter(plan, "--out") != "$(BACKFILL_OUT)/plan.json" {
 		t.Errorf("plan args %v", plan)
 	}
 	for _, step := range []string{"map", "load"} {
@@ -166,7 +167,7 @@ func TestExample(t *testing.T) {
 	if m := o.jobs["map"].Spec.Template.Spec.Containers[0].Args; !slices.Contains(m, "--resume") {
 		t.Errorf("map args %v: a retried shard skips what its predecessor committed (--resume)", m)
 	}
-	if c := o.jobs["check"].Spec.Template.Spec.Containers[0].Args; flag(c, "--rejects-exit") != "0" {
+	if c := o.jobs["check"].Spec.Template.Spec.Containers[0].Args; argAfter(c, "--rejects-exit") != "0" {
 		t.Errorf("check args %v: a Job's check exits 0 with rejects (--rejects-exit 0), or it is retried", c)
 	}
 	// The shard count set in the overlay alone reaches every Job.
@@ -186,17 +187,7 @@ func TestExample(t *testing.T) {
 // The postgres component: a schema Job, and loads into the database whose
 // connection comes from a Secret, never from the command line.
 func TestPostgres(t *testing.T) {
-	// The example with its components lines uncommented, as its comment
-	// says to do.
-	example := string(must(os.ReadFile("example/kustomization.yaml")))
-	overlay := strings.Replace(example, "  # - ../postgres\n", "  - ../postgres\n", 1)
-	if overlay == example {
-		t.Fatal("the example has no components lines to uncomment")
-	}
-	o := decode(t, render(t, "pg", map[string]string{
-		"pg/kustomization.yaml": overlay,
-		"pg/namespace.yaml":     string(must(os.ReadFile("example/namespace.yaml"))),
-	}))
+	o := decode(t, render(t, "pg", postgresOverlay(t)))
 	for _, step := range []string{"plan", "map", "check", "schema", "load"} {
 		if o.jobs[step] == nil {
 			t.Fatalf("no Job for step %s", step)
@@ -214,7 +205,7 @@ func TestPostgres(t *testing.T) {
 			t.Errorf("%s: a connection string on the command line: %v", step, c.Args)
 		}
 	}
-	if a := o.jobs["load"].Spec.Template.Spec.Containers[0].Args; flag(a, "--sink") != "postgres" {
+	if a := o.jobs["load"].Spec.Template.Spec.Containers[0].Args; argAfter(a, "--sink") != "postgres" {
 		t.Errorf("load args %v", a)
 	}
 }
@@ -239,6 +230,45 @@ func TestSecrets(t *testing.T) {
 			if s.StringData[k] == "" {
 				t.Errorf("%s: no %s", f, k)
 			}
+		}
+	}
+}
+
+// postgresOverlay is the example with its postgres line uncommented, as
+// its comment says to do, in the folder pg.
+func postgresOverlay(t *testing.T) map[string]string {
+	t.Helper()
+	example := string(must(os.ReadFile("example/kustomization.yaml")))
+	overlay := strings.Replace(example, "  # - ../postgres\n", "  - ../postgres\n", 1)
+	if overlay == example {
+		t.Fatal("the example has no postgres line to uncomment")
+	}
+	return map[string]string{"pg/kustomization.yaml": overlay, "pg/namespace.yaml": string(must(os.ReadFile("example/namespace.yaml")))}
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/rendered/ from the kustomization")
+
+// The kustomization as rendered, kept in testdata/rendered/ for the checks
+// by the API server's own code (the modules under apiserver/, each at a
+// Kubernetes version), which must not take Kustomize's dependencies. Run
+// go test -run TestRendered -update after changing a manifest.
+func TestRendered(t *testing.T) {
+	for name, got := range map[string][]byte{
+		"example.yaml":  render(t, "example", nil),
+		"postgres.yaml": render(t, "pg", postgresOverlay(t)),
+	} {
+		file := filepath.Join("testdata", "rendered", name)
+		if *update {
+			if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(file, got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if want, err := os.ReadFile(file); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s is not the kustomization rendered (%v): run go test -run TestRendered -update", file, err)
 		}
 	}
 }
@@ -297,8 +327,8 @@ func checkJob(t *testing.T, step string, j *batchv1.Job, configMap string) {
 	}
 }
 
-// flag returns the value after name in args.
-func flag(args []string, name string) string {
+// argAfter returns the value after name in args.
+func argAfter(args []string, name string) string {
 	if i := slices.Index(args, name); i >= 0 && i+1 < len(args) {
 		return args[i+1]
 	}

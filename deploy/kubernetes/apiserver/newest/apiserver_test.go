@@ -1,0 +1,1 @@
+../min/apiserver_test.go
