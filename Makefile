@@ -31,7 +31,7 @@ WITH_PG := scripts/with-postgres
 # Modules of their own, so that the project's does not take their
 # dependencies: the image builder, the Kubernetes manifests' checks, and
 # the API server's Job code at the minimum Kubernetes version and the newest.
-SUBMODULES := deploy/image deploy/kubernetes deploy/kubernetes/apiserver/min deploy/kubernetes/apiserver/newest
+SUBMODULES := deploy/image deploy/kubernetes deploy/kubernetes/upstream/min deploy/kubernetes/upstream/newest
 
 test: lint reference ## lint, then run every test, Postgres ones included (the README's test command)
 	$(WITH_PG) $(GO) test -count=1 -timeout 30m -run '$(TESTS)' $(PKG)

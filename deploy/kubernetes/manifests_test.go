@@ -249,7 +249,7 @@ func postgresOverlay(t *testing.T) map[string]string {
 var update = flag.Bool("update", false, "rewrite testdata/rendered/ from the kustomization")
 
 // The kustomization as rendered, kept in testdata/rendered/ for the checks
-// by the API server's own code (the modules under apiserver/, each at a
+// by Kubernetes' own code (the modules under upstream/, each at a
 // Kubernetes version), which must not take Kustomize's dependencies. Run
 // go test -run TestRendered -update after changing a manifest.
 func TestRendered(t *testing.T) {

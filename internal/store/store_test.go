@@ -311,6 +311,10 @@ func TestS3Lock_Lost(t *testing.T) {
 	renewed := func() string {
 		fresh, _ := location.Open(t.Context(), "s3://test/out") // a store of its own: no version of the object seen before
 		b, err := store.ReadFile(t.Context(), fresh, ".lock")
+		for errors.Is(err, store.ErrChanged) { // renewed between its stat and its read: read the new one
+			fresh, _ = location.Open(t.Context(), "s3://test/out")
+			b, err = store.ReadFile(t.Context(), fresh, ".lock")
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,5 +1,6 @@
-// The API server's code for creating a Job, at Kubernetes v1.37.2.
-module github.com/backfill-dev/backfill/deploy/kubernetes/apiserver/newest
+// Kubernetes' own code at v1.37.2, the newest release: the API server's
+// create path for a Job.
+module github.com/backfill-dev/backfill/deploy/kubernetes/upstream/newest
 
 go 1.26.0
 
