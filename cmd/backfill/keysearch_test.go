@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 )
@@ -191,7 +192,5 @@ func readMeasurements(t *testing.T, path string) []parquetfile.Measurement {
 // the packages' own tests.
 func skipUnderRace(t *testing.T) {
 	t.Helper()
-	if raceEnabled {
-		t.Skip("colliding corpora through the CLI, single-goroutine logic; the plain test run covers them")
-	}
+	testutil.SkipUnderRace(t, "colliding corpora through the CLI, single-goroutine logic")
 }

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/backfill-dev/backfill/internal/testutil"
 )
 
 // dateCases are strings of the grammar parseJSDate reads, with fields in
@@ -80,11 +82,7 @@ func nodeDates(t *testing.T, in []string) []string {
 
 func needTool(t *testing.T, name string) string {
 	t.Helper()
-	path, err := exec.LookPath(name)
-	if err != nil {
-		t.Fatalf("%s is required for the comparison with JavaScript (install it; .ci/run does): %v", name, err)
-	}
-	return path
+	return testutil.NeedTool(t, name, "the comparison with JavaScript")
 }
 
 func goDate(s string) string {

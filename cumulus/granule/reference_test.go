@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/backfill-dev/backfill/internal/testutil"
 )
 
 // randomText returns a random valid UTF-8 string mixing ASCII (with '_'
@@ -80,11 +82,7 @@ func runReference(t *testing.T, cases []refCase, name string, args ...string) []
 // install it.
 func needTool(t *testing.T, name string) string {
 	t.Helper()
-	path, err := exec.LookPath(name)
-	if err != nil {
-		t.Fatalf("%s is required for the reference comparison (install it; .ci/run does): %v", name, err)
-	}
-	return path
+	return testutil.NeedTool(t, name, "the reference comparison")
 }
 
 // TestReferenceImplementations compares the unique IDs byte for byte with

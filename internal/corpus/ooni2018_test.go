@@ -12,13 +12,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 )
 
 // The full-scale manifest, read back and counted independently of the
 // generator's own statistics, has the published figures.
 func TestOONI2018Manifest(t *testing.T) {
-	if raceEnabled {
+	if testutil.RaceEnabled {
 		t.Skip("single-goroutine and CPU-bound: 20 s plain, many minutes under the race detector; the plain test run covers it")
 	}
 	path := filepath.Join(t.TempDir(), "ooni2018.tsv")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/corpus"
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
@@ -38,9 +39,7 @@ func genColliding(t testing.TB, seed uint64) string {
 // raced by the other tests of the package, and the race detector would
 // make these (a dozen runs over colliding corpora) take many minutes.
 func skipUnderRace(t *testing.T) {
-	if raceEnabled {
-		t.Skip("many runs over colliding corpora, single-goroutine logic; the plain test run covers them")
-	}
+	testutil.SkipUnderRace(t, "many runs over colliding corpora, single-goroutine logic")
 }
 
 func runScheme(t testing.TB, in, out string, workers int, buckets ...string) job.Summary {

@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/backfill-dev/backfill/internal/testutil"
 )
 
 // realTexts loads the real canned-index text entries quoted by the OONI
@@ -265,7 +267,7 @@ func TestCannedIndex_HostileRowMemory(t *testing.T) {
 	}
 	// The race detector empties sync.Pools at random, so the decompressor
 	// allocates anew: the bound is only checked without it.
-	if got := after.TotalAlloc - before.TotalAlloc; !raceEnabled && got > MaxIndexRow+8<<20 {
+	if got := after.TotalAlloc - before.TotalAlloc; !testutil.RaceEnabled && got > MaxIndexRow+8<<20 {
 		t.Errorf("reading the index allocated %d MiB, want at most MaxIndexRow (%d MiB) and a little", got>>20, MaxIndexRow>>20)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 )
 
@@ -157,7 +158,7 @@ func (l *lineOf) Read(p []byte) (int, error) {
 // read in constant memory.
 func TestReportReader_HugeLine(t *testing.T) {
 	size := int64(1 << 30)
-	if raceEnabled || testing.Short() {
+	if testutil.RaceEnabled || testing.Short() {
 		size = 64 << 20
 	}
 	rr := NewReportReader()

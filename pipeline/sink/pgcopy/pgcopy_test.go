@@ -15,6 +15,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/corpus"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
@@ -66,9 +67,7 @@ var narrow = ooid.Scheme{CounterBits: 20, SHA1Offset: 33}
 // test is between server sessions), the fault and cancel tests race the
 // sink's two connections, and raced they would take many minutes.
 func skipUnderRace(t *testing.T) {
-	if raceEnabled {
-		t.Skip("many loads of a colliding corpus, single-goroutine on the Go side; the plain test run covers them")
-	}
+	testutil.SkipUnderRace(t, "many loads of a colliding corpus, single-goroutine on the Go side")
 }
 
 type loader struct {

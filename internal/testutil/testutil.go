@@ -1,0 +1,30 @@
+// Package testutil holds the helpers the tests of several packages share.
+// Only tests import it.
+package testutil
+
+import (
+	"os/exec"
+	"testing"
+)
+
+// SkipUnderRace skips t when the race detector is on, saying why: a test
+// whose work is single-goroutine logic over large inputs, which the plain
+// test run covers and the race detector would slow to minutes.
+func SkipUnderRace(t testing.TB, why string) {
+	t.Helper()
+	if RaceEnabled {
+		t.Skip(why + "; the plain test run covers it")
+	}
+}
+
+// NeedTool returns the path of the program name, and fails t, not skips
+// it, when there is none: CI installs every reference runtime (what says
+// what it is needed for).
+func NeedTool(t testing.TB, name, what string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatalf("%s is required for %s (install it; .ci/run does): %v", name, what, err)
+	}
+	return path
+}

@@ -1,5 +1,0 @@
-//go:build race
-
-package job_test
-
-const raceEnabled = true

@@ -1,5 +1,0 @@
-//go:build !race
-
-package pgcopy_test
-
-const raceEnabled = false
