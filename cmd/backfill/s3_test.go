@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -334,25 +335,31 @@ func TestS3_OneWriterPerOutput(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	s3Corpus(t)
+	srv, _ := s3Corpus(t)
 	bin := buildBinary(t)
-	first := exec.Command(bin, "run", "-q", "--in", "s3://test/c/canned", "--out", "s3://test/out")
+	// The first run is stopped the moment its lock object is stored.
+	locked := make(chan struct{})
+	var first *exec.Cmd
+	var once sync.Once
+	srv.OnPut(func(p s3test.Put) {
+		if p.Path == "/test/out/"+parquetfile.LockName {
+			once.Do(func() {
+				first.Process.Signal(syscall.SIGSTOP) // it holds the lock, alive
+				close(locked)
+			})
+		}
+	})
+	first = exec.Command(bin, "run", "-q", "--in", "s3://test/c/canned", "--out", "s3://test/out")
 	first.Env = os.Environ()
 	if err := first.Start(); err != nil {
 		t.Fatal(err)
 	}
-	out, _ := location.Open(context.Background(), "s3://test/out")
-	deadline := time.Now().Add(time.Minute)
-	for {
-		if _, err := out.Stat(t.Context(), parquetfile.LockName); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the first run took no lock object")
-		}
-		time.Sleep(time.Millisecond)
+	select {
+	case <-locked:
+	case <-time.After(time.Minute):
+		t.Fatal("the first run took no lock object within a minute")
 	}
-	first.Process.Signal(syscall.SIGSTOP) // it holds the lock, alive
+	srv.OnPut(nil)
 	second := exec.Command(bin, "run", "-q", "--in", "s3://test/c/canned", "--out", "s3://test/out")
 	second.Env = os.Environ()
 	msg, _ := second.CombinedOutput()
@@ -364,6 +371,7 @@ func TestS3_OneWriterPerOutput(t *testing.T) {
 	if code := exitOf(first.Wait()); code != exitRejects {
 		t.Fatalf("first run: exit %d", code)
 	}
+	out, _ := location.Open(context.Background(), "s3://test/out")
 	if _, err := out.Stat(t.Context(), parquetfile.LockName); err == nil {
 		t.Fatal("the lock object is left after the run")
 	}
