@@ -43,8 +43,11 @@ testrace: reference ## run the tests with the race detector
 reference: ## install Cumulus v21's own code, the oracle of the Cumulus tests (npm; once)
 	reference/cumulus-v21/setup
 
-lint: fmt-check tidy-check ## go vet, gofmt and go.mod checks
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+lint: fmt-check tidy-check ## go vet, staticcheck, gofmt and go.mod checks
 	$(GO) vet $(PKG)
+	$(STATICCHECK) $(PKG)
 	@set -e; for m in $(SUBMODULES); do (cd $$m && $(GO) vet ./...); done
 
 fmt-check: ## fail if gofmt would change a file

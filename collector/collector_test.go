@@ -246,9 +246,12 @@ func TestOpen_Refusals(t *testing.T) {
 	}
 	for i := range len(good) {
 		os.WriteFile(state, good[:i], 0o644)
-		if s, err := Open(Options{CollectorID: 42, State: state, Clock: c.Now}); err == nil || !errors.Is(err, ErrState) {
-			t.Fatalf("state cut at byte %d: %v", i, err)
+		s, err := Open(Options{CollectorID: 42, State: state, Clock: c.Now})
+		if err == nil {
 			s.Close()
+		}
+		if err == nil || !errors.Is(err, ErrState) {
+			t.Fatalf("state cut at byte %d: %v", i, err)
 		}
 	}
 	for _, bad := range [][]byte{

@@ -140,13 +140,6 @@ func ooidArgs(scheme ooid.Scheme, textname string, ndxs []string, std stdio) err
 	return nil
 }
 
-func clip(b []byte) string {
-	if len(b) > 40 {
-		return string(b[:40]) + "..."
-	}
-	return string(b)
-}
-
 // ooidStream is "backfill ooid -": package ooidlines, with each bad line
 // reported on stderr.
 func ooidStream(ctx context.Context, scheme ooid.Scheme, std stdio) error {

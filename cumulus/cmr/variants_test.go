@@ -29,15 +29,13 @@ const (
 )
 
 var (
-	echoRange  = `(?s)<RangeDateTime>.*</RangeDateTime>`
-	echoWant   = [4]string{"2016-12-23T13:45:00.000Z", "2016-12-23T17:05:00.000Z", "2016-12-25T10:46:06.000Z", "2018-04-26T21:33:43.913Z"}
-	ummgDates  = `"ProviderDates":\[[^\]]*\]`
-	ummgRange  = `"TemporalExtent":\{[^}]*\}\}`
-	ummgWant   = [4]string{"2012-10-29T01:03:01.000Z", "2012-10-29T02:41:59.000Z", "2013-06-10T11:00:43.000Z", "2021-06-28T05:58:41.723Z"}
-	isoWant    = [4]string{"2019-01-01T00:04:18.809Z", "2019-01-01T00:11:20.899Z", "2021-02-05T04:23:58.000Z", "2021-05-08T10:11:12.345Z"}
-	isoInfo    = `(?s)\s*<gmd:identificationInfo>.*?</gmd:identificationInfo>`
-	isoUpdate  = `(?s)(<gco:CharacterString>)UpdateTime(</gco:CharacterString>\s*</gmd:title>)`
-	isoProcess = `(?s)<gmd:processStep>.*</gmd:processStep>`
+	echoRange = `(?s)<RangeDateTime>.*</RangeDateTime>`
+	echoWant  = [4]string{"2016-12-23T13:45:00.000Z", "2016-12-23T17:05:00.000Z", "2016-12-25T10:46:06.000Z", "2018-04-26T21:33:43.913Z"}
+	ummgDates = `"ProviderDates":\[[^\]]*\]`
+	ummgRange = `"TemporalExtent":\{[^}]*\}\}`
+	ummgWant  = [4]string{"2012-10-29T01:03:01.000Z", "2012-10-29T02:41:59.000Z", "2013-06-10T11:00:43.000Z", "2021-06-28T05:58:41.723Z"}
+	isoWant   = [4]string{"2019-01-01T00:04:18.809Z", "2019-01-01T00:11:20.899Z", "2021-02-05T04:23:58.000Z", "2021-05-08T10:11:12.345Z"}
+	isoUpdate = `(?s)(<gco:CharacterString>)UpdateTime(</gco:CharacterString>\s*</gmd:title>)`
 )
 
 func dates(b, e, p, l string) [4]string { return [4]string{b, e, p, l} }

@@ -49,12 +49,6 @@ func truthy(v any) bool {
 	return true
 }
 
-// str returns v when it is a string.
-func str(v any) (string, bool) {
-	s, ok := v.(string)
-	return s, ok
-}
-
 // isInteger is lodash's isInteger.
 func isInteger(v any) bool {
 	f, ok := v.(float64)

@@ -171,6 +171,7 @@ func (w *Writer) Write(ctx context.Context, in Input) (Result, error) {
 	return res, nil
 }
 
+//lint:ignore ST1005 Cumulus's own message, word for word
 var errUnmet = errors.New("UnmetRequirementsError: Could not satisfy requirements for writing records to PostgreSQL. No records written to the database.")
 
 // recordFlags reads which records the message's workflow writes

@@ -209,7 +209,6 @@ func (a *acReport) memberSize() int64 {
 // index rows (queued with the writes) emitted at its flush.
 type frameWriter struct {
 	file    *countWriter
-	sha     io.Writer
 	buf     []byte
 	textOff int64 // of buf[0] in the decompressed stream
 	rows    []string

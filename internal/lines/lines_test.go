@@ -53,13 +53,12 @@ func TestReaderLimit(t *testing.T) {
 				in.WriteString("\n")
 			}
 		}
-		var wantLines, wantOver []string
+		var wantLines []string
 		ref := strings.TrimSuffix(in.String(), "\n")
 		if in.Len() > 0 {
 			for _, l := range strings.Split(ref, "\n") {
 				l = strings.TrimSuffix(l, "\r")
 				if len(l) > max {
-					wantOver = append(wantOver, l)
 					wantLines = append(wantLines, "!")
 				} else {
 					wantLines = append(wantLines, l)

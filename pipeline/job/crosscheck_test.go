@@ -20,12 +20,11 @@ import (
 
 // indexReport is a report of an autoclaved index: the lines of its rows.
 type indexReport struct {
-	textname    string
-	row, end    int   // its report and /report lines
-	blobs       []int // its datum and badblob lines, in order
-	badblobs    int
-	cutoff      bool
-	inMultiBlob bool
+	textname string
+	row, end int   // its report and /report lines
+	blobs    []int // its datum and badblob lines, in order
+	badblobs int
+	cutoff   bool
 }
 
 func indexReports(lines []string) []*indexReport {
@@ -126,7 +125,7 @@ func TestRun_CannedCheck(t *testing.T) {
 	tampered := copyDir(t, auto)
 	writeIndex(t, filepath.Join(tampered, bucket), lines)
 	want := map[string]string{
-		datum.textname:   fmt.Sprintf("1 of its measurements differ; the first is measurement 1,"),
+		datum.textname:   "1 of its measurements differ; the first is measurement 1,",
 		bad.textname:     "1 of its measurements differ",
 		report.textname:  "the report row has orig_sha1",
 		cut.textname:     "the index has the slicer give up at byte 1",

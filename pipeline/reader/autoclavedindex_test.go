@@ -34,12 +34,6 @@ const autoclavedSample = `{"filename": "2017-08-28/web_connectivity.02.tar.lz4",
 {"file_crc32": 927831702, "file_sha1": "OSVZy4G4MaKizTNl5m3+LGoSdW4=", "file_size": 15, "type": "/file"}
 `
 
-type enumerated struct {
-	textname string
-	ndx      int
-	cutoff   int64
-}
-
 // enumerate is the §2.4 walk: (textname, ndx) per datum, and per badblob
 // too under the blobs policy.
 func enumerate(t *testing.T, index string, countBadblobs bool) ([]string, []error) {

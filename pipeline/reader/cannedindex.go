@@ -120,37 +120,35 @@ func (ir *CannedIndexReader) Reset(r io.Reader) error {
 // and an *IndexError followed by io.EOF when the container itself is
 // broken (truncated gzip, CRC error).
 func (ir *CannedIndexReader) Next() (CannedFile, error) {
-	for {
-		if ir.done {
+	if ir.done {
+		return CannedFile{}, io.EOF
+	}
+	line, err := ir.readLine()
+	var long *longRowError
+	if errors.As(err, &long) {
+		return CannedFile{}, &IndexError{Line: ir.line, Err: err}
+	}
+	if err != nil {
+		ir.done = true
+		if errors.Is(err, io.EOF) {
 			return CannedFile{}, io.EOF
 		}
-		line, err := ir.readLine()
-		var long *longRowError
-		if errors.As(err, &long) {
-			return CannedFile{}, &IndexError{Line: ir.line, Err: err}
-		}
-		if err != nil {
-			ir.done = true
-			if errors.Is(err, io.EOF) {
-				return CannedFile{}, io.EOF
-			}
-			return CannedFile{}, &IndexError{Line: ir.line, Err: err}
-		}
-		if len(bytes.TrimSpace(line)) == 0 {
-			// The explicit empty-line EOF of old plain indexes: it must be
-			// the last line.
-			if _, err := ir.br.Peek(1); errors.Is(err, io.EOF) {
-				ir.done = true
-				return CannedFile{}, io.EOF
-			}
-			return CannedFile{}, &IndexError{Line: ir.line, Err: errors.New("empty line before the end of the index")}
-		}
-		f, err := parseCannedRow(line)
-		if err != nil {
-			return CannedFile{}, &IndexError{Line: ir.line, Err: err}
-		}
-		return f, nil
+		return CannedFile{}, &IndexError{Line: ir.line, Err: err}
 	}
+	if len(bytes.TrimSpace(line)) == 0 {
+		// The explicit empty-line EOF of old plain indexes: it must be
+		// the last line.
+		if _, err := ir.br.Peek(1); errors.Is(err, io.EOF) {
+			ir.done = true
+			return CannedFile{}, io.EOF
+		}
+		return CannedFile{}, &IndexError{Line: ir.line, Err: errors.New("empty line before the end of the index")}
+	}
+	f, err := parseCannedRow(line)
+	if err != nil {
+		return CannedFile{}, &IndexError{Line: ir.line, Err: err}
+	}
+	return f, nil
 }
 
 // readLine returns the next line without its "\n"; a last line without

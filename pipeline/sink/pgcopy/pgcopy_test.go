@@ -2,8 +2,6 @@ package pgcopy_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -123,17 +121,6 @@ func parquetRun(t testing.TB, in string, scheme ooid.Scheme) string {
 // order the output holds it.
 type state struct {
 	measurements, reports, dead, ledger []string
-}
-
-func (s state) digest() string {
-	h := sha256.New()
-	for _, part := range [][]string{s.measurements, s.reports, s.dead, s.ledger} {
-		for _, l := range part {
-			h.Write([]byte(l + "\n"))
-		}
-		h.Write([]byte("--\n"))
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 func countsLine(bucket string, reports, measurements int64, dead, rejects map[string]int64, in, out int64) string {
