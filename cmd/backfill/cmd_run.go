@@ -150,23 +150,33 @@ EXIT STATUS
 	130  interrupted: committed buckets are whole; rerun with --resume
 `
 
-func runRun(ctx context.Context, args []string, std stdio) error {
+// runOptions are run's flags.
+type runOptions struct {
+	cfg                                   job.Config
+	inLoc, cannedLoc, out, sink, planFile string
+	asJSON, quiet, strict                 bool
+	createSchema, bulk, skipLocked        bool
+	shard                                 int
+	pg                                    pgFlags
+	maxBlob                               byteSize
+	buckets                               []string
+	pgOnly                                []string     // the PostgreSQL-only flags set
+	loadScheme                            func() error // reads --scheme, once the flags are checked
+}
+
+func parseRunFlags(args []string, std stdio) (*runOptions, error) {
 	fs := newFlagSet("run", runHelp, std)
-	cfg := job.Config{Scheme: ooid.DefaultScheme, Version: buildVersion()}
-	var inLoc, cannedLoc, out, sinkName, planFile string
-	var asJSON, quiet, createSchema, bulk, skipLocked, strict bool
-	shard := -1
-	var pf pgFlags
-	pf.register(fs, true)
-	fs.StringVar(&sinkName, "sink", "parquet", "")
-	fs.BoolVar(&createSchema, "create-schema", false, "")
-	fs.BoolVar(&bulk, "bulk", false, "")
-	fs.BoolVar(&skipLocked, "skip-locked", false, "")
-	maxBlob := byteSize(reader.DefaultMaxBlob)
-	fs.StringVar(&inLoc, "in", "", "")
-	fs.StringVar(&out, "out", "", "")
-	fs.StringVar(&planFile, "plan", "", "")
-	fs.IntVar(&shard, "shard", -1, "")
+	o := &runOptions{cfg: job.Config{Scheme: ooid.DefaultScheme, Version: buildVersion()}, shard: -1, maxBlob: byteSize(reader.DefaultMaxBlob)}
+	cfg := &o.cfg
+	o.pg.register(fs, true)
+	fs.StringVar(&o.sink, "sink", "parquet", "")
+	fs.BoolVar(&o.createSchema, "create-schema", false, "")
+	fs.BoolVar(&o.bulk, "bulk", false, "")
+	fs.BoolVar(&o.skipLocked, "skip-locked", false, "")
+	fs.StringVar(&o.inLoc, "in", "", "")
+	fs.StringVar(&o.out, "out", "", "")
+	fs.StringVar(&o.planFile, "plan", "", "")
+	fs.IntVar(&o.shard, "shard", -1, "")
 	fs.IntVar(&cfg.Workers, "workers", runtime.NumCPU(), "")
 	fs.BoolVar(&cfg.Resume, "resume", false, "")
 	fs.BoolVar(&cfg.VerifySHA1, "verify-sha1", false, "")
@@ -175,115 +185,71 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	fs.Var(&cfg.Format, "format", "")
 	fs.BoolVar(&cfg.FromIndex, "from-index", false, "")
 	fs.Var(&cfg.Ndx, "ndx", "")
-	fs.StringVar(&cannedLoc, "canned", "", "")
-	fs.Var(&maxBlob, "max-blob", "")
-	fs.BoolVar(&asJSON, "json", false, "")
-	fs.BoolVar(&quiet, "q", false, "")
-	fs.BoolVar(&strict, "strict", false, "")
-	loadScheme := schemeFlags(fs, &cfg.Scheme)
-	buckets, err := parseFlags(fs, args)
-	if err != nil {
-		return err
+	fs.StringVar(&o.cannedLoc, "canned", "", "")
+	fs.Var(&o.maxBlob, "max-blob", "")
+	fs.BoolVar(&o.asJSON, "json", false, "")
+	fs.BoolVar(&o.quiet, "q", false, "")
+	fs.BoolVar(&o.strict, "strict", false, "")
+	o.loadScheme = schemeFlags(fs, &cfg.Scheme)
+	var err error
+	if o.buckets, err = parseFlags(fs, args); err != nil {
+		return nil, err
 	}
-	pgOnly := setFlags(fs, "dsn", "pg-schema", "create-schema", "bulk", "skip-locked", "retries", "retry-wait", "connections")
-	switch {
-	case sinkName != "parquet" && sinkName != "postgres":
+	o.pgOnly = setFlags(fs, "dsn", "pg-schema", "create-schema", "bulk", "skip-locked", "retries", "retry-wait", "connections")
+	return o, nil
+}
+
+// check checks the flags against each other.
+func (o *runOptions) check() error {
+	switch pf := o.pg; {
+	case o.sink != "parquet" && o.sink != "postgres":
 		return usagef("run: --sink must be parquet or postgres")
-	case planFile != "" && (inLoc != "" || len(buckets) > 0):
+	case o.planFile != "" && (o.inLoc != "" || len(o.buckets) > 0):
 		return usagef("run: with --plan the input and its buckets are the plan's; leave --in and BUCKETs out")
-	case planFile == "" && shard >= 0:
+	case o.planFile == "" && o.shard >= 0:
 		return usagef("run: --shard is a shard of --plan")
-	case inLoc == "" && planFile == "":
+	case o.inLoc == "" && o.planFile == "":
 		return usagef("run: --in is required")
-	case sinkName == "parquet" && out == "":
+	case o.sink == "parquet" && o.out == "":
 		return usagef("run: --out is required (or --sink postgres)")
-	case sinkName == "postgres" && out != "":
+	case o.sink == "postgres" && o.out != "":
 		return usagef("run: --out is for --sink parquet; Postgres output goes to --dsn")
-	case sinkName == "parquet" && len(pgOnly) > 0:
-		return usagef("run: %s %s for --sink postgres; add --sink postgres, or leave %s out", strings.Join(pgOnly, ", "), isAre(len(pgOnly)), itThem(len(pgOnly)))
+	case o.sink == "parquet" && len(o.pgOnly) > 0:
+		return usagef("run: %s %s for --sink postgres; add --sink postgres, or leave %s out", strings.Join(o.pgOnly, ", "), isAre(len(o.pgOnly)), itThem(len(o.pgOnly)))
 	case pf.retries < 0 || pf.retryWait <= 0:
 		return usagef("run: --retries must be 0 or more and --retry-wait positive")
 	case pf.connections < 1:
 		return usagef("run: --connections must be 1 or more")
 	case pf.schema == "":
 		return usagef("run: --pg-schema must not be empty")
-	case cfg.Workers < 1:
+	case o.cfg.Workers < 1:
 		return usagef("run: --workers must be at least 1")
-	case maxBlob <= 0:
+	case o.maxBlob <= 0:
 		return usagef("run: --max-blob must be positive")
+	case o.planFile != "" && o.sink != "parquet":
+		return usagef("run: --plan writes Parquet shards; load them into PostgreSQL with backfill load --sink postgres")
 	}
-	if err := loadScheme(); err != nil {
-		return err
-	}
-	if cannedLoc != "" {
-		if cfg.Canned, err = location.Open(ctx, cannedLoc); err != nil {
-			return err
-		}
-		if !store.IsDir(ctx, cfg.Canned, ".") {
-			return usagef("run: --canned %s is not a folder", cannedLoc)
-		}
-	}
-	var outStore store.Store
-	if planFile != "" {
-		if sinkName != "parquet" {
-			return usagef("run: --plan writes Parquet shards; load them into PostgreSQL with backfill load --sink postgres")
-		}
-		_, i, names, pin, err := planShard(ctx, planFile, shard)
-		if err != nil {
-			return err
-		}
-		jobOut, err := location.Open(ctx, out)
-		if err != nil {
-			return err
-		}
-		cfg.In, buckets, outStore = pin, names, scaleout.ShardOut(jobOut, i)
-		if len(buckets) == 0 {
-			fmt.Fprintf(std.err, "backfill: shard %d of %s has no bucket; nothing to do\n", i, planFile)
-			return nil
-		}
-	}
-	if cfg.In == nil {
-		if cfg.In, err = location.Open(ctx, inLoc); err != nil {
-			return usagef("run: --in %v", err)
-		}
-	}
-	if outStore == nil && out != "" {
-		if outStore, err = location.Open(ctx, out); err != nil {
-			return err
-		}
-	}
-	// The input is checked before anything is created under --out.
-	in, err := stamp.ResolveInput(ctx, cfg.In, buckets)
-	if ie := (*stamp.InputError)(nil); errors.As(err, &ie) && ie.Name {
-		return usagef("run: %v", err)
-	} else if err != nil {
-		return usagef("run: --in %v", err)
-	}
-	cfg.In, cfg.Buckets, cfg.Ignored, cfg.MaxBlob = in.Dir, in.Buckets, in.Ignored, int64(maxBlob)
-	for _, name := range in.Ignored {
-		fmt.Fprintf(std.err, "backfill: notice: %s is not a bucket folder (its name is not a date YYYY-MM-DD); skipped\n", in.Dir.Where(name))
-	}
-	o, err := openOutput(ctx, std, outputFlags{sink: sinkName, out: outStore, pg: pf, createSchema: createSchema, skipLocked: skipLocked, bulk: bulk, resume: cfg.Resume})
+	return o.loadScheme()
+}
+
+func runRun(ctx context.Context, args []string, std stdio) error {
+	o, err := parseRunFlags(args, std)
 	if err != nil {
 		return err
 	}
-	s, finish, deadLetters, dest := o.sink, o.finish, o.deadLetters, o.dest
-	defer s.Close()
-	if !quiet {
-		fmt.Fprintf(std.err, "backfill: %d buckets from %s into %s\n", len(cfg.Buckets), absPath(cfg.In.Where(".")), dest)
-		p := newProgress(std.err)
-		defer p.finish()
-		cfg.Progress = p.update
+	if err := o.check(); err != nil {
+		return err
 	}
-	start := time.Now()
-	sum, err := job.Run(ctx, cfg, s)
-	if err == nil && finish != nil {
-		err = finish(ctx) // the bulk load's indexes: part of the run's time
-		sum.Elapsed = time.Since(start)
+	outStore, nothing, err := o.locations(ctx, std)
+	if err != nil || nothing {
+		return err
 	}
-	if err == nil && planFile != "" {
-		err = scaleout.WriteManifest(ctx, outStore) // the shard's reports, sorted, for check
+	out, err := openOutput(ctx, std, outputFlags{sink: o.sink, out: outStore, pg: o.pg, createSchema: o.createSchema, skipLocked: o.skipLocked, bulk: o.bulk, resume: o.cfg.Resume})
+	if err != nil {
+		return err
 	}
+	defer out.sink.Close()
+	sum, err := o.run(ctx, std, out, outStore)
 	if errors.Is(err, context.Canceled) {
 		fmt.Fprintf(std.err, "backfill: interrupted: %d buckets committed in this run, each whole; the others are untouched.\n", sum.Buckets)
 		fmt.Fprintf(std.err, "backfill: to finish, run: %s\n", resumeCommand(args))
@@ -291,13 +257,92 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return err
 	}
-	if asJSON {
+	return o.report(std, sum, out.deadLetters)
+}
+
+// locations opens the input, the canned input and the output, and checks
+// the input before anything is created under the output. With --plan they
+// are the shard's; nothing says when the shard has no bucket.
+func (o *runOptions) locations(ctx context.Context, std stdio) (outStore store.Store, nothing bool, err error) {
+	cfg := &o.cfg
+	if o.cannedLoc != "" {
+		if cfg.Canned, err = location.Open(ctx, o.cannedLoc); err != nil {
+			return nil, false, err
+		}
+		if !store.IsDir(ctx, cfg.Canned, ".") {
+			return nil, false, usagef("run: --canned %s is not a folder", o.cannedLoc)
+		}
+	}
+	buckets := o.buckets
+	if o.planFile != "" {
+		_, i, names, pin, err := planShard(ctx, o.planFile, o.shard)
+		if err != nil {
+			return nil, false, err
+		}
+		jobOut, err := location.Open(ctx, o.out)
+		if err != nil {
+			return nil, false, err
+		}
+		cfg.In, buckets, outStore = pin, names, scaleout.ShardOut(jobOut, i)
+		if len(buckets) == 0 {
+			fmt.Fprintf(std.err, "backfill: shard %d of %s has no bucket; nothing to do\n", i, o.planFile)
+			return nil, true, nil
+		}
+	}
+	if cfg.In == nil {
+		if cfg.In, err = location.Open(ctx, o.inLoc); err != nil {
+			return nil, false, usagef("run: --in %v", err)
+		}
+	}
+	if outStore == nil && o.out != "" {
+		if outStore, err = location.Open(ctx, o.out); err != nil {
+			return nil, false, err
+		}
+	}
+	in, err := stamp.ResolveInput(ctx, cfg.In, buckets)
+	if ie := (*stamp.InputError)(nil); errors.As(err, &ie) && ie.Name {
+		return nil, false, usagef("run: %v", err)
+	} else if err != nil {
+		return nil, false, usagef("run: --in %v", err)
+	}
+	cfg.In, cfg.Buckets, cfg.Ignored, cfg.MaxBlob = in.Dir, in.Buckets, in.Ignored, int64(o.maxBlob)
+	for _, name := range in.Ignored {
+		fmt.Fprintf(std.err, "backfill: notice: %s is not a bucket folder (its name is not a date YYYY-MM-DD); skipped\n", in.Dir.Where(name))
+	}
+	return outStore, false, nil
+}
+
+// run runs the job into out, then what completes it: a bulk load's
+// indexes, a shard's manifest.
+func (o *runOptions) run(ctx context.Context, std stdio, out output, outStore store.Store) (job.Summary, error) {
+	cfg := o.cfg
+	if !o.quiet {
+		fmt.Fprintf(std.err, "backfill: %d buckets from %s into %s\n", len(cfg.Buckets), absPath(cfg.In.Where(".")), out.dest)
+		p := newProgress(std.err)
+		defer p.finish()
+		cfg.Progress = p.update
+	}
+	start := time.Now()
+	sum, err := job.Run(ctx, cfg, out.sink)
+	if err == nil && out.finish != nil {
+		err = out.finish(ctx) // the bulk load's indexes: part of the run's time
+		sum.Elapsed = time.Since(start)
+	}
+	if err == nil && o.planFile != "" {
+		err = scaleout.WriteManifest(ctx, outStore) // the shard's reports, sorted, for check
+	}
+	return sum, err
+}
+
+// report prints the summary and returns the run's verdict on it.
+func (o *runOptions) report(std stdio, sum job.Summary, deadLetters string) error {
+	if o.asJSON {
 		printSummaryJSON(std.out, sum)
 	} else {
 		printSummary(std.out, sum)
 	}
 	switch {
-	case planFile != "":
+	case o.planFile != "":
 		// A shard that completed exits 0 whatever it recorded, so that a
 		// Job does not redo it: check sums every shard's rejects.
 		if sum.Rejects > 0 || sum.Notices > 0 {
@@ -306,7 +351,7 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 		return nil
 	case sum.Rejects > 0:
 		return &rejectsError{n: int(sum.Rejects), what: "inputs (reject records in " + deadLetters + ")"}
-	case strict && sum.Notices > 0:
+	case o.strict && sum.Notices > 0:
 		return &rejectsError{n: int(sum.Notices), what: "notices (--strict; records in " + deadLetters + ")", verb: "recorded"}
 	}
 	return nil
