@@ -111,57 +111,118 @@ type keysearchOutput struct {
 	File                string  `json:"file"`
 }
 
-func runKeysearch(ctx context.Context, args []string, std stdio) error {
+// keysearchOptions are keysearch's flags.
+type keysearchOptions struct {
+	out, seed, table    string
+	bits, workers       int
+	from, to, maxTrials uint64
+	asJSON, quiet       bool
+	in                  inputFlags
+	inputs              []string
+}
+
+func parseKeysearchFlags(args []string, std stdio) (*keysearchOptions, error) {
 	fs := newFlagSet("keysearch", keysearchHelp, std)
-	var out, seed, table string
-	var bits, workers int
-	var from, to, maxTrials uint64
-	var asJSON, quiet bool
-	fs.StringVar(&out, "out", "", "")
-	fs.IntVar(&bits, "counter-bits", 24, "")
-	fs.StringVar(&seed, "seed", "backfill", "")
-	fs.Uint64Var(&from, "from", 0, "")
-	fs.Uint64Var(&to, "to", 1<<40, "")
-	fs.StringVar(&table, "table", "auto", "")
-	fs.Uint64Var(&maxTrials, "max-trials", 1<<24, "")
-	fs.IntVar(&workers, "workers", runtime.NumCPU(), "")
-	fs.BoolVar(&asJSON, "json", false, "")
-	fs.BoolVar(&quiet, "q", false, "")
-	var in inputFlags
-	in.register(fs)
-	inputs, err := parseFlags(fs, args)
-	if err != nil {
-		return err
+	o := &keysearchOptions{}
+	fs.StringVar(&o.out, "out", "", "")
+	fs.IntVar(&o.bits, "counter-bits", 24, "")
+	fs.StringVar(&o.seed, "seed", "backfill", "")
+	fs.Uint64Var(&o.from, "from", 0, "")
+	fs.Uint64Var(&o.to, "to", 1<<40, "")
+	fs.StringVar(&o.table, "table", "auto", "")
+	fs.Uint64Var(&o.maxTrials, "max-trials", 1<<24, "")
+	fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "")
+	fs.BoolVar(&o.asJSON, "json", false, "")
+	fs.BoolVar(&o.quiet, "q", false, "")
+	o.in.register(fs)
+	var err error
+	if o.inputs, err = parseFlags(fs, args); err != nil {
+		return nil, err
 	}
-	if out == "" {
-		return usagef("keysearch: --out FILE is required")
+	if o.out == "" {
+		return nil, usagef("keysearch: --out FILE is required")
 	}
-	if err := in.check(fs, inputs); err != nil {
-		return err
+	if err := o.in.check(fs, o.inputs); err != nil {
+		return nil, err
 	}
+	return o, nil
+}
+
+// check checks the flags against each other.
+func (o *keysearchOptions) check() error {
 	switch {
-	case bits < ooid.MinCounterBits || bits > ooid.MaxCounterBits:
-		return usagef("keysearch: --counter-bits %d: want %d..%d", bits, ooid.MinCounterBits, ooid.MaxCounterBits)
-	case to <= from:
+	case o.bits < ooid.MinCounterBits || o.bits > ooid.MaxCounterBits:
+		return usagef("keysearch: --counter-bits %d: want %d..%d", o.bits, ooid.MinCounterBits, ooid.MaxCounterBits)
+	case o.to <= o.from:
 		return usagef("keysearch: --to must be above --from")
-	case table != "auto" && table != "never" && table != "always":
-		return usagef("keysearch: --table %q: want auto, never or always", table)
-	case workers < 1 || maxTrials < 1:
+	case o.table != "auto" && o.table != "never" && o.table != "always":
+		return usagef("keysearch: --table %q: want auto, never or always", o.table)
+	case o.workers < 1 || o.maxTrials < 1:
 		return usagef("keysearch: --workers and --max-trials must be at least 1")
 	}
-	if _, err := ooid.NewKeyTable(seed, from, nil); err != nil {
+	if _, err := ooid.NewKeyTable(o.seed, o.from, nil); err != nil {
 		return usagef("keysearch: --seed: %v", err)
 	}
-	for _, input := range inputs {
+	for _, input := range o.inputs {
 		if input == "-" {
 			return usagef("keysearch: reads its inputs twice: name a file, not standard input")
 		}
 	}
-	start := time.Now()
-	in.read.Workers = workers
-	pg, err := in.openPostgres(ctx, std)
+	return nil
+}
+
+func runKeysearch(ctx context.Context, args []string, std stdio) error {
+	o, err := parseKeysearchFlags(args, std)
 	if err != nil {
 		return err
+	}
+	if err := o.check(); err != nil {
+		return err
+	}
+	start := time.Now()
+	shape, corpus, rejected, err := o.readCorpus(ctx, std)
+	if err != nil {
+		return err
+	}
+	res := keysearchOutput{Reports: shape.Reports, Measurements: shape.Measurements, SharedReports: shape.SharedReports,
+		SharedTimestamps: len(shape.Groups), Rejected: rejected, CounterBits: o.bits, MinCounterBits: shape.MinBits(),
+		ExpectedTrials: shape.ExpectedTrials(o.bits), NotebookTrials: shape.NotebookTrials(o.bits), Seed: o.seed, File: o.out}
+	if res.MinCounterBits > o.bits {
+		return fmt.Errorf("keysearch: %d measurements share one timestamp: no key works below %d counter bits", shape.MaxGroup, res.MinCounterBits)
+	}
+	if !o.quiet {
+		fmt.Fprintf(std.err, "backfill keysearch: %d reports, %d share a timestamp (%d timestamps); at %d bits one key is expected after %s trials\n",
+			shape.Reports, shape.SharedReports, len(shape.Groups), o.bits, trialsText(res.ExpectedTrials))
+	}
+	searchStart := time.Now()
+	found, err := corpus.Find(ctx, o.policy(std, res.ExpectedTrials))
+	if err != nil {
+		return err
+	}
+	res.Key, res.Trials = found.Key, found.Trials
+	if found.Table {
+		res.Overrides = found.Overrides
+		res.ExpectedOverrides, res.ExpectedTableTrials = shape.ExpectedTable(o.bits)
+	}
+	res.Scheme = found.Scheme.String()
+	res.Seconds, res.SearchSeconds = time.Since(start).Seconds(), time.Since(searchStart).Seconds()
+	if err := o.write(std, res, found.Scheme, shape); err != nil {
+		return err
+	}
+	if rejected > 0 {
+		return &rejectsError{n: int(rejected), what: "inputs"}
+	}
+	return nil
+}
+
+// readCorpus reads the inputs twice: the shape of the corpus (its
+// timestamps and their reports), then the textnames of the reports that
+// share a timestamp. It returns how many inputs were rejected.
+func (o *keysearchOptions) readCorpus(ctx context.Context, std stdio) (*keysearch.Shape, *keysearch.Corpus, int64, error) {
+	o.in.read.Workers = o.workers
+	pg, err := o.in.openPostgres(ctx, std)
+	if err != nil {
+		return nil, nil, 0, err
 	}
 	if pg != nil {
 		defer pg.Close()
@@ -173,14 +234,14 @@ func runKeysearch(ctx context.Context, args []string, std stdio) error {
 				return err
 			}
 		}
-		for _, input := range inputs {
+		for _, input := range o.inputs {
 			if err := eachReport(ctx, src, "keysearch", input, std.in, fn); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	src := in.source("keysearch", std.err)
+	src := o.in.source("keysearch", std.err)
 	var census keysearch.Census
 	err = each(src, func(at audit.Place, textname []byte, n uint32) {
 		t, err := ooid.ParseTextnameBytes(textname)
@@ -191,76 +252,54 @@ func runKeysearch(ctx context.Context, args []string, std stdio) error {
 		census.Add(t.TS, n)
 	})
 	if err != nil {
-		return err
+		return nil, nil, 0, err
 	}
 	shape := census.Shape()
 	corpus := keysearch.NewCorpus(shape)
-	again := in.source("keysearch", io.Discard)
-	err = each(again, func(_ audit.Place, textname []byte, n uint32) {
+	err = each(o.in.source("keysearch", io.Discard), func(_ audit.Place, textname []byte, n uint32) {
 		if t, err := ooid.ParseTextnameBytes(textname); err == nil {
 			corpus.Add(t.TS, textname, n)
 		}
 	})
-	if err != nil {
-		return err
+	return shape, corpus, src.Rejected, err
+}
+
+// policy is the search the flags ask for, with its progress lines.
+func (o *keysearchOptions) policy(std stdio, expected float64) keysearch.Policy {
+	pol := keysearch.Policy{Options: keysearch.Options{Bits: o.bits, Seed: o.seed, From: o.from, To: o.to, Workers: o.workers},
+		Table: o.table, MaxTrials: o.maxTrials}
+	if o.quiet {
+		return pol
 	}
-	res := keysearchOutput{Reports: shape.Reports, Measurements: shape.Measurements, SharedReports: shape.SharedReports,
-		SharedTimestamps: len(shape.Groups), Rejected: src.Rejected, CounterBits: bits, MinCounterBits: shape.MinBits(),
-		ExpectedTrials: shape.ExpectedTrials(bits), NotebookTrials: shape.NotebookTrials(bits), Seed: seed, File: out}
-	if res.MinCounterBits > bits {
-		return fmt.Errorf("keysearch: %d measurements share one timestamp: no key works below %d counter bits", shape.MaxGroup, res.MinCounterBits)
+	pol.Progress = keyProgress(std.err, expected)
+	pol.Fallback = func(trials uint64) {
+		fmt.Fprintf(std.err, "backfill keysearch: no single key among %d; building a key table\n", trials)
 	}
-	if !quiet {
-		fmt.Fprintf(std.err, "backfill keysearch: %d reports, %d share a timestamp (%d timestamps); at %d bits one key is expected after %s trials\n",
-			shape.Reports, shape.SharedReports, len(shape.Groups), bits, trialsText(res.ExpectedTrials))
-	}
-	searchStart := time.Now()
-	pol := keysearch.Policy{Options: keysearch.Options{Bits: bits, Seed: seed, From: from, To: to, Workers: workers},
-		Table: table, MaxTrials: maxTrials}
-	if !quiet {
-		pol.Progress = keyProgress(std.err, res.ExpectedTrials)
-		pol.Fallback = func(trials uint64) {
-			fmt.Fprintf(std.err, "backfill keysearch: no single key among %d; building a key table\n", trials)
-		}
-		var last time.Duration
-		pol.TableProgress = func(p keysearch.Progress) {
-			if p.Elapsed-last >= 5*time.Second {
-				last = p.Elapsed
-				fmt.Fprintf(std.err, "backfill keysearch: key table: %d timestamps left, %d keys tried\n", p.Groups, p.Trials)
-			}
+	var last time.Duration
+	pol.TableProgress = func(p keysearch.Progress) {
+		if p.Elapsed-last >= 5*time.Second {
+			last = p.Elapsed
+			fmt.Fprintf(std.err, "backfill keysearch: key table: %d timestamps left, %d keys tried\n", p.Groups, p.Trials)
 		}
 	}
-	found, err := corpus.Find(ctx, pol)
+	return pol
+}
+
+// write writes the scheme file, then prints what was found.
+func (o *keysearchOptions) write(std stdio, res keysearchOutput, scheme ooid.Scheme, shape *keysearch.Shape) error {
+	b, err := ooid.MarshalScheme(scheme, fmt.Sprintf("Made by backfill keysearch over %d reports (%d measurements) at %d counter bits.", shape.Reports, shape.Measurements, o.bits))
 	if err != nil {
 		return err
 	}
-	scheme := found.Scheme
-	res.Key, res.Trials = found.Key, found.Trials
-	if found.Table {
-		res.Overrides = found.Overrides
-		res.ExpectedOverrides, res.ExpectedTableTrials = shape.ExpectedTable(bits)
-	}
-	res.Scheme = scheme.String()
-	res.Seconds, res.SearchSeconds = time.Since(start).Seconds(), time.Since(searchStart).Seconds()
-	b, err := ooid.MarshalScheme(scheme, fmt.Sprintf("Made by backfill keysearch over %d reports (%d measurements) at %d counter bits.", shape.Reports, shape.Measurements, bits))
-	if err != nil {
+	if err := store.WriteLocalFile(o.out, b); err != nil {
 		return err
 	}
-	if err := store.WriteLocalFile(out, b); err != nil {
-		return err
-	}
-	if asJSON {
+	if o.asJSON {
 		enc := json.NewEncoder(std.out)
 		enc.SetEscapeHTML(false)
-		if err := enc.Encode(res); err != nil {
-			return err
-		}
-	} else {
-		printKeysearch(std.out, res)
+		return enc.Encode(res)
 	}
-	if src.Rejected > 0 {
-		return &rejectsError{n: int(src.Rejected), what: "inputs"}
-	}
+	printKeysearch(std.out, res)
 	return nil
 }
 
