@@ -101,81 +101,87 @@ EXIT STATUS
 	2    usage error
 `
 
-func runGen(ctx context.Context, args []string, std stdio) error {
+// genOptions are gen's flags.
+type genOptions struct {
+	cfg                    corpus.Config
+	out, start, profile    string
+	manifestOnly, quiet    bool
+	canSize, huge, maxBlob byteSize
+	maxTemplate            byteSize
+	setHuge                bool // --huge-blob was given
+}
+
+func parseGenFlags(args []string, std stdio) (*genOptions, error) {
 	fs := newFlagSet("gen", genHelp, std)
-	cfg := corpus.DefaultConfig()
-	var out, start, profile string
-	var manifestOnly bool
-	canSize, huge, maxBlob := byteSize(cfg.CanSize), byteSize(cfg.HugeBlob), byteSize(cfg.MaxBlob)
+	o := &genOptions{cfg: corpus.DefaultConfig()}
+	cfg := &o.cfg
+	o.canSize, o.huge, o.maxBlob = byteSize(cfg.CanSize), byteSize(cfg.HugeBlob), byteSize(cfg.MaxBlob)
 	cfg.Corrupt = map[string]float64{}
-	fs.StringVar(&out, "out", "", "")
+	fs.StringVar(&o.out, "out", "", "")
 	fs.StringVar(&cfg.Format, "format", corpus.FormatCanned, "")
-	fs.StringVar(&profile, "profile", "", "")
-	fs.BoolVar(&manifestOnly, "manifest-only", false, "")
+	fs.StringVar(&o.profile, "profile", "", "")
+	fs.BoolVar(&o.manifestOnly, "manifest-only", false, "")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "")
-	fs.StringVar(&start, "start", cfg.Start.Format("2006-01-02"), "")
+	fs.StringVar(&o.start, "start", cfg.Start.Format("2006-01-02"), "")
 	fs.IntVar(&cfg.Buckets, "buckets", cfg.Buckets, "")
 	fs.IntVar(&cfg.Reports, "reports", cfg.Reports, "")
 	fs.Float64Var(&cfg.JSONFraction, "json-fraction", cfg.JSONFraction, "")
 	fs.IntVar(&cfg.MinMeasurements, "min-measurements", cfg.MinMeasurements, "")
 	fs.Float64Var(&cfg.Alpha, "alpha", cfg.Alpha, "")
 	fs.IntVar(&cfg.MaxMeasurements, "max-measurements", cfg.MaxMeasurements, "")
-	var maxTemplate byteSize
-	fs.Var(&maxTemplate, "max-template", "")
-	fs.Var(&canSize, "can-size", "")
+	fs.Var(&o.maxTemplate, "max-template", "")
+	fs.Var(&o.canSize, "can-size", "")
 	fs.IntVar(&cfg.TimeSlots, "time-slots", 0, "")
-	fs.Var(&huge, "huge-blob", "")
-	fs.Var(&maxBlob, "max-blob", "")
-	quiet := false
-	fs.BoolVar(&quiet, "q", false, "")
-	fs.Func("corrupt", "", func(s string) error {
-		kind, rate, ok := strings.Cut(s, "=")
-		r, err := strconv.ParseFloat(rate, 64)
-		if !ok || err != nil || r < 0 || r > 1 {
-			return fmt.Errorf("want KIND=RATE with RATE in 0..1, got %q", s)
-		}
-		kinds := []string{kind}
-		if kind == "all" {
-			kinds = nil
-			for _, k := range append(append([]string(nil), corpus.ReportKinds...), corpus.ContainerKinds...) {
-				if k != corpus.KindHugeBlob {
-					kinds = append(kinds, k)
-				}
-			}
-		}
-		for _, k := range kinds {
-			cfg.Corrupt[k] = r
-		}
-		return nil
-	})
+	fs.Var(&o.huge, "huge-blob", "")
+	fs.Var(&o.maxBlob, "max-blob", "")
+	fs.BoolVar(&o.quiet, "q", false, "")
+	fs.Func("corrupt", "", func(s string) error { return addCorruption(cfg.Corrupt, s) })
 	rest, err := parseFlags(fs, args)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(rest) > 0 {
-		return usagef("gen: unexpected argument %q", rest[0])
+		return nil, usagef("gen: unexpected argument %q", rest[0])
 	}
-	switch {
-	case profile == "" && manifestOnly:
-		return usagef("gen: --manifest-only needs --profile ooni2018")
-	case profile != "" && profile != "ooni2018":
-		return usagef("gen: unknown profile %q (there is ooni2018)", profile)
-	case profile != "" && !manifestOnly:
-		return usagef("gen: --profile ooni2018 writes a manifest only: add --manifest-only")
-	case profile != "":
-		return genManifest(out, cfg.Seed, std)
-	case out == "":
-		return usagef("gen: --out is required")
+	o.setHuge = len(setFlags(fs, "huge-blob")) > 0
+	return o, nil
+}
+
+// addCorruption adds --corrupt KIND=RATE (KIND all: every kind but
+// huge_blob) to rates.
+func addCorruption(rates map[string]float64, s string) error {
+	kind, rate, ok := strings.Cut(s, "=")
+	r, err := strconv.ParseFloat(rate, 64)
+	if !ok || err != nil || r < 0 || r > 1 {
+		return fmt.Errorf("want KIND=RATE with RATE in 0..1, got %q", s)
 	}
-	if cfg.Start, err = time.Parse("2006-01-02", start); err != nil {
+	kinds := []string{kind}
+	if kind == "all" {
+		kinds = nil
+		for _, k := range append(append([]string(nil), corpus.ReportKinds...), corpus.ContainerKinds...) {
+			if k != corpus.KindHugeBlob {
+				kinds = append(kinds, k)
+			}
+		}
+	}
+	for _, k := range kinds {
+		rates[k] = r
+	}
+	return nil
+}
+
+// check checks the flags and completes the generator's configuration.
+func (o *genOptions) check() error {
+	cfg := &o.cfg
+	var err error
+	if cfg.Start, err = time.Parse("2006-01-02", o.start); err != nil {
 		return usagef("gen: --start: %v", err)
 	}
 	if cfg.Buckets < 1 || cfg.Reports < 0 || cfg.MinMeasurements < 1 || cfg.Alpha <= 0 || cfg.MaxMeasurements < 1 ||
-		cfg.JSONFraction < 0 || cfg.JSONFraction > 1 || canSize < 1 || huge < 16 || cfg.TimeSlots < 0 {
+		cfg.JSONFraction < 0 || cfg.JSONFraction > 1 || o.canSize < 1 || o.huge < 16 || cfg.TimeSlots < 0 {
 		return usagef("gen: a count, size or fraction is out of range")
 	}
-	cfg.CanSize, cfg.HugeBlob, cfg.MaxBlob, cfg.MaxTemplate = int64(canSize), int64(huge), int64(maxBlob), int(maxTemplate)
-	setHuge := len(setFlags(fs, "huge-blob")) > 0
+	cfg.CanSize, cfg.HugeBlob, cfg.MaxBlob, cfg.MaxTemplate = int64(o.canSize), int64(o.huge), int64(o.maxBlob), int(o.maxTemplate)
 	switch cfg.Format {
 	case corpus.FormatCanned, corpus.FormatAutoclaved, corpus.FormatBoth:
 	default:
@@ -187,40 +193,67 @@ func runGen(ctx context.Context, args []string, std stdio) error {
 				strings.Join(append(append([]string(nil), corpus.ReportKinds...), corpus.ContainerKinds...), ", "))
 		}
 	}
-	if !setHuge {
+	if !o.setHuge {
 		cfg.HugeBlob = cfg.MaxBlob + 1<<20
 	}
-	if !quiet {
-		p := newGenProgress(std.err, cfg.Buckets)
-		cfg.Progress = p.update
-		defer p.finish()
-	}
-	dst, err := location.Open(ctx, out)
+	return nil
+}
+
+func runGen(ctx context.Context, args []string, std stdio) error {
+	o, err := parseGenFlags(args, std)
 	if err != nil {
 		return err
 	}
+	switch {
+	case o.profile == "" && o.manifestOnly:
+		return usagef("gen: --manifest-only needs --profile ooni2018")
+	case o.profile != "" && o.profile != "ooni2018":
+		return usagef("gen: unknown profile %q (there is ooni2018)", o.profile)
+	case o.profile != "" && !o.manifestOnly:
+		return usagef("gen: --profile ooni2018 writes a manifest only: add --manifest-only")
+	case o.profile != "":
+		return genManifest(o.out, o.cfg.Seed, std)
+	case o.out == "":
+		return usagef("gen: --out is required")
+	}
+	if err := o.check(); err != nil {
+		return err
+	}
+	if !o.quiet {
+		p := newGenProgress(std.err, o.cfg.Buckets)
+		o.cfg.Progress = p.update
+		defer p.finish()
+	}
+	st, err := o.generate(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(std.out, "buckets        %d\ncontainers     %d\nreports        %d\nmeasurements   %d (that get IDs)\nbytes          %s compressed, %s uncompressed\nground truth   %s\n",
+		st.Buckets, st.Containers, st.Reports, st.Measurements, humanBytes(st.Bytes), humanBytes(st.TextBytes), truthPath(o.out, o.cfg.Format))
+	return nil
+}
+
+// generate writes the corpus to --out: a local folder, or a local tree
+// uploaded whole to an s3:// prefix.
+func (o *genOptions) generate(ctx context.Context) (corpus.Stats, error) {
+	dst, err := location.Open(ctx, o.out)
+	if err != nil {
+		return corpus.Stats{}, err
+	}
 	dir, local := store.LocalDir(dst)
 	if !local {
-		// The generator writes a local tree; it is uploaded whole.
 		tmp, err := os.MkdirTemp("", "backfill-gen-*")
 		if err != nil {
-			return err
+			return corpus.Stats{}, err
 		}
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
-	st, err := corpus.Generate(dir, cfg)
-	if err != nil {
-		return err
+	st, err := corpus.Generate(dir, o.cfg)
+	if err != nil || local {
+		return st, err
 	}
-	if !local {
-		if err := store.Upload(ctx, dst, dir); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintf(std.out, "buckets        %d\ncontainers     %d\nreports        %d\nmeasurements   %d (that get IDs)\nbytes          %s compressed, %s uncompressed\nground truth   %s\n",
-		st.Buckets, st.Containers, st.Reports, st.Measurements, humanBytes(st.Bytes), humanBytes(st.TextBytes), truthPath(out, cfg.Format))
-	return nil
+	return st, store.Upload(ctx, dst, dir)
 }
 
 // genManifest writes the ooni2018 manifest to out ("" or "-": stdout).
