@@ -157,33 +157,15 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 	in.read.Workers = workers
 	src := in.source("audit", std.err)
 	au := &audit.Auditor{A: a, Src: src, KeepNames: !audit.AllFiles(inputs), Reread: audit.RereadFiles(inputs)}
-	s, err := in.openPostgres(ctx, std)
+	pg, err := in.openPostgres(ctx, std)
 	if err != nil {
 		return err
 	}
-	if s != nil {
-		defer s.Close()
-		files := au.Reread
-		au.Reread = func(fn func([]byte)) error {
-			if err := s.EachReport(ctx, func(textname []byte, _ uint32) error { fn(textname); return nil }); err != nil {
-				return err
-			}
-			return files(fn)
-		}
-		if err := src.Postgres(ctx, s, au.Add); err != nil {
-			return err
-		}
+	if pg != nil {
+		defer pg.Close() // au.Reread reads it again
 	}
-	for _, input := range inputs {
-		var err error
-		if au.KeepNames {
-			err = eachReport(ctx, src, "audit", input, std.in, au.Add)
-		} else {
-			err = au.ReadManifestFile(input, workers) // parsed and hashed on every worker
-		}
-		if err != nil {
-			return err
-		}
+	if err := readAudit(ctx, std, pg, au, inputs, workers); err != nil {
+		return err
 	}
 	results := a.Finish()
 	names, err := au.Names(results)
@@ -192,27 +174,7 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 	}
 	rep := auditOutput{Reports: a.Reports, Measurements: a.Measurements, Rejected: src.Rejected}
 	for _, r := range results {
-		ar := auditResult{CounterBits: r.Scheme.CounterBits, SHA1Offset: r.Scheme.SHA1Offset, KeyTable: r.Scheme.Table,
-			Pairs: r.Pairs, Measurements: r.Measurements, First: []auditPair{}}
-		for _, p := range r.First {
-			x, y := names[p.A], names[p.B]
-			if y < x {
-				x, y = y, x
-			}
-			ar.First = append(ar.First, auditPair{x, y})
-		}
-		sort.Slice(ar.First, func(i, j int) bool {
-			if ar.First[i].A != ar.First[j].A {
-				return ar.First[i].A < ar.First[j].A
-			}
-			return ar.First[i].B < ar.First[j].B
-		})
-		ar.First = ar.First[:min(len(ar.First), pairs)]
-		if predict {
-			l := collisions.Predict(r.Groups, r.Scheme.CounterBits)
-			ar.Predicted = &auditPredict{P: math.Exp2(l), NegLog2: -l}
-		}
-		rep.Results = append(rep.Results, ar)
+		rep.Results = append(rep.Results, newAuditResult(r, names, pairs, predict))
 	}
 	if asJSON {
 		enc := json.NewEncoder(std.out)
@@ -227,6 +189,61 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 		return &rejectsError{n: int(src.Rejected), what: "inputs"}
 	}
 	return nil
+}
+
+// readAudit feeds the auditor every report of the inputs, and of the
+// PostgreSQL schema s when there is one.
+func readAudit(ctx context.Context, std stdio, s *pgcopy.Sink, au *audit.Auditor, inputs []string, workers int) error {
+	if s != nil {
+		files := au.Reread
+		au.Reread = func(fn func([]byte)) error {
+			if err := s.EachReport(ctx, func(textname []byte, _ uint32) error { fn(textname); return nil }); err != nil {
+				return err
+			}
+			return files(fn)
+		}
+		if err := au.Src.Postgres(ctx, s, au.Add); err != nil {
+			return err
+		}
+	}
+	for _, input := range inputs {
+		var err error
+		if au.KeepNames {
+			err = eachReport(ctx, au.Src, "audit", input, std.in, au.Add)
+		} else {
+			err = au.ReadManifestFile(input, workers) // parsed and hashed on every worker
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// newAuditResult is one scheme's result as audit prints it: its first
+// pairs by name, in order, at most pairs of them.
+func newAuditResult(r collisions.Result, names map[uint32]string, pairs int, predict bool) auditResult {
+	ar := auditResult{CounterBits: r.Scheme.CounterBits, SHA1Offset: r.Scheme.SHA1Offset, KeyTable: r.Scheme.Table,
+		Pairs: r.Pairs, Measurements: r.Measurements, First: []auditPair{}}
+	for _, p := range r.First {
+		x, y := names[p.A], names[p.B]
+		if y < x {
+			x, y = y, x
+		}
+		ar.First = append(ar.First, auditPair{x, y})
+	}
+	sort.Slice(ar.First, func(i, j int) bool {
+		if ar.First[i].A != ar.First[j].A {
+			return ar.First[i].A < ar.First[j].A
+		}
+		return ar.First[i].B < ar.First[j].B
+	})
+	ar.First = ar.First[:min(len(ar.First), pairs)]
+	if predict {
+		l := collisions.Predict(r.Groups, r.Scheme.CounterBits)
+		ar.Predicted = &auditPredict{P: math.Exp2(l), NegLog2: -l}
+	}
+	return ar
 }
 
 // auditSchemes returns the schemes to audit: every combination of the
