@@ -90,6 +90,39 @@ type statusOutput struct {
 	Resume []statusTodo `json:"resume,omitempty"`
 }
 
+// readStatus reads the state of the output: a Parquet folder (the one of
+// rest) or a PostgreSQL schema; closeOut releases what it opened.
+func readStatus(ctx context.Context, std stdio, sinkName string, rest []string, pf pgFlags) (rep statusOutput, states []stamped.State, closeOut func(), err error) {
+	closeOut = func() {}
+	if sinkName == "postgres" {
+		s, err := pgcopy.Open(ctx, pf.options(std))
+		if err != nil {
+			return rep, nil, closeOut, err
+		}
+		if states, err = s.State(ctx); err != nil {
+			s.Close()
+			return rep, nil, closeOut, err
+		}
+		rep.Output = s.String()
+		return rep, states, func() { s.Close() }, nil
+	}
+	out, err := location.Open(ctx, rest[0])
+	if err != nil {
+		return rep, nil, closeOut, err
+	}
+	if !store.IsDir(ctx, out, ".") {
+		return rep, nil, closeOut, usagef("status: %s is not a folder", rest[0])
+	}
+	if states, err = parquetfile.ReadState(ctx, out); err != nil {
+		return rep, nil, closeOut, err
+	}
+	rep.Output = "Parquet in " + absPath(rest[0])
+	if pid, locked := parquetfile.Holder(ctx, out); locked {
+		rep.WriterPID = max(pid, -1)
+	}
+	return rep, states, closeOut, nil
+}
+
 func runStatus(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("status", statusHelp, std)
 	var sinkName, in string
@@ -124,35 +157,11 @@ func runStatus(ctx context.Context, args []string, std stdio) error {
 			return usagef("status: --in %v", err)
 		}
 	}
-	var rep statusOutput
-	var states []stamped.State
-	switch sinkName {
-	case "parquet":
-		out, err := location.Open(ctx, rest[0])
-		if err != nil {
-			return err
-		}
-		if !store.IsDir(ctx, out, ".") {
-			return usagef("status: %s is not a folder", rest[0])
-		}
-		if states, err = parquetfile.ReadState(ctx, out); err != nil {
-			return err
-		}
-		rep.Output = "Parquet in " + absPath(rest[0])
-		if pid, locked := parquetfile.Holder(ctx, out); locked {
-			rep.WriterPID = max(pid, -1)
-		}
-	case "postgres":
-		s, err := pgcopy.Open(ctx, pf.options(std))
-		if err != nil {
-			return err
-		}
-		defer s.Close()
-		if states, err = s.State(ctx); err != nil {
-			return err
-		}
-		rep.Output = s.String()
+	rep, states, closeOut, err := readStatus(ctx, std, sinkName, rest, pf)
+	if err != nil {
+		return err
 	}
+	defer closeOut()
 	rep.fill(states)
 	if in != "" {
 		rep.Resume = resumeTodo(ctx, input, states)
