@@ -93,42 +93,12 @@ func runDecode(ctx context.Context, args []string, std stdio) error {
 		return usagef("decode: --verify takes OOID TEXTNAME NDX, or - for lines of them")
 	}
 	out := bufio.NewWriter(std.out)
-	bad := 0
-	var buf []byte
-	emit := func(text []byte, where string) {
-		var v verdict
-		if verify {
-			var ok bool
-			if text, v, ok = verifyLine(text, scheme, where, std); !ok {
-				bad++
-				return
-			}
-		}
-		id, err := ooid.ParseAny(text)
-		if err != nil {
-			bad++
-			fmt.Fprintf(std.err, "backfill: %s: %v\n", where, err)
-			return
-		}
-		buf = appendDecoded(buf[:0], id.Decode())
-		if verify {
-			buf = buf[:len(buf)-2] // "}\n"
-			if id == v.want {
-				buf = append(buf, `,"verified":true}`+"\n"...)
-			} else {
-				bad++
-				fmt.Fprintf(std.err, "backfill: %s: %s is not measurement %d of %s under %s (that is %s)\n", where, id, v.ndx, v.textname, scheme, v.want)
-				buf = append(buf, `,"verified":false,"expected":"`...)
-				buf = v.want.AppendText(buf)
-				buf = append(buf, "\"}\n"...)
-			}
-		}
-		out.Write(buf)
-	}
+	d := &decoder{out: out, std: std, verify: verify, scheme: scheme}
+	emit := d.emit
 	if len(args) == 1 && args[0] == "-" {
 		err := lines.Each(ctx, std.in, func(line []byte, n int, tooLong error) error {
 			if tooLong != nil {
-				bad++
+				d.bad++
 				fmt.Fprintf(std.err, "backfill: line %d: %v\n", n, tooLong)
 				return nil
 			}
@@ -149,10 +119,55 @@ func runDecode(ctx context.Context, args []string, std stdio) error {
 	if err := out.Flush(); err != nil {
 		return fmt.Errorf("write output: %w", err)
 	}
-	if bad > 0 {
-		return &rejectsError{n: bad, what: "OOIDs"}
+	if d.bad > 0 {
+		return &rejectsError{n: d.bad, what: "OOIDs"}
 	}
 	return nil
+}
+
+// decoder decodes (and with verify checks) OOIDs one at a time, writing a
+// JSON line for each to out and counting those it could not.
+type decoder struct {
+	out    *bufio.Writer
+	std    stdio
+	verify bool
+	scheme ooid.Scheme
+	bad    int
+	buf    []byte
+}
+
+// emit decodes the OOID of text (or, with verify, of the OOID TEXTNAME
+// NDX line text); where names it in messages.
+func (d *decoder) emit(text []byte, where string) {
+	var v verdict
+	if d.verify {
+		var ok bool
+		if text, v, ok = verifyLine(text, d.scheme, where, d.std); !ok {
+			d.bad++
+			return
+		}
+	}
+	id, err := ooid.ParseAny(text)
+	if err != nil {
+		d.bad++
+		fmt.Fprintf(d.std.err, "backfill: %s: %v\n", where, err)
+		return
+	}
+	buf := appendDecoded(d.buf[:0], id.Decode())
+	if d.verify {
+		buf = buf[:len(buf)-2] // "}\n"
+		if id == v.want {
+			buf = append(buf, `,"verified":true}`+"\n"...)
+		} else {
+			d.bad++
+			fmt.Fprintf(d.std.err, "backfill: %s: %s is not measurement %d of %s under %s (that is %s)\n", where, id, v.ndx, v.textname, d.scheme, v.want)
+			buf = append(buf, `,"verified":false,"expected":"`...)
+			buf = v.want.AppendText(buf)
+			buf = append(buf, "\"}\n"...)
+		}
+	}
+	d.buf = buf
+	d.out.Write(buf)
 }
 
 type verdict struct {
