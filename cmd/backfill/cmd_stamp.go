@@ -142,22 +142,28 @@ func runStamp(ctx context.Context, args []string, std stdio) error {
 		return stampServe(ctx, s, listen, std)
 	}
 	if rejects != "" {
-		f, err := os.OpenFile(rejects, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		bw := bufio.NewWriter(f)
-		err = stampFilter(ctx, s, lines.NewReaderLimit(std.in, int(maxLine), bw), bw, std)
-		if ferr := bw.Flush(); ferr != nil && err == nil {
-			err = fmt.Errorf("write %s: %w", rejects, ferr)
-		}
-		if cerr := f.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("write %s: %w", rejects, cerr)
-		}
-		return err
+		return stampFilterRejects(ctx, s, rejects, int(maxLine), std)
 	}
 	return stampFilter(ctx, s, lines.NewReaderLimit(std.in, int(maxLine), nil), nil, std)
+}
+
+// stampFilterRejects runs the filter with the lines it rejects appended
+// to the file rejects.
+func stampFilterRejects(ctx context.Context, s *collector.Stamper, rejects string, maxLine int, std stdio) error {
+	f, err := os.OpenFile(rejects, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	bw := bufio.NewWriter(f)
+	err = stampFilter(ctx, s, lines.NewReaderLimit(std.in, maxLine, bw), bw, std)
+	if ferr := bw.Flush(); ferr != nil && err == nil {
+		err = fmt.Errorf("write %s: %w", rejects, ferr)
+	}
+	if cerr := f.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("write %s: %w", rejects, cerr)
+	}
+	return err
 }
 
 func stampCount(ctx context.Context, s *collector.Stamper, count int64, std stdio) error {
