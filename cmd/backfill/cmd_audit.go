@@ -176,6 +176,12 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 	for _, r := range results {
 		rep.Results = append(rep.Results, newAuditResult(r, names, pairs, predict))
 	}
+	return reportAudit(std, rep, asJSON, predict)
+}
+
+// reportAudit prints the report, as JSON or as text, and says how many
+// inputs were rejected.
+func reportAudit(std stdio, rep auditOutput, asJSON, predict bool) error {
 	if asJSON {
 		enc := json.NewEncoder(std.out)
 		enc.SetEscapeHTML(false)
@@ -185,8 +191,8 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 	} else {
 		printAudit(std.out, rep, predict)
 	}
-	if src.Rejected > 0 {
-		return &rejectsError{n: int(src.Rejected), what: "inputs"}
+	if rep.Rejected > 0 {
+		return &rejectsError{n: int(rep.Rejected), what: "inputs"}
 	}
 	return nil
 }

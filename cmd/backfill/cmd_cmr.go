@@ -115,10 +115,6 @@ func cmrLine(name string, f cmr.Format, maxSize int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	type kv struct {
-		k string
-		v any
-	}
 	out := []kv{{"file", name}, {"format", f}}
 	raw := []kv{}
 	stored := [4]cmr.Date{d.BeginningDateTime, d.EndingDateTime, d.ProductionDateTime, d.LastUpdateDateTime}
@@ -143,19 +139,27 @@ func cmrLine(name string, f cmr.Format, maxSize int64) ([]byte, error) {
 			raw = append(raw, kv{field, v.String()})
 		}
 	}
-	obj := func(kvs []kv) []byte {
-		b := []byte{'{'}
-		for i, e := range kvs {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			k, _ := json.Marshal(e.k)
-			v, _ := json.Marshal(e.v)
-			b = append(append(append(b, k...), ':'), v...)
-		}
-		return append(b, '}')
-	}
-	line := obj(out)
+	line := jsonObject(out)
 	line = append(line[:len(line)-1], `,"raw":`...)
-	return append(append(line, obj(raw)...), '}'), nil
+	return append(append(line, jsonObject(raw)...), '}'), nil
+}
+
+// kv is a member of a JSON object.
+type kv struct {
+	k string
+	v any
+}
+
+// jsonObject is the JSON object of kvs, its members in their order.
+func jsonObject(kvs []kv) []byte {
+	b := []byte{'{'}
+	for i, e := range kvs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k, _ := json.Marshal(e.k)
+		v, _ := json.Marshal(e.v)
+		b = append(append(append(b, k...), ':'), v...)
+	}
+	return append(b, '}')
 }

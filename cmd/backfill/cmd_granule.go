@@ -155,11 +155,17 @@ func runGranuleID(ctx context.Context, args []string, std stdio) error {
 	if !c.set["collection-id"] {
 		return usagef("granule-id: --collection-id is required with ID arguments")
 	}
+	return granuleArgs(gen, c.collectionID, args, std)
+}
+
+// granuleArgs prints the unique granule ID of each ID argument.
+func granuleArgs(gen *granule.Generator, collectionID string, ids []string, std stdio) error {
 	out := bufio.NewWriter(std.out)
 	bad := 0
 	var buf []byte
-	for _, id := range args {
-		buf, err = gen.Append(buf[:0], []byte(id), []byte(c.collectionID))
+	var err error
+	for _, id := range ids {
+		buf, err = gen.Append(buf[:0], []byte(id), []byte(collectionID))
 		if err != nil {
 			bad++
 			fmt.Fprintf(std.err, "backfill: ID %q: %v\n", id, err)

@@ -81,70 +81,94 @@ EXIT STATUS
 // maxBlock bounds the IDs of one HTTP request.
 const maxBlock = 100000
 
-func runStamp(ctx context.Context, args []string, std stdio) error {
+// stampOptions are stamp's flags.
+type stampOptions struct {
+	opt               collector.Options
+	id                int
+	count             int64
+	listen, rejects   string
+	lease, lead       uint
+	offset            time.Duration
+	maxLine           byteSize
+	counting          bool // --count was given
+	idSet, maxLineSet bool
+	rest              []string
+}
+
+func parseStampFlags(args []string, std stdio) (*stampOptions, error) {
 	fs := newFlagSet("stamp", stampHelp, std)
-	var id int
-	var count int64
-	var listen string
-	opt := collector.Options{}
-	var lease, lead uint
-	var offset time.Duration
-	var rejects string
-	maxLine := byteSize(64 << 20)
-	fs.IntVar(&id, "collector-id", 0, "")
-	fs.StringVar(&opt.State, "state", "", "")
-	fs.Int64Var(&count, "count", 0, "")
-	fs.StringVar(&listen, "listen", "", "")
-	fs.UintVar(&lease, "lease", collector.DefaultLease, "")
-	fs.UintVar(&lead, "max-lead", collector.DefaultMaxLead, "")
-	fs.BoolVar(&opt.FailAhead, "fail-ahead", false, "")
-	fs.DurationVar(&offset, "clock-offset", 0, "")
-	fs.StringVar(&rejects, "rejects", "", "")
-	fs.Var(&maxLine, "max-line", "")
-	rest, err := parseFlags(fs, args)
+	o := &stampOptions{maxLine: byteSize(64 << 20)}
+	fs.IntVar(&o.id, "collector-id", 0, "")
+	fs.StringVar(&o.opt.State, "state", "", "")
+	fs.Int64Var(&o.count, "count", 0, "")
+	fs.StringVar(&o.listen, "listen", "", "")
+	fs.UintVar(&o.lease, "lease", collector.DefaultLease, "")
+	fs.UintVar(&o.lead, "max-lead", collector.DefaultMaxLead, "")
+	fs.BoolVar(&o.opt.FailAhead, "fail-ahead", false, "")
+	fs.DurationVar(&o.offset, "clock-offset", 0, "")
+	fs.StringVar(&o.rejects, "rejects", "", "")
+	fs.Var(&o.maxLine, "max-line", "")
+	var err error
+	if o.rest, err = parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	o.counting = len(setFlags(fs, "count")) > 0
+	o.idSet = len(setFlags(fs, "collector-id")) > 0
+	o.maxLineSet = len(setFlags(fs, "max-line")) > 0
+	return o, nil
+}
+
+// check checks the flags and completes the collector's options.
+func (o *stampOptions) check() error {
+	switch {
+	case len(o.rest) > 0:
+		return usagef("stamp: unexpected argument %q", o.rest[0])
+	case !o.idSet:
+		return usagef("stamp: --collector-id is required")
+	case o.id < 0 || o.id > ooid.MaxCollectorID:
+		return usagef("stamp: --collector-id must be 0..%d (0xf0..0xff would alias backfilled IDs)", ooid.MaxCollectorID)
+	case o.opt.State == "":
+		return usagef("stamp: --state is required")
+	case o.counting && o.count < 0:
+		return usagef("stamp: --count must be 0 or more")
+	case o.counting && o.listen != "":
+		return usagef("stamp: --count and --listen cannot be used together")
+	case o.lease == 0 || o.lead < o.lease || o.lead > 1<<20:
+		return usagef("stamp: --lease must be positive and --max-lead at least --lease")
+	case (o.rejects != "" || o.maxLineSet) && (o.counting || o.listen != ""):
+		return usagef("stamp: --rejects and --max-line are for the filter, not --count or --listen")
+	case o.maxLine < 2 || o.maxLine > 1<<30:
+		return usagef("stamp: --max-line must be 2 bytes to 1GiB")
+	}
+	o.opt.CollectorID, o.opt.Lease, o.opt.MaxLead = uint8(o.id), uint32(o.lease), uint32(o.lead)
+	if offset := o.offset; offset != 0 {
+		o.opt.Clock = func() time.Time { return time.Now().Add(offset) }
+	}
+	return nil
+}
+
+func runStamp(ctx context.Context, args []string, std stdio) error {
+	o, err := parseStampFlags(args, std)
 	if err != nil {
 		return err
 	}
-	counting := len(setFlags(fs, "count")) > 0
-	switch {
-	case len(rest) > 0:
-		return usagef("stamp: unexpected argument %q", rest[0])
-	case len(setFlags(fs, "collector-id")) == 0:
-		return usagef("stamp: --collector-id is required")
-	case id < 0 || id > ooid.MaxCollectorID:
-		return usagef("stamp: --collector-id must be 0..%d (0xf0..0xff would alias backfilled IDs)", ooid.MaxCollectorID)
-	case opt.State == "":
-		return usagef("stamp: --state is required")
-	case counting && count < 0:
-		return usagef("stamp: --count must be 0 or more")
-	case counting && listen != "":
-		return usagef("stamp: --count and --listen cannot be used together")
-	case lease == 0 || lead < lease || lead > 1<<20:
-		return usagef("stamp: --lease must be positive and --max-lead at least --lease")
-	case (rejects != "" || len(setFlags(fs, "max-line")) > 0) && (counting || listen != ""):
-		return usagef("stamp: --rejects and --max-line are for the filter, not --count or --listen")
-	case maxLine < 2 || maxLine > 1<<30:
-		return usagef("stamp: --max-line must be 2 bytes to 1GiB")
+	if err := o.check(); err != nil {
+		return err
 	}
-	opt.CollectorID, opt.Lease, opt.MaxLead = uint8(id), uint32(lease), uint32(lead)
-	if offset != 0 {
-		opt.Clock = func() time.Time { return time.Now().Add(offset) }
-	}
-	s, err := collector.Open(opt)
+	s, err := collector.Open(o.opt)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 	switch {
-	case counting:
-		return stampCount(ctx, s, count, std)
-	case listen != "":
-		return stampServe(ctx, s, listen, std)
+	case o.counting:
+		return stampCount(ctx, s, o.count, std)
+	case o.listen != "":
+		return stampServe(ctx, s, o.listen, std)
+	case o.rejects != "":
+		return stampFilterRejects(ctx, s, o.rejects, int(o.maxLine), std)
 	}
-	if rejects != "" {
-		return stampFilterRejects(ctx, s, rejects, int(maxLine), std)
-	}
-	return stampFilter(ctx, s, lines.NewReaderLimit(std.in, int(maxLine), nil), nil, std)
+	return stampFilter(ctx, s, lines.NewReaderLimit(std.in, int(o.maxLine), nil), nil, std)
 }
 
 // stampFilterRejects runs the filter with the lines it rejects appended
