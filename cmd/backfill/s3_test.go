@@ -339,21 +339,23 @@ func TestS3_OneWriterPerOutput(t *testing.T) {
 	bin := buildBinary(t)
 	// The first run is stopped the moment its lock object is stored.
 	locked := make(chan struct{})
-	var first *exec.Cmd
+	started := make(chan *os.Process, 1) // the first run, once started
 	var once sync.Once
 	srv.OnPut(func(p s3test.Put) {
 		if p.Path == "/test/out/"+parquetfile.LockName {
 			once.Do(func() {
-				first.Process.Signal(syscall.SIGSTOP) // it holds the lock, alive
+				proc := <-started
+				proc.Signal(syscall.SIGSTOP) // it holds the lock, alive
 				close(locked)
 			})
 		}
 	})
-	first = exec.Command(bin, "run", "-q", "--in", "s3://test/c/canned", "--out", "s3://test/out")
+	first := exec.Command(bin, "run", "-q", "--in", "s3://test/c/canned", "--out", "s3://test/out")
 	first.Env = os.Environ()
 	if err := first.Start(); err != nil {
 		t.Fatal(err)
 	}
+	started <- first.Process
 	select {
 	case <-locked:
 	case <-time.After(time.Minute):
