@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/url"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -416,20 +418,65 @@ func itThem(n int) string {
 	return "them"
 }
 
-// resumeCommand is the command line that finishes an interrupted run.
+// resumeCommand is the command line that finishes an interrupted run. A
+// password in --dsn is left out of it (and the line says so): a command
+// line that is printed is read by others, and kept in logs.
 func resumeCommand(args []string) string {
 	parts := []string{"backfill", "run"}
-	resume := false
+	resume, hidden := false, false
+	dsnNext := false
 	for _, a := range args {
 		if a == "--resume" || a == "-resume" || strings.HasPrefix(a, "--resume=") || strings.HasPrefix(a, "-resume=") {
 			resume = true
 		}
+		switch {
+		case dsnNext:
+			var h bool
+			a, h = withoutPassword(a)
+			hidden = hidden || h
+		case strings.HasPrefix(a, "--dsn=") || strings.HasPrefix(a, "-dsn="):
+			flag, v, _ := strings.Cut(a, "=")
+			v, h := withoutPassword(v)
+			a, hidden = flag+"="+v, hidden || h
+		}
+		dsnNext = a == "--dsn" || a == "-dsn"
 		parts = append(parts, shellQuote(a))
 	}
 	if !resume {
 		parts = append(parts[:2], append([]string{"--resume"}, parts[2:]...)...)
 	}
-	return strings.Join(parts, " ")
+	line := strings.Join(parts, " ")
+	if hidden {
+		line += "\nbackfill: (the password is left out of --dsn: give it in PGPASSWORD or a .pgpass file)"
+	}
+	return line
+}
+
+// keyPassword is the password of a key/value connection string.
+var keyPassword = regexp.MustCompile(`(^|\s)password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)
+
+// withoutPassword returns the connection string dsn without its password,
+// and whether it had one.
+func withoutPassword(dsn string) (string, bool) {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "postgres://(unreadable; left out)", true
+		}
+		hidden := false
+		if _, ok := u.User.Password(); ok {
+			u.User, hidden = url.User(u.User.Username()), true
+		}
+		if q := u.Query(); q.Has("password") {
+			q.Del("password")
+			u.RawQuery, hidden = q.Encode(), true
+		}
+		return u.String(), hidden
+	}
+	if !keyPassword.MatchString(dsn) {
+		return dsn, false
+	}
+	return strings.TrimSpace(keyPassword.ReplaceAllString(dsn, "$1")), true
 }
 
 func shellQuote(s string) string {

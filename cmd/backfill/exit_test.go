@@ -241,3 +241,27 @@ func TestRun_InterruptMessage(t *testing.T) {
 		t.Errorf("exit %d, stderr:\n%s\nwant a line %q", code, errb.String(), want)
 	}
 }
+
+// The command that finishes an interrupted run never holds the password
+// of --dsn, in any form of connection string, and says it left it out.
+func TestResumeCommand_NoPassword(t *testing.T) {
+	const pw = "s3cretPW"
+	for _, tc := range []struct {
+		args []string
+		want string // in the command
+	}{
+		{[]string{"--in", "c", "--sink", "postgres", "--dsn", "postgres://me:" + pw + "@db:5432/ooni"}, "--dsn postgres://me@db:5432/ooni"},
+		{[]string{"--dsn=postgresql://me:" + pw + "@db/ooni?sslmode=require", "--in", "c"}, "--dsn=postgresql://me@db/ooni?sslmode=require"},
+		{[]string{"--dsn", "postgres://me@db/ooni?password=" + pw}, "--dsn postgres://me@db/ooni"},
+		{[]string{"--dsn", "host=db user=me password=" + pw + " dbname=ooni"}, "'host=db user=me  dbname=ooni'"},
+		{[]string{"--dsn", "host=db password='" + pw + " x' dbname=ooni"}, "'host=db  dbname=ooni'"},
+	} {
+		got := resumeCommand(tc.args)
+		if strings.Contains(got, pw) || !strings.Contains(got, tc.want) || !strings.Contains(got, "password is left out") {
+			t.Errorf("resumeCommand(%q) =\n%s\nwant it to hold %s and no password", tc.args, got, tc.want)
+		}
+	}
+	if got := resumeCommand([]string{"--dsn", "postgres://me@db/ooni", "--in", "c"}); got != "backfill run --resume --dsn postgres://me@db/ooni --in c" {
+		t.Errorf("without a password: %q", got)
+	}
+}
