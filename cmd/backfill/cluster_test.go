@@ -233,14 +233,7 @@ func TestCluster_JobsWithFaults(t *testing.T) {
 			t.Errorf("index %d ran %d pods, want 2 (the victim and its replacement)", i, n)
 		}
 	}
-	firstAfter := func(i int, since time.Time) time.Duration {
-		for _, put := range srv.Puts() {
-			if put.At.After(since) && strings.HasPrefix(put.Path, ledger(i)) {
-				return put.At.Sub(since)
-			}
-		}
-		return -1
-	}
+	firstAfter := func(i int, since time.Time) time.Duration { return srv.FirstPutAfter(ledger(i), since) }
 	took := firstAfter(killed, killedAt)
 	t.Logf("SIGKILL to the replacement's first commit: %.1f s (the first backoff is 10 s; the lock's time to live 2 min)", took.Seconds())
 	if took < 0 || took > 30*time.Second {
@@ -262,12 +255,7 @@ func TestCluster_JobsWithFaults(t *testing.T) {
 	if d := firstAfter(stopped, resumed); d >= 0 {
 		t.Errorf("the SIGSTOPped pod committed after it was continued (%v)", d)
 	}
-	commits := map[string]int{}
-	for _, put := range srv.Puts() {
-		if strings.Contains(put.Path, "/ledger/") && strings.HasPrefix(put.Path, "/test/job/shards/") {
-			commits[put.Path]++
-		}
-	}
+	commits := srv.PutCounts("/test/job/shards/", "/ledger/")
 	if len(commits) != len(p.Buckets) {
 		t.Errorf("%d buckets committed, the plan has %d", len(commits), len(p.Buckets))
 	}

@@ -120,6 +120,29 @@ func (s *Server) Puts() []Put {
 	return slices.Clone(s.puts)
 }
 
+// FirstPutAfter returns how long after since the first PUT of a path
+// under prefix was served, or -1 when none was.
+func (s *Server) FirstPutAfter(prefix string, since time.Time) time.Duration {
+	for _, p := range s.Puts() {
+		if p.At.After(since) && strings.HasPrefix(p.Path, prefix) {
+			return p.At.Sub(since)
+		}
+	}
+	return -1
+}
+
+// PutCounts counts the PUTs served of each path under prefix that
+// contains part.
+func (s *Server) PutCounts(prefix, part string) map[string]int {
+	n := map[string]int{}
+	for _, p := range s.Puts() {
+		if strings.HasPrefix(p.Path, prefix) && strings.Contains(p.Path, part) {
+			n[p.Path]++
+		}
+	}
+	return n
+}
+
 // OnPut has fn called on every PUT served with success, once it is stored
 // and before the client has its answer: a test can stop or kill the
 // client at that exact point.

@@ -616,14 +616,7 @@ func TestJobController(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.OnPut(nil)
-	firstAfter := func(i int, since time.Time) time.Duration {
-		for _, put := range srv.Puts() {
-			if put.At.After(since) && strings.HasPrefix(put.Path, ledger(i)) {
-				return put.At.Sub(since)
-			}
-		}
-		return -1
-	}
+	firstAfter := func(i int, since time.Time) time.Duration { return srv.FirstPutAfter(ledger(i), since) }
 	for i, at := range map[int]time.Time{killed: killedAt, stopped: stoppedAt} {
 		took := firstAfter(i, at)
 		t.Logf("index %d: %d pods; struck to the replacement's first commit: %.1f s", i, len(c.pods("backfill-map", i)), took.Seconds())
@@ -642,12 +635,7 @@ func TestJobController(t *testing.T) {
 	if d := firstAfter(stopped, resumed); d >= 0 {
 		t.Errorf("the frozen pod committed after it was continued")
 	}
-	commits := map[string]int{}
-	for _, put := range srv.Puts() {
-		if strings.HasPrefix(put.Path, "/test/job/shards/") && strings.Contains(put.Path, "/ledger/") {
-			commits[put.Path]++
-		}
-	}
+	commits := srv.PutCounts("/test/job/shards/", "/ledger/")
 	for k, n := range commits {
 		if n != 1 {
 			t.Errorf("%s committed %d times", k, n)
