@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -80,6 +81,10 @@ func runPlan(ctx context.Context, args []string, std stdio) error {
 	p, err := plan.New(absPath(input.Dir.Where(".")), buckets, shards)
 	if err != nil {
 		return err
+	}
+	p.InputRecords = input.Records()
+	for _, m := range input.Misnamed {
+		fmt.Fprintf(std.err, "backfill: reject: %s; recorded in the plan, check counts it\n", m.Say(input.Dir))
 	}
 	if out == "" || out == "-" {
 		_, err = std.out.Write(p.Marshal())

@@ -259,7 +259,11 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return err
 	}
-	return o.report(std, sum, out.deadLetters)
+	where := out.deadLetters
+	if len(sum.Ignored) > 0 {
+		where += " and " + out.inputDead
+	}
+	return o.report(std, sum, where)
 }
 
 // locations opens the input, the canned input and the output, and checks
@@ -307,7 +311,13 @@ func (o *runOptions) locations(ctx context.Context, std stdio) (outStore store.S
 	} else if err != nil {
 		return nil, false, usagef("run: --in %v", err)
 	}
-	cfg.In, cfg.Buckets, cfg.Ignored, cfg.MaxBlob = in.Dir, in.Buckets, in.Ignored, int64(o.maxBlob)
+	cfg.In, cfg.Buckets, cfg.MaxBlob = in.Dir, in.Buckets, int64(o.maxBlob)
+	if o.planFile == "" { // a plan's input records are check's, once
+		cfg.InputRecords = in.Records()
+	}
+	for _, m := range in.Misnamed {
+		fmt.Fprintf(std.err, "backfill: reject: %s\n", m.Say(in.Dir))
+	}
 	for _, name := range in.Ignored {
 		fmt.Fprintf(std.err, "backfill: notice: %s is not a bucket folder (its name is not a date YYYY-MM-DD); skipped\n", in.Dir.Where(name))
 	}
@@ -373,6 +383,7 @@ type output struct {
 	sink        sink.Sink
 	finish      func(context.Context) error // nil, or what completes a bulk load
 	deadLetters string                      // where the records go, for messages
+	inputDead   string                      // where the input's own records go
 	dest        string                      // where the output goes, for the first line
 }
 
@@ -383,11 +394,13 @@ func openOutput(ctx context.Context, std stdio, f outputFlags) (output, error) {
 		if err != nil {
 			return output{}, err
 		}
-		return output{sink: ps, deadLetters: f.out.Where("dead-letters") + "/", dest: "Parquet in " + absPath(f.out.Where("."))}, nil
+		return output{sink: ps, deadLetters: f.out.Where("dead-letters") + "/", inputDead: f.out.Where(parquetfile.InputDeadLetters),
+			dest: "Parquet in " + absPath(f.out.Where("."))}, nil
 	}
 	opt := f.pg.options(std)
 	opt.CreateSchema, opt.SkipLocked, opt.Resume = f.createSchema, f.skipLocked, f.resume
-	o := output{deadLetters: "table " + pgx.Identifier{f.pg.schema, "dead_letters"}.Sanitize()}
+	o := output{deadLetters: "table " + pgx.Identifier{f.pg.schema, "dead_letters"}.Sanitize(),
+		inputDead: "table " + pgx.Identifier{f.pg.schema, "input_dead_letters"}.Sanitize()}
 	if f.bulk {
 		bs, err := pgcopy.OpenBulk(ctx, opt)
 		if err != nil {
@@ -519,7 +532,11 @@ func printRejects(w io.Writer, t stamped.Tally) {
 	}
 	fmt.Fprintf(w, "rejects        %d (inputs lost, or reports and measurements left without IDs)\n", t.Rejects)
 	byReason(t.RejectsByReason)
-	fmt.Fprintf(w, "notices        %d (recorded; nothing lost)\n", t.Notices)
+	if t.Rejects > 0 {
+		fmt.Fprintf(w, "notices        %d (recorded; these lost nothing)\n", t.Notices)
+	} else {
+		fmt.Fprintf(w, "notices        %d (recorded; nothing lost)\n", t.Notices)
+	}
 	byReason(t.NoticesByReason)
 }
 

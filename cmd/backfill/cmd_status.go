@@ -12,6 +12,7 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/reader"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
@@ -86,6 +87,9 @@ type statusOutput struct {
 	Failed    int    `json:"failed"`
 	stamped.Tally
 	Buckets []statusBucket `json:"buckets"`
+	// Input are the records of the input's folders the last run did not
+	// read; they count in the tally.
+	Input []deadletter.Record `json:"input_dead_letters,omitempty"`
 	// Resume lists what run --resume would still do, with --in.
 	Resume []statusTodo `json:"resume,omitempty"`
 }
@@ -99,7 +103,10 @@ func readStatus(ctx context.Context, std stdio, sinkName string, rest []string, 
 		if err != nil {
 			return rep, nil, closeOut, err
 		}
-		if states, err = s.State(ctx); err != nil {
+		if states, err = s.State(ctx); err == nil {
+			rep.Input, err = s.InputDeadLetters(ctx)
+		}
+		if err != nil {
 			s.Close()
 			return rep, nil, closeOut, err
 		}
@@ -114,6 +121,9 @@ func readStatus(ctx context.Context, std stdio, sinkName string, rest []string, 
 		return rep, nil, closeOut, usagef("status: %s is not a folder", rest[0])
 	}
 	if states, err = parquetfile.ReadState(ctx, out); err != nil {
+		return rep, nil, closeOut, err
+	}
+	if rep.Input, err = parquetfile.ReadInputDeadLetters(ctx, out); err != nil {
 		return rep, nil, closeOut, err
 	}
 	rep.Output = "Parquet in " + absPath(rest[0])
@@ -190,6 +200,11 @@ func (rep *statusOutput) fill(states []stamped.State) {
 		rep.Committed++
 		rep.Tally.Add(st.Counts)
 	}
+	c := stamped.NewCounts()
+	for _, r := range rep.Input {
+		c.Add(r)
+	}
+	rep.Tally.Add(c)
 }
 
 // resumeTodo lists the buckets of the input that run --resume would load:
@@ -245,6 +260,12 @@ func (rep *statusOutput) print(w io.Writer, withResume bool) {
 	fmt.Fprintf(w, "notices        %d\n", rep.Notices)
 	for _, r := range slices.Sorted(maps.Keys(rep.NoticesByReason)) {
 		fmt.Fprintf(w, "  %-20s %d\n", r, rep.NoticesByReason[r])
+	}
+	if len(rep.Input) > 0 {
+		fmt.Fprintf(w, "\ninput folders not read by the last run:\n")
+		for _, r := range rep.Input {
+			fmt.Fprintf(w, "  %-6s %s: %s\n", r.Kind, r.Reason, r.Message)
+		}
 	}
 	if len(rep.Buckets) > 0 {
 		fmt.Fprintf(w, "\n%-12s %-10s %10s %13s %8s %8s  %s\n", "BUCKET", "STATUS", "REPORTS", "MEASUREMENTS", "REJECTS", "NOTICES", "FINISHED")

@@ -75,7 +75,11 @@ func (r Record) IsReject() bool { return r.Classified().Kind == Reject }
 // Reason codes.
 const (
 	// Input folder.
-	NotABucket = "not_a_bucket" // a folder beside the buckets whose name is not a bucket date; skipped (notice, in the summary only)
+	NotABucket = "not_a_bucket" // a folder beside the buckets whose name is not a bucket date and that holds no bucket file; skipped (notice)
+	// MisnamedBucket is a folder beside the buckets that holds bucket
+	// files (*.lz4, index.json.gz) under a name that is not a bucket date
+	// (2017-6-3, 2017-06-03.bak): its files are not read (reject).
+	MisnamedBucket = "misnamed_bucket"
 
 	// Bucket and index.
 	IndexMissing = "index_missing" // no index.json.gz: a canned bucket's containers are read unchecked (notice)

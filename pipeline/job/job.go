@@ -55,9 +55,10 @@ type Config struct {
 	// each autoclaved file is compared with its canned form
 	// (reader.CannedCheck), which checks every orig_sha1.
 	Canned store.Store
-	// Ignored are folders beside the buckets whose names are not bucket
-	// dates (stamp.Input.Ignored); each is a notice of the summary.
-	Ignored []string
+	// InputRecords are the dead-letter records of the folders beside the
+	// buckets that are not read (stamp.Input.Records): counted in the
+	// summary, and kept by a sink that is a [sink.InputRecorder].
+	InputRecords []deadletter.Record
 	Version string
 	// Progress, when set, is called after every container and every
 	// bucket, never twice at once.
@@ -94,8 +95,9 @@ type Summary struct {
 	// DeadLetters counts every record, Reasons by reason.
 	DeadLetters int64            `json:"dead_letters"`
 	Reasons     map[string]int64 `json:"dead_letters_by_reason"`
-	// Ignored are the folders under the input that are not buckets, each
-	// counted as a notice (reason not_a_bucket).
+	// Ignored are the folders under the input that were not read: a
+	// reject each when it holds bucket files (misnamed_bucket), else a
+	// notice (not_a_bucket).
 	Ignored []string `json:"ignored_folders,omitempty"`
 	// Written is the measurements of the buckets this run committed;
 	// BytesIn and BytesOut what it read of them.
@@ -119,14 +121,10 @@ func (s *Summary) add(c stamped.Counts) {
 func Run(ctx context.Context, cfg Config, s sink.Sink) (sum Summary, err error) {
 	start := time.Now()
 	sum = Summary{Reasons: map[string]int64{}, Tally: stamped.NewTally()}
-	for _, name := range cfg.Ignored {
-		sum.Ignored = append(sum.Ignored, name)
-		sum.DeadLetters++
-		sum.Notices++
-		sum.Reasons[deadletter.NotABucket]++
-		sum.NoticesByReason[deadletter.NotABucket]++
-	}
 	defer func() { sum.Elapsed = time.Since(start) }()
+	if err := recordInput(ctx, cfg.InputRecords, s, &sum); err != nil {
+		return sum, err
+	}
 	scfg := cfg.stamp()
 	plan, err := stamp.NewPlan(ctx, scfg)
 	if err != nil {
@@ -238,6 +236,21 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (sum Summary, err error) 
 		err = ld.Finish(ctx)
 	}
 	return sum, err
+}
+
+// recordInput counts the input's records in sum and has the sink keep
+// them, before any bucket: an interrupted run has recorded them too.
+func recordInput(ctx context.Context, recs []deadletter.Record, s sink.Sink, sum *Summary) error {
+	var c stamped.Counts
+	for _, r := range recs {
+		sum.Ignored = append(sum.Ignored, r.File)
+		c.Add(r)
+	}
+	sum.add(c)
+	if ir, ok := s.(sink.InputRecorder); ok {
+		return ir.RecordInput(ctx, recs)
+	}
+	return nil
 }
 
 // sameMeta reports whether a bucket committed with a was made as b would

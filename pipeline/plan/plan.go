@@ -21,6 +21,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
 )
 
 // Version is the version of the plan format this package writes and reads.
@@ -40,11 +42,14 @@ type Bucket struct {
 
 // Plan is the split of an input's buckets into shards.
 type Plan struct {
-	Version  int      `json:"version"`
-	Input    string   `json:"input"`
-	Shards   int      `json:"shards"`
-	Buckets  []Bucket `json:"buckets"` // by name
-	Checksum string   `json:"checksum"`
+	Version int      `json:"version"`
+	Input   string   `json:"input"`
+	Shards  int      `json:"shards"`
+	Buckets []Bucket `json:"buckets"` // by name
+	// InputRecords are the dead-letter records of the input's folders that
+	// are not buckets (stamp.Input.Records): check counts them, once.
+	InputRecords []deadletter.Record `json:"input_dead_letters,omitempty"`
+	Checksum     string              `json:"checksum"`
 }
 
 // New plans buckets (names, bytes and fingerprints; Shard is set here) of

@@ -196,6 +196,9 @@ func Check(ctx context.Context, p plan.Plan, out store.Store) (CheckSummary, err
 	counts.Reports += st.Regained - st.Lost
 	counts.Measurements += st.RegainedMeasurements - st.LostMeasurements
 	sum := CheckSummary{Stats: st, Buckets: []string{}, Totals: stamped.NewTally()}
+	for _, r := range p.InputRecords {
+		counts.Add(r)
+	}
 	sum.Totals.Add(counts)
 	for _, v := range verdicts {
 		if err := enc.Encode(v); err != nil {

@@ -70,6 +70,15 @@ type Rewriter interface {
 	Reassign(ctx context.Context, scheme ooid.Scheme, bucket string, verdicts []stamped.Verdict) error
 }
 
+// InputRecorder is a Sink that keeps the dead-letter records of the
+// input itself (its folders that are not read), beside the buckets'. A
+// run calls RecordInput once, before any bucket; it replaces what an
+// earlier run recorded, and status reads it.
+type InputRecorder interface {
+	Sink
+	RecordInput(ctx context.Context, recs []deadletter.Record) error
+}
+
 // ErrSkipped is returned (wrapped) by Commit when the sink left the bucket
 // as it was: another run holds it, or committed it meanwhile.
 var ErrSkipped = errors.New("bucket skipped")

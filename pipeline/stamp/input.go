@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/reader"
 )
 
@@ -19,8 +22,89 @@ type Input struct {
 	Dir     store.Store // the folder of bucket folders (a local folder or an s3:// prefix)
 	Buckets []string    // YYYY-MM-DD names, sorted
 	// Ignored are the sub-folders of Dir whose names are not bucket dates
-	// (2016-3-1, 2016-03-01.bak): they are skipped, with a notice each.
+	// and that hold no bucket file: they are skipped, with a notice each.
 	Ignored []string
+	// Misnamed are the sub-folders of Dir that hold bucket files but whose
+	// names are not bucket dates (2016-3-1, 2016-03-01.bak): they are not
+	// read, and each is a reject.
+	Misnamed []Misnamed
+}
+
+// Misnamed is a folder beside the buckets that holds bucket files (*.lz4,
+// index.json.gz) under a name that is not a bucket date.
+type Misnamed struct {
+	Name  string
+	Files []string // its bucket files, sorted
+}
+
+// Records returns the dead-letter records of the folders under the input
+// that are not read: a reject for each misnamed folder, which names all
+// its bucket files, and a notice for each other folder.
+func (in Input) Records() []deadletter.Record {
+	var out []deadletter.Record
+	for _, m := range in.Misnamed {
+		msg := m.Say(in.Dir) + "; its files: " + strings.Join(m.Files, ", ")
+		out = append(out, deadletter.Record{File: m.Name, Reason: deadletter.MisnamedBucket, Kind: deadletter.Reject, Message: msg})
+	}
+	for _, name := range in.Ignored {
+		out = append(out, deadletter.Record{File: name, Reason: deadletter.NotABucket, Kind: deadletter.Notice,
+			Message: fmt.Sprintf("folder %s is not a bucket folder (its name is not a date YYYY-MM-DD) and holds no bucket file; skipped", in.Dir.Where(name))})
+	}
+	return out
+}
+
+// Say says in one line what is wrong with the folder m of dir, and what
+// to do.
+func (m Misnamed) Say(dir store.Store) string {
+	msg := fmt.Sprintf("folder %s holds %d bucket %s but its name is not a bucket date (YYYY-MM-DD); not read",
+		dir.Where(m.Name), len(m.Files), plural(len(m.Files), "file", "files"))
+	if d, ok := bucketDateIn(m.Name); ok {
+		msg += " (rename it " + d + " to read it)"
+	}
+	return msg
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+var looseDate = regexp.MustCompile(`^(\d{4})-(\d{1,2})-(\d{1,2})`)
+
+// bucketDateIn returns the bucket date a misnamed folder's name probably
+// means: 2017-6-3 and 2017-06-03.bak both mean 2017-06-03.
+func bucketDateIn(name string) (string, bool) {
+	m := looseDate.FindStringSubmatch(name)
+	if m == nil {
+		return "", false
+	}
+	d, err := time.Parse("2006-1-2", m[1]+"-"+m[2]+"-"+m[3])
+	if err != nil {
+		return "", false
+	}
+	return d.Format("2006-01-02"), true
+}
+
+// bucketFiles lists the bucket files directly in folder dir of fsys.
+func bucketFiles(ctx context.Context, fsys store.Store, dir string) []string {
+	ents, err := fsys.ReadDir(ctx, dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		if !e.IsDir() && isBucketFile(e.Name()) {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func isBucketFile(name string) bool {
+	return strings.HasSuffix(name, ".lz4") || name == reader.IndexName
 }
 
 // InputError is the error of ResolveInput: the folder given is not one a
@@ -87,13 +171,21 @@ func ResolveInput(ctx context.Context, fsys store.Store, names []string) (Input,
 		if reader.IsBucketName(e.Name()) {
 			out.Buckets = append(out.Buckets, e.Name())
 			have[e.Name()] = true
-		} else if !strings.HasPrefix(e.Name(), ".") {
+		} else if strings.HasPrefix(e.Name(), ".") {
+			continue
+		} else if files := bucketFiles(ctx, fsys, e.Name()); len(files) > 0 {
+			out.Misnamed = append(out.Misnamed, Misnamed{Name: e.Name(), Files: files})
+		} else {
 			out.Ignored = append(out.Ignored, e.Name())
 		}
 	}
 	if len(out.Buckets) == 0 {
+		hint := suggest(ctx, fsys, ents)
+		if len(out.Misnamed) > 0 {
+			hint = "; " + out.Misnamed[0].Say(fsys)
+		}
 		return Input{}, inputErr("%s holds no bucket folder (a folder named YYYY-MM-DD holding *.lz4 files and index.json.gz)%s",
-			in, suggest(ctx, fsys, ents))
+			in, hint)
 	}
 	if len(names) > 0 {
 		for _, n := range names {
@@ -126,7 +218,7 @@ func suggest(ctx context.Context, fsys store.Store, ents []fs.DirEntry) string {
 	var hits []string
 	lz4 := false
 	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), ".lz4") || e.Name() == reader.IndexName {
+		if isBucketFile(e.Name()) {
 			lz4 = true
 		}
 		if !isDirEntry(ctx, fsys, ".", e) {

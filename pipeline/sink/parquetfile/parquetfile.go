@@ -11,6 +11,8 @@
 //	                         report manifest, collision losers included
 //	dead-letters/B.jsonl     one deadletter.Record per line
 //	ledger/B.json            Meta, Counts and times: the commit record
+//	input-dead-letters.jsonl the records of the input's folders that the
+//	                         last run did not read (not bucket folders)
 //
 // The Parquet key-value metadata carries the scheme (backfill.counter_bits,
 // backfill.sha1_offset; for a keyed scheme also backfill.hash and
@@ -100,6 +102,7 @@ type Sink struct {
 var (
 	_ sink.Rewriter        = (*Sink)(nil)
 	_ sink.FailureRecorder = (*Sink)(nil)
+	_ sink.InputRecorder   = (*Sink)(nil)
 	_ sink.BucketWriter    = (*bucketWriter)(nil)
 )
 

@@ -1,6 +1,7 @@
 package parquetfile
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
@@ -111,4 +113,38 @@ func readState(ctx context.Context, st store.Store) ([]stamped.State, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Meta.Bucket < out[j].Meta.Bucket })
 	return out, nil
+}
+
+// InputDeadLetters is the file of the input's own dead-letter records
+// (its folders that were not read), at the root of the output: it is not a
+// bucket's.
+const InputDeadLetters = "input-dead-letters.jsonl"
+
+// RecordInput implements sink.InputRecorder: it replaces the file
+// InputDeadLetters whole (removes it when there is no record).
+func (s *Sink) RecordInput(ctx context.Context, recs []deadletter.Record) error {
+	if len(recs) == 0 {
+		return s.st.Remove(ctx, InputDeadLetters)
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	for _, r := range recs {
+		if err := enc.Encode(r.Classified()); err != nil {
+			return err
+		}
+	}
+	return store.WriteFile(ctx, s.st, InputDeadLetters, b.Bytes())
+}
+
+// ReadInputDeadLetters reads the input's records of the output st; none
+// when it has none.
+func ReadInputDeadLetters(ctx context.Context, st store.Store) ([]deadletter.Record, error) {
+	f, err := st.Open(ctx, InputDeadLetters)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return readDeadLetters(f, st.Where(InputDeadLetters))
 }

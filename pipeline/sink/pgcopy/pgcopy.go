@@ -109,9 +109,10 @@ type Sink struct {
 }
 
 var (
-	_ sink.SelfSettling = (*Sink)(nil)
-	_ sink.Concurrent   = (*Sink)(nil)
-	_ sink.BucketWriter = (*bucketWriter)(nil)
+	_ sink.SelfSettling  = (*Sink)(nil)
+	_ sink.Concurrent    = (*Sink)(nil)
+	_ sink.InputRecorder = (*Sink)(nil)
+	_ sink.BucketWriter  = (*bucketWriter)(nil)
 )
 
 // SettlesCollisions implements sink.SelfSettling: Commit settles the
@@ -208,7 +209,7 @@ func (s *Sink) connect(ctx context.Context, slot **pgx.Conn) error {
 // checkSchema tells a missing schema apart from other failures.
 func (s *Sink) checkSchema(ctx context.Context) error {
 	var missing []string
-	for _, t := range []string{"measurements", "reports", "dead_letters", "ledger", "measurement_ids"} {
+	for _, t := range []string{"measurements", "reports", "dead_letters", "input_dead_letters", "ledger", "measurement_ids"} {
 		var ok bool
 		if err := s.conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.q(t)).Scan(&ok); err != nil {
 			return s.clean(err)

@@ -19,6 +19,8 @@ const DefaultSchema = "backfill"
 //	              size, sha1 bytea, rejected_by
 //	dead_letters  bucket, seq (NULL for collision records), file, textname,
 //	              offset, reason, kind (reject or notice), message
+//	input_dead_letters file, reason, kind, message: the input's folders
+//	              that the last run did not read (not bucket folders)
 //	ledger        bucket PK, input_fingerprint, counter_bits, sha1_offset, key_table,
 //	              ndx_policy, counts (dead letters, rejects and notices, by
 //	              reason), status, error, started_at, finished_at,
@@ -60,6 +62,11 @@ func tables(schema string) []string {
 			"offset" bigint  NOT NULL,
 			reason   text    NOT NULL,
 			kind     text    NOT NULL DEFAULT 'reject' CHECK (kind IN ('reject', 'notice')),
+			message  text    NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS ` + q("input_dead_letters") + ` (
+			file     text    NOT NULL,
+			reason   text    NOT NULL,
+			kind     text    NOT NULL CHECK (kind IN ('reject', 'notice')),
 			message  text    NOT NULL)`,
 		`CREATE TABLE IF NOT EXISTS ` + q("ledger") + ` (
 			bucket            date     PRIMARY KEY,

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
@@ -46,4 +47,46 @@ func (s *Sink) state(ctx context.Context, conn *pgx.Conn) ([]stamped.State, erro
 		out = append(out, st)
 	}
 	return out, s.clean(rows.Err())
+}
+
+// RecordInput implements sink.InputRecorder: it replaces the rows of
+// input_dead_letters, in one transaction.
+func (s *Sink) RecordInput(ctx context.Context, recs []deadletter.Record) error {
+	return s.retry(ctx, "recording the input's dead letters", func(ctx context.Context, conn *pgx.Conn) error {
+		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `DELETE FROM `+s.q("input_dead_letters")); err != nil {
+				return s.clean(err)
+			}
+			for _, r := range recs {
+				r = r.Classified()
+				if _, err := tx.Exec(ctx, `INSERT INTO `+s.q("input_dead_letters")+` (file, reason, kind, message) VALUES ($1, $2, $3, $4)`,
+					r.File, r.Reason, r.Kind, r.Message); err != nil {
+					return s.clean(err)
+				}
+			}
+			return nil
+		})
+	})
+}
+
+// InputDeadLetters reads what RecordInput recorded last.
+func (s *Sink) InputDeadLetters(ctx context.Context) ([]deadletter.Record, error) {
+	var out []deadletter.Record
+	err := s.retry(ctx, "reading the input's dead letters", func(ctx context.Context, conn *pgx.Conn) error {
+		out = nil
+		rows, err := conn.Query(ctx, `SELECT file, reason, kind, message FROM `+s.q("input_dead_letters")+` ORDER BY kind, file`)
+		if err != nil {
+			return s.clean(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r deadletter.Record
+			if err := rows.Scan(&r.File, &r.Reason, &r.Kind, &r.Message); err != nil {
+				return s.clean(err)
+			}
+			out = append(out, r)
+		}
+		return s.clean(rows.Err())
+	})
+	return out, err
 }
