@@ -7,6 +7,7 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -127,6 +128,9 @@ func (s *Source) buckets(ctx context.Context, fsys store.Store, fn Func) error {
 	in, err := stamp.ResolveInput(ctx, fsys, nil)
 	if err != nil {
 		return err
+	}
+	for _, m := range in.Misnamed {
+		s.Reject(in.Dir.Where(m.Name), errors.New(m.Say(in.Dir)))
 	}
 	cfg := s.Stamp
 	cfg.In, cfg.Buckets, cfg.Scheme = in.Dir, in.Buckets, ooid.DefaultScheme
