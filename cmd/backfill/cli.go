@@ -94,9 +94,21 @@ func exitCode(err error, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "backfill: %v\n", err)
 		return exitRejects
 	default:
-		fmt.Fprintf(stderr, "backfill: %v\n", err)
+		fmt.Fprintf(stderr, "backfill: %s\n", errorText(err))
 		return exitFailure
 	}
+}
+
+// errorText is the text of err with each line once: errors joined from
+// several writers that met the same failure (a full disk) repeat it.
+func errorText(err error) string {
+	var lines []string
+	for _, l := range strings.Split(err.Error(), "\n") {
+		if l != "" && !slices.Contains(lines, l) {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "\nbackfill: ")
 }
 
 //go:embed doc.go

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -59,6 +60,11 @@ func TestCLI(t *testing.T) {
 						t.Fatal(err)
 					}
 					continue
+				}
+				switch f.Name {
+				case "stdin", "stdout", "stdout-contains", "stderr", "stderr-lacks":
+				default:
+					t.Fatalf("unknown part %q (a typo would test nothing)", f.Name)
 				}
 				parts[f.Name] = []byte(expand(string(f.Data)))
 			}
@@ -326,5 +332,19 @@ func TestAutoclavedCLI(t *testing.T) {
 	code, stdout := call("run", "-q", "--json", "--out", dir+"/out-checked", "--in", dir+"/c/autoclaved", "--from-index", "--canned", dir+"/c/canned")
 	if code != exitRejects && code != exitOK || !strings.Contains(stdout, `"measurements":`) || strings.Contains(stdout, "canned_mismatch") {
 		t.Errorf("--canned: exit %d\n%s", code, stdout)
+	}
+}
+
+// A failure met by several writers at once (a full disk) is joined from
+// their errors; it is printed once.
+func TestExitCode_JoinedErrorOnce(t *testing.T) {
+	full := errors.New("write out/.tmp/x: no space left on device")
+	var stderr bytes.Buffer
+	if code := exitCode(errors.Join(full, full, errors.New("other")), &stderr); code != exitFailure {
+		t.Fatalf("exit %d, want %d", code, exitFailure)
+	}
+	want := "backfill: " + full.Error() + "\nbackfill: other\n"
+	if stderr.String() != want {
+		t.Errorf("stderr %q, want %q", stderr.String(), want)
 	}
 }

@@ -293,13 +293,6 @@ func runGranuleRecover(ctx context.Context, args []string, std stdio) error {
 	return nil
 }
 
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
 // report prints what became of the messages.
 func report(std stdio, cmd string, st replay.Stats, w *records.Writer) {
 	fmt.Fprintf(std.err, "backfill: %s: %d messages: %d written, %d failed; granules: %d written, %d dropped by the write constraints, %d failed",

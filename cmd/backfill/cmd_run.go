@@ -118,6 +118,8 @@ Flags:
 	                    the IDs stay the index's
 	--workers N         containers read at once (default: the number of CPUs)
 	--resume            skip buckets committed with the same input and scheme
+	--replace           replace buckets the output holds from another input
+	                    folder (without it the run refuses, exit 1)
 	--counter-bits N    counter width, 20..28 (default 28)
 	--sha1-offset N     SHA-1 hex window offset, 0..33 (default 33)
 	--scheme FILE       the ID scheme of a scheme file (backfill keysearch
@@ -181,6 +183,7 @@ func parseRunFlags(args []string, std stdio) (*runOptions, error) {
 	fs.IntVar(&o.shard, "shard", -1, "")
 	fs.IntVar(&cfg.Workers, "workers", runtime.NumCPU(), "")
 	fs.BoolVar(&cfg.Resume, "resume", false, "")
+	fs.BoolVar(&cfg.Replace, "replace", false, "")
 	fs.BoolVar(&cfg.VerifySHA1, "verify-sha1", false, "")
 	fs.BoolVar(&cfg.VerifySHA1, "verify", false, "")
 	cfg.Format, cfg.Ndx = reader.FormatAuto, reader.NdxBlobs
@@ -252,9 +255,17 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	}
 	defer out.sink.Close()
 	sum, err := o.run(ctx, std, out, outStore)
-	if errors.Is(err, context.Canceled) {
-		fmt.Fprintf(std.err, "backfill: interrupted: %d buckets committed in this run, each whole; the others are untouched.\n", sum.Buckets)
+	if ose := (*job.OtherSourceError)(nil); errors.As(err, &ose) {
+		ose.Output = out.dest
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		fmt.Fprintf(std.err, "backfill: interrupted: %s committed in this run, each whole; the others are untouched.\n", count(sum.Buckets, "bucket", "buckets"))
 		fmt.Fprintf(std.err, "backfill: to finish, run: %s\n", resumeCommand(args))
+	case err != nil && sum.Buckets > 0:
+		// The error is printed once, by main; here what stays of the run.
+		fmt.Fprintf(std.err, "backfill: failed after %s committed in this run, each whole; the others are untouched.\n", count(sum.Buckets, "bucket", "buckets"))
+		fmt.Fprintf(std.err, "backfill: once the cause is mended, finish with: %s\n", resumeCommand(args))
 	}
 	if err != nil {
 		return err
@@ -312,6 +323,7 @@ func (o *runOptions) locations(ctx context.Context, std stdio) (outStore store.S
 		return nil, false, usagef("run: --in %v", err)
 	}
 	cfg.In, cfg.Buckets, cfg.MaxBlob = in.Dir, in.Buckets, int64(o.maxBlob)
+	cfg.Source = absPath(in.Dir.Where("."))
 	if o.planFile == "" { // a plan's input records are check's, once
 		cfg.InputRecords = in.Records()
 	}

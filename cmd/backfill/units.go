@@ -68,3 +68,15 @@ func parseBytes(s string) (int64, error) {
 	}
 	return n * mult, nil
 }
+
+func plural[N int | int64](n N, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// count says n things: "1 bucket", "2 buckets".
+func count[N int | int64](n N, one, many string) string {
+	return fmt.Sprintf("%d %s", n, plural(n, one, many))
+}

@@ -17,6 +17,9 @@ package job
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,7 +41,13 @@ type Config struct {
 	Buckets []string    // to run; all bucket folders when empty
 	Workers int         // containers read at once; 0 means 1
 	Scheme  ooid.Scheme
-	Resume  bool  // skip buckets the sink has committed with the same input and scheme
+	Resume  bool // skip buckets the sink has committed with the same input and scheme
+	// Source is where In is (an absolute path or an s3:// URL), recorded
+	// in each bucket's ledger entry. A bucket committed from another
+	// source is not replaced, unless Replace: the run fails first with an
+	// *OtherSourceError.
+	Source  string
+	Replace bool
 	MaxBlob int64 // blob size over which a measurement is flagged; 0 for the default
 	// VerifySHA1 checks every report's and file's SHA-1 against the index
 	// too (sizes and CRC-32s always are); it costs about half the CPU.
@@ -59,7 +68,7 @@ type Config struct {
 	// buckets that are not read (stamp.Input.Records): counted in the
 	// summary, and kept by a sink that is a [sink.InputRecorder].
 	InputRecords []deadletter.Record
-	Version string
+	Version      string
 	// Progress, when set, is called after every container and every
 	// bucket, never twice at once.
 	Progress func(Progress)
@@ -73,7 +82,7 @@ const Lookahead = 4
 func (cfg Config) stamp() stamp.Config {
 	return stamp.Config{In: cfg.In, Buckets: cfg.Buckets, Workers: cfg.Workers, Scheme: cfg.Scheme, Format: cfg.Format,
 		Read:   reader.ReadOptions{Ndx: cfg.Ndx, MaxBlob: cfg.MaxBlob, Verify: cfg.VerifySHA1, FromIndex: cfg.FromIndex},
-		Canned: cfg.Canned, Version: cfg.Version}
+		Canned: cfg.Canned, Version: cfg.Version, Source: cfg.Source}
 }
 
 // Progress is how far a run is.
@@ -122,12 +131,16 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (sum Summary, err error) 
 	start := time.Now()
 	sum = Summary{Reasons: map[string]int64{}, Tally: stamped.NewTally()}
 	defer func() { sum.Elapsed = time.Since(start) }()
-	if err := recordInput(ctx, cfg.InputRecords, s, &sum); err != nil {
-		return sum, err
-	}
 	scfg := cfg.stamp()
 	plan, err := stamp.NewPlan(ctx, scfg)
 	if err != nil {
+		return sum, err
+	}
+	committed, err := committedState(ctx, s)
+	if err != nil {
+		return sum, err
+	}
+	if err := checkSource(cfg, plan.Buckets, committed); err != nil {
 		return sum, err
 	}
 	ld, err := load.New(s, cfg.Scheme)
@@ -139,17 +152,10 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (sum Summary, err error) 
 	if err := ld.Start(ctx, plan.Buckets); err != nil {
 		return sum, err
 	}
-	committed := map[string]stamped.State{}
+	if err := recordInput(ctx, cfg.InputRecords, s, &sum); err != nil {
+		return sum, err
+	}
 	if cfg.Resume {
-		states, err := s.State(ctx)
-		if err != nil {
-			return sum, err
-		}
-		for _, st := range states {
-			if st.Status == stamped.StatusCommitted {
-				committed[st.Meta.Bucket] = st
-			}
-		}
 		scfg.Skip = func(m stamped.Meta) bool { return sameMeta(committed[m.Bucket].Meta, m) }
 	}
 	prog := Progress{BucketsTotal: len(plan.Buckets), BytesTotal: plan.Bytes}
@@ -236,6 +242,78 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (sum Summary, err error) 
 		err = ld.Finish(ctx)
 	}
 	return sum, err
+}
+
+// committedState returns the committed buckets of the ledger of s.
+func committedState(ctx context.Context, s sink.Sink) (map[string]stamped.State, error) {
+	states, err := s.State(ctx)
+	if err != nil {
+		return nil, err
+	}
+	committed := map[string]stamped.State{}
+	for _, st := range states {
+		if st.Status == stamped.StatusCommitted {
+			committed[st.Meta.Bucket] = st
+		}
+	}
+	return committed, nil
+}
+
+// OtherSourceError is the error of a run that would replace buckets
+// committed from another input folder.
+type OtherSourceError struct {
+	Output  string   // the output, for the message ("the output" when empty)
+	Source  string   // what the run reads
+	Other   string   // what the buckets were read from (the first such)
+	Buckets []string // the buckets it would replace, sorted
+}
+
+func (e *OtherSourceError) Error() string {
+	out := e.Output
+	if out == "" {
+		out = "the output"
+	}
+	return fmt.Sprintf("%s holds %d %s (%s) read from %s, not from %s: not replaced (--replace replaces them)",
+		out, len(e.Buckets), plural(len(e.Buckets), "bucket", "buckets"), listNames(e.Buckets), e.Other, e.Source)
+}
+
+// checkSource refuses, unless cfg.Replace, to replace a committed bucket
+// whose ledger names another source than cfg's.
+func checkSource(cfg Config, buckets []string, committed map[string]stamped.State) error {
+	if cfg.Replace || cfg.Source == "" {
+		return nil
+	}
+	var e *OtherSourceError
+	for _, b := range buckets {
+		src := committed[b].Meta.Source
+		if src == "" || src == cfg.Source {
+			continue
+		}
+		if e == nil {
+			e = &OtherSourceError{Source: cfg.Source, Other: src}
+		}
+		e.Buckets = append(e.Buckets, b)
+	}
+	if e == nil {
+		return nil
+	}
+	sort.Strings(e.Buckets)
+	return e
+}
+
+func listNames(names []string) string {
+	const most = 3
+	if len(names) <= most {
+		return strings.Join(names, ", ")
+	}
+	return strings.Join(names[:most], ", ") + fmt.Sprintf(" and %d more", len(names)-most)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // recordInput counts the input's records in sum and has the sink keep

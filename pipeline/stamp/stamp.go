@@ -43,6 +43,7 @@ type Config struct {
 	// each autoclaved file is compared with its canned form.
 	Canned  store.Store
 	Version string // recorded in each bucket's Meta
+	Source  string // recorded in each bucket's Meta: where In is, absolute
 	// Skip, when set, is asked once per bucket, when its input is known
 	// (Meta.Fingerprint): a bucket it skips is emitted with Skipped set and
 	// nothing of it read. It is called from one goroutine, not the
@@ -253,7 +254,7 @@ type task struct {
 // its canned form. A bucket that cannot be read is a record of its own; a
 // failure of the store is j.err, which stops the run.
 func open(ctx context.Context, cfg Config, in, canned store.Store, name string) *bucketJob {
-	j := &bucketJob{out: stamped.Bucket{Meta: stamped.Meta{Bucket: name, Scheme: cfg.Scheme, NdxPolicy: string(cfg.Read.Ndx), Version: cfg.Version}}}
+	j := &bucketJob{out: stamped.Bucket{Meta: stamped.Meta{Bucket: name, Scheme: cfg.Scheme, NdxPolicy: string(cfg.Read.Ndx), Version: cfg.Version, Source: cfg.Source}}}
 	b, err := reader.OpenIn(ctx, in, name, cfg.Read.OpenOptions(cfg.Format))
 	if store.Failed(err) {
 		j.err = err

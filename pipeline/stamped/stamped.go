@@ -18,6 +18,9 @@ import (
 type Meta struct {
 	Bucket      string // YYYY-MM-DD
 	Fingerprint string // of the bucket's input files
+	// Source is the folder of bucket folders it was read from: an
+	// absolute path or an s3:// URL ("" in ledgers older than it).
+	Source string
 	Scheme      ooid.Scheme
 	NdxPolicy   string // "blobs": every blob after the YAML header counts
 	Version     string // of the tool

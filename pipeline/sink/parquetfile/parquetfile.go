@@ -75,6 +75,7 @@ type Report struct {
 type Ledger struct {
 	Bucket      string         `json:"bucket"`
 	Fingerprint string         `json:"input_fingerprint"`
+	Source      string         `json:"input,omitempty"` // the folder of bucket folders it was read from
 	CounterBits int            `json:"counter_bits"`
 	SHA1Offset  int            `json:"sha1_offset"`
 	KeyTable    string         `json:"key_table,omitempty"` // of a keyed scheme
@@ -295,7 +296,7 @@ func (w *bucketWriter) commit(ctx context.Context, c stamped.Counts) error {
 		w.Abort()
 		return err
 	}
-	l := Ledger{Bucket: w.m.Bucket, Fingerprint: w.m.Fingerprint, CounterBits: w.m.Scheme.CounterBits, SHA1Offset: w.m.Scheme.SHA1Offset,
+	l := Ledger{Bucket: w.m.Bucket, Fingerprint: w.m.Fingerprint, Source: w.m.Source, CounterBits: w.m.Scheme.CounterBits, SHA1Offset: w.m.Scheme.SHA1Offset,
 		KeyTable: w.m.Scheme.Table, NdxPolicy: w.m.NdxPolicy, Version: w.m.Version, Counts: c, Started: w.started, Finished: time.Now().UTC()}
 	lb, _ := json.MarshalIndent(l, "", "  ")
 	// Drop the old ledger entry first: from here until the new one lands,

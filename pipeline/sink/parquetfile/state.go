@@ -20,6 +20,7 @@ import (
 type failure struct {
 	Bucket      string    `json:"bucket"`
 	Fingerprint string    `json:"input_fingerprint"`
+	Source      string    `json:"input,omitempty"`
 	CounterBits int       `json:"counter_bits"`
 	SHA1Offset  int       `json:"sha1_offset"`
 	KeyTable    string    `json:"key_table,omitempty"`
@@ -37,7 +38,7 @@ func (s *Sink) RecordFailure(ctx context.Context, m stamped.Meta, err error) {
 	if _, e := s.st.Stat(ctx, s.path("ledger", m.Bucket, ".json")); e == nil {
 		return
 	}
-	b, _ := json.MarshalIndent(failure{Bucket: m.Bucket, Fingerprint: m.Fingerprint, CounterBits: m.Scheme.CounterBits,
+	b, _ := json.MarshalIndent(failure{Bucket: m.Bucket, Fingerprint: m.Fingerprint, Source: m.Source, CounterBits: m.Scheme.CounterBits,
 		SHA1Offset: m.Scheme.SHA1Offset, KeyTable: m.Scheme.Table, NdxPolicy: m.NdxPolicy, Error: err.Error(), Failed: time.Now().UTC()}, "", "  ")
 	store.WriteFile(ctx, s.st, s.path("ledger", m.Bucket, failedExt), append(b, '\n'))
 }
@@ -101,7 +102,7 @@ func readState(ctx context.Context, st store.Store) ([]stamped.State, error) {
 			if err := json.Unmarshal(data, &f); err != nil {
 				return nil, errors.New("ledger/" + name + ": " + err.Error())
 			}
-			l := Ledger{Bucket: f.Bucket, Fingerprint: f.Fingerprint, CounterBits: f.CounterBits, SHA1Offset: f.SHA1Offset, KeyTable: f.KeyTable, NdxPolicy: f.NdxPolicy}
+			l := Ledger{Bucket: f.Bucket, Fingerprint: f.Fingerprint, Source: f.Source, CounterBits: f.CounterBits, SHA1Offset: f.SHA1Offset, KeyTable: f.KeyTable, NdxPolicy: f.NdxPolicy}
 			out = append(out, stamped.State{Meta: l.meta(), Status: stamped.StatusFailed, Error: f.Error, Finished: f.Failed, Counts: stamped.NewCounts()})
 		case strings.HasSuffix(name, ".json"):
 			var l Ledger

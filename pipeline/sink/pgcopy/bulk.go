@@ -141,8 +141,8 @@ func (b *BulkSink) Manifest(ctx context.Context, bucket string) (stamped.Meta, [
 	var out []stamped.ManifestEntry
 	err := b.retry(ctx, "reading bucket "+bucket, func(ctx context.Context, conn *pgx.Conn) error {
 		m = stamped.Meta{Bucket: bucket}
-		if err := conn.QueryRow(ctx, `SELECT input_fingerprint, counter_bits, sha1_offset, key_table, ndx_policy, version FROM `+b.q("ledger")+`
-			WHERE bucket = $1 AND status = 'committed'`, bucket).Scan(&m.Fingerprint, &m.Scheme.CounterBits, &m.Scheme.SHA1Offset, &m.Scheme.Table, &m.NdxPolicy, &m.Version); err != nil {
+		if err := conn.QueryRow(ctx, `SELECT input_fingerprint, input, counter_bits, sha1_offset, key_table, ndx_policy, version FROM `+b.q("ledger")+`
+			WHERE bucket = $1 AND status = 'committed'`, bucket).Scan(&m.Fingerprint, &m.Source, &m.Scheme.CounterBits, &m.Scheme.SHA1Offset, &m.Scheme.Table, &m.NdxPolicy, &m.Version); err != nil {
 			return err
 		}
 		rows, err := conn.Query(ctx, `SELECT textname, n, container, "offset", coalesce(rejected_by, '') FROM `+b.q("reports")+`

@@ -334,16 +334,17 @@ func (s *Sink) markLedger(ctx context.Context, tx pgx.Tx, w *bucketWriter, c sta
 	rejects, notices := c.Totals()
 	_, err := tx.Exec(ctx, `INSERT INTO `+s.q("ledger")+` (bucket, input_fingerprint, counter_bits, sha1_offset, ndx_policy,
 			reports, measurements, dead_letters, dead_letters_by_reason, rejects, notices, rejects_by_reason,
-			bytes_in, bytes_out, status, error, started_at, finished_at, version, key_table)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'committed', NULL, $15, clock_timestamp(), $16, $17)
+			bytes_in, bytes_out, status, error, started_at, finished_at, version, key_table, input)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'committed', NULL, $15, clock_timestamp(), $16, $17, $18)
 		ON CONFLICT (bucket) DO UPDATE SET input_fingerprint = EXCLUDED.input_fingerprint, counter_bits = EXCLUDED.counter_bits,
 			sha1_offset = EXCLUDED.sha1_offset, key_table = EXCLUDED.key_table, ndx_policy = EXCLUDED.ndx_policy, reports = EXCLUDED.reports,
 			measurements = EXCLUDED.measurements, dead_letters = EXCLUDED.dead_letters,
 			dead_letters_by_reason = EXCLUDED.dead_letters_by_reason, rejects = EXCLUDED.rejects, notices = EXCLUDED.notices,
 			rejects_by_reason = EXCLUDED.rejects_by_reason, bytes_in = EXCLUDED.bytes_in, bytes_out = EXCLUDED.bytes_out,
-			status = 'committed', error = NULL, started_at = EXCLUDED.started_at, finished_at = EXCLUDED.finished_at, version = EXCLUDED.version`,
+			status = 'committed', error = NULL, started_at = EXCLUDED.started_at, finished_at = EXCLUDED.finished_at, version = EXCLUDED.version,
+			input = EXCLUDED.input`,
 		w.m.Bucket, w.m.Fingerprint, w.m.Scheme.CounterBits, w.m.Scheme.SHA1Offset, w.m.NdxPolicy,
 		c.Reports, c.Measurements, rejects+notices, c.DeadLetters, rejects, notices, c.Rejects, c.BytesIn, c.BytesOut, w.started, w.m.Version,
-		w.m.Scheme.Table)
+		w.m.Scheme.Table, w.m.Source)
 	return err
 }

@@ -222,7 +222,7 @@ func (s *Sink) checkSchema(ctx context.Context) error {
 		return fmt.Errorf("postgres: schema %s lacks %s: run `backfill schema` or pass --create-schema",
 			pgx.Identifier{s.schema}.Sanitize(), strings.Join(missing, ", "))
 	}
-	for _, c := range [][2]string{{"dead_letters", "kind"}, {"ledger", "rejects"}, {"ledger", "notices"}, {"ledger", "rejects_by_reason"}} {
+	for _, c := range [][2]string{{"dead_letters", "kind"}, {"ledger", "rejects"}, {"ledger", "notices"}, {"ledger", "rejects_by_reason"}, {"ledger", "input"}} {
 		var ok bool
 		err := s.conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped)`,
 			s.q(c[0]), c[1]).Scan(&ok)
@@ -338,13 +338,14 @@ func (s *Sink) recordFailure(w *bucketWriter, failure error) {
 		return
 	}
 	(*slot).Exec(ctx, `INSERT INTO `+s.q("ledger")+` AS l (bucket, input_fingerprint, counter_bits, sha1_offset, ndx_policy,
-			status, error, started_at, finished_at, version, key_table)
-		VALUES ($1, $2, $3, $4, $5, 'failed', $6, $7, clock_timestamp(), $8, $9)
+			status, error, started_at, finished_at, version, key_table, input)
+		VALUES ($1, $2, $3, $4, $5, 'failed', $6, $7, clock_timestamp(), $8, $9, $10)
 		ON CONFLICT (bucket) DO UPDATE SET status = 'failed', error = EXCLUDED.error, started_at = EXCLUDED.started_at,
-			finished_at = EXCLUDED.finished_at, input_fingerprint = EXCLUDED.input_fingerprint, version = EXCLUDED.version
+			finished_at = EXCLUDED.finished_at, input_fingerprint = EXCLUDED.input_fingerprint, version = EXCLUDED.version,
+			input = EXCLUDED.input
 		WHERE l.status <> 'committed'`,
 		w.m.Bucket, w.m.Fingerprint, w.m.Scheme.CounterBits, w.m.Scheme.SHA1Offset, w.m.NdxPolicy,
-		s.clean(failure).Error(), w.started, w.m.Version, w.m.Scheme.Table)
+		s.clean(failure).Error(), w.started, w.m.Version, w.m.Scheme.Table, w.m.Source)
 }
 
 // Redact replaces the password of dsn, wherever it occurs in msg.

@@ -21,7 +21,7 @@ const DefaultSchema = "backfill"
 //	              offset, reason, kind (reject or notice), message
 //	input_dead_letters file, reason, kind, message: the input's folders
 //	              that the last run did not read (not bucket folders)
-//	ledger        bucket PK, input_fingerprint, counter_bits, sha1_offset, key_table,
+//	ledger        bucket PK, input_fingerprint, input (the folder read), counter_bits, sha1_offset, key_table,
 //	              ndx_policy, counts (dead letters, rejects and notices, by
 //	              reason), status, error, started_at, finished_at,
 //	              version
@@ -71,6 +71,7 @@ func tables(schema string) []string {
 		`CREATE TABLE IF NOT EXISTS ` + q("ledger") + ` (
 			bucket            date     PRIMARY KEY,
 			input_fingerprint text     NOT NULL,
+			input             text     NOT NULL DEFAULT '',
 			counter_bits      smallint NOT NULL,
 			sha1_offset       smallint NOT NULL,
 			key_table         text     NOT NULL DEFAULT '',
@@ -96,6 +97,7 @@ func tables(schema string) []string {
 		`ALTER TABLE ` + q("ledger") + ` ADD COLUMN IF NOT EXISTS key_table text NOT NULL DEFAULT ''`,
 		`ALTER TABLE ` + q("ledger") + ` ADD COLUMN IF NOT EXISTS notices bigint NOT NULL DEFAULT 0`,
 		`ALTER TABLE ` + q("ledger") + ` ADD COLUMN IF NOT EXISTS rejects_by_reason jsonb NOT NULL DEFAULT '{}'`,
+		`ALTER TABLE ` + q("ledger") + ` ADD COLUMN IF NOT EXISTS input text NOT NULL DEFAULT ''`,
 		`UPDATE ` + q("ledger") + ` SET rejects = dead_letters, rejects_by_reason = dead_letters_by_reason
 			WHERE rejects = 0 AND notices = 0 AND dead_letters > 0`,
 		`CREATE INDEX IF NOT EXISTS dead_letters_bucket ON ` + q("dead_letters") + ` (bucket)`,

@@ -23,7 +23,7 @@ func (s *Sink) State(ctx context.Context) ([]stamped.State, error) {
 }
 
 func (s *Sink) state(ctx context.Context, conn *pgx.Conn) ([]stamped.State, error) {
-	rows, err := conn.Query(ctx, `SELECT bucket::text, input_fingerprint, counter_bits, sha1_offset, key_table, ndx_policy, version,
+	rows, err := conn.Query(ctx, `SELECT bucket::text, input_fingerprint, input, counter_bits, sha1_offset, key_table, ndx_policy, version,
 		status, coalesce(error, ''), reports, measurements, dead_letters_by_reason, rejects_by_reason, bytes_in, bytes_out,
 		coalesce(finished_at, started_at)
 		FROM `+s.q("ledger")+` ORDER BY bucket`)
@@ -37,7 +37,7 @@ func (s *Sink) state(ctx context.Context, conn *pgx.Conn) ([]stamped.State, erro
 		var bits, off int16
 		var table string
 		var finished time.Time
-		if err := rows.Scan(&st.Meta.Bucket, &st.Meta.Fingerprint, &bits, &off, &table, &st.Meta.NdxPolicy, &st.Meta.Version,
+		if err := rows.Scan(&st.Meta.Bucket, &st.Meta.Fingerprint, &st.Meta.Source, &bits, &off, &table, &st.Meta.NdxPolicy, &st.Meta.Version,
 			&st.Status, &st.Error, &st.Counts.Reports, &st.Counts.Measurements, &st.Counts.DeadLetters, &st.Counts.Rejects,
 			&st.Counts.BytesIn, &st.Counts.BytesOut, &finished); err != nil {
 			return nil, s.clean(err)
