@@ -406,6 +406,10 @@ func openOutput(ctx context.Context, std stdio, f outputFlags) (output, error) {
 		if err != nil {
 			return output{}, err
 		}
+		if ps.Cleared > 0 {
+			fmt.Fprintf(std.err, "backfill: removed %s that a run that died left in %s\n",
+				count(ps.Cleared, "unfinished file", "unfinished files"), f.out.Where(store.TmpDir))
+		}
 		return output{sink: ps, deadLetters: f.out.Where("dead-letters") + "/", inputDead: f.out.Where(parquetfile.InputDeadLetters),
 			dest: "Parquet in " + absPath(f.out.Where("."))}, nil
 	}

@@ -8,9 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/backfill-dev/backfill/internal/corpus"
 	"github.com/backfill-dev/backfill/internal/store"
@@ -263,5 +265,63 @@ func TestResumeCommand_NoPassword(t *testing.T) {
 	}
 	if got := resumeCommand([]string{"--dsn", "postgres://me@db/ooni", "--in", "c"}); got != "backfill run --resume --dsn postgres://me@db/ooni --in c" {
 		t.Errorf("without a password: %q", got)
+	}
+}
+
+// A run that dies (killed, or interrupted twice) leaves its unfinished
+// files in OUT/.tmp; the next run removes them, says so, and its output is
+// that of a clean run.
+func TestRun_LeftoversOfADeadRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	dir := t.TempDir()
+	genCorpus(t, dir+"/c", "--buckets", "4", "--reports", "300", "--max-measurements", "20000")
+	if code, _ := runJSON(t, "--in", dir+"/c", "--out", dir+"/clean"); code != exitOK {
+		t.Fatalf("clean run: exit %d", code)
+	}
+	cmd := exec.Command(buildBinary(t), "run", "-q", "--workers", "1", "--in", dir+"/c", "--out", dir+"/out")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(dir, "out", ".tmp")
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if ents, _ := os.ReadDir(tmp); len(ents) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("the run wrote nothing into .tmp")
+		}
+		runtime.Gosched()
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	left, _ := os.ReadDir(tmp)
+	if len(left) == 0 {
+		t.Fatal("the killed run left nothing in .tmp: nothing to test")
+	}
+	var errb bytes.Buffer
+	code := exitCode(run(context.Background(), []string{"run", "-q", "--resume", "--in", dir + "/c", "--out", dir + "/out"},
+		stdio{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &errb}), &errb)
+	if code != exitOK {
+		t.Fatalf("next run: exit %d\n%s", code, errb.String())
+	}
+	if !strings.Contains(errb.String(), "that a run that died left in "+tmp) {
+		t.Errorf("the next run does not say it removed the leftovers:\n%s", errb.String())
+	}
+	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
+		t.Errorf(".tmp still there: %v", err)
+	}
+	for _, sub := range []string{"measurements", "reports", "dead-letters"} {
+		files, _ := filepath.Glob(filepath.Join(dir, "clean", sub, "*"))
+		for _, f := range files {
+			a, _ := os.ReadFile(f)
+			b, err := os.ReadFile(filepath.Join(dir, "out", sub, filepath.Base(f)))
+			if err != nil || !bytes.Equal(a, b) {
+				t.Errorf("%s/%s differs from the clean run's (%v)", sub, filepath.Base(f), err)
+			}
+		}
 	}
 }

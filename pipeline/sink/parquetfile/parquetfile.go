@@ -95,6 +95,10 @@ const rowGroup = 128 << 10
 // Sink writes under a folder or an s3:// prefix. It holds the output's lock
 // from Open to Close: one writer per output.
 type Sink struct {
+	// Cleared is how many files Open removed from the temporary folder:
+	// the leftovers of a run that died (killed, or interrupted twice).
+	Cleared int
+
 	st    store.Store
 	lock  store.Lock
 	owner bool // it holds the output's lock, not one of its own
@@ -138,13 +142,16 @@ func OpenLocked(ctx context.Context, st store.Store, lockName string) (*Sink, er
 	// left by a run that died. (Under a lock of its own, other writers may
 	// be writing there.)
 	whole := lockName == LockName
+	s := &Sink{st: st, lock: lock, owner: whole}
 	if whole {
+		left, _ := st.ReadDir(ctx, store.TmpDir)
 		if err := st.RemoveAll(ctx, store.TmpDir); err != nil {
 			lock.Unlock()
 			return nil, err
 		}
+		s.Cleared = len(left)
 	}
-	return &Sink{st: st, lock: lock, owner: whole}, nil
+	return s, nil
 }
 
 // Holder returns the PID of the run that holds the lock of the output st,
