@@ -62,7 +62,8 @@ func usagef(format string, args ...any) error {
 // each of which it already reported; it exits 3.
 type rejectsError struct {
 	n    int
-	what string
+	what string // in the plural ("inputs"); one of them drops the final s
+	note string // said after what, in parentheses, when not empty
 	verb string // "rejected" when empty
 }
 
@@ -71,7 +72,14 @@ func (e *rejectsError) Error() string {
 	if verb == "" {
 		verb = "rejected"
 	}
-	return fmt.Sprintf("%d %s %s", e.n, e.what, verb)
+	what := e.what
+	if e.n == 1 {
+		what = strings.TrimSuffix(what, "s")
+	}
+	if e.note != "" {
+		what += " (" + e.note + ")"
+	}
+	return fmt.Sprintf("%d %s %s", e.n, what, verb)
 }
 
 // errHelp is returned when help was asked for and printed; it exits 0.

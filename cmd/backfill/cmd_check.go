@@ -96,13 +96,16 @@ func runCheck(ctx context.Context, args []string, std stdio) error {
 		printRejects(std.out, sum.Totals)
 	}
 	records := dst.Where("shards") + "/*/dead-letters/"
+	if len(p.InputRecords) > 0 {
+		records += " and the plan"
+	}
 	switch t := sum.Totals; {
 	case rejectsExit == exitOK:
 		return nil
 	case t.Rejects > 0:
-		return &rejectsError{n: int(t.Rejects), what: "inputs of the corpus (reject records in " + records + ")"}
+		return &rejectsError{n: int(t.Rejects), what: "inputs", note: "of the corpus; reject records in " + records}
 	case strict && t.Notices > 0:
-		return &rejectsError{n: int(t.Notices), what: "notices in the corpus (--strict; records in " + records + ")", verb: "recorded"}
+		return &rejectsError{n: int(t.Notices), what: "notices", note: "of the corpus, --strict; records in " + records, verb: "recorded"}
 	}
 	return nil
 }

@@ -253,7 +253,7 @@ func runGranuleWrite(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	if st.Archived > 0 {
-		return &rejectsError{n: st.Archived, what: plural(st.Archived, "message", "messages"), verb: "failed and are in the archive under " + c.archive}
+		return &rejectsError{n: st.Archived, what: "messages", verb: "failed and " + plural(st.Archived, "is", "are") + " in the archive under " + c.archive}
 	}
 	return nil
 }
@@ -288,7 +288,7 @@ func runGranuleRecover(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	if st.Archived > 0 {
-		return &rejectsError{n: st.Archived, what: plural(st.Archived, "record", "records"), verb: "failed again and were moved to failed-sqs"}
+		return &rejectsError{n: st.Archived, what: "records", verb: "failed again and " + plural(st.Archived, "was", "were") + " moved to failed-sqs"}
 	}
 	return nil
 }

@@ -281,7 +281,7 @@ func granulePayload(c granuleConfig, std stdio) error {
 		for _, p := range problems {
 			fmt.Fprintf(std.err, "backfill: payload %s: %v\n", c.payload, p)
 		}
-		return &rejectsError{n: len(problems), what: "payload problems; payload"}
+		return &rejectsError{n: len(problems), what: "payload problems", verb: "found; payload rejected"}
 	}
 	if _, err := std.out.Write(append(out, '\n')); err != nil {
 		return fmt.Errorf("write output: %w", err)

@@ -324,14 +324,14 @@ func (o *runOptions) locations(ctx context.Context, std stdio) (outStore store.S
 	}
 	cfg.In, cfg.Buckets, cfg.MaxBlob = in.Dir, in.Buckets, int64(o.maxBlob)
 	cfg.Source = absPath(in.Dir.Where("."))
-	if o.planFile == "" { // a plan's input records are check's, once
+	if o.planFile == "" { // a plan's input records are said by plan, counted by check
 		cfg.InputRecords = in.Records()
-	}
-	for _, m := range in.Misnamed {
-		fmt.Fprintf(std.err, "backfill: reject: %s\n", m.Say(in.Dir))
-	}
-	for _, name := range in.Ignored {
-		fmt.Fprintf(std.err, "backfill: notice: %s is not a bucket folder (its name is not a date YYYY-MM-DD); skipped\n", in.Dir.Where(name))
+		for _, m := range in.Misnamed {
+			fmt.Fprintf(std.err, "backfill: reject: %s\n", m.Say(in.Dir))
+		}
+		for _, name := range in.Ignored {
+			fmt.Fprintf(std.err, "backfill: notice: %s is not a bucket folder (its name is not a date YYYY-MM-DD); skipped\n", in.Dir.Where(name))
+		}
 	}
 	return outStore, false, nil
 }
@@ -374,9 +374,9 @@ func (o *runOptions) report(std stdio, sum job.Summary, deadLetters string) erro
 		}
 		return nil
 	case sum.Rejects > 0:
-		return &rejectsError{n: int(sum.Rejects), what: "inputs (reject records in " + deadLetters + ")"}
+		return &rejectsError{n: int(sum.Rejects), what: "inputs", note: "reject records in " + deadLetters}
 	case o.strict && sum.Notices > 0:
-		return &rejectsError{n: int(sum.Notices), what: "notices (--strict; records in " + deadLetters + ")", verb: "recorded"}
+		return &rejectsError{n: int(sum.Notices), what: "notices", note: "--strict; records in " + deadLetters, verb: "recorded"}
 	}
 	return nil
 }

@@ -94,7 +94,7 @@ func (w *localWriter) Commit() error {
 		return errors.New("store: commit of a file already committed or aborted")
 	}
 	w.done = true
-	err := errors.Join(w.Sync(), w.Close())
+	err := errors.Join(w.Chmod(FileMode()), w.Sync(), w.Close())
 	if err == nil {
 		err = os.Rename(w.Name(), w.dst)
 	}
@@ -153,7 +153,7 @@ func (l *local) Lock(_ context.Context, name string) (Lock, error) {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o666)
 	if err != nil {
 		return nil, err
 	}
@@ -207,6 +207,19 @@ func (l *local) Holder(_ context.Context, name string) (Holder, bool) {
 	return Holder{PID: pid}, true
 }
 
+// umask is the process's file mode creation mask, read before main runs
+// (setting it to read it is not safe once goroutines create files).
+var umask = func() os.FileMode {
+	m := syscall.Umask(0)
+	syscall.Umask(m)
+	return os.FileMode(m)
+}()
+
+// FileMode is the mode of the files the store writes: 0666 less the
+// umask, as os.Create gives (0644 under the usual umask 022). A temporary
+// file is made 0600; it gets this mode before it is renamed into place.
+func FileMode() os.FileMode { return 0o666 &^ umask }
+
 // WriteLocalFile writes data to the local file path whole: through a
 // temporary file beside it, synced, renamed into place and its folder
 // synced, so that a reader (or a crash) sees the old file or the new one,
@@ -222,7 +235,7 @@ func WriteLocalFile(path string, data []byte) error {
 		f.Close()
 		return err
 	}
-	if err := errors.Join(f.Sync(), f.Close()); err != nil {
+	if err := errors.Join(f.Chmod(FileMode()), f.Sync(), f.Close()); err != nil {
 		return err
 	}
 	if err := os.Rename(f.Name(), path); err != nil {
