@@ -165,7 +165,7 @@ func run(ctx context.Context, args []string, std stdio) error {
 	name, rest := args[0], args[1:]
 	switch name {
 	case "-h", "-help", "--help":
-		fmt.Fprint(std.err, mainHelp())
+		fmt.Fprint(std.out, mainHelp())
 		return errHelp
 	case "help":
 		if len(rest) == 0 {
@@ -199,12 +199,13 @@ type helpOut struct {
 	w    io.Writer
 }
 
-// newFlagSet returns a flag set whose -h prints help to stderr.
+// newFlagSet returns a flag set whose -h prints help to standard output
+// (as git, go and restic do: backfill run -h | less), and exits 0.
 func newFlagSet(name, help string, std stdio) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // parseFlags says what went wrong, once
 	fs.Usage = func() {}
-	flagHelp.Store(fs, helpOut{help, std.err})
+	flagHelp.Store(fs, helpOut{help, std.out})
 	return fs
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -126,16 +127,22 @@ func scenarioHeader(t *testing.T, comment []byte) (args []string, exit int) {
 }
 
 // TestBinary checks what only the real process shows: main's exit statuses
-// and the help on standard error for -h.
+// the help on standard output for -h (so that backfill run -h | less
+// works), and the version from the build info.
 func TestBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
 	bin := filepath.Join(t.TempDir(), "backfill")
-	build := exec.Command("go", "build", "-ldflags", "-X main.version=v9.9.9-test", "-o", bin, ".")
+	build := exec.Command("go", "build", "-buildvcs=true", "-ldflags", "-X main.version=v9.9.9-test", "-o", bin, ".")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	rev, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatalf("git rev-parse HEAD: %v", err)
+	}
+	revision := strings.TrimSpace(string(rev))
 	for _, tc := range []struct {
 		args       []string
 		stdin      string
@@ -143,9 +150,12 @@ func TestBinary(t *testing.T) {
 		out, err   string
 		outMissing bool
 	}{
-		{args: []string{"--version"}, exit: 0, out: "backfill v9.9.9-test\n"},
-		{args: []string{"ooid", "-h"}, exit: 0, err: "EXIT STATUS"},
-		{args: []string{"-h"}, exit: 0, err: "Commands:"},
+		{args: []string{"--version"}, exit: 0, out: "backfill v9.9.9-test\nrevision " + revision},
+		{args: []string{"version"}, exit: 0, out: "built    with " + runtime.Version() + " for " + runtime.GOOS + "/" + runtime.GOARCH + "\n"},
+		{args: []string{"version", "--json"}, exit: 0, out: `{"version":"v9.9.9-test","revision":"` + revision},
+		{args: []string{"ooid", "-h"}, exit: 0, out: "EXIT STATUS"},
+		{args: []string{"run", "--help"}, exit: 0, out: "Usage: backfill run"},
+		{args: []string{"-h"}, exit: 0, out: "Commands:"},
 		{args: []string{}, exit: 2, err: "no command given"},
 		{args: []string{"ooid", "-"}, stdin: "bad\n", exit: 3, err: "line 1:"},
 		{args: []string{"decode", "50bef44df29c69e2"}, exit: 0, out: `"unix":1354691661`},

@@ -2,29 +2,81 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 )
 
-const versionHelp = `Usage: backfill version
+const versionHelp = `Usage: backfill version [--json]
 
-Print the version of backfill.
+Print the version of backfill, from its build: the module version (or the
+one make build stamps), the VCS revision and its time (with "+dirty" when
+the tree had changes), the Go version and the OS/architecture.
+
+	--json     one JSON object
+
+backfill --version is the same.
 
 EXIT STATUS
 
 	0    success
+	2    usage error
 `
 
+// buildInfo is what the version command says.
+type buildInfo struct {
+	Version  string `json:"version"`
+	Revision string `json:"revision,omitempty"`
+	Time     string `json:"revision_time,omitempty"`
+	Dirty    bool   `json:"dirty,omitempty"`
+	Go       string `json:"go"`
+	Platform string `json:"platform"`
+}
+
 func runVersion(_ context.Context, args []string, std stdio) error {
-	args, err := parseFlags(newFlagSet("version", versionHelp, std), args)
+	fs := newFlagSet("version", versionHelp, std)
+	asJSON := fs.Bool("json", false, "")
+	args, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(args) > 0 {
 		return usagef("version takes no arguments")
 	}
-	fmt.Fprintf(std.out, "backfill %s\n", buildVersion())
+	bi := readBuildInfo()
+	if *asJSON {
+		b, _ := json.Marshal(bi)
+		fmt.Fprintf(std.out, "%s\n", b)
+		return nil
+	}
+	fmt.Fprintf(std.out, "backfill %s\n", bi.Version)
+	if bi.Revision != "" {
+		dirty := ""
+		if bi.Dirty {
+			dirty = "+dirty"
+		}
+		fmt.Fprintf(std.out, "revision %s%s (%s)\n", bi.Revision, dirty, bi.Time)
+	}
+	fmt.Fprintf(std.out, "built    with %s for %s\n", bi.Go, bi.Platform)
 	return nil
+}
+
+func readBuildInfo() buildInfo {
+	out := buildInfo{Version: buildVersion(), Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				out.Revision = s.Value
+			case "vcs.time":
+				out.Time = s.Value
+			case "vcs.modified":
+				out.Dirty = s.Value == "true"
+			}
+		}
+	}
+	return out
 }
 
 func buildVersion() string {

@@ -13,13 +13,13 @@ import (
 // code takes from its constants and the help cannot drift apart.
 func TestHelp_Defaults(t *testing.T) {
 	for _, c := range commands() {
-		var errb bytes.Buffer
-		if err := c.run(context.Background(), []string{"-h"}, stdio{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &errb}); err != errHelp {
+		var outb, errb bytes.Buffer
+		if err := c.run(context.Background(), []string{"-h"}, stdio{in: strings.NewReader(""), out: &outb, err: &errb}); err != errHelp {
 			t.Fatalf("%s -h: %v", c.name, err)
 		}
 		help := c.help
-		if errb.String() != help {
-			t.Errorf("%s -h does not print its help", c.name)
+		if outb.String() != help || errb.Len() > 0 {
+			t.Errorf("%s -h does not print its help on standard output alone", c.name)
 		}
 		var fs *flag.FlagSet
 		flagHelp.Range(func(k, _ any) bool {
