@@ -72,7 +72,7 @@ func runPlan(ctx context.Context, args []string, std stdio) error {
 	}
 	input, err := stamp.ResolveInput(ctx, fsys, nil)
 	if err != nil {
-		return usagef("plan: --in %v", err)
+		return inputError("plan", err)
 	}
 	buckets, err := scaleout.ListBuckets(ctx, input.Dir, input.Buckets)
 	if err != nil {

@@ -320,7 +320,7 @@ func (o *runOptions) locations(ctx context.Context, std stdio) (outStore store.S
 	if ie := (*stamp.InputError)(nil); errors.As(err, &ie) && ie.Name {
 		return nil, false, usagef("run: %v", err)
 	} else if err != nil {
-		return nil, false, usagef("run: --in %v", err)
+		return nil, false, inputError("run", err)
 	}
 	cfg.In, cfg.Buckets, cfg.MaxBlob = in.Dir, in.Buckets, int64(o.maxBlob)
 	cfg.Source = absPath(in.Dir.Where("."))

@@ -164,7 +164,7 @@ func runStatus(ctx context.Context, args []string, std stdio) error {
 			return usagef("status: --in %v", err)
 		}
 		if input, err = stamp.ResolveInput(ctx, fsys, nil); err != nil {
-			return usagef("status: --in %v", err)
+			return inputError("status", err)
 		}
 	}
 	rep, states, closeOut, err := readStatus(ctx, std, sinkName, rest, pf)

@@ -82,3 +82,13 @@ func eachReport(ctx context.Context, src *audit.Source, cmd, input string, stdin
 	}
 	return err
 }
+
+// inputError is the error of cmd when --in cannot be resolved: a usage
+// error when the folder is not one a run reads (exit 2), the store's
+// failure (network, permissions: exit 1) otherwise.
+func inputError(cmd string, err error) error {
+	if ie := (*stamp.InputError)(nil); errors.As(err, &ie) {
+		return usagef("%s: --in %v", cmd, err)
+	}
+	return fmt.Errorf("%s: --in %w", cmd, err)
+}

@@ -383,3 +383,43 @@ func TestS3_OneWriterPerOutput(t *testing.T) {
 		t.Fatalf("a run after the first: exit %d\n%s", again.ProcessState.ExitCode(), msg)
 	}
 }
+
+// The SDK's own log lines never reach the user, and an S3 endpoint that
+// cannot be reached is the environment failing (exit 1), said in one line
+// by run, plan and status alike.
+func TestS3_OneLineFailures(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	s3Corpus(t)
+	bin := buildBinary(t)
+	backfill := func(env []string, args ...string) (int, string) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), env...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		return exitOf(err), stderr.String()
+	}
+	code, stderr := backfill(nil, "run", "-q", "--in", "s3://test/c/canned", "--out", "s3://test/out")
+	if code != exitRejects || strings.Contains(stderr, "SDK ") || strings.Contains(stderr, "WARN") {
+		t.Errorf("run over S3: exit %d, stderr:\n%s", code, stderr)
+	}
+	for _, tc := range []struct{ endpoint, says string }{
+		{"http://127.0.0.1:1", "cannot connect to the S3 endpoint 127.0.0.1:1: connection refused"},
+		{"http://no-such-host.invalid:9000", "the S3 endpoint's host no-such-host.invalid"},
+	} {
+		env := []string{"AWS_ENDPOINT_URL=" + tc.endpoint, "AWS_MAX_ATTEMPTS=1"}
+		for _, args := range [][]string{
+			{"run", "-q", "--in", "s3://test/c/canned", "--out", t.TempDir()},
+			{"plan", "--in", "s3://test/c/canned", "--shards", "2"},
+			{"status", t.TempDir(), "--in", "s3://test/c/canned"},
+		} {
+			code, stderr := backfill(env, args...)
+			lines := strings.Split(strings.TrimSpace(stderr), "\n")
+			if code != exitFailure || len(lines) != 1 || !strings.Contains(stderr, tc.says) || strings.Contains(stderr, "operation error") {
+				t.Errorf("%s with %s: exit %d, stderr:\n%s\nwant exit 1 and one line saying %q", args[0], tc.endpoint, code, stderr, tc.says)
+			}
+		}
+	}
+}

@@ -138,6 +138,8 @@ func ResolveInput(ctx context.Context, fsys store.Store, names []string) (Input,
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return Input{}, inputErr("%s: no such folder", in)
+	case store.Failed(err):
+		return Input{}, err // the store failed (network, permissions): not a usage error
 	case err != nil:
 		return Input{}, inputErr("%s: %v", in, err)
 	case !st.IsDir():
@@ -149,7 +151,9 @@ func ResolveInput(ctx context.Context, fsys store.Store, names []string) (Input,
 				return Input{}, inputErr("%s is the bucket folder of %s; bucket %s is not in it (give the folder above it to pick buckets)", in, base, n)
 			}
 		}
-		if _, err := fsys.ReadDir(ctx, "."); err != nil {
+		if _, err := fsys.ReadDir(ctx, "."); store.Failed(err) {
+			return Input{}, err
+		} else if err != nil {
 			return Input{}, inputErr("%s: %v", in, err)
 		}
 		return Input{Dir: parent, Buckets: []string{base}}, nil
@@ -158,6 +162,8 @@ func ResolveInput(ctx context.Context, fsys store.Store, names []string) (Input,
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return Input{}, inputErr("%s: no such folder", in)
+	case store.Failed(err):
+		return Input{}, err // the store failed (network, permissions): not a usage error
 	case err != nil:
 		return Input{}, inputErr("%s: %v", in, err)
 	}

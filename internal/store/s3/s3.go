@@ -22,6 +22,7 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/backfill-dev/backfill/internal/store"
 )
@@ -157,7 +158,7 @@ func Client(ctx context.Context) (*awss3.Client, error) {
 // credentials anywhere, or with BACKFILL_S3_ANONYMOUS=1, requests are not
 // signed: public buckets such as OONI's can be read so.
 func newClient(ctx context.Context) (*client, error) {
-	cfg, err := config.LoadDefaultConfig(ctx)
+	cfg, err := config.LoadDefaultConfig(ctx, config.WithLogger(logging.Nop{}))
 	if err != nil {
 		return nil, fmt.Errorf("s3: AWS configuration: %w", err)
 	}
@@ -185,6 +186,11 @@ func newClient(ctx context.Context) (*client, error) {
 		})
 	}
 	c := awss3.NewFromConfig(cfg, func(o *awss3.Options) {
+		// The SDK's own log lines (a WARN for every response without a
+		// checksum it knows) are not for the user: every failure is an
+		// error the command says once.
+		o.Logger = logging.Nop{}
+		o.DisableLogOutputChecksumValidationSkipped = true
 		if o.BaseEndpoint != nil {
 			// S3-compatible stores: path-style addressing, and only the
 			// checksums S3 has always had (many do not know the newer ones).
@@ -235,7 +241,7 @@ func (s *Store) fail(op, name string, err error) error {
 	if errors.As(err, &se) {
 		return err
 	}
-	return &store.Error{Where: s.Where(name), Op: op, Err: err}
+	return &store.Error{Where: s.Where(name), Op: op, Err: shorten(err)}
 }
 
 func status(err error) int {

@@ -135,6 +135,9 @@ func OpenLocked(ctx context.Context, st store.Store, lockName string) (*Sink, er
 		le.Where, le.Verb, le.Advice = st.Where("."), "is writing to", "wait for it to finish, or write to another folder"
 		return nil, le
 	}
+	if store.Failed(err) {
+		return nil, err // it names the lock object and the failure
+	}
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", st.Where("."), err)
 	}
