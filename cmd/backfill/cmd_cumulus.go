@@ -16,6 +16,7 @@ import (
 	"github.com/backfill-dev/backfill/cumulus/replay"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
+	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
 )
 
 const granuleWriteHelp = `Usage: backfill granule-write [flags] INPUT...
@@ -176,11 +177,11 @@ func cumulusPool(ctx context.Context, dsn, schema string, conns int) (*pgxpool.P
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, err
+		return nil, pgcopy.Named(cfg.ConnConfig, err)
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("connect to %s: %w", cfg.ConnConfig.Host, err)
+		return nil, pgcopy.Named(cfg.ConnConfig, fmt.Errorf("cannot connect: %w", err))
 	}
 	return pool, nil
 }

@@ -152,7 +152,7 @@ func TestPostgres_KillAndResume(t *testing.T) {
 		t.Fatalf("SIGINT during a COPY: exit %d, want 130\n%s", code, stderr.String())
 	}
 	// Interrupted, the run says what it committed and how to go on.
-	if !strings.Contains(stderr.String(), "buckets committed in this run, each whole") ||
+	if !strings.Contains(stderr.String(), " committed in this run, each whole") ||
 		!strings.Contains(stderr.String(), "to finish, run: backfill run --resume --in "+in) {
 		t.Errorf("SIGINT: stderr does not say what was committed and how to resume:\n%s", stderr.String())
 	}

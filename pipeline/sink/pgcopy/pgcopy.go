@@ -44,6 +44,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -166,22 +168,22 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 		s.slots <- &s.more[i]
 	}
 	if err := s.connect(ctx, &s.conn); err != nil {
-		return nil, err
+		return nil, s.named(err)
 	}
 	if opt.CreateSchema {
 		if err := createSchema(ctx, s.conn, s.schema, !opt.Bulk); err != nil {
 			s.Close()
-			return nil, s.clean(err)
+			return nil, s.named(s.clean(err))
 		}
 	}
 	if err := s.checkSchema(ctx); err != nil {
 		s.Close()
-		return nil, err
+		return nil, s.named(err)
 	}
 	if opt.Bulk {
 		if err := s.prepareBulk(ctx); err != nil {
 			s.Close()
-			return nil, err
+			return nil, s.named(err)
 		}
 	}
 	return s, nil
@@ -189,8 +191,62 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 
 // String names the destination, without the password.
 func (s *Sink) String() string {
-	return fmt.Sprintf("postgres %s@%s:%d/%s schema %s", s.cfg.User, s.cfg.Host, s.cfg.Port, s.cfg.Database, pgx.Identifier{s.schema}.Sanitize())
+	return "postgres " + s.Where() + " schema " + pgx.Identifier{s.schema}.Sanitize()
 }
+
+// Where is the database as user@host:port/database, the host a socket
+// folder when it is one; never the password.
+func (s *Sink) Where() string { return Where(s.cfg) }
+
+// Where names the database of cfg as user@host:port/database: with no
+// --dsn and no PG* variables these are the defaults libpq takes too (the
+// database named after the user).
+func Where(cfg *pgx.ConnConfig) string {
+	db := cfg.Database
+	if db == "" {
+		db = cfg.User // what the server takes when none is given
+	}
+	return fmt.Sprintf("%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, db)
+}
+
+// named says which database err is of, in one line.
+func (s *Sink) named(err error) error { return Named(s.cfg, err) }
+
+// Named says that err is of the database of cfg (Where), in one line.
+func Named(cfg *pgx.ConnConfig, err error) error {
+	return &oneLine{msg: "postgres " + Where(cfg) + ": " + flatten(err.Error()), err: err}
+}
+
+// oneLine is an error said in one line: pgx's connection errors give each
+// host tried on a line of its own.
+type oneLine struct {
+	msg string
+	err error
+}
+
+func (e *oneLine) Error() string { return e.msg }
+func (e *oneLine) Unwrap() error { return e.err }
+
+// flatten puts a message of several lines on one: pgx's "failed to connect
+// to `user=... database=...`:" heading (the caller names the database) is
+// dropped, and a host's error repeated (tried with TLS, then without) is
+// said once.
+func flatten(s string) string {
+	var parts []string
+	for i, line := range strings.Split(s, "\n") {
+		line = strings.TrimSpace(line)
+		if i == 0 {
+			line = strings.TrimSpace(connectHeading.ReplaceAllString(line, ""))
+			line = strings.TrimSuffix(line, ":")
+		}
+		if line != "" && !slices.Contains(parts, line) {
+			parts = append(parts, line)
+		}
+	}
+	return strings.Join(parts, ": ")
+}
+
+var connectHeading = regexp.MustCompile("failed to connect to `[^`]*`:?\\s*")
 
 func (s *Sink) connect(ctx context.Context, slot **pgx.Conn) error {
 	if *slot != nil && !(*slot).IsClosed() {
@@ -200,7 +256,7 @@ func (s *Sink) connect(ctx context.Context, slot **pgx.Conn) error {
 	defer cancel()
 	c, err := pgx.ConnectConfig(cctx, s.cfg.Copy())
 	if err != nil {
-		return fmt.Errorf("postgres: connecting to %s@%s:%d/%s: %w", s.cfg.User, s.cfg.Host, s.cfg.Port, s.cfg.Database, s.clean(err))
+		return fmt.Errorf("cannot connect: %w", s.clean(err))
 	}
 	*slot = c
 	return nil
@@ -219,7 +275,7 @@ func (s *Sink) checkSchema(ctx context.Context) error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("postgres: schema %s lacks %s: run `backfill schema` or pass --create-schema",
+		return fmt.Errorf("schema %s lacks %s: run `backfill schema` or pass --create-schema",
 			pgx.Identifier{s.schema}.Sanitize(), strings.Join(missing, ", "))
 	}
 	for _, c := range [][2]string{{"dead_letters", "kind"}, {"ledger", "rejects"}, {"ledger", "notices"}, {"ledger", "rejects_by_reason"}, {"ledger", "input"}} {
@@ -230,7 +286,7 @@ func (s *Sink) checkSchema(ctx context.Context) error {
 			return s.clean(err)
 		}
 		if !ok {
-			return fmt.Errorf("postgres: schema %s was made by an older backfill (%s has no column %s): run `backfill schema` to upgrade it",
+			return fmt.Errorf("schema %s was made by an older backfill (%s has no column %s): run `backfill schema` to upgrade it",
 				pgx.Identifier{s.schema}.Sanitize(), c[0], c[1])
 		}
 	}

@@ -38,13 +38,13 @@ func (s *Sink) retry(ctx context.Context, what string, op func(context.Context, 
 			return ctx.Err()
 		}
 		if !Retryable(err) {
-			return fmt.Errorf("%s: %w", what, err)
+			return s.named(fmt.Errorf("%s: %w", what, err))
 		}
 		if *slot != nil && (*slot).PgConn().TxStatus() != 'I' {
 			closeConn(slot) // a connection left inside a failed transaction is not reused
 		}
 		if attempt >= s.opt.Retries {
-			return fmt.Errorf("%s: giving up after %d attempts: %w", what, attempt+1, err)
+			return s.named(fmt.Errorf("%s: giving up after %d attempts: %w", what, attempt+1, err))
 		}
 		s.opt.Log("%s: attempt %d failed (%v); retrying in %s", what, attempt+1, err, wait)
 		select {
