@@ -20,10 +20,14 @@ const decodeHelp = `Usage: backfill decode OOID...
        backfill decode --verify [--scheme FILE | --counter-bits N --sha1-offset N] -
 
 Decode OOIDs into their fields, one JSON object per line. An OOID is given
-as 16 hex digits (50bef44df29c69e2), or as the signed decimal that psql
-and Parquet readers show for the bigint (5818356384229255650; negative
-from 2038): 16 characters that are all hex digits are read as hex,
-anything else as a decimal.
+as 16 hex digits (50bef44df29c69e2); as 0x and hex digits, leading zeros
+left out or not (0x50bef44df29c69e2, as PostgreSQL's to_hex gives it); or
+as the decimal that psql and Parquet readers show for the bigint
+(5818356384229255650; negative from 2038), or the unsigned decimal of the
+same 64 bits. Spaces around it are ignored (psql's aligned output). The
+rule: 16 characters that are all hex digits are hex, even when they are
+all decimal digits (no real OOID's decimal form has fewer than 19 digits;
+a "+" in front makes them a decimal); anything else is a decimal.
 
 
 	{"ooid":"…","namespace":"backfilled"|"collector","unix":…,

@@ -76,7 +76,9 @@ func decodeOut(t *testing.T, args []string, stdin string) string {
 	return out.String()
 }
 
-// TestParseAny_Rule: 16 hex digits are hex, anything else a decimal.
+// TestParseAny_Rule: 16 hex digits are hex; 0x and up to 16 hex digits
+// are hex; anything else a decimal, signed or unsigned; spaces around are
+// ignored.
 func TestParseAny_Rule(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
@@ -90,11 +92,25 @@ func TestParseAny_Rule(t *testing.T) {
 		{"123456789012345", 123456789012345, true},     // 15: decimal
 		{"-1", 1<<64 - 1, true},
 		{"-9223372036854775808", 1 << 63, true},
-		{"9223372036854775808", 0, false},
+		{"9223372036854775808", 1 << 63, true}, // unsigned
+		{"18446744073709551615", 1<<64 - 1, true},
+		{"18446744073709551616", 0, false},
+		{"-9223372036854775809", 0, false},
 		{"", 0, false},
+		{"   ", 0, false},
 		{"-", 0, false},
-		{"+5", 0, false},
-		{"0x50bef44df29c69e2", 0, false},
+		{"+5", 5, true},
+		{"+1234567890123456", 1234567890123456, true}, // + makes it decimal
+		{"  5818356384229255650", 0x50bef44df29c69e2, true}, // psql's aligned column
+		{"5818356384229255650 \r", 0x50bef44df29c69e2, true},
+		{"\t50bef44df29c69e2", 0x50bef44df29c69e2, true},
+		{"0x50bef44df29c69e2", 0x50bef44df29c69e2, true},
+		{"0X50BEF44DF29C69E2", 0x50bef44df29c69e2, true},
+		{"0x1f", 0x1f, true}, // to_hex leaves the leading zeros out
+		{"0x", 0, false},
+		{"0x150bef44df29c69e2", 0, false},
+		{"0xg", 0, false},
+		{"5 0", 0, false},
 		{"50bef44df29c69eg", 0, false},
 	} {
 		id, err := ooid.ParseAny([]byte(tc.in))

@@ -3,6 +3,7 @@ package ooid
 import (
 	"bufio"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -107,6 +108,39 @@ func FuzzParse(f *testing.F) {
 		}
 		if id.String() != strings.ToLower(s) {
 			t.Fatalf("Parse(%q) = %s", s, id)
+		}
+	})
+}
+
+// FuzzParseAny feeds arbitrary text to ParseAny: no panic, and whatever it
+// accepts is the value strconv reads from the same text in the form the
+// rule says (16 hex digits, 0x hex, or a decimal, spaces around ignored).
+func FuzzParseAny(f *testing.F) {
+	for _, s := range []string{"50bef44df29c69e2", "0x1f", "  5818356384229255650", "-1", "+5", "18446744073709551615", "0x", "1234567890123456"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		id, err := ParseAny([]byte(s))
+		if err != nil {
+			return
+		}
+		v := strings.Trim(s, " \t\r")
+		var want uint64
+		var perr error
+		switch {
+		case len(v) == 16 && !strings.ContainsAny(v, "+-xX"):
+			want, perr = strconv.ParseUint(v, 16, 64)
+		case strings.HasPrefix(v, "0x") || strings.HasPrefix(v, "0X"):
+			want, perr = strconv.ParseUint(v[2:], 16, 64)
+		case strings.HasPrefix(v, "-"):
+			var n int64
+			n, perr = strconv.ParseInt(v, 10, 64)
+			want = uint64(n)
+		default:
+			want, perr = strconv.ParseUint(strings.TrimPrefix(v, "+"), 10, 64)
+		}
+		if perr != nil || uint64(id) != want {
+			t.Fatalf("ParseAny(%q) = %x; strconv says %x, %v", s, uint64(id), want, perr)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package ooid
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -29,7 +30,7 @@ const (
 var (
 	// ErrSyntax is returned (wrapped) by Parse for text that is not 16 hex
 	// digits.
-	ErrSyntax = errors.New("not an OOID: want 16 hex digits")
+	ErrSyntax = errors.New("not an OOID")
 	// ErrRange is returned (wrapped) when a field does not fit its layout.
 	ErrRange = errors.New("value out of range")
 )
@@ -78,7 +79,7 @@ func ParseBytes(b []byte) (ID, error) { return parse(b) }
 
 func parse(b []byte) (ID, error) {
 	if len(b) != TextLen {
-		return 0, fmt.Errorf("%w: %q has %d characters", ErrSyntax, clip(b), len(b))
+		return 0, fmt.Errorf("%w: %q has %d characters, not 16 hex digits", ErrSyntax, clip(b), len(b))
 	}
 	var v uint64
 	for i, c := range b {
@@ -98,36 +99,75 @@ func parse(b []byte) (ID, error) {
 	return ID(v), nil
 }
 
-// ParseAny reads an OOID as users paste it: the text form (exactly 16 hex
-// digits), or the signed decimal that PostgreSQL's bigint and Parquet's
-// INT64 show (6425909723508586491; negative from 2038). The rule that
-// tells them apart: 16 characters that are all hex digits are the text
-// form; anything else is read as a decimal, an optional "-" and digits,
-// in the int64 range. No real OOID is ambiguous: its decimal form has 19
-// digits (ts >= 2^28, from 1978), so a 16-digit string is always hex.
+// ParseAny reads an OOID as users paste it, spaces and tabs around it
+// ignored (psql's aligned output pads numbers on the left):
+//
+//   - the text form, exactly 16 hex digits (50bef44df29c69e2);
+//   - hex with a 0x prefix, 1 to 16 digits: leading zeros may be missing,
+//     as PostgreSQL's to_hex leaves them out;
+//   - the signed decimal that PostgreSQL's bigint and Parquet's INT64 show
+//     (5818356384229255650; negative from 2038), or the unsigned decimal
+//     of the same 64 bits (up to 18446744073709551615); a "+" or "-" sign
+//     is allowed.
+//
+// The one ambiguous case is 16 characters that are all decimal digits: they
+// are read as the text form (hex). No real OOID is hurt by the rule: its
+// decimal form has 19 or 20 digits (ts >= 2^28, from 1978); a "+" in front
+// makes such a string a decimal.
 func ParseAny(b []byte) (ID, error) {
+	b = trimSpace(b)
 	if len(b) == TextLen {
 		if id, err := parse(b); err == nil {
 			return id, nil
 		}
 	}
-	digits := b
-	if len(digits) > 0 && digits[0] == '-' {
-		digits = digits[1:]
+	if len(b) > 2 && b[0] == '0' && (b[1] == 'x' || b[1] == 'X') {
+		hex := b[2:]
+		if len(hex) > TextLen {
+			return 0, fmt.Errorf("%w: %q has more than 16 hex digits", ErrSyntax, clip(b))
+		}
+		padded := append(bytes.Repeat([]byte{'0'}, TextLen-len(hex)), hex...)
+		id, err := parse(padded)
+		if err != nil {
+			return 0, fmt.Errorf("%w: %q is not hex after its 0x", ErrSyntax, clip(b))
+		}
+		return id, nil
 	}
-	if len(digits) == 0 || len(digits) > 19 {
-		return 0, fmt.Errorf("%w: %q is neither 16 hex digits nor a signed 64-bit decimal", ErrSyntax, clip(b))
+	digits, neg := b, false
+	if len(digits) > 0 && (digits[0] == '-' || digits[0] == '+') {
+		digits, neg = digits[1:], digits[0] == '-'
+	}
+	bad := fmt.Errorf("%w: %q is none of 16 hex digits, 0x and hex digits, or a 64-bit decimal", ErrSyntax, clip(b))
+	if len(digits) == 0 || len(digits) > 20 {
+		return 0, bad
 	}
 	for _, c := range digits {
 		if c < '0' || c > '9' {
-			return 0, fmt.Errorf("%w: %q is neither 16 hex digits nor a signed 64-bit decimal", ErrSyntax, clip(b))
+			return 0, bad
 		}
 	}
-	v, err := strconv.ParseInt(string(b), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%w: %q is outside the signed 64-bit range", ErrSyntax, clip(b))
+	if neg {
+		v, err := strconv.ParseInt("-"+string(digits), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%w: %q is below the signed 64-bit range", ErrSyntax, clip(b))
+		}
+		return FromInt64(v), nil
 	}
-	return FromInt64(v), nil
+	v, err := strconv.ParseUint(string(digits), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %q is above the unsigned 64-bit range", ErrSyntax, clip(b))
+	}
+	return ID(v), nil
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\r') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
 }
 
 // clip shortens garbage for error messages.

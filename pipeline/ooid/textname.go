@@ -3,6 +3,7 @@ package ooid
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Source tells which part of a textname gave its ts.
@@ -152,6 +153,9 @@ func parseTextname[T text](s T) (Textname, error) {
 			start[n] = i + 1
 			n++
 		}
+	}
+	if n == numFields-2 && !strings.Contains(string(s), "/") {
+		return Textname{}, textnameErr(s, "the bucket prefix YYYY-MM-DD/ is missing: a textname starts with the date of its bucket (the day it was uploaded, as the bucket's index names it), then the report's file name: %s", fieldsHelp)
 	}
 	if n != numFields {
 		return Textname{}, textnameErr(s, "%d '-'-separated fields, want %d: %s", n, numFields, fieldsHelp)
