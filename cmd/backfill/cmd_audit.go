@@ -347,7 +347,7 @@ func printAudit(w io.Writer, rep auditOutput, predict bool) {
 		if len(r.First) == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "\n%d bits, %s: %d colliding pairs", r.CounterBits, r.name(), r.Pairs)
+		fmt.Fprintf(w, "\n%d bits, %s: %s", r.CounterBits, r.name(), count(r.Pairs, "colliding pair", "colliding pairs"))
 		if int64(len(r.First)) < r.Pairs {
 			fmt.Fprintf(w, " (the first %d)", len(r.First))
 		}

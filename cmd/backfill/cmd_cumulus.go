@@ -296,13 +296,14 @@ func runGranuleRecover(ctx context.Context, args []string, std stdio) error {
 
 // report prints what became of the messages.
 func report(std stdio, cmd string, st replay.Stats, w *records.Writer) {
-	fmt.Fprintf(std.err, "backfill: %s: %d messages: %d written, %d failed; granules: %d written, %d dropped by the write constraints, %d failed",
-		cmd, st.Messages, st.OK, st.Archived, st.GranulesWritten, st.GranulesDropped, st.GranulesFailed)
+	fmt.Fprintf(std.err, "backfill: %s: %s: %d written, %d failed; %s: %d written, %d dropped by the write constraints, %d failed",
+		cmd, count(st.Messages, "message", "messages"), st.OK, st.Archived, plural(st.GranulesWritten+st.GranulesDropped+st.GranulesFailed, "granule", "granules"),
+		st.GranulesWritten, st.GranulesDropped, st.GranulesFailed)
 	if cmd == "granule-recover" {
-		fmt.Fprintf(std.err, "; %d records deleted from the archive", st.Deleted)
+		fmt.Fprintf(std.err, "; %s deleted from the archive", count(st.Deleted, "record", "records"))
 	}
 	if n := w.Fallbacks(); n > 0 {
-		fmt.Fprintf(std.err, "; %d batches written one message at a time", n)
+		fmt.Fprintf(std.err, "; %s written one message at a time", count(n, "batch", "batches"))
 	}
 	fmt.Fprintln(std.err)
 }

@@ -314,7 +314,8 @@ func granuleRisk(c granuleConfig, std stdio) error {
 		}
 		r := granule.CollisionRisk(c.hashLength, c.ingests)
 		lo, hi := sim.CI95()
-		fmt.Fprintf(w, "hash length %d, %d ingests of one ID per trial, %d trials with real timestamped IDs\n", sim.HashLength, sim.Ingests, sim.Trials)
+		fmt.Fprintf(w, "hash length %d, %s of one ID per trial, %s with real timestamped IDs\n", sim.HashLength,
+			count(sim.Ingests, "ingest", "ingests"), count(sim.Trials, "trial", "trials"))
 		fmt.Fprintf(w, "measured       %s  (%d colliding trials; 95%% CI %s .. %s)\n", percent(sim.Rate()), sim.Colliding, percent(lo), percent(hi))
 		fmt.Fprintf(w, "exact, 63^L    %s\n", percent(r.Birthday63))
 		fmt.Fprintf(w, "exact, 64^L    %s\n", percent(r.Birthday64))

@@ -191,8 +191,9 @@ func runKeysearch(ctx context.Context, args []string, std stdio) error {
 		return fmt.Errorf("keysearch: %d measurements share one timestamp: no key works below %d counter bits", shape.MaxGroup, res.MinCounterBits)
 	}
 	if !o.quiet {
-		fmt.Fprintf(std.err, "backfill keysearch: %d reports, %d share a timestamp (%d timestamps); at %d bits one key is expected after %s trials\n",
-			shape.Reports, shape.SharedReports, len(shape.Groups), o.bits, trialsText(res.ExpectedTrials))
+		fmt.Fprintf(std.err, "backfill keysearch: %s, %d share a timestamp (%s); at %d bits one key is expected after %s %s\n",
+			count(shape.Reports, "report", "reports"), shape.SharedReports, count(len(shape.Groups), "timestamp", "timestamps"), o.bits,
+			trialsText(res.ExpectedTrials), plural(int64(math.Round(res.ExpectedTrials)), "trial", "trials"))
 	}
 	searchStart := time.Now()
 	found, err := corpus.Find(ctx, o.policy(std, res.ExpectedTrials))

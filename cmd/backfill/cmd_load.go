@@ -99,7 +99,7 @@ func runLoad(ctx context.Context, args []string, std stdio) error {
 	} else if err != nil {
 		return err
 	}
-	fmt.Fprintf(std.err, "backfill: loaded shard %d: %d buckets into %s\n", shard, n, out)
+	fmt.Fprintf(std.err, "backfill: loaded shard %d: %s into %s\n", shard, count(n, "bucket", "buckets"), out)
 	return nil
 }
 
@@ -124,6 +124,6 @@ func loadPostgres(ctx context.Context, std stdio, p plan.Plan, planFile string, 
 	if err := scaleout.LoadInto(ctx, src, p.Names(shard), o.sink); err != nil {
 		return err
 	}
-	fmt.Fprintf(std.err, "backfill: loaded %d buckets of %s into %s\n", len(p.Names(shard)), src.Where("."), o.dest)
+	fmt.Fprintf(std.err, "backfill: loaded %s of %s into %s\n", count(len(p.Names(shard)), "bucket", "buckets"), src.Where("."), o.dest)
 	return nil
 }

@@ -341,7 +341,7 @@ func (o *runOptions) locations(ctx context.Context, std stdio) (outStore store.S
 func (o *runOptions) run(ctx context.Context, std stdio, out output, outStore store.Store) (job.Summary, error) {
 	cfg := o.cfg
 	if !o.quiet {
-		fmt.Fprintf(std.err, "backfill: %d buckets from %s into %s\n", len(cfg.Buckets), absPath(cfg.In.Where(".")), out.dest)
+		fmt.Fprintf(std.err, "backfill: %s from %s into %s\n", count(len(cfg.Buckets), "bucket", "buckets"), absPath(cfg.In.Where(".")), out.dest)
 		p := newProgress(std.err)
 		defer p.finish()
 		cfg.Progress = p.update

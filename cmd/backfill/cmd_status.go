@@ -282,7 +282,7 @@ func (rep *statusOutput) print(w io.Writer, withResume bool) {
 			fmt.Fprintf(w, "\nresume         nothing to do: every bucket of the input is committed from it\n")
 			return
 		}
-		fmt.Fprintf(w, "\nresume         run --resume would load %d buckets:\n", len(rep.Resume))
+		fmt.Fprintf(w, "\nresume         run --resume would load %s:\n", count(len(rep.Resume), "bucket", "buckets"))
 		for _, t := range rep.Resume {
 			fmt.Fprintf(w, "  %-12s %s\n", t.Bucket, t.Why)
 		}

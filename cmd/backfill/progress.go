@@ -28,7 +28,7 @@ type progress struct {
 func newProgress(w io.Writer) *progress {
 	p := &progress{w: w, start: time.Now(), last: time.Now()}
 	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		p.bar = progressbar.NewOptions64(-1, progressbar.OptionSetWriter(w), progressbar.OptionShowBytes(true),
+		p.bar = progressbar.NewOptions64(-1, progressbar.OptionSetWriter(w), progressbar.OptionShowBytes(true), progressbar.OptionUseIECUnits(true),
 			progressbar.OptionSetDescription("backfill"), progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true),
 			progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
 	}
@@ -41,7 +41,7 @@ func (p *progress) update(j job.Progress) {
 	p.p = j
 	if p.bar != nil {
 		p.bar.ChangeMax64(max(j.BytesTotal, 1))
-		p.bar.Describe(fmt.Sprintf("bucket %d/%d, %d measurements", j.Buckets, j.BucketsTotal, j.Measurements))
+		p.bar.Describe(fmt.Sprintf("bucket %d/%d, %d measurements; compressed input read", j.Buckets, j.BucketsTotal, j.Measurements))
 		p.bar.Set64(j.BytesIn)
 		return
 	}
@@ -59,7 +59,7 @@ func (p *progress) line() {
 	if rate > 0 {
 		eta = (time.Duration(float64(j.BytesTotal-j.BytesIn)/rate) * time.Second).Round(time.Second).String()
 	}
-	fmt.Fprintf(p.w, "backfill: %d/%d buckets, %s of %s read (%.1f MiB/s), %d measurements (%.0f/s), ETA %s\n",
+	fmt.Fprintf(p.w, "backfill: %d/%d buckets, %s of %s compressed input read (%.1f MiB/s), %d measurements (%.0f/s), ETA %s\n",
 		j.Buckets, j.BucketsTotal, humanBytes(j.BytesIn), humanBytes(j.BytesTotal), rate/(1<<20), j.Measurements, float64(j.Measurements)/secs, eta)
 }
 
