@@ -296,9 +296,9 @@ func runGranuleRecover(ctx context.Context, args []string, std stdio) error {
 
 // report prints what became of the messages.
 func report(std stdio, cmd string, st replay.Stats, w *records.Writer) {
-	fmt.Fprintf(std.err, "backfill: %s: %s: %d written, %d failed; %s: %d written, %d dropped by the write constraints, %d failed",
-		cmd, count(st.Messages, "message", "messages"), st.OK, st.Archived, plural(st.GranulesWritten+st.GranulesDropped+st.GranulesFailed, "granule", "granules"),
-		st.GranulesWritten, st.GranulesDropped, st.GranulesFailed)
+	fmt.Fprintf(std.err, "backfill: %s: %s: %d written, %d failed; %s: %d written, %d written with status failed (a final status that fails the schema, as Cumulus does), %d dropped by the write constraints, %d failed to write",
+		cmd, count(st.Messages, "message", "messages"), st.OK, st.Archived, plural(st.Granules, "granule", "granules"),
+		st.GranulesWritten, st.GranulesMarked, st.GranulesDropped, st.GranulesFailed)
 	if cmd == "granule-recover" {
 		fmt.Fprintf(std.err, "; %s deleted from the archive", count(st.Deleted, "record", "records"))
 	}

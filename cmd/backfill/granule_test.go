@@ -109,6 +109,10 @@ func TestGranuleRecover_Kill(t *testing.T) {
 	if code != 3 || !strings.Contains(out, fmt.Sprintf("%d messages failed", good+bad)) {
 		t.Fatalf("granule-write: exit %d\n%s", code, out)
 	}
+	// Each failure says what was missing, after Cumulus's own words.
+	if !strings.Contains(out, "No records written to the database. Missing: collection NEVER___1 (meta.collection name___version) is not in collections.") {
+		t.Errorf("granule-write does not say which collection was missing:\n%.2000s", out)
+	}
 	sqs := filepath.Join(arch, "dead-letter-archive", "sqs")
 	if n := countFiles(t, sqs); n != good+bad {
 		t.Fatalf("%d records archived, want %d", n, good+bad)

@@ -183,7 +183,7 @@ func (w *Writer) writeGranule(ctx context.Context, mc *msgContext, g any, execCI
 			if ferr := w.markFailedOnSchemaError(ctx, rec, collCID, se); ferr != nil {
 				return Failed, ferr
 			}
-			return Failed, fmt.Errorf("Error: Granule/granule files failed schema validation and will be updated in the datastore with the error and a status of failed: %w", err)
+			return MarkedFailed, fmt.Errorf("Error: Granule/granule files failed schema validation and will be updated in the datastore with the error and a status of failed: %w", err)
 		}
 		return Failed, err
 	}

@@ -69,6 +69,11 @@ const (
 	Written Outcome = iota // the record was written
 	Dropped                // the write constraints kept the existing record
 	Failed                 // an error, in GranuleResult.Err
+	// MarkedFailed is a granule of a final status that failed schema
+	// validation: as in Cumulus, its existing record was set to status
+	// failed with the validation error (GranuleResult.Err), and the
+	// message goes to the archive.
+	MarkedFailed
 )
 
 // GranuleResult is one granule's outcome.
@@ -128,7 +133,7 @@ func (w *Writer) Write(ctx context.Context, in Input) (Result, error) {
 			return res, err
 		}
 		if asyncCID == nil {
-			return res, errUnmet
+			return res, &UnmetRequirementsError{Missing: "async operation " + jsString(id, true) + " (cumulus_meta.asyncOperationId) is not in async_operations"}
 		}
 	}
 	if arn, ok := cmeta["parentExecutionArn"]; ok && arn != nil {
@@ -136,11 +141,13 @@ func (w *Writer) Write(ctx context.Context, in Input) (Result, error) {
 			return res, err
 		}
 		if parentCID == nil {
-			return res, errUnmet
+			return res, &UnmetRequirementsError{Missing: "parent execution " + jsString(arn, true) + " (cumulus_meta.parentExecutionArn) is not in executions"}
 		}
 	}
 	if named && collectionCID == nil {
-		return res, errUnmet
+		c := obj(meta["collection"])
+		return res, &UnmetRequirementsError{Missing: "collection " + jsString(c["name"], true) + "___" + jsString(c["version"], true) +
+			" (meta.collection name___version) is not in collections"}
 	}
 
 	writeExec, writeGranules, writePDR := recordFlags(m)
@@ -171,8 +178,22 @@ func (w *Writer) Write(ctx context.Context, in Input) (Result, error) {
 	return res, nil
 }
 
-//lint:ignore ST1005 Cumulus's own message, word for word
-var errUnmet = errors.New("UnmetRequirementsError: Could not satisfy requirements for writing records to PostgreSQL. No records written to the database.")
+// UnmetRequirementsError is Cumulus's error for a message whose
+// collection, async operation or parent execution is not in the database:
+// nothing is written and the message goes to the archive. Cumulus's
+// message, word for word, names nothing; Missing says what was looked for
+// and not found, after it.
+type UnmetRequirementsError struct {
+	Missing string
+}
+
+func (e *UnmetRequirementsError) Error() string {
+	const cumulus = "UnmetRequirementsError: Could not satisfy requirements for writing records to PostgreSQL. No records written to the database."
+	if e.Missing == "" {
+		return cumulus
+	}
+	return cumulus + " Missing: " + e.Missing + "."
+}
 
 // recordFlags reads which records the message's workflow writes
 // (cumulus_meta.sf_event_sqs_to_db_records_types[workflow][status]; all

@@ -66,7 +66,10 @@ type Stats struct {
 	Granules        int // granules in the messages written
 	GranulesWritten int
 	GranulesDropped int // kept out by the write constraints (not an error)
-	GranulesFailed  int
+	// GranulesMarked failed schema validation with a final status: their
+	// records were set to status failed, as Cumulus does.
+	GranulesMarked int
+	GranulesFailed int // not written
 }
 
 func (s *Stats) add(r records.BatchResult) {
@@ -82,6 +85,8 @@ func (s *Stats) add(r records.BatchResult) {
 			s.GranulesWritten++
 		case records.Dropped:
 			s.GranulesDropped++
+		case records.MarkedFailed:
+			s.GranulesMarked++
 		default:
 			s.GranulesFailed++
 		}

@@ -190,7 +190,7 @@ func TestWrite_BadInputs(t *testing.T) {
 				unknownProvider,
 				msg("e7", "completed", "MOD09GQ___006", t0, "g7"),
 			)
-			if st.Messages != 9 || st.OK != 3 || st.Archived != 6 {
+			if st.Messages != 9 || st.OK != 3 || st.Archived != 6 || st.GranulesMarked != 1 {
 				t.Errorf("stats %+v", st)
 			}
 			want := map[string]string{ // execution name → error
@@ -198,8 +198,10 @@ func TestWrite_BadInputs(t *testing.T) {
 				"e2":      "without a workflow_start_time",
 				"e3":      "granule.files must not be null",
 				"e4":      "The record has validation errors",
-				"e5":      "UnmetRequirementsError",
-				"e6":      `RecordDoesNotExist: Record in providers with identifiers {"name":"nowhere"} does not exist.`,
+				// Cumulus's message, word for word, then what was missing.
+				"e5": "UnmetRequirementsError: Could not satisfy requirements for writing records to PostgreSQL. No records written to the database." +
+					" Missing: collection NOPE___1 (meta.collection name___version) is not in collections.",
+				"e6": `RecordDoesNotExist: Record in providers with identifiers {"name":"nowhere"} does not exist.`,
 			}
 			recs := e.archived(t, false)
 			if len(recs) != len(want) {
