@@ -9,7 +9,7 @@ FUZZTIME ?= 20000x
 BIN      := bin/backfill
 
 .DEFAULT_GOAL := help
-.PHONY: help build image test testrace reference lint fmt-check tidy-check fuzz bench bench-e2e demo clean
+.PHONY: help announce-build build image test testrace reference lint fmt-check tidy-check fuzz bench bench-e2e demo clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -79,7 +79,7 @@ bench-e2e: ## end-to-end benchmarks of the binary against their baselines
 
 DEMO_DIR ?= demo
 
-demo: build ## the main job on the embedded default: generate a corpus, backfill it to Parquet
+demo: announce-build build ## the main job on the embedded default: generate a corpus, backfill it to Parquet
 	rm -rf $(DEMO_DIR)
 	$(BIN) gen --out $(DEMO_DIR)/corpus --buckets 3 --reports 300 --max-measurements 20000 \
 		--corrupt all=0.01
@@ -87,6 +87,9 @@ demo: build ## the main job on the embedded default: generate a corpus, backfill
 		status=$$?; echo "exit status $$status (3: completed, with the rejects listed above)"; \
 		[ $$status -eq 0 ] || [ $$status -eq 3 ]
 	@echo "Parquet in $(DEMO_DIR)/out/measurements, dead letters in $(DEMO_DIR)/out/dead-letters"
+
+announce-build:
+	@[ -x $(BIN) ] || echo "Building $(BIN): the first build downloads and compiles the dependencies, 1 to 3 minutes with nothing printed."
 
 clean: ## remove build outputs
 	rm -rf bin bench.txt demo

@@ -36,8 +36,10 @@ const runHelp = `Usage: backfill run --in DIR --out DIR [flags] [BUCKET...]
 Backfill OOIDs onto every measurement of the OONI buckets in DIR (folders
 named YYYY-MM-DD holding *.tar.lz4, *.lz4 and index.json.gz), canned or
 autoclaved, or only of the BUCKETs named. DIR may also be one bucket
-folder. Other folders in DIR are skipped with a notice each; a DIR with no
-bucket folder is a usage error. Per bucket it writes, under --out:
+folder. Another folder in DIR that holds bucket files (*.lz4,
+index.json.gz) is not read and is a reject (misnamed_bucket: 2017-6-3,
+2017-06-03.bak); one that holds none is a notice; both are kept in
+OUT/input-dead-letters.jsonl. A DIR with no bucket folder is a usage error. Per bucket it writes, under --out:
 
 	measurements/BUCKET.parquet  ooid (INT64), textname, ndx (INT32), bucket_date
 	reports/BUCKET.parquet       textname, ts, ts_source, counter_base, n, ...

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -220,5 +221,33 @@ func TestDocLinks(t *testing.T) {
 	})
 	if docs == 0 {
 		t.Fatal("no Markdown file found")
+	}
+}
+
+// The first make demo on a fresh machine compiles for minutes; it says so
+// before it starts, and says nothing of it once the binary is built.
+func TestMakeDemo_SaysTheFirstBuildTakesMinutes(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make")
+	}
+	root := filepath.Join("..", "..")
+	for _, tc := range []struct {
+		bin  string
+		says bool
+	}{{filepath.Join(t.TempDir(), "backfill"), true}, {os.Args[0], false}} {
+		out, err := exec.Command("make", "-s", "-C", root, "announce-build", "BIN="+tc.bin).CombinedOutput()
+		if err != nil {
+			t.Fatalf("make announce-build: %v\n%s", err, out)
+		}
+		if got := strings.Contains(string(out), "the first build downloads and compiles the dependencies, 1 to 3 minutes"); got != tc.says {
+			t.Errorf("BIN=%s: says the build takes minutes: %v, want %v (%q)", tc.bin, got, tc.says, out)
+		}
+	}
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "the first `make demo` spends 1 to 3 minutes") {
+		t.Error("the README does not say how long the first make demo takes")
 	}
 }
