@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/store/location"
 	"github.com/backfill-dev/backfill/pipeline/plan"
 	"github.com/backfill-dev/backfill/pipeline/scaleout"
+	"github.com/backfill-dev/backfill/pipeline/sink"
 )
 
 const loadHelp = `Usage: backfill load --plan FILE --out OUT [--shard I]
@@ -38,6 +40,8 @@ Flags:
 	               what it leaves out)
 	--pg-schema NAME  schema of the tables (default backfill)
 	--create-schema   create the tables when they are missing
+	--replace         replace buckets the schema holds from another input
+	                  (without it the load refuses, exit 1)
 	--retries N    tries again per bucket after a lost connection (default 5)
 	--retry-wait D first wait before a retry (default 1s)
 	--connections N   buckets loaded at once (default 2)
@@ -53,7 +57,7 @@ EXIT STATUS
 func runLoad(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("load", loadHelp, std)
 	var planFile, out, sinkName string
-	var createSchema bool
+	var createSchema, replace bool
 	var pf pgFlags
 	pf.register(fs, true)
 	shard := -1
@@ -61,12 +65,13 @@ func runLoad(ctx context.Context, args []string, std stdio) error {
 	fs.StringVar(&out, "out", "", "")
 	fs.StringVar(&sinkName, "sink", "parquet", "")
 	fs.BoolVar(&createSchema, "create-schema", false, "")
+	fs.BoolVar(&replace, "replace", false, "")
 	fs.IntVar(&shard, "shard", -1, "")
 	rest, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	pgOnly := setFlags(fs, "dsn", "pg-schema", "create-schema", "retries", "retry-wait", "connections")
+	pgOnly := setFlags(fs, "dsn", "pg-schema", "create-schema", "replace", "retries", "retry-wait", "connections")
 	switch {
 	case len(rest) > 0:
 		return usagef("load: unexpected argument %q", rest[0])
@@ -91,7 +96,7 @@ func runLoad(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	if sinkName == "postgres" {
-		return loadPostgres(ctx, std, p, planFile, shard, dst, outputFlags{sink: sinkName, pg: pf, createSchema: createSchema})
+		return loadPostgres(ctx, std, p, planFile, shard, dst, outputFlags{sink: sinkName, pg: pf, createSchema: createSchema, replace: replace})
 	}
 	n, err := scaleout.Load(ctx, p, shard, dst)
 	if isOrder(err) {
@@ -121,7 +126,10 @@ func loadPostgres(ctx context.Context, std stdio, p plan.Plan, planFile string, 
 		return err
 	}
 	defer o.sink.Close()
-	if err := scaleout.LoadInto(ctx, src, p.Names(shard), o.sink); err != nil {
+	if err := scaleout.LoadInto(ctx, src, p.Names(shard), o.sink, f.replace); err != nil {
+		if ose := (*sink.OtherSourceError)(nil); errors.As(err, &ose) {
+			ose.Output = o.dest
+		}
 		return err
 	}
 	fmt.Fprintf(std.err, "backfill: loaded %s of %s into %s\n", count(len(p.Names(shard)), "bucket", "buckets"), src.Where("."), o.dest)

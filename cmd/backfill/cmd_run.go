@@ -257,7 +257,7 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	}
 	defer out.sink.Close()
 	sum, err := o.run(ctx, std, out, outStore)
-	if ose := (*job.OtherSourceError)(nil); errors.As(err, &ose) {
+	if ose := (*sink.OtherSourceError)(nil); errors.As(err, &ose) {
 		ose.Output = out.dest
 	}
 	switch {
@@ -390,6 +390,7 @@ type outputFlags struct {
 	pg                             pgFlags
 	createSchema, skipLocked, bulk bool
 	resume                         bool
+	replace                        bool // load: replace buckets from another input
 }
 
 // output is an opened sink, with what the run says of it.

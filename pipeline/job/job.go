@@ -17,9 +17,6 @@ package job
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -44,8 +41,8 @@ type Config struct {
 	Resume  bool // skip buckets the sink has committed with the same input and scheme
 	// Source is where In is (an absolute path or an s3:// URL), recorded
 	// in each bucket's ledger entry. A bucket committed from another
-	// source is not replaced, unless Replace: the run fails first with an
-	// *OtherSourceError.
+	// source is not replaced, unless Replace: the run fails first with a
+	// *sink.OtherSourceError.
 	Source  string
 	Replace bool
 	MaxBlob int64 // blob size over which a measurement is flagged; 0 for the default
@@ -140,8 +137,10 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (sum Summary, err error) 
 	if err != nil {
 		return sum, err
 	}
-	if err := checkSource(cfg, plan.Buckets, committed); err != nil {
-		return sum, err
+	if !cfg.Replace {
+		if err := sink.CheckSource(cfg.Source, plan.Buckets, committed); err != nil {
+			return sum, err
+		}
 	}
 	ld, err := load.New(s, cfg.Scheme)
 	if err != nil {
@@ -257,63 +256,6 @@ func committedState(ctx context.Context, s sink.Sink) (map[string]stamped.State,
 		}
 	}
 	return committed, nil
-}
-
-// OtherSourceError is the error of a run that would replace buckets
-// committed from another input folder.
-type OtherSourceError struct {
-	Output  string   // the output, for the message ("the output" when empty)
-	Source  string   // what the run reads
-	Other   string   // what the buckets were read from (the first such)
-	Buckets []string // the buckets it would replace, sorted
-}
-
-func (e *OtherSourceError) Error() string {
-	out := e.Output
-	if out == "" {
-		out = "the output"
-	}
-	return fmt.Sprintf("%s holds %d %s (%s) read from %s, not from %s: not replaced (--replace replaces them)",
-		out, len(e.Buckets), plural(len(e.Buckets), "bucket", "buckets"), listNames(e.Buckets), e.Other, e.Source)
-}
-
-// checkSource refuses, unless cfg.Replace, to replace a committed bucket
-// whose ledger names another source than cfg's.
-func checkSource(cfg Config, buckets []string, committed map[string]stamped.State) error {
-	if cfg.Replace || cfg.Source == "" {
-		return nil
-	}
-	var e *OtherSourceError
-	for _, b := range buckets {
-		src := committed[b].Meta.Source
-		if src == "" || src == cfg.Source {
-			continue
-		}
-		if e == nil {
-			e = &OtherSourceError{Source: cfg.Source, Other: src}
-		}
-		e.Buckets = append(e.Buckets, b)
-	}
-	if e == nil {
-		return nil
-	}
-	sort.Strings(e.Buckets)
-	return e
-}
-
-func listNames(names []string) string {
-	const most = 3
-	if len(names) <= most {
-		return strings.Join(names, ", ")
-	}
-	return strings.Join(names[:most], ", ") + fmt.Sprintf(" and %d more", len(names)-most)
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 // recordInput counts the input's records in sum and has the sink keep

@@ -324,7 +324,9 @@ func Load(ctx context.Context, p plan.Plan, shard int, out store.Store) (int, er
 // verdicts itself (PostgreSQL) settles them across shards, so Check is
 // not needed.
 // The caller checks that the shard's map has completed first (Mapped).
-func LoadInto(ctx context.Context, src store.Store, names []string, dst sink.Sink) error {
+// Buckets dst holds from another input are not replaced, unless replace
+// (a *sink.OtherSourceError).
+func LoadInto(ctx context.Context, src store.Store, names []string, dst sink.Sink, replace bool) error {
 	if len(names) == 0 {
 		return nil
 	}
@@ -336,6 +338,21 @@ func LoadInto(ctx context.Context, src store.Store, names []string, dst sink.Sin
 	first, err := from.ReadLedger(ctx, names[0])
 	if err != nil {
 		return fmt.Errorf("bucket %s of %s: %w", names[0], src.Where("."), err)
+	}
+	if !replace {
+		states, err := dst.State(ctx)
+		if err != nil {
+			return err
+		}
+		committed := map[string]stamped.State{}
+		for _, st := range states {
+			if st.Status == stamped.StatusCommitted {
+				committed[st.Meta.Bucket] = st
+			}
+		}
+		if err := sink.CheckSource(first.Source, names, committed); err != nil {
+			return err
+		}
 	}
 	ld, err := load.New(dst, first.Scheme())
 	if err != nil {
