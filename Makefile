@@ -89,7 +89,7 @@ demo: announce-build build ## the main job on the embedded default: generate a c
 	@echo "Parquet in $(DEMO_DIR)/out/measurements, dead letters in $(DEMO_DIR)/out/dead-letters"
 
 announce-build:
-	@[ -x $(BIN) ] || echo "Building $(BIN): the first build downloads and compiles the dependencies, 1 to 3 minutes with nothing printed."
+	@[ -x $(BIN) ] || echo "Building $(BIN): the first build downloads and compiles the dependencies, up to 2 minutes."
 
 clean: ## remove build outputs
 	rm -rf bin bench.txt demo

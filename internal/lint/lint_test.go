@@ -239,7 +239,7 @@ func TestMakeDemo_SaysTheFirstBuildTakesMinutes(t *testing.T) {
 		if err != nil {
 			t.Fatalf("make announce-build: %v\n%s", err, out)
 		}
-		if got := strings.Contains(string(out), "the first build downloads and compiles the dependencies, 1 to 3 minutes"); got != tc.says {
+		if got := strings.Contains(string(out), "the first build downloads and compiles the dependencies, up to 2 minutes"); got != tc.says {
 			t.Errorf("BIN=%s: says the build takes minutes: %v, want %v (%q)", tc.bin, got, tc.says, out)
 		}
 	}
@@ -247,7 +247,7 @@ func TestMakeDemo_SaysTheFirstBuildTakesMinutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(readme), "the first `make demo` spends 1 to 3 minutes") {
+	if !strings.Contains(string(readme), "the first `make demo` spends up to 2 minutes") {
 		t.Error("the README does not say how long the first make demo takes")
 	}
 }
