@@ -100,7 +100,7 @@ func TestParseAny_Rule(t *testing.T) {
 		{"   ", 0, false},
 		{"-", 0, false},
 		{"+5", 5, true},
-		{"+1234567890123456", 1234567890123456, true}, // + makes it decimal
+		{"+1234567890123456", 1234567890123456, true},       // + makes it decimal
 		{"  5818356384229255650", 0x50bef44df29c69e2, true}, // psql's aligned column
 		{"5818356384229255650 \r", 0x50bef44df29c69e2, true},
 		{"\t50bef44df29c69e2", 0x50bef44df29c69e2, true},

@@ -20,10 +20,10 @@ type Meta struct {
 	Fingerprint string // of the bucket's input files
 	// Source is the folder of bucket folders it was read from: an
 	// absolute path or an s3:// URL ("" in ledgers older than it).
-	Source string
-	Scheme      ooid.Scheme
-	NdxPolicy   string // "blobs": every blob after the YAML header counts
-	Version     string // of the tool
+	Source    string
+	Scheme    ooid.Scheme
+	NdxPolicy string // "blobs": every blob after the YAML header counts
+	Version   string // of the tool
 }
 
 // Report is one report of a bucket and the IDs of its measurements:
