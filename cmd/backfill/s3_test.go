@@ -86,7 +86,7 @@ func tree(t *testing.T, loc string) map[string][]byte {
 // on disk, ETags on S3), so with differentFingerprints each bucket's is
 // swapped for the other side's before the bytes are compared (the strings
 // have one length: the files are otherwise the same bytes); the ledgers'
-// start and finish times always differ.
+// start and finish times, and the inputs they name, always differ.
 func sameOutput(t *testing.T, want, got map[string][]byte, differentFingerprints bool) {
 	t.Helper()
 	var names []string
@@ -119,6 +119,11 @@ func sameOutput(t *testing.T, want, got map[string][]byte, differentFingerprints
 			json.Unmarshal(w, &a)
 			json.Unmarshal(g, &b)
 			a.Started, a.Finished, b.Started, b.Finished = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+			// Each names the input it was read from, the outputs' own.
+			if a.Source == "" || b.Source == "" {
+				t.Errorf("%s: a ledger names no input (%q, %q)", n, a.Source, b.Source)
+			}
+			a.Source, b.Source = "", ""
 			if differentFingerprints {
 				a.Fingerprint, b.Fingerprint = "", ""
 			}

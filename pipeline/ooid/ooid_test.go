@@ -142,7 +142,7 @@ func TestParseTextname_Rejects(t *testing.T) {
 		{"report_id month 13", "2017-11-14/20171113T151300Z-IQ-AS50710-ndt-20171313T151305Z_AS50710_" + rid50 + "-0.2.0-probe.json", "report_id timestamp 20171313T151305Z: month 13"},
 		{"bucket 31 April", "2012-04-31/20120430T071421Z-MM-AS18399-tcp_connect-no_report_id-0.1.0-probe.yaml", "bucket date: day 31"},
 		{"bucket month 13", "2012-13-01/20121205T071421Z-MM-AS18399-tcp_connect-no_report_id-0.1.0-probe.yaml", "bucket date: month 13"},
-		{"no bucket", "20121205T071421Z-MM-AS18399-tcp_connect-no_report_id-0.1.0-probe.yaml", "fields"},
+		{"no bucket", "20121205T071421Z-MM-AS18399-tcp_connect-no_report_id-0.1.0-probe.yaml", "the bucket prefix YYYY-MM-DD/ is missing"},
 		{"missing test name", "2012-12-05/20121205T071421Z-MM-AS18399-no_report_id-0.1.0-probe.yaml", "fields"},
 		{"empty test name", "2012-12-05/20121205T071421Z-MM-AS18399--no_report_id-0.1.0-probe.yaml", "empty test name"},
 		{"missing version", "2012-12-05/20121205T071421Z-MM-AS18399-tcp_connect-no_report_id-probe.yaml", "fields"},
