@@ -46,7 +46,10 @@ With --count N, it prints N IDs, one per line.
 
 With --listen ADDR, it serves IDs over HTTP until SIGINT or SIGTERM, then
 stops gracefully: GET or POST /ids?n=K answers {"ids":["…",…]} with K
-IDs (1..100000, default 1), in increasing order.
+IDs (1..100000, default 1), in increasing order. A client gets
+--http-timeout to send its request and as long to take the answer, and an
+idle kept-alive connection is closed after four times that: a slow or
+silent client cannot hold the server.
 
 Flags:
 
@@ -54,6 +57,8 @@ Flags:
 	--state FILE        the state file (required; created for a new collector)
 	--count N           print N IDs and exit
 	--listen ADDR       serve IDs over HTTP on ADDR (host:port)
+	--http-timeout D    with --listen: the time a client has to send its
+	                    request, and to read the answer (default 30s)
 	--lease N           seconds reserved by each durable mark (default 10)
 	--max-lead N        seconds the IDs may run ahead of the clock (default 60)
 	--fail-ahead        fail instead of waiting past --max-lead
@@ -87,6 +92,7 @@ type stampOptions struct {
 	id                int
 	count             int64
 	listen, rejects   string
+	httpTimeout       time.Duration
 	lease, lead       uint
 	offset            time.Duration
 	maxLine           byteSize
@@ -102,6 +108,7 @@ func parseStampFlags(args []string, std stdio) (*stampOptions, error) {
 	fs.StringVar(&o.opt.State, "state", "", "")
 	fs.Int64Var(&o.count, "count", 0, "")
 	fs.StringVar(&o.listen, "listen", "", "")
+	fs.DurationVar(&o.httpTimeout, "http-timeout", 30*time.Second, "")
 	fs.UintVar(&o.lease, "lease", collector.DefaultLease, "")
 	fs.UintVar(&o.lead, "max-lead", collector.DefaultMaxLead, "")
 	fs.BoolVar(&o.opt.FailAhead, "fail-ahead", false, "")
@@ -139,6 +146,8 @@ func (o *stampOptions) check() error {
 		return usagef("stamp: --rejects and --max-line are for the filter, not --count or --listen")
 	case o.maxLine < 2 || o.maxLine > 1<<30:
 		return usagef("stamp: --max-line must be 2 bytes to 1GiB")
+	case o.httpTimeout <= 0:
+		return usagef("stamp: --http-timeout must be positive")
 	}
 	o.opt.CollectorID, o.opt.Lease, o.opt.MaxLead = uint8(o.id), uint32(o.lease), uint32(o.lead)
 	if offset := o.offset; offset != 0 {
@@ -164,7 +173,7 @@ func runStamp(ctx context.Context, args []string, std stdio) error {
 	case o.counting:
 		return stampCount(ctx, s, o.count, std)
 	case o.listen != "":
-		return stampServe(ctx, s, o.listen, std)
+		return stampServe(ctx, s, o.listen, o.httpTimeout, std)
 	case o.rejects != "":
 		return stampFilterRejects(ctx, s, o.rejects, int(o.maxLine), std)
 	}
@@ -297,7 +306,7 @@ func hasKey(obj []byte, key string) (bool, error) {
 }
 
 // stampServe serves blocks of IDs until ctx is done.
-func stampServe(ctx context.Context, s *collector.Stamper, addr string, std stdio) error {
+func stampServe(ctx context.Context, s *collector.Stamper, addr string, timeout time.Duration, std stdio) error {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
@@ -336,7 +345,7 @@ func stampServe(ctx context.Context, s *collector.Stamper, addr string, std stdi
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(buf)
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, IdleTimeout: 4 * timeout}
 	fmt.Fprintf(std.err, "backfill: stamp: serving IDs on http://%s/ids\n", l.Addr())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()

@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -307,5 +309,57 @@ func TestStamp_HTTP(t *testing.T) {
 	}
 	if !strings.Contains(rest.String(), "stopped") {
 		t.Errorf("no graceful stop:\n%s", rest.String())
+	}
+}
+
+// A slow or silent client cannot hold the HTTP server: one that sends half
+// a request and stops, or opens a connection and says nothing, is cut off
+// within --http-timeout, while another client is served meanwhile.
+func TestStamp_HTTPSlowClients(t *testing.T) {
+	bin := stampBinary(t)
+	state := filepath.Join(t.TempDir(), "42.state")
+	cmd := exec.Command(bin, "stamp", "--collector-id", "42", "--state", state, "--listen", "127.0.0.1:0", "--http-timeout", "500ms")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}()
+	sc := bufio.NewScanner(stderr)
+	if !sc.Scan() {
+		t.Fatal("the server said nothing")
+	}
+	url, ok := strings.CutPrefix(sc.Text(), "backfill: stamp: serving IDs on ")
+	if !ok {
+		t.Fatalf("the server said %q", sc.Text())
+	}
+	addr := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/ids")
+	for _, sent := range []string{"", "GET /ids?n=1 HTTP/1.1\r\nHost: x\r\n"} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write([]byte(sent)); err != nil {
+			t.Fatal(err)
+		}
+		// Served meanwhile.
+		resp, err := http.Get(url + "?n=3")
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("a client beside the slow one: %v %v", resp, err)
+		}
+		resp.Body.Close()
+		start := time.Now()
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, err = io.ReadAll(c) // returns when the server closes the connection
+		c.Close()
+		t.Logf("sent %q: cut off after %v", sent, time.Since(start).Round(time.Millisecond))
+		if err != nil || time.Since(start) > 5*time.Second {
+			t.Errorf("a client that sent %q was held %v (%v); want it cut off after 500ms", sent, time.Since(start), err)
+		}
 	}
 }
