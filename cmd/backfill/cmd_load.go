@@ -44,6 +44,8 @@ Flags:
 	                  (without it the load refuses, exit 1)
 	--retries N    tries again per bucket after a lost connection (default 5)
 	--retry-wait D first wait before a retry (default 1s)
+	--pg-timeout D bound on each try of a bucket; past it the try is
+	               dropped with its connection and retried (default 10m0s)
 	--connections N   buckets loaded at once (default 2)
 
 EXIT STATUS
@@ -71,7 +73,7 @@ func runLoad(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return err
 	}
-	pgOnly := setFlags(fs, "dsn", "pg-schema", "create-schema", "replace", "retries", "retry-wait", "connections")
+	pgOnly := setFlags(fs, "dsn", "pg-schema", "create-schema", "replace", "retries", "retry-wait", "pg-timeout", "connections")
 	switch {
 	case len(rest) > 0:
 		return usagef("load: unexpected argument %q", rest[0])
@@ -83,6 +85,8 @@ func runLoad(ctx context.Context, args []string, std stdio) error {
 		return usagef("load: %s %s for --sink postgres; add --sink postgres, or leave %s out", strings.Join(pgOnly, ", "), isAre(len(pgOnly)), itThem(len(pgOnly)))
 	case pf.connections < 1:
 		return usagef("load: --connections must be 1 or more")
+	case pf.timeout <= 0:
+		return usagef("load: --pg-timeout must be positive")
 	}
 	p, err := readPlan(ctx, "load", planFile)
 	if err != nil {

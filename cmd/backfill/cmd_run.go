@@ -106,6 +106,9 @@ Flags:
 	--skip-locked       skip buckets another run is loading instead of waiting
 	--retries N         tries again per bucket after a lost connection (default 5)
 	--retry-wait D      first wait before a retry (default 1s)
+	--pg-timeout D      bound on each try of a bucket (and each other
+	                    exchange with the server): a try past it is dropped
+	                    with its connection and retried (default 10m0s)
 	--connections N     buckets committed at once, each on a connection of
 	                    its own (default 2; --bulk uses one)
 	--format F          bucket layout: auto (default, told per bucket), canned
@@ -202,7 +205,7 @@ func parseRunFlags(args []string, std stdio) (*runOptions, error) {
 	if o.buckets, err = parseFlags(fs, args); err != nil {
 		return nil, err
 	}
-	o.pgOnly = setFlags(fs, "dsn", "pg-schema", "create-schema", "bulk", "skip-locked", "retries", "retry-wait", "connections")
+	o.pgOnly = setFlags(fs, "dsn", "pg-schema", "create-schema", "bulk", "skip-locked", "retries", "retry-wait", "pg-timeout", "connections")
 	return o, nil
 }
 
@@ -227,6 +230,8 @@ func (o *runOptions) check() error {
 		return usagef("run: --retries must be 0 or more and --retry-wait positive")
 	case pf.connections < 1:
 		return usagef("run: --connections must be 1 or more")
+	case o.pg.timeout <= 0:
+		return usagef("run: --pg-timeout must be positive")
 	case pf.schema == "":
 		return usagef("run: --pg-schema must not be empty")
 	case o.cfg.Workers < 1:

@@ -43,6 +43,7 @@ type pgFlags struct {
 	dsn, schema string
 	retries     int
 	retryWait   time.Duration
+	timeout     time.Duration
 	connections int
 }
 
@@ -52,12 +53,13 @@ func (p *pgFlags) register(fs *flag.FlagSet, retries bool) {
 	if retries {
 		fs.IntVar(&p.retries, "retries", pgcopy.DefaultRetries, "")
 		fs.DurationVar(&p.retryWait, "retry-wait", pgcopy.DefaultRetryWait, "")
+		fs.DurationVar(&p.timeout, "pg-timeout", pgcopy.DefaultTimeout, "")
 		fs.IntVar(&p.connections, "connections", pgcopy.DefaultConnections, "")
 	}
 }
 
 func (p *pgFlags) options(std stdio) pgcopy.Options {
-	return pgcopy.Options{DSN: p.dsn, Schema: p.schema, Retries: p.retries, RetryWait: p.retryWait, Connections: p.connections,
+	return pgcopy.Options{DSN: p.dsn, Schema: p.schema, Retries: p.retries, RetryWait: p.retryWait, Timeout: p.timeout, Connections: p.connections,
 		Log: func(format string, args ...any) { fmt.Fprintf(std.err, "backfill: "+format+"\n", args...) }}
 }
 

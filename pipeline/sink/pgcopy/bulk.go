@@ -2,7 +2,6 @@ package pgcopy
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -34,28 +33,30 @@ func OpenBulk(ctx context.Context, opt Options) (*BulkSink, error) {
 
 // prepareBulk drops the indexes and constraints a bulk load builds at the
 // end, in an empty schema.
-func (s *Sink) prepareBulk(ctx context.Context) error {
+func (s *Sink) prepareBulk(ctx context.Context, conn *pgx.Conn) error {
 	var rows, indexed bool
-	if err := s.conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+s.q("reports")+`) OR EXISTS (SELECT FROM `+s.q("ledger")+`)`).Scan(&rows); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+s.q("reports")+`) OR EXISTS (SELECT FROM `+s.q("ledger")+`)`).Scan(&rows); err != nil {
 		return s.clean(err)
 	}
-	if err := s.conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_constraint WHERE conname = 'reports_pkey' AND conrelid = to_regclass($1))`,
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_constraint WHERE conname = 'reports_pkey' AND conrelid = to_regclass($1))`,
 		s.q("reports")).Scan(&indexed); err != nil {
 		return s.clean(err)
 	}
 	if rows && indexed {
-		return fmt.Errorf("postgres: --bulk loads into an empty schema, and %s already holds buckets: load them per bucket (without --bulk), or into a new schema",
+		return permanent("--bulk loads into an empty schema, and %s already holds buckets: load them per bucket (without --bulk), or into a new schema",
 			pgx.Identifier{s.schema}.Sanitize())
 	}
 	if rows {
 		s.opt.Log("schema %s holds a bulk load that stopped before its indexes were built; carrying on", pgx.Identifier{s.schema}.Sanitize())
 	}
-	return s.clean(dropConstraints(ctx, s.conn, s.schema))
+	return s.clean(dropConstraints(ctx, conn, s.schema))
 }
 
 // Finish builds the indexes and constraints and analyzes the tables.
 func (b *BulkSink) Finish(ctx context.Context) error {
-	return b.retry(ctx, "building indexes", func(ctx context.Context, conn *pgx.Conn) error {
+	// Building an index is as long as the table is large, and silent: it
+	// is not bounded by Timeout (the keepalives still are).
+	return b.retryWithin(ctx, "building indexes", 0, func(ctx context.Context, conn *pgx.Conn) error {
 		if err := buildConstraints(ctx, conn, b.schema, b.opt.Log); err != nil {
 			return err
 		}
@@ -75,7 +76,7 @@ func (s *Sink) commitBulk(ctx context.Context, conn *pgx.Conn, w *bucketWriter, 
 	if err != nil {
 		return c, err
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
+	defer rollback(ctx, tx)
 	if err := s.lockBucket(ctx, tx, w.m); err != nil {
 		return c, err
 	}
@@ -172,7 +173,7 @@ func (b *BulkSink) Reassign(ctx context.Context, _ ooid.Scheme, bucket string, v
 		if err != nil {
 			return err
 		}
-		defer tx.Rollback(context.WithoutCancel(ctx))
+		defer rollback(ctx, tx)
 		var bits int
 		if err := tx.QueryRow(ctx, `SELECT counter_bits FROM `+b.q("ledger")+` WHERE bucket = $1`, bucket).Scan(&bits); err != nil {
 			return err

@@ -25,7 +25,7 @@ func (s *Sink) commit(ctx context.Context, conn *pgx.Conn, w *bucketWriter, c st
 	if err != nil {
 		return c, err
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
+	defer rollback(ctx, tx)
 	if err := s.lockBucket(ctx, tx, w.m); err != nil {
 		return c, err
 	}

@@ -46,7 +46,9 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -83,6 +85,12 @@ type Options struct {
 	// transaction on a connection of its own; DefaultConnections when 0.
 	// A bulk load uses one.
 	Connections int
+	// Timeout bounds each attempt of a bucket's load, and each other
+	// exchange with the server, but for a bulk load's index build: an
+	// attempt that takes longer is dropped with its connection and tried
+	// again (Retries). It is what ends a wait on a peer that has gone
+	// silent without closing; DefaultTimeout when 0.
+	Timeout time.Duration
 	// Log receives progress messages (waits, retries, verdict changes in
 	// other buckets); nil discards them.
 	Log func(format string, args ...any)
@@ -94,6 +102,7 @@ const (
 	DefaultRetryWait    = time.Second
 	DefaultMaxRetryWait = 30 * time.Second
 	DefaultConnections  = 2
+	DefaultTimeout      = 10 * time.Minute
 )
 
 // Sink loads buckets into PostgreSQL. Its State and its writers' Commit
@@ -107,7 +116,11 @@ type Sink struct {
 	slots  chan **pgx.Conn
 	schema string
 	secret string // the password, kept out of every message
-	q      func(table string) string
+	// zombies are the server sessions of connections dropped after a
+	// timeout, which the next connection ends (pg_terminate_backend).
+	zmu     sync.Mutex
+	zombies map[uint32]bool
+	q       func(table string) string
 }
 
 var (
@@ -145,6 +158,9 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 	if opt.Log == nil {
 		opt.Log = func(string, ...any) {}
 	}
+	if opt.Timeout <= 0 {
+		opt.Timeout = DefaultTimeout
+	}
 	cfg, err := pgx.ParseConfig(opt.DSN)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: the connection string does not parse: %s", Redact(err.Error(), opt.DSN))
@@ -153,13 +169,27 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 		cfg.RuntimeParams = map[string]string{}
 	}
 	cfg.RuntimeParams["application_name"] = "backfill"
+	cfg.DialFunc = dial
+	// A session the network cut off from us ends on the server's side too,
+	// and so gives back its locks: the server ends a session that waits
+	// on us longer than Timeout, inside a transaction or not.
+	ms := strconv.FormatInt(opt.Timeout.Milliseconds(), 10)
+	cfg.RuntimeParams["idle_in_transaction_session_timeout"] = ms
+	cfg.RuntimeParams["idle_session_timeout"] = ms
+	// And the server finds a client the network lost as the client finds
+	// the server (a COPY waiting for data is neither idle nor in a
+	// statement the server can time out).
+	cfg.RuntimeParams["tcp_keepalives_idle"] = strconv.Itoa(int(keepAliveIdle / time.Second))
+	cfg.RuntimeParams["tcp_keepalives_interval"] = strconv.Itoa(int(keepAliveInterval / time.Second))
+	cfg.RuntimeParams["tcp_keepalives_count"] = strconv.Itoa(keepAliveCount)
+	cfg.RuntimeParams["tcp_user_timeout"] = strconv.Itoa(int(userTimeout / time.Millisecond))
 	if opt.Connections <= 0 {
 		opt.Connections = DefaultConnections
 	}
 	if opt.Bulk {
 		opt.Connections = 1
 	}
-	s := &Sink{opt: opt, cfg: cfg, schema: opt.Schema, secret: cfg.Password}
+	s := &Sink{opt: opt, cfg: cfg, schema: opt.Schema, secret: cfg.Password, zombies: map[uint32]bool{}}
 	s.q = func(t string) string { return pgx.Identifier{s.schema, t}.Sanitize() }
 	s.more = make([]*pgx.Conn, opt.Connections-1)
 	s.slots = make(chan **pgx.Conn, opt.Connections)
@@ -171,19 +201,22 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 		return nil, s.named(err)
 	}
 	if opt.CreateSchema {
-		if err := createSchema(ctx, s.conn, s.schema, !opt.Bulk); err != nil {
+		err := s.retry(ctx, "creating the schema", func(ctx context.Context, conn *pgx.Conn) error {
+			return createSchema(ctx, conn, s.schema, !opt.Bulk)
+		})
+		if err != nil {
 			s.Close()
-			return nil, s.named(s.clean(err))
+			return nil, err
 		}
 	}
 	if err := s.checkSchema(ctx); err != nil {
 		s.Close()
-		return nil, s.named(err)
+		return nil, err
 	}
 	if opt.Bulk {
-		if err := s.prepareBulk(ctx); err != nil {
+		if err := s.retry(ctx, "preparing the bulk load", s.prepareBulk); err != nil {
 			s.Close()
-			return nil, s.named(err)
+			return nil, err
 		}
 	}
 	return s, nil
@@ -252,22 +285,71 @@ func (s *Sink) connect(ctx context.Context, slot **pgx.Conn) error {
 	if *slot != nil && !(*slot).IsClosed() {
 		return nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, min(30*time.Second, s.opt.Timeout))
 	defer cancel()
 	c, err := pgx.ConnectConfig(cctx, s.cfg.Copy())
 	if err != nil {
 		return fmt.Errorf("cannot connect: %w", s.clean(err))
 	}
 	*slot = c
+	s.endZombies(cctx, c)
 	return nil
 }
 
-// checkSchema tells a missing schema apart from other failures.
+// zombie notes the server session pid of a connection dropped after a
+// timeout.
+func (s *Sink) zombie(pid uint32) {
+	s.zmu.Lock()
+	defer s.zmu.Unlock()
+	s.zombies[pid] = true
+}
+
+// endZombies ends, from c, the server sessions of the connections this
+// sink dropped: only this role's backfill sessions with those pids.
+func (s *Sink) endZombies(ctx context.Context, c *pgx.Conn) {
+	s.zmu.Lock()
+	pids := make([]int64, 0, len(s.zombies))
+	for pid := range s.zombies {
+		pids = append(pids, int64(pid))
+	}
+	clear(s.zombies)
+	s.zmu.Unlock()
+	if len(pids) == 0 {
+		return
+	}
+	c.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE pid = ANY($1) AND usename = current_user AND application_name = 'backfill'`, pids)
+}
+
+// checkSchema tells a missing schema apart from other failures; a
+// connection lost meanwhile is tried again, as a bucket's is.
 func (s *Sink) checkSchema(ctx context.Context) error {
+	var schemaErr error
+	err := s.retry(ctx, "checking the schema", func(ctx context.Context, conn *pgx.Conn) error {
+		schemaErr = s.checkSchemaOn(ctx, conn)
+		var se *schemaError
+		if errors.As(schemaErr, &se) {
+			return nil // the schema's state: no retry cures it
+		}
+		return schemaErr
+	})
+	if err != nil {
+		return err
+	}
+	if schemaErr != nil {
+		return s.named(schemaErr)
+	}
+	return nil
+}
+
+// schemaError is a schema that lacks a table or a column.
+type schemaError struct{ error }
+
+func (s *Sink) checkSchemaOn(ctx context.Context, conn *pgx.Conn) error {
 	var missing []string
 	for _, t := range []string{"measurements", "reports", "dead_letters", "input_dead_letters", "ledger", "measurement_ids"} {
 		var ok bool
-		if err := s.conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.q(t)).Scan(&ok); err != nil {
+		if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.q(t)).Scan(&ok); err != nil {
 			return s.clean(err)
 		}
 		if !ok {
@@ -275,19 +357,19 @@ func (s *Sink) checkSchema(ctx context.Context) error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("schema %s lacks %s: run `backfill schema` or pass --create-schema",
-			pgx.Identifier{s.schema}.Sanitize(), strings.Join(missing, ", "))
+		return &schemaError{fmt.Errorf("schema %s lacks %s: run `backfill schema` or pass --create-schema",
+			pgx.Identifier{s.schema}.Sanitize(), strings.Join(missing, ", "))}
 	}
 	for _, c := range [][2]string{{"dead_letters", "kind"}, {"ledger", "rejects"}, {"ledger", "notices"}, {"ledger", "rejects_by_reason"}, {"ledger", "input"}} {
 		var ok bool
-		err := s.conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped)`,
+		err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped)`,
 			s.q(c[0]), c[1]).Scan(&ok)
 		if err != nil {
 			return s.clean(err)
 		}
 		if !ok {
-			return fmt.Errorf("schema %s was made by an older backfill (%s has no column %s): run `backfill schema` to upgrade it",
-				pgx.Identifier{s.schema}.Sanitize(), c[0], c[1])
+			return &schemaError{fmt.Errorf("schema %s was made by an older backfill (%s has no column %s): run `backfill schema` to upgrade it",
+				pgx.Identifier{s.schema}.Sanitize(), c[0], c[1])}
 		}
 	}
 	return nil
@@ -295,6 +377,21 @@ func (s *Sink) checkSchema(ctx context.Context) error {
 
 // Close implements sink.Sink; no call may be under way.
 func (s *Sink) Close() error {
+	s.zmu.Lock()
+	left := len(s.zombies) > 0
+	s.zmu.Unlock()
+	if left {
+		// The sessions of connections dropped after a timeout may still
+		// hold their bucket's locks (a COPY waiting for data that never
+		// comes is not idle, so the server does not end it): end them
+		// now, not at the next run's expense.
+		ctx, cancel := context.WithTimeout(context.Background(), min(30*time.Second, s.opt.Timeout))
+		if c, err := pgx.ConnectConfig(ctx, s.cfg.Copy()); err == nil {
+			s.endZombies(ctx, c)
+			c.Close(ctx)
+		}
+		cancel()
+	}
 	err := closeConn(&s.conn)
 	for i := range s.more {
 		err = errors.Join(err, closeConn(&s.more[i]))

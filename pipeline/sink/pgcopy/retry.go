@@ -19,6 +19,13 @@ import (
 // serialisation failure), waiting RetryWait, then twice as long each time,
 // at most Retries times.
 func (s *Sink) retry(ctx context.Context, what string, op func(context.Context, *pgx.Conn) error) error {
+	return s.retryWithin(ctx, what, s.opt.Timeout, op)
+}
+
+// retryWithin is retry with each attempt bounded by timeout (none when 0):
+// an attempt past it is dropped with its connection, a *timeoutError, and
+// made again.
+func (s *Sink) retryWithin(ctx context.Context, what string, timeout time.Duration, op func(context.Context, *pgx.Conn) error) error {
 	slot, err := s.take(ctx)
 	if err != nil {
 		return err
@@ -26,16 +33,33 @@ func (s *Sink) retry(ctx context.Context, what string, op func(context.Context, 
 	defer s.give(slot)
 	wait := s.opt.RetryWait
 	for attempt := 0; ; attempt++ {
-		err := s.connect(ctx, slot)
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if timeout > 0 {
+			actx, cancel = context.WithTimeout(ctx, timeout)
+		}
+		err := s.connect(actx, slot)
 		if err == nil {
-			err = op(ctx, *slot)
+			err = op(actx, *slot)
 			if err == nil || errors.Is(err, sink.ErrSkipped) {
+				cancel()
 				return err
 			}
 			err = s.clean(err)
 		}
+		timedOut := actx.Err() != nil && ctx.Err() == nil
+		cancel()
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if timedOut {
+			err = &timeoutError{timeout: timeout}
+			// The connection may be anywhere in the protocol, and its
+			// server session, cut off from us, may hold the bucket's lock:
+			// it is ended from the next connection.
+			if *slot != nil {
+				s.zombie((*slot).PgConn().PID())
+			}
+			closeConn(slot)
 		}
 		if !Retryable(err) {
 			return s.named(fmt.Errorf("%s: %w", what, err))
@@ -80,7 +104,7 @@ func Retryable(err error) bool {
 		switch {
 		case len(pe.Code) == 5 && pe.Code[:2] == "08": // connection exception
 			return true
-		case pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03": // admin or crash shutdown, cannot connect now
+		case pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03", pe.Code == "57P05": // admin or crash shutdown, cannot connect now, idle session ended
 			return true
 		case pe.Code == "40001", pe.Code == "40P01": // serialization failure, deadlock
 			return true

@@ -58,7 +58,11 @@ func (s *Sink) copyMeasurements(ctx context.Context, tx pgx.Tx, bucket string, b
 		return err
 	}
 	src := &measurementRows{ctx: ctx, segs: segments(reports, bits), day: pgDay(day)}
-	_, err = tx.Conn().PgConn().CopyFrom(context.WithoutCancel(ctx), src,
+	// The rows stop when ctx ends; the CopyFail that follows gets
+	// lastWords to be answered.
+	cctx, cancel := afterEnd(ctx)
+	defer cancel()
+	_, err = tx.Conn().PgConn().CopyFrom(cctx, src,
 		`COPY `+s.q("measurements")+` (ooid, bucket, report, ndx) FROM STDIN (FORMAT binary)`)
 	if ctx.Err() != nil {
 		return ctx.Err()

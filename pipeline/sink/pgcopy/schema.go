@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -165,7 +166,9 @@ func createSchema(ctx context.Context, c *pgx.Conn, schema string, constraints b
 	}
 	defer func() {
 		// A lost connection releases the lock with the session.
-		_, uerr := c.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtext($1), 1)`, key)
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_, uerr := c.Exec(uctx, `SELECT pg_advisory_unlock(hashtext($1), 1)`, key)
 		err = errors.Join(err, uerr)
 	}()
 	if err := createTables(ctx, c, schema); err != nil {

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/backfill-dev/backfill/internal/faultproxy"
+	"github.com/backfill-dev/backfill/internal/pgtest"
+)
+
+// netToxics are the faults of the network between the tool and a server,
+// each switched on at a random moment of a run. Those that break the
+// connection (a black hole from a random byte, in either direction, with no
+// close and no reset; a reset) make a run that meets them for good fail
+// within its bound; the others only slow it.
+func netToxics(rng *rand.Rand) []struct {
+	toxic  faultproxy.Toxic
+	breaks bool
+} {
+	return []struct {
+		toxic  faultproxy.Toxic
+		breaks bool
+	}{
+		{faultproxy.Toxic{Name: "latency", Type: "latency", Stream: "downstream", Attributes: map[string]any{"latency": 100, "jitter": 50}}, false},
+		{faultproxy.Toxic{Name: "blackhole-down", Type: "blackhole_after", Stream: "downstream", Attributes: map[string]any{"bytes": rng.IntN(4 << 10)}}, true},
+		{faultproxy.Toxic{Name: "blackhole-up", Type: "blackhole_after", Stream: "upstream", Attributes: map[string]any{"bytes": rng.IntN(64 << 10)}}, true},
+		{faultproxy.Toxic{Name: "reset", Type: "reset_peer", Stream: "downstream", Attributes: map[string]any{"timeout": 0}}, true},
+		{faultproxy.Toxic{Name: "bandwidth", Type: "bandwidth", Stream: "upstream", Attributes: map[string]any{"rate": 256}}, false},
+		{faultproxy.Toxic{Name: "slicer", Type: "slicer", Stream: "downstream", Attributes: map[string]any{"average_size": 64, "size_variation": 32, "delay": 10}}, false},
+	}
+}
+
+// run --sink postgres through a fault proxy. Each fault comes at a random
+// moment of the load. When it clears, the run finishes with the database
+// of a clean load. When it persists, a fault that breaks the connection
+// fails the run with exit 1 within --pg-timeout times its tries, in one
+// line that names the database and what timed out, the committed buckets
+// whole; --resume then finishes it.
+func TestNetFaults_Postgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("network faults take seconds each")
+	}
+	in := genPG(t)
+	admin := pgtest.AdminURL(t)
+	clean := pgtest.CreateDatabase(t, admin)
+	if code, out := call("run", "-q", "--in", in, "--sink", "postgres", "--dsn", clean, "--create-schema", "--max-blob", "1MiB"); code != exitRejects {
+		t.Fatalf("clean load: exit %d\n%s", code, out)
+	}
+	want := checksum(t, clean)
+	au, err := url.Parse(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := faultproxy.Start(t, au.Host)
+	via := func(dsn string) string {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Host = proxy.Addr()
+		return u.String()
+	}
+	const timeout, tries = 5 * time.Second, 2
+	load := func(ctx context.Context, dsn string, extra ...string) (int, string, time.Duration) {
+		args := append([]string{"run", "-q", "--in", in, "--sink", "postgres", "--dsn", via(dsn), "--create-schema", "--max-blob", "1MiB",
+			"--pg-timeout", timeout.String(), "--retries", "1", "--retry-wait", "100ms"}, extra...)
+		var errb bytes.Buffer
+		start := time.Now()
+		code := exitCode(run(ctx, args, stdio{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &errb}), &errb)
+		return code, errb.String(), time.Since(start)
+	}
+	rng := rand.New(rand.NewPCG(35, 35))
+	// during waits until k buckets are committed (k random, 0 to 2 of the
+	// corpus's 4), so that the fault comes while the load is under way.
+	during := func(dsn string) {
+		t.Helper()
+		c := pgtest.Connect(t, dsn)
+		k := rng.IntN(3)
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+			var n int
+			if c.QueryRow(context.Background(), `SELECT count(*) FROM backfill.ledger WHERE status = 'committed'`).Scan(&n) == nil && n >= k {
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	for _, tc := range netToxics(rng) {
+		t.Run(tc.toxic.Name, func(t *testing.T) {
+			// The fault clears: the output is a clean load's.
+			dsn := pgtest.CreateDatabase(t, admin)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				during(dsn)
+				proxy.Add(t, tc.toxic)
+				time.Sleep(time.Second)
+				proxy.Remove(t, tc.toxic.Name)
+			}()
+			code, stderr, took := load(context.Background(), dsn)
+			<-done
+			proxy.Clear()
+			if code != exitRejects {
+				// A break that came after the last try: the run failed
+				// within its bound, and --resume finishes it.
+				if !tc.breaks || code != exitFailure {
+					t.Fatalf("fault cleared: exit %d after %v\n%s", code, took, stderr)
+				}
+				if code, stderr, _ = load(context.Background(), dsn, "--resume"); code != exitRejects {
+					t.Fatalf("resume after the fault cleared: exit %d\n%s", code, stderr)
+				}
+			}
+			if got := checksum(t, dsn); got != want {
+				t.Errorf("fault cleared: database differs from a clean load's")
+			}
+			t.Logf("fault for 1 s, then cleared: exit %d, %v", code, took.Round(10*time.Millisecond))
+
+			// The fault persists.
+			dsn = pgtest.CreateDatabase(t, admin)
+			go func() {
+				during(dsn)
+				proxy.Add(t, tc.toxic)
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang fails the test, not CI
+			code, stderr, took = load(ctx, dsn)
+			hung := ctx.Err() != nil
+			cancel()
+			proxy.Clear()
+			switch {
+			case hung:
+				t.Fatalf("fault persists: the run hung for %v", took)
+			case !tc.breaks && code != exitRejects:
+				t.Fatalf("fault persists (it only slows): exit %d\n%s", code, stderr)
+			case tc.breaks && code == exitFailure:
+				lines := strings.Split(strings.TrimSpace(stderr), "\n")
+				last := lines[len(lines)-1]
+				bound := tries*(timeout+5*time.Second) + 10*time.Second // each try, its connection's close, the connect
+				if took > bound || !strings.Contains(last, "postgres ") || !strings.Contains(last, "@"+proxy.Addr()+"/") {
+					t.Errorf("fault persists: exit 1 after %v (bound %v), last line %q", took, bound, last)
+				}
+				t.Logf("fault persists: exit 1 after %v: %s", took.Round(10*time.Millisecond), last)
+				if schemaExists(t, dsn) {
+					checksum(t, dsn) // the committed buckets whole
+				}
+				if code, stderr, _ := load(context.Background(), dsn, "--resume"); code != exitRejects {
+					t.Fatalf("resume: exit %d\n%s", code, stderr)
+				}
+			case tc.breaks && code == exitRejects:
+				t.Logf("fault persists, but came after the run's last exchange: exit 3 after %v", took.Round(10*time.Millisecond))
+			case tc.breaks:
+				t.Fatalf("fault persists: exit %d\n%s", code, stderr)
+			}
+			if got := checksum(t, dsn); got != want {
+				t.Errorf("fault persisted, then --resume: database differs from a clean load's")
+			}
+		})
+	}
+}
+
+func schemaExists(t *testing.T, dsn string) bool {
+	t.Helper()
+	var ok bool
+	if err := pgtest.Connect(t, dsn).QueryRow(context.Background(), `SELECT to_regclass('backfill.measurement_ids') IS NOT NULL`).Scan(&ok); err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
