@@ -3,14 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"net/url"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/backfill-dev/backfill/internal/faultproxy"
 	"github.com/backfill-dev/backfill/internal/pgtest"
+	"github.com/backfill-dev/backfill/internal/s3test"
 )
 
 // netToxics are the faults of the network between the tool and a server,
@@ -168,4 +173,129 @@ func schemaExists(t *testing.T, dsn string) bool {
 		t.Fatal(err)
 	}
 	return ok
+}
+
+// run to an s3:// output through a fault proxy, as for PostgreSQL: a fault
+// that clears costs time only, and the output is a clean run's; one that
+// breaks the connection and persists fails the run with exit 1 within the
+// stall bound times the SDK's attempts, in one line naming the endpoint's
+// failure, the committed buckets whole; --resume finishes it.
+func TestNetFaults_S3(t *testing.T) {
+	if testing.Short() {
+		t.Skip("network faults take seconds each")
+	}
+	srv := s3test.Start(t, "test")
+	in := filepath.Join(t.TempDir(), "c")
+	genCorpus(t, in, "--buckets", "4", "--reports", "60", "--max-measurements", "3000", "--corrupt", "all=0.02")
+	if code, out := call("run", "-q", "--in", in, "--out", "s3://test/ref"); code != exitRejects {
+		t.Fatalf("clean run: exit %d\n%s", code, out)
+	}
+	want := tree(t, "s3://test/ref")
+	proxy := faultproxy.Start(t, strings.TrimPrefix(srv.URL, "http://"))
+	t.Setenv("AWS_ENDPOINT_URL", "http://"+proxy.Addr())
+	const stall, attempts = time.Second, 3
+	t.Setenv("BACKFILL_S3_STALL", stall.String())
+	t.Setenv("AWS_MAX_ATTEMPTS", strconv.Itoa(attempts))
+	t.Setenv("BACKFILL_S3_MAX_BACKOFF", "100ms")
+	rng := rand.New(rand.NewPCG(36, 36))
+	var mu sync.Mutex
+	var adds sync.WaitGroup
+	var trigger func(path string)
+	srv.OnPut(func(p s3test.Put) {
+		mu.Lock()
+		defer mu.Unlock()
+		if trigger != nil {
+			trigger(p.Path)
+		}
+	})
+	// during switches the fault on once k ledger entries (k random, 0 to 2
+	// of the corpus's 4) are under out.
+	during := func(out string, tx faultproxy.Toxic) {
+		k := rng.IntN(3)
+		n := 0
+		on := func() { adds.Go(func() { proxy.Add(t, tx) }) }
+		mu.Lock()
+		defer mu.Unlock()
+		if k == 0 {
+			on()
+			return
+		}
+		trigger = func(path string) {
+			if strings.Contains(path, "/"+out+"/ledger/") {
+				if n++; n == k {
+					on()
+					trigger = nil
+				}
+			}
+		}
+	}
+	load := func(out string, extra ...string) (int, string, time.Duration) {
+		var errb bytes.Buffer
+		start := time.Now()
+		code := exitCode(run(context.Background(), append([]string{"run", "-q", "--in", in, "--out", "s3://test/" + out}, extra...),
+			stdio{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &errb}), &errb)
+		return code, errb.String(), time.Since(start)
+	}
+	for i, tc := range netToxics(rng) {
+		t.Run(tc.toxic.Name, func(t *testing.T) {
+			// disarm stops the trigger and waits for a fault it switched on.
+			disarm := func() {
+				mu.Lock()
+				trigger = nil
+				mu.Unlock()
+				adds.Wait()
+			}
+			out := fmt.Sprintf("cleared%d", i)
+			during(out, tc.toxic)
+			cleared := make(chan struct{})
+			go func() {
+				// Cleared 1.5 s into the run, whatever it is doing then.
+				defer close(cleared)
+				time.Sleep(1500 * time.Millisecond)
+				disarm()
+				proxy.Clear()
+			}()
+			code, stderr, took := load(out)
+			<-cleared
+			if code != exitRejects {
+				if !tc.breaks || code != exitFailure {
+					t.Fatalf("fault cleared: exit %d after %v\n%s", code, took, stderr)
+				}
+				if code, stderr, _ = load(out, "--resume"); code != exitRejects {
+					t.Fatalf("resume after the fault cleared: exit %d\n%s", code, stderr)
+				}
+			}
+			sameOutput(t, want, tree(t, "s3://test/"+out), false)
+			t.Logf("fault cleared: exit %d, %v", code, took.Round(10*time.Millisecond))
+
+			// The fault persists.
+			out = fmt.Sprintf("persists%d", i)
+			during(out, tc.toxic)
+			code, stderr, took = load(out)
+			disarm()
+			proxy.Clear()
+			switch {
+			case !tc.breaks && code != exitRejects:
+				t.Fatalf("fault persists (it only slows): exit %d\n%s", code, stderr)
+			case tc.breaks && code == exitFailure:
+				lines := strings.Split(strings.TrimSpace(stderr), "\n")
+				last := lines[len(lines)-1]
+				bound := 10*attempts*stall + 10*time.Second
+				if took > bound || !strings.Contains(last, "S3 endpoint") {
+					t.Errorf("fault persists: exit 1 after %v (bound %v), last line %q", took, bound, last)
+				}
+				t.Logf("fault persists: exit 1 after %v: %s", took.Round(10*time.Millisecond), last)
+				if code, stderr, _ := load(out, "--resume"); code != exitRejects {
+					t.Fatalf("resume: exit %d\n%s", code, stderr)
+				}
+			case tc.breaks && code == exitRejects:
+				// Each new connection passes the black hole's first bytes:
+				// the retries got through, or the fault came too late.
+				t.Logf("fault persists, and the run got through it: exit 3 after %v", took.Round(10*time.Millisecond))
+			case tc.breaks:
+				t.Fatalf("fault persists: exit %d\n%s", code, stderr)
+			}
+			sameOutput(t, want, tree(t, "s3://test/"+out), false)
+		})
+	}
 }

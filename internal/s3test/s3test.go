@@ -57,6 +57,9 @@ const (
 	Drop                       // send After bytes of the body, then close the connection
 	Stall                      // send After bytes of the body, then send nothing for a minute
 	Drip                       // send the body 4 KiB at a time, 2 ms apart
+	// LoseAnswer serves the request whole (a PUT is stored), then closes
+	// the connection without a word: the answer lost on the way back.
+	LoseAnswer
 )
 
 // Start starts a server with the given buckets, stopped when the test ends,
@@ -198,6 +201,9 @@ func (s *Server) inject(next http.Handler) http.Handler {
 			return
 		}
 		switch f.Kind {
+		case LoseAnswer:
+			next.ServeHTTP(&swallow{h: http.Header{}}, r)
+			panic(http.ErrAbortHandler) // the server closes the connection
 		case Status503:
 			w.Header().Set("Content-Type", "application/xml")
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -207,6 +213,13 @@ func (s *Server) inject(next http.Handler) http.Handler {
 		}
 	})
 }
+
+// swallow is an answer that goes nowhere.
+type swallow struct{ h http.Header }
+
+func (w *swallow) Header() http.Header         { return w.h }
+func (w *swallow) Write(p []byte) (int, error) { return len(p), nil }
+func (w *swallow) WriteHeader(int)             {}
 
 // statusWriter notes the status of an answer.
 type statusWriter struct {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -276,8 +277,9 @@ func TestS3Lock_Stale(t *testing.T) {
 		// This process's PID and host, another process: one that ran in
 		// a PID namespace that is gone (a replaced pod).
 		{`{"pid": ` + pid + `, "host": "` + host + `", "id": "0123456789abcdef", "renewed": "2099-01-01T00:00:00Z"}`, true},
-		// This very process (a second Lock of the same name).
-		{`{"pid": ` + pid + `, "host": "` + host + `", "id": "` + me.ID + `", "renewed": "2099-01-01T00:00:00Z"}`, false},
+		// This very process, but no Lock of it holds the name now: an
+		// earlier holder here whose unlock did not reach the store.
+		{`{"pid": ` + pid + `, "host": "` + host + `", "id": "` + me.ID + `", "renewed": "2099-01-01T00:00:00Z"}`, true},
 	} {
 		if err := store.WriteFile(t.Context(), s, ".lock", []byte(tc.body)); err != nil {
 			t.Fatal(err)
@@ -292,6 +294,16 @@ func TestS3Lock_Stale(t *testing.T) {
 		case tc.taken:
 			l.Unlock()
 		}
+	}
+	// A second Lock of the same name while this process holds it.
+	l, err := s.Lock(t.Context(), ".lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock()
+	var le *store.LockedError
+	if _, err := s.Lock(t.Context(), ".lock"); !errors.As(err, &le) {
+		t.Fatalf("second Lock in this process = %v, want a LockedError", err)
 	}
 }
 
@@ -381,5 +393,33 @@ func TestS3_ListingPages(t *testing.T) {
 	}
 	if _, err := s.ReadDir(t.Context(), "nested"); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("after RemoveAll of %d keys: %v", n, err)
+	}
+}
+
+// TestS3Lock_AnswerLost: a lock PUT that reached the store but whose
+// answer was lost is made again by the SDK, and fails its condition on the
+// object it just wrote; the lock is still this process's, at the first
+// Lock and at a renewal, not lost or held by "another run".
+func TestS3Lock_AnswerLost(t *testing.T) {
+	srv := s3test.Start(t, "test")
+	s, _ := location.Open(context.Background(), "s3://test/out")
+	srv.Inject(s3test.Fault{Method: http.MethodPut, Kind: s3test.LoseAnswer})
+	l, err := s.Lock(t.Context(), ".lock")
+	if err != nil {
+		t.Fatalf("Lock whose first answer was lost: %v", err)
+	}
+	defer l.Unlock()
+	if srv.Pending() != 0 {
+		t.Fatal("the fault was not met: nothing tested")
+	}
+	srv.Inject(s3test.Fault{Method: http.MethodPut, Kind: s3test.LoseAnswer})
+	if err := l.Held(t.Context()); err != nil {
+		t.Fatalf("Held whose renewal's answer was lost: %v", err)
+	}
+	if srv.Pending() != 0 {
+		t.Fatal("the fault was not met: nothing tested")
+	}
+	if err := l.Held(t.Context()); err != nil {
+		t.Fatalf("Held after: %v", err)
 	}
 }

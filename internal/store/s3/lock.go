@@ -48,7 +48,11 @@ func (s *Store) Lock(ctx context.Context, name string) (store.Lock, error) {
 			etag, err = s.putLock(ctx, k, body, &awss3.PutObjectInput{IfNoneMatch: aws.String("*")})
 		case rerr != nil:
 			return nil, s.fail("lock", name, rerr)
-		case s.stale(held, me):
+		case held.same(body):
+			// This very PUT, made again by the SDK after its answer was
+			// lost on the way: the object is ours.
+			etag, err = heldTag, nil
+		case s.stale(k, held, me):
 			etag, err = s.putLock(ctx, k, body, &awss3.PutObjectInput{IfMatch: aws.String(heldTag)})
 		default:
 			return nil, &store.LockedError{Where: s.Where(name), Holder: held.Holder}
@@ -62,8 +66,20 @@ func (s *Store) Lock(ctx context.Context, name string) (store.Lock, error) {
 		return nil, s.fail("lock", name, err)
 	}
 	l := &s3Lock{s: s, ctx: context.WithoutCancel(ctx), key: k, body: body, etag: etag, stop: make(chan struct{}), stopped: make(chan struct{})}
+	heldHere.Store(s.bucket+"/"+k, l)
 	go l.renew()
 	return l, nil
+}
+
+// heldHere are the locks this process holds now, by bucket/key: a lock
+// object that names this process but is not among them was left by an
+// earlier holder in it whose unlock failed (the network), and is stale.
+var heldHere sync.Map
+
+// same tells whether b is the body of the lock object put as o: the same
+// process's same Lock call (its renewals change only Renewed).
+func (b lockBody) same(o lockBody) bool {
+	return b.ID == o.ID && b.PID == o.PID && b.Host == o.Host && b.Started.Equal(o.Started)
 }
 
 var errLockGone = errors.New("the lock object went while it was read")
@@ -98,9 +114,14 @@ func (s *Store) readLock(ctx context.Context, k string) (lockBody, string, error
 	return b, aws.ToString(out.ETag), nil
 }
 
-func (s *Store) stale(b lockBody, me store.Holder) bool {
+func (s *Store) stale(k string, b lockBody, me store.Holder) bool {
 	if b.Host == me.Host && b.ID != me.ID && b.PID > 0 && (b.PID == me.PID || !alive(b.PID)) {
 		return true
+	}
+	if b.ID == me.ID {
+		if _, ok := heldHere.Load(s.bucket + "/" + k); !ok {
+			return true
+		}
 	}
 	return time.Since(b.Renewed) > s.c.set.ttl
 }
@@ -116,7 +137,7 @@ func (s *Store) Holder(ctx context.Context, name string) (store.Holder, bool) {
 	if err != nil {
 		return store.Holder{}, false
 	}
-	if s.stale(b, store.Self()) {
+	if s.stale(s.key(name), b, store.Self()) {
 		return store.Holder{}, false
 	}
 	return b.Holder, true
@@ -174,7 +195,13 @@ func (l *s3Lock) renewLocked(ctx context.Context) error {
 		l.etag = etag
 		return nil
 	case isPrecondition(err) || isNotFound(err):
-		held, _, _ := l.s.readLock(ctx, l.key)
+		held, heldTag, rerr := l.s.readLock(ctx, l.key)
+		if rerr == nil && held.same(l.body) {
+			// Our own renewal landed, and the SDK made it again after its
+			// answer was lost: the object is still ours.
+			l.etag = heldTag
+			return nil
+		}
 		by := "removed"
 		if held.PID > 0 {
 			by = fmt.Sprintf("taken over by pid %d on %s", held.PID, held.Host)
@@ -193,6 +220,7 @@ func (l *s3Lock) Unlock() error {
 	l.once.Do(func() {
 		close(l.stop)
 		<-l.stopped
+		defer heldHere.Delete(l.s.bucket + "/" + l.key)
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		// Unlock runs when the run stops, interrupted too.

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
+	"syscall"
+	"time"
 )
 
 // netError is a request that never reached S3, said in one line: the SDK's
@@ -32,7 +36,13 @@ func shorten(err error) error {
 		return &netError{fmt.Sprintf("the S3 endpoint's host %s cannot be resolved now: %s", dns.Name, dns.Err), err}
 	case errors.As(err, &op) && op.Op == "dial":
 		return &netError{fmt.Sprintf("cannot connect to the S3 endpoint %s: %v", op.Addr, underlying(op.Err)), err}
-	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return &netError{"the connection to the S3 endpoint was reset, attempt after attempt", err}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return &netError{"the S3 endpoint closed the connection in the middle of an answer, attempt after attempt", err}
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return &netError{"the S3 endpoint stopped answering, or taking data, for longer than the stall time (" + envStall + ", default 30s)", err}
+	case errors.Is(err, context.DeadlineExceeded):
 		return &netError{"no answer from the S3 endpoint in time", err}
 	}
 	return err
@@ -46,4 +56,40 @@ func underlying(err error) error {
 		return se.Err
 	}
 	return err
+}
+
+// stallConn bounds every read and write of a connection to the endpoint
+// by the stall time: a response that stops coming, or a request body the
+// endpoint stops taking (a PUT into a silent network), fails the attempt
+// instead of waiting forever; the SDK's retryer makes it again. (An idle
+// kept-alive connection that waits longer is closed, and dialled again
+// when needed.)
+type stallConn struct {
+	net.Conn
+	stall time.Duration
+}
+
+func (c *stallConn) Read(b []byte) (int, error) {
+	c.Conn.SetReadDeadline(time.Now().Add(c.stall))
+	return c.Conn.Read(b)
+}
+
+func (c *stallConn) Write(b []byte) (int, error) {
+	c.Conn.SetWriteDeadline(time.Now().Add(c.stall))
+	return c.Conn.Write(b)
+}
+
+// withStall makes every connection of tr a stallConn.
+func withStall(tr *http.Transport, stall time.Duration) {
+	dial := tr.DialContext
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: stall, KeepAlive: 15 * time.Second}).DialContext
+	}
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &stallConn{Conn: c, stall: stall}, nil
+	}
 }

@@ -179,6 +179,7 @@ func newClient(ctx context.Context) (*client, error) {
 		maxAttempts = 10
 	}
 	set := settings()
+	cfg.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) { withStall(tr, set.stall) })
 	cfg.Retryer = func() aws.Retryer {
 		return retry.NewStandard(func(o *retry.StandardOptions) {
 			o.MaxAttempts = maxAttempts

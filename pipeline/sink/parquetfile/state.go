@@ -33,9 +33,11 @@ const failedExt = ".failed.json"
 
 // RecordFailure implements sink.FailureRecorder: it writes
 // ledger/B.failed.json, unless the bucket is committed (its output is
-// whole, and stays).
+// whole, and stays), or when the store cannot say whether it is (the
+// commit may have reached it though its answer did not come back: a
+// failure record beside a committed bucket would say what is not so).
 func (s *Sink) RecordFailure(ctx context.Context, m stamped.Meta, err error) {
-	if _, e := s.st.Stat(ctx, s.path("ledger", m.Bucket, ".json")); e == nil {
+	if _, e := s.st.Stat(ctx, s.path("ledger", m.Bucket, ".json")); !errors.Is(e, fs.ErrNotExist) {
 		return
 	}
 	b, _ := json.MarshalIndent(failure{Bucket: m.Bucket, Fingerprint: m.Fingerprint, Source: m.Source, CounterBits: m.Scheme.CounterBits,
