@@ -1,15 +1,20 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"net/url"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -298,4 +303,96 @@ func TestNetFaults_S3(t *testing.T) {
 			sameOutput(t, want, tree(t, "s3://test/"+out), false)
 		})
 	}
+}
+
+// stamp --listen behind a fault proxy: clients meet each network fault for
+// a while, then it clears. The server goes on serving a direct client
+// within its --http-timeout throughout (a faulty connection cannot hold
+// it), the clients get IDs again once the fault clears, and every ID
+// handed out is unique.
+func TestNetFaults_Stamp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("network faults take seconds each")
+	}
+	bin := stampBinary(t)
+	cmd := exec.Command(bin, "stamp", "--collector-id", "7", "--state", filepath.Join(t.TempDir(), "7.state"),
+		"--listen", "127.0.0.1:0", "--http-timeout", "1s")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}()
+	sc := bufio.NewScanner(stderr)
+	if !sc.Scan() {
+		t.Fatal("the server said nothing")
+	}
+	direct, ok := strings.CutPrefix(sc.Text(), "backfill: stamp: serving IDs on ")
+	if !ok {
+		t.Fatalf("the server said %q", sc.Text())
+	}
+	proxy := faultproxy.Start(t, strings.TrimSuffix(strings.TrimPrefix(direct, "http://"), "/ids"))
+	via := "http://" + proxy.Addr() + "/ids"
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	fetch := func(url string, timeout time.Duration) (int, error) {
+		c := &http.Client{Timeout: timeout}
+		resp, err := c.Get(url + "?n=50")
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		var body struct{ IDs []string }
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			return 0, err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range body.IDs {
+			if seen[id] {
+				t.Errorf("ID %s handed out twice", id)
+			}
+			seen[id] = true
+		}
+		return len(body.IDs), nil
+	}
+	rng := rand.New(rand.NewPCG(37, 37))
+	for _, tc := range netToxics(rng) {
+		t.Run(tc.toxic.Name, func(t *testing.T) {
+			proxy.Add(t, tc.toxic)
+			stop := make(chan struct{})
+			var clients sync.WaitGroup
+			for range 4 {
+				clients.Go(func() {
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						fetch(via, 3*time.Second) // fails or not, as the fault has it
+					}
+				})
+			}
+			for range 5 {
+				start := time.Now()
+				if _, err := fetch(direct, 5*time.Second); err != nil || time.Since(start) > 2*time.Second {
+					t.Errorf("a direct client during the fault: %v after %v", err, time.Since(start))
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			close(stop)
+			clients.Wait()
+			proxy.Clear()
+			if n, err := fetch(via, 5*time.Second); err != nil || n != 50 {
+				t.Errorf("through the proxy once the fault cleared: %d IDs, %v", n, err)
+			}
+		})
+	}
+	t.Logf("%d unique IDs handed out", len(seen))
 }
