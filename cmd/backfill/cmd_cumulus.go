@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -69,6 +70,9 @@ Flags:
 	                     read
 	--batch N            messages per transaction (default 100)
 	--concurrency N      transactions at once (default 4)
+	--pg-timeout D       bound on each try of a batch: past it the try is
+	                     dropped with its connection and made again, as the
+	                     database refusing it is (default 10m0s)
 	--region R           AWS region of execution URLs (default us-east-1)
 
 Examples:
@@ -107,6 +111,9 @@ Flags:
 	--files-root DIR     where the S3 buckets are (as for granule-write)
 	--batch N            records per transaction (default 100)
 	--concurrency N      transactions at once (default 4)
+	--pg-timeout D       bound on each try of a batch: past it the try is
+	                     dropped with its connection and made again, as the
+	                     database refusing it is (default 10m0s)
 	--region R           AWS region of execution URLs (default us-east-1)
 
 EXIT STATUS
@@ -140,6 +147,7 @@ EXIT STATUS
 type cumulusFlags struct {
 	dsn, schema, archive, filesRoot, region string
 	batch, concurrency                      int
+	timeout                                 time.Duration
 }
 
 func (c *cumulusFlags) register(fs *flag.FlagSet) {
@@ -150,6 +158,7 @@ func (c *cumulusFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.region, "region", "", "")
 	fs.IntVar(&c.batch, "batch", 100, "")
 	fs.IntVar(&c.concurrency, "concurrency", 4, "")
+	fs.DurationVar(&c.timeout, "pg-timeout", 10*time.Minute, "")
 }
 
 func (c *cumulusFlags) check(cmd string) error {
@@ -158,6 +167,8 @@ func (c *cumulusFlags) check(cmd string) error {
 		return usagef("%s: --batch must be positive", cmd)
 	case c.concurrency <= 0 || c.concurrency > 256:
 		return usagef("%s: --concurrency must be 1 to 256", cmd)
+	case c.timeout <= 0:
+		return usagef("%s: --pg-timeout must be positive", cmd)
 	case c.archive == "":
 		return usagef("%s: --archive must not be empty", cmd)
 	}
@@ -166,12 +177,17 @@ func (c *cumulusFlags) check(cmd string) error {
 
 // cumulusPool connects with room for every writer, the tables looked up
 // in schema when given.
-func cumulusPool(ctx context.Context, dsn, schema string, conns int) (*pgxpool.Pool, error) {
+func cumulusPool(ctx context.Context, dsn, schema string, conns int, timeout time.Duration) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("--dsn: %w", err)
 	}
 	cfg.MaxConns = int32(conns)
+	// The network bounds of the PostgreSQL sink: keepalives and
+	// TCP_USER_TIMEOUT, and the server ends a transaction left waiting on
+	// a client the network lost (its locks with it).
+	cfg.ConnConfig.DialFunc = pgcopy.Dial
+	cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(timeout.Milliseconds(), 10)
 	if schema != "" {
 		cfg.ConnConfig.RuntimeParams["search_path"] = quoteIdent(schema)
 	}
@@ -205,7 +221,7 @@ func (c *cumulusFlags) setup(ctx context.Context, cmd string, std stdio) (*pgxpo
 			files = records.Dir(dir)
 		}
 	}
-	pool, err := cumulusPool(ctx, c.dsn, c.schema, c.concurrency+1)
+	pool, err := cumulusPool(ctx, c.dsn, c.schema, c.concurrency+1, c.timeout)
 	if err != nil {
 		return nil, nil, replay.Options{}, err
 	}
@@ -216,7 +232,7 @@ func (c *cumulusFlags) setup(ctx context.Context, cmd string, std stdio) (*pgxpo
 		fmt.Fprintf(std.err, "backfill: %s\n", s)
 	}
 	opt := records.Options{Region: c.region, Now: func() int64 { return time.Now().UnixMilli() }, Warn: logf}
-	ropt := replay.Options{Batch: c.batch, Concurrency: c.concurrency, Log: logf}
+	ropt := replay.Options{Batch: c.batch, Concurrency: c.concurrency, Timeout: c.timeout, Log: logf}
 	if files != nil {
 		opt.Files = files
 		ropt.Decode = message.Options{Open: files.Open}
@@ -321,7 +337,7 @@ func runGranuleSchema(ctx context.Context, args []string, std stdio) error {
 		return usagef("granule-schema: unexpected argument %q", rest[0])
 	}
 	if schema != "" {
-		pool, err := cumulusPool(ctx, dsn, "", 1)
+		pool, err := cumulusPool(ctx, dsn, "", 1, 10*time.Minute)
 		if err != nil {
 			return err
 		}
@@ -331,7 +347,7 @@ func runGranuleSchema(ctx context.Context, args []string, std stdio) error {
 			return err
 		}
 	}
-	pool, err := cumulusPool(ctx, dsn, schema, 1)
+	pool, err := cumulusPool(ctx, dsn, schema, 1, 10*time.Minute)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backfill-dev/backfill/internal/cumulustest"
 	"github.com/backfill-dev/backfill/internal/faultproxy"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/s3test"
@@ -395,4 +396,86 @@ func TestNetFaults_Stamp(t *testing.T) {
 		})
 	}
 	t.Logf("%d unique IDs handed out", len(seen))
+}
+
+// granule-recover with the database behind the fault proxy: each message
+// of the archive is, at every moment, written or still archived, never
+// lost; a fault that persists fails the command with exit 1 within
+// --pg-timeout times its tries, and running it again finishes the job.
+func TestNetFaults_GranuleRecover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("network faults take seconds each")
+	}
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(38, 38))
+	for i, tc := range netToxics(rng) {
+		if !tc.breaks {
+			continue // a slow database only slows the replay
+		}
+		t.Run(tc.toxic.Name, func(t *testing.T) {
+			db := pgtest.NewDatabase(t)
+			if code, out := call("granule-schema", "--dsn", db); code != exitOK {
+				t.Fatalf("granule-schema: exit %d\n%s", code, out)
+			}
+			cumulustest.Seed(t, db)
+			in := filepath.Join(dir, fmt.Sprintf("m%d.jsonl", i))
+			arch := filepath.Join(dir, fmt.Sprintf("a%d", i))
+			const n = 300
+			granuleMsgs(t, in, "LATER___1", "g", n)
+			if code, _ := call("granule-write", "--dsn", db, "--archive", arch, in); code != exitRejects {
+				t.Fatalf("granule-write: exit %d", code)
+			}
+			pool := cumulustest.Pool(t, db)
+			cumulustest.AddCollection(t, pool, "LATER___1")
+			u, err := url.Parse(db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			proxy := faultproxy.Start(t, u.Host)
+			u.Host = proxy.Addr()
+			// Every granule is written or archived, and once at most in
+			// the database.
+			whole := func() int {
+				t.Helper()
+				written := cumulustest.Lines(t, pool, `SELECT granule_id FROM granules ORDER BY 1`)
+				archived := countFiles(t, filepath.Join(arch, "dead-letter-archive", "sqs"))
+				if len(written)+archived < n {
+					t.Fatalf("%d written and %d archived of %d messages: some lost", len(written), archived, n)
+				}
+				return len(written)
+			}
+			// The fault comes once k messages are written (k random, up to
+			// two thirds of them).
+			k := rng.IntN(2 * n / 3)
+			added := make(chan struct{})
+			go func() {
+				defer close(added)
+				for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+					if len(cumulustest.Lines(t, pool, `SELECT granule_id FROM granules`)) >= k {
+						break
+					}
+				}
+				proxy.Add(t, tc.toxic)
+			}()
+			var errb bytes.Buffer
+			start := time.Now()
+			code := exitCode(run(context.Background(), []string{"granule-recover", "--dsn", u.String(), "--archive", arch,
+				"--batch", "20", "--concurrency", "2", "--pg-timeout", "2s"}, stdio{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &errb}), &errb)
+			took := time.Since(start)
+			<-added
+			proxy.Clear()
+			if code == exitOK {
+				t.Logf("the fault came after the last batch (%d of %d written before it)", k, n)
+			} else if code != exitFailure || took > 2*5*(2*time.Second+5*time.Second) {
+				t.Errorf("fault persists: exit %d after %v\n%.2000s", code, took, errb.String())
+			}
+			t.Logf("fault persists: exit %d after %v, %d of %d written", code, took.Round(10*time.Millisecond), whole(), n)
+			if code, out := call("granule-recover", "--dsn", u.String(), "--archive", arch); code != exitOK {
+				t.Fatalf("granule-recover once the fault cleared: exit %d\n%s", code, out)
+			}
+			if got := whole(); got != n || countFiles(t, filepath.Join(arch, "dead-letter-archive", "sqs")) != 0 {
+				t.Errorf("after recovery: %d written of %d, archive not empty", got, n)
+			}
+		})
+	}
 }

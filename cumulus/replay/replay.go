@@ -35,6 +35,10 @@ type Options struct {
 	Decode      message.Options // remote messages
 	Retries     int             // tries of a batch the database refuses whole (default 5)
 	RetryWait   time.Duration   // first wait between tries, doubled each time (default 500ms)
+	// Timeout bounds each try of a batch: past it, the try is dropped
+	// with its connection and made again (default 10m). It ends a wait
+	// on a database the network has gone silent on.
+	Timeout time.Duration
 	Log         func(string)    // one line per archived or failed message; nil: none
 }
 
@@ -50,6 +54,9 @@ func (o *Options) defaults() {
 	}
 	if o.RetryWait <= 0 {
 		o.RetryWait = 500 * time.Millisecond
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Minute
 	}
 	if o.Log == nil {
 		o.Log = func(string) {}
@@ -171,7 +178,12 @@ func (p *pipeline) write(ctx context.Context, b []job) error {
 	var err error
 	wait := p.opt.RetryWait
 	for try := 1; ; try++ {
-		res, err = p.w.WriteBatch(ctx, ins)
+		tctx, cancel := context.WithTimeout(ctx, p.opt.Timeout)
+		res, err = p.w.WriteBatch(tctx, ins)
+		if err != nil && tctx.Err() != nil && ctx.Err() == nil {
+			err = fmt.Errorf("no answer from the database within %s (--pg-timeout)", p.opt.Timeout)
+		}
+		cancel()
 		if err == nil || ctx.Err() != nil {
 			break
 		}

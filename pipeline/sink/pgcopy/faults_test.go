@@ -28,13 +28,15 @@ func large(seed uint64) corpus.Config {
 
 // copying waits until a backfill session runs a COPY into measurements
 // (held: one that waits at a row of hold's) and returns its backend pid.
-func copying(t testing.TB, c *pgx.Conn, held bool, done <-chan struct{}) (int32, bool) {
+func copying(t testing.TB, c *pgx.Conn, held bool, done <-chan struct{}, skip ...int32) (int32, bool) {
 	t.Helper()
 	for {
 		var pid int32
+		// A session just terminated is still listed for a moment: skip
+		// names those.
 		err := c.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity WHERE application_name = 'backfill'
 			AND datname = current_database() AND state = 'active' AND query LIKE 'COPY %measurements%'
-			AND (NOT $1 OR wait_event_type = 'Lock') LIMIT 1`, held).Scan(&pid)
+			AND (NOT $1 OR wait_event_type = 'Lock') AND pid <> ALL($2) LIMIT 1`, held, append([]int32{}, skip...)).Scan(&pid)
 		if err == nil {
 			return pid, true
 		}
@@ -172,8 +174,9 @@ func TestFault_TerminateBackend(t *testing.T) {
 	bg := l.start(context.Background(), in)
 	watch := pgtest.Connect(t, dsn)
 	killed := 0
+	var pids []int32
 	for _, release := range releases {
-		pid, ok := copying(t, watch, true, bg.done)
+		pid, ok := copying(t, watch, true, bg.done, pids...)
 		if !ok {
 			t.Fatal("the load ended before the fault")
 		}
@@ -184,6 +187,7 @@ func TestFault_TerminateBackend(t *testing.T) {
 		if terminated {
 			killed++
 		}
+		pids = append(pids, pid)
 		release()
 	}
 	<-bg.done

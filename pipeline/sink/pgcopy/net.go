@@ -26,8 +26,8 @@ const (
 	userTimeout       = 30 * time.Second
 )
 
-// dial connects as pgx does, with the bounds above.
-func dial(ctx context.Context, network, addr string) (net.Conn, error) {
+// Dial connects as pgx does, with the bounds above: a pgx DialFunc.
+func Dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	d := &net.Dialer{
 		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: keepAliveIdle, Interval: keepAliveInterval, Count: keepAliveCount},
 		Control: func(network, address string, c syscall.RawConn) error {

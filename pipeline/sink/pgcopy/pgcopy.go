@@ -169,7 +169,7 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 		cfg.RuntimeParams = map[string]string{}
 	}
 	cfg.RuntimeParams["application_name"] = "backfill"
-	cfg.DialFunc = dial
+	cfg.DialFunc = Dial
 	// A session the network cut off from us ends on the server's side too,
 	// and so gives back its locks: the server ends a session that waits
 	// on us longer than Timeout, inside a transaction or not.
