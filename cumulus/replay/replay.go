@@ -39,7 +39,7 @@ type Options struct {
 	// with its connection and made again (default 10m). It ends a wait
 	// on a database the network has gone silent on.
 	Timeout time.Duration
-	Log         func(string)    // one line per archived or failed message; nil: none
+	Log     func(string) // one line per archived or failed message; nil: none
 }
 
 func (o *Options) defaults() {
