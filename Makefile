@@ -9,7 +9,7 @@ FUZZTIME ?= 20000x
 BIN      := bin/backfill
 
 .DEFAULT_GOAL := help
-.PHONY: help announce-build build image test testrace reference lint fmt-check tidy-check fuzz bench bench-e2e demo clean
+.PHONY: help announce-build build image test testrace reference lint fmt-check tidy-check fuzz bench bench-e2e soak demo clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -76,6 +76,11 @@ bench: ## micro benchmarks, 10 runs each, to bench.txt for benchstat
 
 bench-e2e: ## end-to-end benchmarks of the binary against their baselines
 	$(WITH_PG) $(GO) test -run '^$$' -bench '$(TESTS)' -benchtime 1x -timeout 60m ./bench/
+
+SOAK ?= 30m
+
+soak: ## random network faults during repeated runs into PostgreSQL and S3 for SOAK (default 30m); not in CI
+	$(WITH_PG) env BACKFILL_SOAK=$(SOAK) $(GO) test -count=1 -timeout 2h -run '^TestSoak_NetFaults$$' -v ./cmd/backfill
 
 DEMO_DIR ?= demo
 
