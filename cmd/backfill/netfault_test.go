@@ -175,7 +175,9 @@ func TestNetFaults_Postgres(t *testing.T) {
 func schemaExists(t *testing.T, dsn string) bool {
 	t.Helper()
 	var ok bool
-	if err := pgtest.Connect(t, dsn).QueryRow(context.Background(), `SELECT to_regclass('backfill.measurement_ids') IS NOT NULL`).Scan(&ok); err != nil {
+	c := pgtest.Connect(t, dsn)
+	defer c.Close(context.Background())
+	if err := c.QueryRow(context.Background(), `SELECT to_regclass('backfill.measurement_ids') IS NOT NULL`).Scan(&ok); err != nil {
 		t.Fatal(err)
 	}
 	return ok

@@ -35,6 +35,7 @@ func genPG(t *testing.T) string {
 func checksum(t *testing.T, dsn string) string {
 	t.Helper()
 	c := pgtest.Connect(t, dsn)
+	defer c.Close(context.Background()) // a long test (the soak) calls it hundreds of times
 	var sum string
 	if err := c.QueryRow(context.Background(), `SELECT md5(
 		(SELECT coalesce(string_agg(concat_ws(' ', ooid, textname, ndx, bucket_date), E'\n' ORDER BY ooid), '') FROM backfill.measurement_ids) ||

@@ -129,6 +129,7 @@ func TestSoak_NetFaults(t *testing.T) {
 		default:
 			finished++
 		}
+		quiet() // the output is read back with the faults off
 		if i%2 == 0 {
 			if got := checksum(t, dsn); got != wantPG {
 				t.Errorf("run %d: the database differs from a clean load's", i)
@@ -136,6 +137,7 @@ func TestSoak_NetFaults(t *testing.T) {
 		} else {
 			sameOutput(t, wantS3, tree(t, fmt.Sprintf("s3://soak/run%d", i)), false)
 		}
+		mu.Unlock()
 	}
 	close(stop)
 	chaos.Wait()
