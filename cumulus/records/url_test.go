@@ -1,0 +1,135 @@
+package records
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// buildProviderURL against @cumulus/common's own buildURL, on the real
+// providers' forms and on providers drawn at random: schemes special and
+// not, hosts in any case, with ports (their scheme's default or not, as a
+// number or a string), paths, and hosts that are URLs themselves.
+func TestBuildProviderURL_SameAsCumulus(t *testing.T) {
+	needReference(t)
+	providers := []map[string]any{
+		{"protocol": "http", "host": "https://e4ftl01.cr.usgs.gov:40521"}, // LPDAAC_HTTPS
+		{"protocol": "https", "host": "example.com", "port": 443.0},
+		{"protocol": "https", "host": "example.com", "port": 8443.0},
+		{"protocol": "s3", "host": "Cumulus-Bucket", "port": 9000.0},
+		{"protocol": "sftp", "host": "SFTP.example.com", "port": 22.0},
+		{"protocol": "ftp", "host": "ftp.example.com:21"},
+	}
+	rng := rand.New(rand.NewPCG(42, 42))
+	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
+	for range 500 {
+		p := map[string]any{
+			"protocol": pick("http", "https", "ftp", "s3", "sftp", "HTTP"),
+			"host": pick("example.com", "Example.COM", "e4ftl01.cr.usgs.gov", "10.0.0.1") +
+				pick("", "", ":80", ":443", ":21", ":8080", ":") + pick("", "", "/data", "/a/b/", "?x=1"),
+		}
+		if rng.IntN(4) == 0 {
+			p["host"] = pick("https://", "http://", "ftp://") + p["host"].(string)
+		}
+		switch rng.IntN(4) {
+		case 0:
+			p["port"] = float64(pick2(rng, 80, 443, 21, 22, 8080))
+		case 1:
+			p["port"] = pick("80", "443", "8443", "0")
+		}
+		providers = append(providers, p)
+	}
+	var in bytes.Buffer
+	for _, p := range providers {
+		b, _ := json.Marshal(p)
+		in.Write(append(b, '\n'))
+	}
+	cmd := exec.Command("node", "-e", `
+const {buildURL} = require("@cumulus/common/URLUtils");
+const lines = require("fs").readFileSync(0, "utf8").split("\n").filter(Boolean);
+for (const l of lines) {
+  let out;
+  try { out = {url: buildURL(JSON.parse(l))}; } catch (e) { out = {error: e.message}; }
+  console.log(JSON.stringify(out));
+}`)
+	cmd.Dir = refDir
+	cmd.Stdin = &in
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != len(providers) {
+		t.Fatalf("%d answers for %d providers", len(lines), len(providers))
+	}
+	for i, p := range providers {
+		var want struct{ URL, Error string }
+		if err := json.Unmarshal([]byte(lines[i]), &want); err != nil {
+			t.Fatal(err)
+		}
+		got, err := buildProviderURL(p)
+		switch {
+		case want.Error != "" && err == nil:
+			t.Errorf("%v: Cumulus throws %q, backfill gives %q", p, want.Error, got)
+		case want.Error == "" && (err != nil || got != want.URL):
+			t.Errorf("%v: Cumulus gives %q, backfill %q (%v)", p, want.URL, got, err)
+		}
+	}
+}
+
+func pick2(rng *rand.Rand, xs ...int) int { return xs[rng.IntN(len(xs))] }
+
+// urlJoin against the url-join package Cumulus joins a file's source with,
+// on the source's real forms and on parts drawn at random from slashes,
+// protocols, hosts that are URLs, queries and fragments.
+func TestURLJoin_SameAsURLJoin(t *testing.T) {
+	needReference(t)
+	cases := [][]string{
+		{"http://https//e4ftl01.cr.usgs.gov:40521", "granules/x", "a.hdf"},
+		{"https://example.com", "/p/", "a.hdf"},
+		{"s3://bucket", "", "a.hdf"},
+	}
+	rng := rand.New(rand.NewPCG(43, 43))
+	pieces := []string{"", "/", "//", "a", "a/", "/a", "a//b", "http:", "http://", "https://h", "file:", "file:///x", "?q=1", "x?y=2", "#f", "#!f", "&z", "http://https//h:1"}
+	for range 2000 {
+		n := 1 + rng.IntN(4)
+		c := make([]string, n)
+		for i := range c {
+			c[i] = pieces[rng.IntN(len(pieces))] + pieces[rng.IntN(len(pieces))]
+		}
+		cases = append(cases, c)
+	}
+	var in bytes.Buffer
+	for _, c := range cases {
+		b, _ := json.Marshal(c)
+		in.Write(append(b, '\n'))
+	}
+	cmd := exec.Command("node", "-e", `
+const urljoin = require("url-join");
+const lines = require("fs").readFileSync(0, "utf8").split("\n").filter(Boolean);
+for (const l of lines) console.log(JSON.stringify(urljoin(...JSON.parse(l))));`)
+	cmd.Dir = refDir
+	cmd.Stdin = &in
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != len(cases) {
+		t.Fatalf("%d answers for %d cases", len(lines), len(cases))
+	}
+	bad := 0
+	for i, c := range cases {
+		var want string
+		if err := json.Unmarshal([]byte(lines[i]), &want); err != nil {
+			t.Fatal(err)
+		}
+		if got := urlJoin(c...); got != want && bad < 10 {
+			bad++
+			t.Errorf("urlJoin(%q) = %q, url-join gives %q", c, got, want)
+		}
+	}
+}
