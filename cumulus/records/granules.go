@@ -264,9 +264,10 @@ func (w *Writer) writeFiles(ctx context.Context, granuleCID int64, rec map[strin
 			{"checksum_value", "text", "checksum"}, {"file_name", "text", "fileName"}, {"file_size", "bigint", "size"},
 			{"source", "text", "source"}, {"type", "text", "type"},
 		} {
-			if v, ok := fo[c[2]]; ok {
-				r.add(c[0], c[1], v)
-			}
+			// Every column, an absent field as NULL: Cumulus inserts them all,
+			// and its conflict update copies them all, so a rewrite without
+			// a field clears it.
+			r.add(c[0], c[1], fo[c[2]])
 		}
 		r.add("granule_cumulus_id", "bigint", granuleCID)
 		sql, args := r.insertSQL("files")

@@ -133,6 +133,11 @@ func TestWrite_SameAsCumulus(t *testing.T) {
 			at(with(msg("e7", "completed", t0, base), func(m map[string]any) { obj(m["meta"])["provider"].(map[string]any)["id"] = "nope" }), t0+70000),
 			at(msg("e8", "failed", t0+3000, g("g6", "files", []any{map[string]any{"key": "nobucket"}, map[string]any{"bucket": "protected", "key": "ok6", "size": 3.0}})), t0+80000),
 		},
+		"fields absent on a rewrite": {
+			at(msg("e1", "completed", t0, g("g7", "files", []any{map[string]any{"bucket": "protected", "key": "g7.hdf", "fileName": "g7.hdf",
+				"size": 70.0, "checksum": "abc", "checksumType": "md5", "type": "data", "path": "granules"}})), t0+10000),
+			at(msg("e2", "completed", t0+1000, g("g7", "files", []any{map[string]any{"bucket": "protected", "key": "g7.hdf"}})), t0+20000),
+		},
 		"cross-collection": {
 			at(msg("e1", "completed", t0, base), t0+10000),
 			at(with(msg("e2", "completed", t0+1000, base), func(m map[string]any) { obj(m["meta"])["collection"] = map[string]any{"name": "OTHER", "version": "1"} }), t0+20000),
