@@ -260,14 +260,18 @@ func (w *Writer) writePDR(ctx context.Context, m map[string]any, now int64, coll
 
 // writeJoinsOnly links the execution to every granule row of the
 // message's granule IDs, in any collection, as Cumulus does when granule
-// writes are off for the workflow.
+// writes are off for the workflow (writeGranuleExecutionAssociationsFrom
+// Message): every granule must then be an object with a string granuleId,
+// or the message fails whole.
 func (w *Writer) writeJoinsOnly(ctx context.Context, m map[string]any, execCID int64) error {
 	list, _ := obj(m["payload"])["granules"].([]any)
 	var ids []string
 	for _, g := range list {
-		if id, ok := obj(g)["granuleId"]; ok && id != nil {
-			ids = append(ids, jsString(id, true))
+		id, ok := obj(g)["granuleId"].(string)
+		if !ok {
+			return errors.New("TypeError: Invalid granule: missing granuleId")
 		}
+		ids = append(ids, id)
 	}
 	if len(ids) == 0 {
 		return nil

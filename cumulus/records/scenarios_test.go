@@ -138,6 +138,15 @@ func TestWrite_SameAsCumulus(t *testing.T) {
 				"size": 70.0, "checksum": "abc", "checksumType": "md5", "type": "data", "path": "granules"}})), t0+10000),
 			at(msg("e2", "completed", t0+1000, g("g7", "files", []any{map[string]any{"bucket": "protected", "key": "g7.hdf"}})), t0+20000),
 		},
+		"granules without a string granuleId, granule writes off": {
+			at(msg("e1", "completed", t0, base), t0+10000),
+			at(with(msg("e2", "completed", t0+1000, base, map[string]any{"granuleId": 5.0}), func(m map[string]any) {
+				obj(m["cumulus_meta"])["sf_event_sqs_to_db_records_types"] = map[string]any{"IngestGranule": map[string]any{"completed": []any{"execution"}}}
+			}), t0+20000),
+			at(with(msg("e3", "completed", t0+2000, base), func(m map[string]any) {
+				obj(m["cumulus_meta"])["sf_event_sqs_to_db_records_types"] = map[string]any{"IngestGranule": map[string]any{"completed": []any{"execution"}}}
+			}), t0+30000),
+		},
 		"cross-collection": {
 			at(msg("e1", "completed", t0, base), t0+10000),
 			at(with(msg("e2", "completed", t0+1000, base), func(m map[string]any) { obj(m["meta"])["collection"] = map[string]any{"name": "OTHER", "version": "1"} }), t0+20000),
