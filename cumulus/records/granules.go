@@ -1,6 +1,7 @@
 package records
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -68,10 +69,14 @@ func (w *Writer) writeGranules(ctx context.Context, in Input, execCID *int64) (R
 }
 
 // granuleRow translates an API record to its granules row
-// (translateApiGranuleToPostgresGranuleWithoutNilsRemoved).
-func (w *Writer) granuleRow(ctx context.Context, rec map[string]any) (row, int64, error) {
+// (translateApiGranuleToPostgresGranuleWithoutNilsRemoved), with its
+// collection's cumulus_id. A date that does not convert is the third
+// value, not the error: Cumulus meets it only when it writes the row,
+// after the schema check, so the caller returns it after that check.
+func (w *Writer) granuleRow(ctx context.Context, rec map[string]any) (row, int64, error, error) {
+	var badDate error
 	if s, ok := rec["status"]; ok && s == nil {
-		return nil, 0, errors.New("ValidationError: status cannot be null on a granule, granules must have a status")
+		return nil, 0, nil, errors.New("ValidationError: status cannot be null on a granule, granules must have a status")
 	}
 	var r row
 	add := func(col, typ, key string) {
@@ -83,18 +88,18 @@ func (w *Writer) granuleRow(ctx context.Context, rec map[string]any) (row, int64
 	var err error
 	if v := rec["pdrName"]; v != nil {
 		if pdrCID, err = w.lookup(ctx, "pdrs", map[string]any{"name": v}); err != nil {
-			return nil, 0, err
+			return nil, 0, nil, err
 		}
 		if pdrCID == nil {
-			return nil, 0, &RecordDoesNotExist{"pdrs", whereJSON(map[string]any{"name": v})}
+			return nil, 0, nil, &RecordDoesNotExist{"pdrs", whereJSON(map[string]any{"name": v})}
 		}
 	}
 	if v := rec["provider"]; v != nil {
 		if providerCID, err = w.lookup(ctx, "providers", map[string]any{"name": v}); err != nil {
-			return nil, 0, err
+			return nil, 0, nil, err
 		}
 		if providerCID == nil {
-			return nil, 0, &RecordDoesNotExist{"providers", whereJSON(map[string]any{"name": v})}
+			return nil, 0, nil, &RecordDoesNotExist{"providers", whereJSON(map[string]any{"name": v})}
 		}
 	}
 	cid := rec["collectionId"].(string)
@@ -102,10 +107,10 @@ func (w *Writer) granuleRow(ctx context.Context, rec map[string]any) (row, int64
 	name, version := cid[:i], cid[i+3:]
 	collCID, err := w.lookup(ctx, "collections", map[string]any{"name": name, "version": version})
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	if collCID == nil {
-		return nil, 0, &RecordDoesNotExist{"collections", fmt.Sprintf(`{"name":%q,"version":%q}`, name, version)}
+		return nil, 0, nil, &RecordDoesNotExist{"collections", fmt.Sprintf(`{"name":%q,"version":%q}`, name, version)}
 	}
 	add("granule_id", "text", "granuleId")
 	add("status", "text", "status")
@@ -141,11 +146,12 @@ func (w *Writer) granuleRow(ctx context.Context, rec map[string]any) (row, int64
 		}
 		s, err := jsDate(v)
 		if err != nil {
-			return nil, 0, fmt.Errorf("%s: %w", d[1], err)
+			badDate = cmp.Or(badDate, fmt.Errorf("%s: %w", d[1], err))
+			continue
 		}
 		r.add(d[0], "timestamptz", s)
 	}
-	return r, *collCID, nil
+	return r, *collCID, badDate, nil
 }
 
 // writeGranule builds, checks and writes one granule.
@@ -154,7 +160,7 @@ func (w *Writer) writeGranule(ctx context.Context, mc *msgContext, g any, execCI
 	if err != nil {
 		return Failed, err
 	}
-	r, collCID, err := w.granuleRow(ctx, rec)
+	r, collCID, badDate, err := w.granuleRow(ctx, rec)
 	if err != nil {
 		return Failed, err
 	}
@@ -186,6 +192,9 @@ func (w *Writer) writeGranule(ctx context.Context, mc *msgContext, g any, execCI
 			return MarkedFailed, fmt.Errorf("Error: Granule/granule files failed schema validation and will be updated in the datastore with the error and a status of failed: %w", err)
 		}
 		return Failed, err
+	}
+	if badDate != nil {
+		return Failed, badDate
 	}
 	id, written, err := upsertGranule(ctx, tx, r, rec, execCID)
 	if err != nil {

@@ -147,6 +147,10 @@ func TestWrite_SameAsCumulus(t *testing.T) {
 				obj(m["cumulus_meta"])["sf_event_sqs_to_db_records_types"] = map[string]any{"IngestGranule": map[string]any{"completed": []any{"execution"}}}
 			}), t0+30000),
 		},
+		"a schema error and a date that does not convert": {
+			at(msg("e1", "completed", t0, base), t0+10000),
+			at(msg("e2", "completed", t0+1000, g("g1", "published", "true", "beginningDateTime", "")), t0+20000),
+		},
 		"cross-collection": {
 			at(msg("e1", "completed", t0, base), t0+10000),
 			at(with(msg("e2", "completed", t0+1000, base), func(m map[string]any) { obj(m["meta"])["collection"] = map[string]any{"name": "OTHER", "version": "1"} }), t0+20000),
