@@ -123,8 +123,10 @@ func (w *Writer) writeExecution(ctx context.Context, m map[string]any, now int64
 	if v, ok := cmeta["cumulus_version"]; ok {
 		r.add("cumulus_version", "text", v)
 	}
+	// The jsonb columns take a top-level array as Cumulus's driver sends
+	// it: an empty one is stored as {}, any other fails the message.
 	if v, ok := meta["workflow_tasks"]; ok {
-		r.add("tasks", "jsonb", v)
+		r.add("tasks", "jsonb", asDriverSends(v))
 	}
 	if v, ok := meta["workflow_name"]; ok {
 		r.add("workflow_name", "text", v)
@@ -133,12 +135,12 @@ func (w *Writer) writeExecution(ctx context.Context, m map[string]any, now int64
 	r.add("timestamp", "timestamptz", isoMs(now))
 	r.add("updated_at", "timestamptz", isoMs(now))
 	exc, excPresent := m["exception"]
-	r.add("error", "jsonb", parseException(exc, excPresent))
+	r.add("error", "jsonb", asDriverSends(parseException(exc, excPresent)))
 	if payload, ok := m["payload"]; ok {
 		if status == "running" {
-			r.add("original_payload", "jsonb", payload)
+			r.add("original_payload", "jsonb", asDriverSends(payload))
 		} else {
-			r.add("final_payload", "jsonb", payload)
+			r.add("final_payload", "jsonb", asDriverSends(payload))
 		}
 	}
 	stop, stopPresent := cmeta["workflow_stop_time"]

@@ -151,6 +151,16 @@ func TestWrite_SameAsCumulus(t *testing.T) {
 			at(msg("e1", "completed", t0, base), t0+10000),
 			at(msg("e2", "completed", t0+1000, g("g1", "published", "true", "beginningDateTime", "")), t0+20000),
 		},
+		"top-level arrays into jsonb": {
+			at(with(msg("e1", "completed", t0), func(m map[string]any) {
+				m["payload"] = []any{map[string]any{"cmr": "x"}, "b\\\"c"}
+			}), t0+10000),
+			at(with(msg("e2", "completed", t0+1000, base), func(m map[string]any) {
+				m["exception"] = []any{}
+				obj(m["meta"])["workflow_tasks"] = []any{}
+			}), t0+20000),
+			at(with(msg("e3", "running", t0+2000), func(m map[string]any) { m["payload"] = []any{} }), t0+30000),
+		},
 		"cross-collection": {
 			at(msg("e1", "completed", t0, base), t0+10000),
 			at(with(msg("e2", "completed", t0+1000, base), func(m map[string]any) { obj(m["meta"])["collection"] = map[string]any{"name": "OTHER", "version": "1"} }), t0+20000),

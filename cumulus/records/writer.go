@@ -280,11 +280,51 @@ func textOf(v any) *string {
 			return nil
 		}
 		s = fmt.Sprint(*x)
+	case pgLiteral:
+		s = string(x)
 	default:
 		b, _ := json.Marshal(x)
 		s = string(b)
 	}
 	return &s
+}
+
+// pgLiteral is a value's text as Cumulus's PostgreSQL driver sends it,
+// given whole.
+type pgLiteral string
+
+// asDriverSends is v as node-postgres sends it for a jsonb column: a
+// top-level array goes as a PostgreSQL array literal (its arrayString),
+// which the server reads as JSON: "{}" for an empty array, an error for
+// any other; everything else as JSON.
+func asDriverSends(v any) any {
+	if a, ok := v.([]any); ok {
+		return pgLiteral(pgArrayString(a))
+	}
+	return v
+}
+
+// pgArrayString is node-postgres's arrayString: elements quoted and
+// escaped, objects as JSON, nested arrays as arrays, null as NULL.
+func pgArrayString(a []any) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, e := range a {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		switch x := e.(type) {
+		case nil:
+			b.WriteString("NULL")
+		case []any:
+			b.WriteString(pgArrayString(x))
+		default:
+			t := *textOf(x)
+			b.WriteString(`"` + strings.ReplaceAll(strings.ReplaceAll(t, `\`, `\\`), `"`, `\"`) + `"`)
+		}
+	}
+	b.WriteByte('}')
+	return b.String()
 }
 
 // jsDate is new Date(v) as an ISO string for Postgres; an error for an
