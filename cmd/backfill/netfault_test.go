@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -9,12 +8,10 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -317,28 +314,7 @@ func TestNetFaults_Stamp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("network faults take seconds each")
 	}
-	bin := stampBinary(t)
-	cmd := exec.Command(bin, "stamp", "--collector-id", "7", "--state", filepath.Join(t.TempDir(), "7.state"),
-		"--listen", "127.0.0.1:0", "--http-timeout", "1s")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	}()
-	sc := bufio.NewScanner(stderr)
-	if !sc.Scan() {
-		t.Fatal("the server said nothing")
-	}
-	direct, ok := strings.CutPrefix(sc.Text(), "backfill: stamp: serving IDs on ")
-	if !ok {
-		t.Fatalf("the server said %q", sc.Text())
-	}
+	direct := serveStamp(t, "7", "1s")
 	proxy := faultproxy.Start(t, strings.TrimSuffix(strings.TrimPrefix(direct, "http://"), "/ids"))
 	via := "http://" + proxy.Addr() + "/ids"
 	var mu sync.Mutex

@@ -316,28 +316,7 @@ func TestStamp_HTTP(t *testing.T) {
 // a request and stops, or opens a connection and says nothing, is cut off
 // within --http-timeout, while another client is served meanwhile.
 func TestStamp_HTTPSlowClients(t *testing.T) {
-	bin := stampBinary(t)
-	state := filepath.Join(t.TempDir(), "42.state")
-	cmd := exec.Command(bin, "stamp", "--collector-id", "42", "--state", state, "--listen", "127.0.0.1:0", "--http-timeout", "500ms")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	}()
-	sc := bufio.NewScanner(stderr)
-	if !sc.Scan() {
-		t.Fatal("the server said nothing")
-	}
-	url, ok := strings.CutPrefix(sc.Text(), "backfill: stamp: serving IDs on ")
-	if !ok {
-		t.Fatalf("the server said %q", sc.Text())
-	}
+	url := serveStamp(t, "42", "500ms")
 	addr := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/ids")
 	for _, sent := range []string{"", "GET /ids?n=1 HTTP/1.1\r\nHost: x\r\n"} {
 		c, err := net.Dial("tcp", addr)
@@ -362,4 +341,32 @@ func TestStamp_HTTPSlowClients(t *testing.T) {
 			t.Errorf("a client that sent %q was held %v (%v); want it cut off after 500ms", sent, time.Since(start), err)
 		}
 	}
+}
+
+// serveStamp starts stamp --listen with the collector id and --http-timeout
+// given, stopped (SIGTERM) when the test ends, and returns its /ids URL.
+func serveStamp(t *testing.T, id, timeout string) string {
+	t.Helper()
+	cmd := exec.Command(stampBinary(t), "stamp", "--collector-id", id, "--state", filepath.Join(t.TempDir(), id+".state"),
+		"--listen", "127.0.0.1:0", "--http-timeout", timeout)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	})
+	sc := bufio.NewScanner(stderr)
+	if !sc.Scan() {
+		t.Fatal("the server said nothing")
+	}
+	url, ok := strings.CutPrefix(sc.Text(), "backfill: stamp: serving IDs on ")
+	if !ok {
+		t.Fatalf("the server said %q", sc.Text())
+	}
+	return url
 }
