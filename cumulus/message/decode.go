@@ -32,6 +32,13 @@ type Envelope struct {
 	Event map[string]any
 	// Message is the Cumulus message; nil when none was found.
 	Message map[string]any
+	// Exception is the message's exception as the text it was read from
+	// held it, when it is an object or an array: JSON objects decode into
+	// Go maps, which lose the key order that Cumulus keeps when it writes
+	// the exception into a granule's errors. Nil otherwise, and where the
+	// text is not the message's own (an SQS body given as an object, a
+	// remote message replacing a part of it).
+	Exception json.RawMessage
 	// StartDate and StopDate are the execution's start and stop
 	// (milliseconds since the epoch) from the event, or from the message's
 	// workflow_start_time and workflow_stop_time; nil when unknown.
@@ -104,7 +111,7 @@ func Decode(raw []byte, opt Options) (*Envelope, error) {
 		return env, fromEvent(env, opt)
 	}
 	if _, ok := o["cumulus_meta"]; ok || o["replace"] != nil {
-		m, err := loadRemote(o, opt)
+		m, text, err := loadRemote(o, env.Body, opt)
 		if err != nil {
 			return env, err
 		}
@@ -112,6 +119,7 @@ func Decode(raw []byte, opt Options) (*Envelope, error) {
 			return env, err
 		}
 		env.Message = m
+		env.Exception = exceptionOf(m, text)
 		cm, _ := m["cumulus_meta"].(map[string]any)
 		env.StartDate = millis(cm["workflow_start_time"])
 		env.StopDate = millis(cm["workflow_stop_time"])
@@ -154,9 +162,11 @@ func fromEvent(env *Envelope, opt Options) error {
 		field = "output"
 	}
 	var m map[string]any
+	var text []byte
 	switch x := d[field].(type) {
 	case string:
-		v, err := parse([]byte(x))
+		text = []byte(x)
+		v, err := parse(text)
 		if err != nil {
 			return errorf("EventBridge event: detail.%s is not JSON: %v", field, err)
 		}
@@ -168,13 +178,14 @@ func fromEvent(env *Envelope, opt Options) error {
 	default:
 		return errorf("EventBridge event (%s): detail.%s is %s, not a Cumulus message", sfn, field, kind(d[field]))
 	}
-	m, err := loadRemote(m, opt)
+	m, text, err := loadRemote(m, text, opt)
 	if err != nil {
 		return err
 	}
 	if err := checkMessage(m); err != nil {
 		return err
 	}
+	env.Exception = exceptionOf(m, text)
 	meta, ok := m["meta"].(map[string]any)
 	if !ok {
 		meta = map[string]any{}
@@ -202,24 +213,26 @@ func checkMessage(m map[string]any) error {
 // loadRemote replaces a remote message (one with "replace": {Bucket, Key,
 // TargetPath}) with the object it points at, as Cumulus's
 // pullStepFunctionEvent does: at TargetPath within the message, or as the
-// whole message when TargetPath is absent or "$".
-func loadRemote(m map[string]any, opt Options) (map[string]any, error) {
+// whole message when TargetPath is absent or "$". It returns the text of
+// the message's top level: text, the remote object's, or nil when the
+// replaced part is the exception.
+func loadRemote(m map[string]any, text []byte, opt Options) (map[string]any, []byte, error) {
 	r, ok := m["replace"]
 	if !ok || r == nil {
-		return m, nil
+		return m, text, nil
 	}
 	rep, ok := r.(map[string]any)
 	bucket, _ := rep["Bucket"].(string)
 	key, _ := rep["Key"].(string)
 	if !ok || bucket == "" || key == "" {
-		return nil, errorf("remote message: replace needs Bucket and Key strings")
+		return nil, nil, errorf("remote message: replace needs Bucket and Key strings")
 	}
 	if opt.Open == nil {
-		return nil, errorf("remote message s3://%s/%s: no files root to read it from", bucket, key)
+		return nil, nil, errorf("remote message s3://%s/%s: no files root to read it from", bucket, key)
 	}
 	f, err := opt.Open(bucket, key)
 	if err != nil {
-		return nil, errorf("remote message s3://%s/%s: %v", bucket, key, err)
+		return nil, nil, errorf("remote message s3://%s/%s: %v", bucket, key, err)
 	}
 	defer f.Close()
 	max := opt.MaxRemote
@@ -228,41 +241,74 @@ func loadRemote(m map[string]any, opt Options) (map[string]any, error) {
 	}
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
-		return nil, errorf("remote message s3://%s/%s: %v", bucket, key, err)
+		return nil, nil, errorf("remote message s3://%s/%s: %v", bucket, key, err)
 	}
 	if int64(len(b)) > max {
-		return nil, errorf("remote message s3://%s/%s: larger than %d bytes", bucket, key, max)
+		return nil, nil, errorf("remote message s3://%s/%s: larger than %d bytes", bucket, key, max)
 	}
 	v, err := parse(b)
 	if err != nil {
-		return nil, errorf("remote message s3://%s/%s: malformed JSON: %v", bucket, key, err)
+		return nil, nil, errorf("remote message s3://%s/%s: malformed JSON: %v", bucket, key, err)
 	}
 	path, _ := rep["TargetPath"].(string)
 	if path == "" || path == "$" {
 		o, ok := v.(map[string]any)
 		if !ok {
-			return nil, errorf("remote message s3://%s/%s is %s, not a Cumulus message", bucket, key, kind(v))
+			return nil, nil, errorf("remote message s3://%s/%s is %s, not a Cumulus message", bucket, key, kind(v))
 		}
-		return o, nil
+		return o, b, nil
 	}
 	if !strings.HasPrefix(path, "$.") {
-		return nil, errorf("remote message: TargetPath %q is not $ or $.a.b", path)
+		return nil, nil, errorf("remote message: TargetPath %q is not $ or $.a.b", path)
 	}
 	keys := strings.Split(path[2:], ".")
 	parent := m
 	for _, k := range keys[:len(keys)-1] {
 		next, ok := parent[k].(map[string]any)
 		if !ok {
-			return nil, errorf("Replacement TargetPath %s invalid", path)
+			return nil, nil, errorf("Replacement TargetPath %s invalid", path)
 		}
 		parent = next
 	}
 	if _, ok := parent[keys[len(keys)-1]]; !ok {
-		return nil, errorf("Replacement TargetPath %s invalid", path)
+		return nil, nil, errorf("Replacement TargetPath %s invalid", path)
 	}
 	parent[keys[len(keys)-1]] = v
 	delete(m, "replace")
-	return m, nil
+	if keys[0] == "exception" {
+		text = nil
+	}
+	return m, text, nil
+}
+
+// exceptionOf is the text of m's exception in text, the message's own,
+// when the exception is an object or an array: the last member of that
+// name, as JSON.parse keeps the last.
+func exceptionOf(m map[string]any, text []byte) json.RawMessage {
+	switch m["exception"].(type) {
+	case map[string]any, []any:
+	default:
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(text))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	var found json.RawMessage
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil
+		}
+		if k == "exception" {
+			found = v
+		}
+	}
+	return found
 }
 
 // parse decodes one JSON value, as JavaScript's JSON.parse would (numbers

@@ -114,6 +114,49 @@ func TestDecode_Shapes(t *testing.T) {
 	}
 }
 
+// The exception's text is the message's own, in its key order, in a bare
+// message, in an SQS record and in an event: the last member of that name,
+// as JSON.parse keeps; none for an exception that is not an object or an
+// array, and none where the text is not the message's.
+func TestDecode_ExceptionText(t *testing.T) {
+	const exc = `{"Error":"e","Cause":{"z":1,"a":[{"y":2,"b":3}]}}`
+	msg := `{"exception":"first","cumulus_meta":{"execution_name":"x"},"exception":` + exc + `,"meta":{}}`
+	quoted, _ := json.Marshal(msg)
+	evt := `{"detail-type":"Step Functions Execution Status Change","detail":{"status":"SUCCEEDED","output":` + string(quoted) + `}}`
+	evtQuoted, _ := json.Marshal(evt)
+	for name, raw := range map[string]string{
+		"bare":        msg,
+		"sqs":         `{"messageId":"1","body":` + string(quoted) + `}`,
+		"event":       evt,
+		"event (sqs)": `{"messageId":"1","body":` + string(evtQuoted) + `}`,
+	} {
+		env, err := Decode([]byte(raw), Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if string(env.Exception) != exc {
+			t.Errorf("%s: exception %s, want %s", name, env.Exception, exc)
+		}
+	}
+	for name, raw := range map[string]string{
+		"a string":       `{"cumulus_meta":{},"exception":"None"}`,
+		"none":           `{"cumulus_meta":{}}`,
+		"body an object": `{"body":{"cumulus_meta":{},"exception":{"b":1,"a":2}}}`,
+	} {
+		env, err := Decode([]byte(raw), Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if name == "body an object" {
+			if string(env.Exception) != `{"a":2,"b":1}` {
+				t.Errorf("%s: exception %s, want the body's as it is written again", name, env.Exception)
+			}
+		} else if env.Exception != nil {
+			t.Errorf("%s: exception %s", name, env.Exception)
+		}
+	}
+}
+
 // The status mapping of Cumulus's getCumulusMessageFromExecutionEvent.
 func TestDecode_EventStatus(t *testing.T) {
 	in, out := cumulusMsg("x"), cumulusMsg("y")

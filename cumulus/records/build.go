@@ -25,7 +25,8 @@ type msgContext struct {
 	processingEnd     string
 	provider          any
 	providerPresent   bool
-	errorObj          any // parseException(message.exception)
+	errorObj          any    // parseException(message.exception)
+	errorText         string // JSON.stringify of errorObj, in the message's key order
 	workflowStatus    any
 	statusPresent     bool
 	collectionID      string // "" when meta.collection lacks name or version

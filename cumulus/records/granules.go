@@ -43,6 +43,7 @@ func (w *Writer) writeGranules(ctx context.Context, in Input, execCID *int64) (R
 	mc.provider, mc.providerPresent = meta["provider"]
 	exc, excPresent := m["exception"]
 	mc.errorObj = parseException(exc, excPresent)
+	mc.errorText = exceptionText(exc, in.Exception)
 	mc.workflowStatus, mc.statusPresent = meta["status"]
 	mc.collectionID = collectionID(m)
 	mc.pdrName, mc.pdrPresent = get(m, "payload", "pdr", "name")
@@ -186,7 +187,7 @@ func (w *Writer) writeGranule(ctx context.Context, mc *msgContext, g any, execCI
 		tx.Rollback(ctx)
 		var se *SchemaError
 		if errors.As(err, &se) && finalStatus[rec["status"]] {
-			if ferr := w.markFailedOnSchemaError(ctx, rec, collCID, se); ferr != nil {
+			if ferr := w.markFailedOnSchemaError(ctx, rec, mc.errorText, collCID, se); ferr != nil {
 				return Failed, ferr
 			}
 			return MarkedFailed, fmt.Errorf("Error: Granule/granule files failed schema validation and will be updated in the datastore with the error and a status of failed: %w", err)
@@ -207,7 +208,7 @@ func (w *Writer) writeGranule(ctx context.Context, mc *msgContext, g any, execCI
 		return Failed, err
 	}
 	if _, hasFiles := rec["files"]; hasFiles && finalStatus[rec["status"]] {
-		w.writeFiles(ctx, id, rec)
+		w.writeFiles(ctx, id, rec, mc.errorText)
 	}
 	return Written, nil
 }
@@ -261,7 +262,7 @@ func upsertGranule(ctx context.Context, tx pgx.Tx, r row, rec map[string]any, ex
 // writeFiles is Cumulus's _writeGranuleFiles: every file upserted on its
 // own; when all succeed the granule's other files are deleted, else the
 // granule is marked failed with the error (not the message's error).
-func (w *Writer) writeFiles(ctx context.Context, granuleCID int64, rec map[string]any) {
+func (w *Writer) writeFiles(ctx context.Context, granuleCID int64, rec map[string]any, errorText string) {
 	files, _ := rec["files"].([]any)
 	kept := []int64{}
 	var failures []string
@@ -296,8 +297,8 @@ func (w *Writer) writeFiles(ctx context.Context, granuleCID int64, rec map[strin
 		failures = append(failures, err.Error())
 	}
 	var errs []any
-	if e := obj(rec["error"]); len(e) > 0 {
-		errs = append(errs, rec["error"])
+	if !jsEmpty(rec["error"]) {
+		errs = append(errs, json.RawMessage(errorText))
 	}
 	errs = append(errs, errorEntry{Error: "Failed writing files to PostgreSQL.", Cause: "AggregateError: " + strings.Join(failures, "; ")})
 	w.q.Exec(ctx, "UPDATE granules SET status = 'failed', error = $2::jsonb WHERE cumulus_id = $1", granuleCID, mustJSON(map[string]any{"errors": mustJSON(errs)}))
@@ -306,10 +307,10 @@ func (w *Writer) writeFiles(ctx context.Context, granuleCID int64, rec map[strin
 // markFailedOnSchemaError is updateGranuleStatusToFailed after a schema
 // error of a final-status granule: the existing row becomes failed with
 // the error; an error when there is no row.
-func (w *Writer) markFailedOnSchemaError(ctx context.Context, rec map[string]any, collCID int64, se *SchemaError) error {
+func (w *Writer) markFailedOnSchemaError(ctx context.Context, rec map[string]any, errorText string, collCID int64, se *SchemaError) error {
 	var errs []any
 	if truthy(rec["error"]) {
-		errs = append(errs, rec["error"])
+		errs = append(errs, json.RawMessage(errorText))
 	}
 	errs = append(errs, errorEntry{
 		Error: "Failed writing granule record due to SchemaValdationError.",

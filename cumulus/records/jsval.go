@@ -49,6 +49,20 @@ func truthy(v any) bool {
 	return true
 }
 
+// jsEmpty is lodash's isEmpty for a decoded JSON value: an object or
+// array without members, and anything that is neither.
+func jsEmpty(v any) bool {
+	switch x := v.(type) {
+	case map[string]any:
+		return len(x) == 0
+	case []any:
+		return len(x) == 0
+	case string:
+		return x == ""
+	}
+	return true
+}
+
 // isInteger is lodash's isInteger.
 func isInteger(v any) bool {
 	f, ok := v.(float64)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/backfill-dev/backfill/cumulus/message"
 	"github.com/backfill-dev/backfill/internal/cumulustest"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/store"
@@ -41,10 +42,31 @@ func ownDB(t *testing.T) string {
 
 // step is one message written at a time.
 type step struct {
-	Message   map[string]any `json:"message"`
+	Message   map[string]any `json:"-"`
 	StartDate *int64         `json:"startDate,omitempty"`
 	StopDate  *int64         `json:"stopDate,omitempty"`
 	Now       int64          `json:"now"`
+	// Text is the message as its input's text, when its key order
+	// matters; nil: Message.
+	Text json.RawMessage `json:"-"`
+}
+
+// text is the message as both writers read it.
+func (s step) text() json.RawMessage {
+	if s.Text != nil {
+		return s.Text
+	}
+	b, _ := json.Marshal(s.Message)
+	return b
+}
+
+// MarshalJSON is the line the oracle reads.
+func (s step) MarshalJSON() ([]byte, error) {
+	type line step
+	return json.Marshal(struct {
+		Message json.RawMessage `json:"message"`
+		line
+	}{s.text(), line(s)})
 }
 
 // runOracle writes the steps with Cumulus's writeRecords and returns each
@@ -111,15 +133,19 @@ func runOurs(t *testing.T, url, filesRoot string, steps []step) []string {
 	return errs
 }
 
-// input is the step's message decoded afresh, as each is a new event.
+// input is the step's message decoded afresh, as each is a new event,
+// with its exception's text as message.Decode finds it.
 func (s step) input(t *testing.T) Input {
 	t.Helper()
-	b, _ := json.Marshal(s.Message)
 	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
+	if err := json.Unmarshal(s.text(), &m); err != nil {
 		t.Fatal(err)
 	}
-	return Input{Message: m, StartDate: s.StartDate, StopDate: s.StopDate}
+	in := Input{Message: m, StartDate: s.StartDate, StopDate: s.StopDate}
+	if env, err := message.Decode(s.text(), message.Options{}); err == nil {
+		in.Exception = env.Exception
+	}
+	return in
 }
 
 func errText(err error) string {

@@ -88,6 +88,13 @@ func TestWrite_SameAsCumulus(t *testing.T) {
 		}
 		return m
 	}
+	// exc gives a step's message an exception as this text, in its key
+	// order.
+	exc := func(s step, exception string) step {
+		b, _ := json.Marshal(s.Message)
+		s.Text = json.RawMessage(`{"exception":` + exception + `,` + string(b[1:]))
+		return s
+	}
 	base := g("g1", "files", files([2]any{"g1.hdf", 5.0}, [2]any{"g1.jpg", 10.0}), "cmrLink", "https://cmr/g1", "published", true,
 		"sync_granule_duration", 1500.0, "post_to_cmr_duration", 2500.0)
 	scenarios := map[string][]step{
@@ -160,6 +167,14 @@ func TestWrite_SameAsCumulus(t *testing.T) {
 				obj(m["meta"])["workflow_tasks"] = []any{}
 			}), t0+20000),
 			at(with(msg("e3", "running", t0+2000), func(m map[string]any) { m["payload"] = []any{} }), t0+30000),
+		},
+		"exception key order": {
+			at(msg("e1", "completed", t0, base, g("g8")), t0+10000),
+			exc(at(msg("e2", "completed", t0+1000, g("g1", "published", "true")), t0+20000),
+				`{"Error":"States.TaskFailed","Cause":{"z":1,"a":{"2":"x","10":"w","1":"y","b":true,"01":0}},"Error":"again"}`),
+			exc(at(msg("e3", "failed", t0+2000, g("g8", "files", []any{map[string]any{"key": "nobucket"}})), t0+30000), `"None"`),
+			exc(at(msg("e4", "failed", t0+3000, g("g9", "files", []any{map[string]any{"key": "nobucket"}})), t0+40000),
+				`[{"Cause":"c\u2028\u0001","Error":"e"},3.50,1e2]`),
 		},
 		"cross-collection": {
 			at(msg("e1", "completed", t0, base), t0+10000),

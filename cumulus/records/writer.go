@@ -57,7 +57,10 @@ func New(pool *pgxpool.Pool, opt Options) *Writer {
 // (milliseconds) that Cumulus asks Step Functions for: from the event when
 // the message came in one, else nil.
 type Input struct {
-	Message   map[string]any
+	Message map[string]any
+	// Exception is the message's exception as the input's text held it,
+	// for its key order (see message.Envelope.Exception); nil when unknown.
+	Exception json.RawMessage
 	StartDate *int64
 	StopDate  *int64
 }

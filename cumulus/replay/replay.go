@@ -172,7 +172,7 @@ func (p *pipeline) run(ctx context.Context, produce func(ctx context.Context, se
 func (p *pipeline) write(ctx context.Context, b []job) error {
 	ins := make([]records.Input, len(b))
 	for i, j := range b {
-		ins[i] = records.Input{Message: j.env.Message, StartDate: j.env.StartDate, StopDate: j.env.StopDate}
+		ins[i] = records.Input{Message: j.env.Message, Exception: j.env.Exception, StartDate: j.env.StartDate, StopDate: j.env.StopDate}
 	}
 	var res []records.BatchResult
 	var err error
