@@ -9,7 +9,7 @@ FUZZTIME ?= 20000x
 BIN      := bin/backfill
 
 .DEFAULT_GOAL := help
-.PHONY: help announce-build build image test testrace reference lint fmt-check tidy-check fuzz bench bench-e2e soak demo clean
+.PHONY: help announce-build build image test testrace reference lint fmt-check tidy-check fuzz bench bench-e2e granule-diff soak demo clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -76,6 +76,13 @@ bench: ## micro benchmarks, 10 runs each, to bench.txt for benchstat
 
 bench-e2e: ## end-to-end benchmarks of the binary against their baselines
 	$(WITH_PG) $(GO) test -run '^$$' -bench '$(TESTS)' -benchtime 1x -timeout 60m ./bench/
+
+GRANULE_DIFF ?= 5000
+GRANULE_DIFF_SEED ?= $(shell date +%s)
+
+granule-diff: reference ## GRANULE_DIFF (default 5,000) generated messages written by Cumulus v21 and by backfill, compared row by row; GRANULE_DIFF_SEED to repeat a run
+	$(WITH_PG) env BACKFILL_GRANULE_DIFF=$(GRANULE_DIFF) BACKFILL_GRANULE_DIFF_SEED=$(GRANULE_DIFF_SEED) \
+		$(GO) test -count=1 -timeout 2h -run '^TestWrite_Generated$$' -v ./cumulus/records
 
 SOAK ?= 30m
 

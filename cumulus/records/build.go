@@ -338,8 +338,15 @@ func (w *Writer) databaseFiles(providerURL string, v any) ([]any, error) {
 		}
 		f["checksum"] = firstTruthy(f, "checksum", "checksumValue")
 		f["fileName"] = firstTruthy(f, "fileName", "name")
-		if truthy(f["path"]) {
-			f["source"] = urlJoin(providerURL, jsString(f["path"], true), jsString(f["fileName"], true))
+		if providerURL != "" && truthy(f["path"]) {
+			// url-join throws on a part that is not a string (a file
+			// without a name, a numeric path), and the granule fails.
+			for _, part := range []any{f["path"], f["fileName"]} {
+				if _, isString := part.(string); !isString {
+					return nil, errors.New("TypeError: Url must be a string. Received " + jsString(part, part != nil))
+				}
+			}
+			f["source"] = urlJoin(providerURL, f["path"].(string), f["fileName"].(string))
 		}
 		if !isInteger(f["size"]) {
 			if isInteger(f["fileSize"]) {

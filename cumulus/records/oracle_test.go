@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
@@ -49,6 +50,10 @@ type step struct {
 	// Text is the message as its input's text, when its key order
 	// matters; nil: Message.
 	Text json.RawMessage `json:"-"`
+	// Event, when set, is the input as it arrives instead of the message:
+	// an EventBridge event, bare or as the body of an SQS record. Both
+	// writers unwrap it (backfill with message.Decode, dates included).
+	Event json.RawMessage `json:"event,omitempty"`
 }
 
 // text is the message as both writers read it.
@@ -63,10 +68,14 @@ func (s step) text() json.RawMessage {
 // MarshalJSON is the line the oracle reads.
 func (s step) MarshalJSON() ([]byte, error) {
 	type line step
+	var m json.RawMessage
+	if s.Event == nil {
+		m = s.text()
+	}
 	return json.Marshal(struct {
-		Message json.RawMessage `json:"message"`
+		Message json.RawMessage `json:"message,omitempty"`
 		line
-	}{s.text(), line(s)})
+	}{m, line(s)})
 }
 
 // runOracle writes the steps with Cumulus's writeRecords and returns each
@@ -127,16 +136,27 @@ func runOurs(t *testing.T, url, filesRoot string, steps []step) []string {
 	var errs []string
 	for _, s := range steps {
 		now = s.Now
-		_, err := w.Write(context.Background(), s.input(t))
+		in, err := s.input(t)
+		if err == nil {
+			_, err = w.Write(context.Background(), in)
+		}
 		errs = append(errs, errText(err))
 	}
 	return errs
 }
 
 // input is the step's message decoded afresh, as each is a new event,
-// with its exception's text as message.Decode finds it.
-func (s step) input(t *testing.T) Input {
+// with its exception's text as message.Decode finds it; an event is
+// decoded as it arrives, an error when it holds no message.
+func (s step) input(t *testing.T) (Input, error) {
 	t.Helper()
+	if s.Event != nil {
+		env, err := message.Decode(s.Event, message.Options{})
+		if err != nil {
+			return Input{}, err
+		}
+		return Input{Message: env.Message, Exception: env.Exception, StartDate: env.StartDate, StopDate: env.StopDate}, nil
+	}
 	var m map[string]any
 	if err := json.Unmarshal(s.text(), &m); err != nil {
 		t.Fatal(err)
@@ -145,7 +165,7 @@ func (s step) input(t *testing.T) Input {
 	if env, err := message.Decode(s.text(), message.Options{}); err == nil {
 		in.Exception = env.Exception
 	}
-	return in
+	return in, nil
 }
 
 func errText(err error) string {
@@ -160,11 +180,18 @@ func runOursBatched(t *testing.T, url, filesRoot string, steps []step) []string 
 	t.Helper()
 	var now int64
 	w := New(cumulustest.Pool(t, url), Options{Files: Dir(filesRoot), Now: func() int64 { return now }})
-	w.beforeMessage = func(i int) { now = steps[i].Now }
 	var ins []Input
-	for _, s := range steps {
-		ins = append(ins, s.input(t))
+	var at []int // the step of each input
+	errs := make([]string, len(steps))
+	for i, s := range steps {
+		in, err := s.input(t)
+		if err != nil {
+			errs[i] = err.Error()
+			continue
+		}
+		ins, at = append(ins, in), append(at, i)
 	}
+	w.beforeMessage = func(i int) { now = steps[at[i]].Now }
 	out, err := w.WriteBatch(context.Background(), ins)
 	if err != nil {
 		t.Fatal(err)
@@ -172,9 +199,8 @@ func runOursBatched(t *testing.T, url, filesRoot string, steps []step) []string 
 	if w.Fallbacks() != 0 {
 		t.Errorf("the batch did not commit as one transaction")
 	}
-	var errs []string
-	for _, r := range out {
-		errs = append(errs, errText(r.Err))
+	for i, r := range out {
+		errs[at[i]] = errText(r.Err)
 	}
 	return errs
 }
@@ -216,45 +242,80 @@ func dump(t *testing.T, url string) string {
 // step (error or not) and the same final tables.
 func compare(t *testing.T, filesRoot string, steps []step) {
 	t.Helper()
+	d, _ := differences(t, filesRoot, steps, nil)
+	for _, d := range d {
+		t.Error(d)
+	}
+}
+
+// differences runs the steps through Cumulus's writeRecords and through
+// backfill (message by message and as one batch on Cumulus's tables, and
+// on CreateTables' tables), on new databases that extra, when not nil,
+// adds rows to, and lists every difference: a step's verdict (an error or
+// not) and a line of the final tables; and what Cumulus wrote: how many
+// messages failed, and the rows of each table.
+func differences(t *testing.T, filesRoot string, steps []step, extra func(testing.TB, string)) ([]string, string) {
+	t.Helper()
 	needReference(t)
 	ours, batched, own, theirs := cumulusDB(t), cumulusDB(t), ownDB(t), cumulusDB(t)
+	if extra != nil {
+		for _, url := range []string{ours, batched, own, theirs} {
+			extra(t, url)
+		}
+	}
 	oe := runOurs(t, ours, filesRoot, steps)
 	be := runOursBatched(t, batched, filesRoot, steps)
 	owe := runOurs(t, own, filesRoot, steps)
 	te := runOracle(t, theirs, filesRoot, steps)
+	var out []string
 	for i := range steps {
 		if (oe[i] == "") != (te[i] == "") {
-			t.Errorf("step %d: backfill error %q, Cumulus error %q", i, oe[i], te[i])
+			out = append(out, fmt.Sprintf("step %d: backfill error %q, Cumulus error %q", i, oe[i], te[i]))
 		}
 		if oe[i] != be[i] {
-			t.Errorf("step %d: error %q alone, %q in a batch", i, oe[i], be[i])
+			out = append(out, fmt.Sprintf("step %d: error %q alone, %q in a batch", i, oe[i], be[i]))
 		}
 		if oe[i] != owe[i] {
-			t.Errorf("step %d: error %q on Cumulus's tables, %q on CreateTables'", i, oe[i], owe[i])
+			out = append(out, fmt.Sprintf("step %d: error %q on Cumulus's tables, %q on CreateTables'", i, oe[i], owe[i]))
 		}
 	}
 	b := dump(t, theirs)
-	sameRows(t, "backfill", dump(t, ours), b)
-	sameRows(t, "backfill (one batch)", dump(t, batched), b)
-	sameRows(t, "backfill (CreateTables)", dump(t, own), b)
-}
-
-// sameRows reports every line where the dumps differ.
-func sameRows(t *testing.T, who, a, b string) {
-	t.Helper()
-	if a != b {
-		al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
-		for i := 0; i < len(al) || i < len(bl); i++ {
-			var x, y string
-			if i < len(al) {
-				x = al[i]
-			}
-			if i < len(bl) {
-				y = bl[i]
-			}
-			if x != y {
-				t.Errorf("tables differ at line %d:\n%s: %s\nCumulus:  %s", i, who, x, y)
-			}
+	out = append(out, rowDifferences("backfill", dump(t, ours), b)...)
+	out = append(out, rowDifferences("backfill (one batch)", dump(t, batched), b)...)
+	out = append(out, rowDifferences("backfill (CreateTables)", dump(t, own), b)...)
+	failed := 0
+	for _, e := range te {
+		if e != "" {
+			failed++
 		}
 	}
+	tables := strings.Split(strings.TrimSuffix(b, "--\n"), "--\n")
+	rows := make([]any, len(tables))
+	for i, tb := range tables {
+		rows[i] = strings.Count(tb, "\n")
+	}
+	return out, fmt.Sprintf("%d of %d messages failed; rows: %d granules, %d files, %d executions, %d granule-execution links, %d PDRs",
+		append([]any{failed, len(steps)}, rows...)...)
+}
+
+// rowDifferences lists every line where the dumps differ.
+func rowDifferences(who, a, b string) []string {
+	if a == b {
+		return nil
+	}
+	var out []string
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := 0; i < len(al) || i < len(bl); i++ {
+		var x, y string
+		if i < len(al) {
+			x = al[i]
+		}
+		if i < len(bl) {
+			y = bl[i]
+		}
+		if x != y {
+			out = append(out, fmt.Sprintf("tables differ at line %d:\n%s: %s\nCumulus:  %s", i, who, x, y))
+		}
+	}
+	return out
 }

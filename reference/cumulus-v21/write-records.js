@@ -2,6 +2,10 @@
 // @cumulus/api@21.0.0, unpacked by ./setup) on a database made by migrate.js.
 // One JSON object per stdin line:
 //	{"message": <Cumulus message>, "startDate": ms?, "stopDate": ms?, "now": ms}
+// or, for a message that arrives in an EventBridge event (RUNNING or
+// SUCCEEDED), bare or as the body of an SQS record, the event in its place:
+//	{"event": <event or SQS record>, "startDate": ms?, "stopDate": ms?, "now": ms}
+// which is unwrapped as sfEventSqsToDbRecords's handler does.
 // and one line out per message: {"ok": true} or {"error": "<err.toString()>"}.
 // SNS is a no-op, S3 is the folder FILES_ROOT (FILES_ROOT/<bucket>/<key>),
 // Step Functions' describeExecution answers with the line's start and stop
@@ -46,12 +50,22 @@ Date.now = () => now;
 
 const knex = require('knex')({ client: 'pg', connection: process.env.DATABASE_URL, pool: { min: 0, max: 4 } });
 const { writeRecords } = require('./api/lambdas/sf-event-sqs-to-db-records');
+const { parseSQSMessageBody } = require('@cumulus/aws-client/SQS');
+const { isEventBridgeEvent } = require('@cumulus/aws-client/Lambda');
+const { getCumulusMessageFromExecutionEvent } = require('@cumulus/message/StepFunctions');
+
+// fromEvent is the handler's way from what the queue holds to the message.
+const fromEvent = async (record) => {
+  const event = isEventBridgeEvent(record) ? record : parseSQSMessageBody(record);
+  if (!isEventBridgeEvent(event)) throw new TypeError('SQSMessage body not in expected EventBridgeEvent format');
+  return getCumulusMessageFromExecutionEvent(event);
+};
 
 (async () => {
   const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
   for await (const line of rl) {
     if (!line.trim()) continue;
-    const { message, startDate, stopDate, now: at } = JSON.parse(line);
+    const { message, event, startDate, stopDate, now: at } = JSON.parse(line);
     now = at;
     const stepFunctionUtils = {
       describeExecution: async () => (startDate == null ? undefined : {
@@ -61,7 +75,8 @@ const { writeRecords } = require('./api/lambdas/sf-event-sqs-to-db-records');
     };
     let result;
     try {
-      await writeRecords({ cumulusMessage: message, knex, testOverrides: { stepFunctionUtils } });
+      const cumulusMessage = event === undefined ? message : await fromEvent(event);
+      await writeRecords({ cumulusMessage, knex, testOverrides: { stepFunctionUtils } });
       result = { ok: true };
     } catch (e) {
       result = { error: e.toString(), errors: e.errors ? e.errors.map((x) => x.toString()) : undefined };
