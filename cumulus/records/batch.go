@@ -19,50 +19,68 @@ type querier interface {
 
 // savepoints runs each statement of a batch under its own savepoint, so
 // that a statement that fails undoes itself only, as it would on its own
-// outside a transaction, and the batch goes on.
+// outside a transaction, and the batch goes on. The savepoint, the
+// statement and its release go to the server together, in one round trip
+// (a pipeline); a statement that fails costs a second one, to roll back to
+// its savepoint.
 type savepoints struct{ tx pgx.Tx }
 
 func (s savepoints) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	sp, err := s.tx.Begin(ctx)
-	if err != nil {
-		return pgconn.CommandTag{}, err
-	}
-	tag, err := sp.Exec(ctx, sql, args...)
-	if err != nil {
-		sp.Rollback(ctx)
-		return tag, err
-	}
-	return tag, sp.Commit(ctx)
+	var tag pgconn.CommandTag
+	err := s.run(ctx, sql, args, func(br pgx.BatchResults) (err error) {
+		tag, err = br.Exec()
+		return err
+	})
+	return tag, err
 }
 
 func (s savepoints) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return savepointRow{s.tx, ctx, sql, args}
+	return savepointRow{s, ctx, sql, args}
 }
 
 // Begin is a savepoint, as in a transaction.
 func (s savepoints) Begin(ctx context.Context) (pgx.Tx, error) { return s.tx.Begin(ctx) }
 
+// run sends the statement between a savepoint and its release, and reads
+// its result with read; a statement that fails (pgx.ErrNoRows aside) is
+// rolled back to the savepoint. When the savepoint or the rollback fails,
+// the transaction is aborted, and every later statement of the batch
+// fails with it, so the batch is written again message by message.
+func (s savepoints) run(ctx context.Context, sql string, args []any, read func(pgx.BatchResults) error) error {
+	b := &pgx.Batch{}
+	b.Queue("SAVEPOINT statement")
+	b.Queue(sql, args...)
+	b.Queue("RELEASE SAVEPOINT statement")
+	br := s.tx.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return err
+	}
+	err := read(br)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		br.Close()
+		s.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT statement; RELEASE SAVEPOINT statement")
+		return err
+	}
+	if _, rerr := br.Exec(); rerr != nil {
+		br.Close()
+		return rerr
+	}
+	if cerr := br.Close(); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
 type savepointRow struct {
-	tx   pgx.Tx
+	s    savepoints
 	ctx  context.Context
 	sql  string
 	args []any
 }
 
 func (r savepointRow) Scan(dest ...any) error {
-	sp, err := r.tx.Begin(r.ctx)
-	if err != nil {
-		return err
-	}
-	err = sp.QueryRow(r.ctx, r.sql, r.args...).Scan(dest...)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		sp.Rollback(r.ctx)
-		return err
-	}
-	if cerr := sp.Commit(r.ctx); cerr != nil {
-		return cerr
-	}
-	return err
+	return r.s.run(r.ctx, r.sql, r.args, func(br pgx.BatchResults) error { return br.QueryRow().Scan(dest...) })
 }
 
 // Outcome of one message of a batch.
@@ -110,7 +128,7 @@ func (w *Writer) tryBatch(ctx context.Context, ins []Input) ([]BatchResult, bool
 	}
 	defer tx.Rollback(ctx)
 	bw := *w
-	bw.q = savepoints{tx}
+	bw.q, bw.read = savepoints{tx}, tx
 	out := make([]BatchResult, len(ins))
 	for i, in := range ins {
 		w.before(i)

@@ -32,6 +32,13 @@ type Options struct {
 type Writer struct {
 	pool   *pgxpool.Pool
 	q      querier // the pool, or a batch's transaction
+	// read is where lookups go: the pool, or a batch's transaction itself,
+	// without a savepoint (a lookup does not fail on data; should one
+	// fail, the batch's transaction is aborted and the batch is written
+	// again message by message).
+	read interface {
+		QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	}
 	files  Files
 	region string
 	now    func() int64
@@ -43,7 +50,7 @@ type Writer struct {
 
 // New returns a Writer on pool.
 func New(pool *pgxpool.Pool, opt Options) *Writer {
-	w := &Writer{pool: pool, q: pool, files: opt.Files, region: opt.Region, now: opt.Now, warn: opt.Warn, fallbacks: new(atomic.Int64)}
+	w := &Writer{pool: pool, q: pool, read: pool, files: opt.Files, region: opt.Region, now: opt.Now, warn: opt.Warn, fallbacks: new(atomic.Int64)}
 	if w.region == "" {
 		w.region = "us-east-1"
 	}
@@ -236,7 +243,7 @@ func hasKey(m map[string]any, k string) bool {
 // lookup returns the cumulus_id of the row matching where, nil when there
 // is none.
 func (w *Writer) lookup(ctx context.Context, table string, where map[string]any) (*int64, error) {
-	return lookupIn(ctx, w.q, table, where)
+	return lookupIn(ctx, w.read, table, where)
 }
 
 func lookupIn(ctx context.Context, q interface {
