@@ -83,6 +83,100 @@ func (r savepointRow) Scan(dest ...any) error {
 	return r.s.run(r.ctx, r.sql, r.args, func(br pgx.BatchResults) error { return br.QueryRow().Scan(dest...) })
 }
 
+// granuleTx is the transaction of one granule's write: a transaction of
+// its own, or a savepoint of a batch's.
+type granuleTx interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	Commit(ctx context.Context) error
+	Rollback(ctx context.Context) error
+}
+
+// beginGranule begins a granule's write: its transaction, the advisory
+// lock on the granule ID that every writer takes before it looks, and the
+// look for the ID in another collection (other), in one round trip in a
+// batch (two on their own: the BEGIN, then the rest). In a batch, the
+// write is a savepoint, or, when direct, the batch's transaction itself.
+func beginGranule(ctx context.Context, q querier, direct pgx.Tx, granuleID string, collCID int64) (granuleTx, bool, error) {
+	b := &pgx.Batch{}
+	var tx granuleTx
+	sp, inBatch := q.(savepoints)
+	switch {
+	case direct != nil:
+		tx, inBatch = batchTx{direct}, false
+	case inBatch:
+		b.Queue("SAVEPOINT granule")
+		tx = &savepointTx{tx: sp.tx}
+	default:
+		t, err := q.Begin(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		tx = t
+	}
+	b.Queue("SELECT pg_advisory_xact_lock(hashtextextended($1, 7301))", granuleID)
+	b.Queue("SELECT EXISTS (SELECT 1 FROM granules WHERE granule_id = $1 AND collection_cumulus_id <> $2)", granuleID, collCID)
+	br := tx.SendBatch(ctx, b)
+	var other bool
+	err := func() error {
+		if inBatch {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		return br.QueryRow().Scan(&other)
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		tx.Rollback(ctx)
+		return nil, false, err
+	}
+	return tx, other, nil
+}
+
+// batchTx is a granule's write that cannot fail on its data, in a batch:
+// the batch's transaction, which it neither commits nor rolls back.
+type batchTx struct{ pgx.Tx }
+
+func (batchTx) Commit(context.Context) error   { return nil }
+func (batchTx) Rollback(context.Context) error { return nil }
+
+// savepointTx is a granule's write in a batch: the savepoint "granule" of
+// the batch's transaction.
+type savepointTx struct {
+	tx   pgx.Tx
+	done bool
+}
+
+func (s *savepointTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return s.tx.QueryRow(ctx, sql, args...)
+}
+
+func (s *savepointTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return s.tx.SendBatch(ctx, b)
+}
+
+func (s *savepointTx) Commit(ctx context.Context) error {
+	s.done = true
+	_, err := s.tx.Exec(ctx, "RELEASE SAVEPOINT granule")
+	return err
+}
+
+// Rollback undoes the granule's write; after Commit, it does nothing.
+func (s *savepointTx) Rollback(ctx context.Context) error {
+	if s.done {
+		return nil
+	}
+	s.done = true
+	_, err := s.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT granule; RELEASE SAVEPOINT granule")
+	return err
+}
+
 // Outcome of one message of a batch.
 type BatchResult struct {
 	Result Result
@@ -128,7 +222,7 @@ func (w *Writer) tryBatch(ctx context.Context, ins []Input) ([]BatchResult, bool
 	}
 	defer tx.Rollback(ctx)
 	bw := *w
-	bw.q, bw.read = savepoints{tx}, tx
+	bw.q, bw.read, bw.direct, bw.found = savepoints{tx}, tx, tx, map[string]int64{}
 	out := make([]BatchResult, len(ins))
 	for i, in := range ins {
 		w.before(i)

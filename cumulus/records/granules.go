@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -166,20 +167,15 @@ func (w *Writer) writeGranule(ctx context.Context, mc *msgContext, g any, execCI
 		return Failed, err
 	}
 	granuleID := rec["granuleId"]
-	tx, err := w.q.Begin(ctx)
+	var direct pgx.Tx
+	if w.direct != nil && r.safeIn("granules") {
+		direct = w.direct
+	}
+	tx, other, err := beginGranule(ctx, w.q, direct, jsString(granuleID, true), collCID)
 	if err != nil {
 		return Failed, err
 	}
 	defer tx.Rollback(ctx)
-	// Global granuleId uniqueness: every writer takes this lock before it
-	// looks, so two collections cannot both pass the check.
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 7301))", jsString(granuleID, true)); err != nil {
-		return Failed, err
-	}
-	var other bool
-	if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM granules WHERE granule_id = $1 AND collection_cumulus_id <> $2)", jsString(granuleID, true), collCID).Scan(&other); err != nil {
-		return Failed, err
-	}
 	if other {
 		return Failed, fmt.Errorf("Error: A granule already exists for granuleId: %s with collectionId: %s", jsString(granuleID, true), rec["collectionId"])
 	}
@@ -215,7 +211,7 @@ func (w *Writer) writeGranule(ctx context.Context, mc *msgContext, g any, execCI
 
 // upsertGranule is GranulePgModel.upsert with write constraints and the
 // execution join row; written is false when the constraints dropped it.
-func upsertGranule(ctx context.Context, tx pgx.Tx, r row, rec map[string]any, execCID *int64) (int64, bool, error) {
+func upsertGranule(ctx context.Context, tx granuleTx, r row, rec map[string]any, execCID *int64) (int64, bool, error) {
 	createdV, ok := rec["createdAt"]
 	if !ok || !truthy(createdV) {
 		b, _ := json.Marshal(rec)
@@ -242,6 +238,13 @@ func upsertGranule(ctx context.Context, tx pgx.Tx, r row, rec map[string]any, ex
 		set = r.mergeAll()
 	}
 	sql += " ON CONFLICT (granule_id, collection_cumulus_id) DO UPDATE SET " + set + " WHERE " + where + " RETURNING cumulus_id"
+	if execCID != nil {
+		// The execution's join row in the same statement: one round trip.
+		sql = "WITH granule AS (" + sql + `), joined AS (INSERT INTO granules_executions (granule_cumulus_id, execution_cumulus_id)
+			SELECT cumulus_id, ` + strconv.FormatInt(*execCID, 10) + ` FROM granule
+			ON CONFLICT (granule_cumulus_id, execution_cumulus_id) DO UPDATE SET granule_cumulus_id = EXCLUDED.granule_cumulus_id)
+			SELECT cumulus_id FROM granule`
+	}
 	var id int64
 	err = tx.QueryRow(ctx, sql, args...).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -249,12 +252,6 @@ func upsertGranule(ctx context.Context, tx pgx.Tx, r row, rec map[string]any, ex
 	}
 	if err != nil {
 		return 0, false, err
-	}
-	if execCID != nil {
-		if _, err := tx.Exec(ctx, `INSERT INTO granules_executions (granule_cumulus_id, execution_cumulus_id) VALUES ($1, $2)
-			ON CONFLICT (granule_cumulus_id, execution_cumulus_id) DO UPDATE SET granule_cumulus_id = EXCLUDED.granule_cumulus_id`, id, *execCID); err != nil {
-			return 0, false, err
-		}
 	}
 	return id, true, nil
 }
@@ -266,9 +263,9 @@ func (w *Writer) writeFiles(ctx context.Context, granuleCID int64, rec map[strin
 	files, _ := rec["files"].([]any)
 	kept := []int64{}
 	var failures []string
-	for _, f := range files {
+	rows := make([]row, len(files))
+	for i, f := range files {
 		fo := obj(f)
-		var r row
 		for _, c := range [][3]string{
 			{"bucket", "text", "bucket"}, {"key", "text", "key"}, {"checksum_type", "text", "checksumType"},
 			{"checksum_value", "text", "checksum"}, {"file_name", "text", "fileName"}, {"file_size", "bigint", "size"},
@@ -277,9 +274,21 @@ func (w *Writer) writeFiles(ctx context.Context, granuleCID int64, rec map[strin
 			// Every column, an absent field as NULL: Cumulus inserts them all,
 			// and its conflict update copies them all, so a rewrite without
 			// a field clears it.
-			r.add(c[0], c[1], fo[c[2]])
+			rows[i].add(c[0], c[1], fo[c[2]])
 		}
-		r.add("granule_cumulus_id", "bigint", granuleCID)
+		rows[i].add("granule_cumulus_id", "bigint", granuleCID)
+	}
+	if w.direct != nil && allSafe(rows) {
+		// One statement for every file and the removal of the others; a
+		// failure aborts the batch's transaction, which is then written
+		// again message by message.
+		_, err := w.direct.Exec(ctx, filesSQL(rows, granuleCID))
+		if err == nil {
+			return
+		}
+		failures, rows = append(failures, err.Error()), nil
+	}
+	for _, r := range rows {
 		sql, args := r.insertSQL("files")
 		sql += " ON CONFLICT (bucket, key) DO UPDATE SET " + r.mergeAll() + " RETURNING cumulus_id"
 		var id int64
@@ -302,6 +311,57 @@ func (w *Writer) writeFiles(ctx context.Context, granuleCID int64, rec map[strin
 	}
 	errs = append(errs, errorEntry{Error: "Failed writing files to PostgreSQL.", Cause: "AggregateError: " + strings.Join(failures, "; ")})
 	w.q.Exec(ctx, "UPDATE granules SET status = 'failed', error = $2::jsonb WHERE cumulus_id = $1", granuleCID, mustJSON(map[string]any{"errors": mustJSON(errs)}))
+}
+
+// allSafe tells whether the file rows cannot fail on their data, one by
+// one and together: no (bucket, key) twice, which one statement could not
+// write twice.
+func allSafe(rows []row) bool {
+	seen := make(map[[2]string]bool, len(rows))
+	for _, r := range rows {
+		if !r.safeIn("files") {
+			return false
+		}
+		k := [2]string{*r[0].val, *r[1].val}
+		if seen[k] {
+			return false
+		}
+		seen[k] = true
+	}
+	return true
+}
+
+// filesSQL upserts the file rows and deletes the granule's other files in
+// one statement, the values inline as literals.
+func filesSQL(rows []row, granuleCID int64) string {
+	written := "SELECT NULL::bigint AS cumulus_id WHERE false"
+	if len(rows) > 0 {
+		names := make([]string, len(rows[0]))
+		for i, c := range rows[0] {
+			names[i] = quoteIdent(c.name)
+		}
+		values := make([]string, len(rows))
+		for i, r := range rows {
+			vals := make([]string, len(r))
+			for k, c := range r {
+				vals[k] = "NULL::" + c.typ
+				if c.val != nil {
+					vals[k] = quoteLiteral(*c.val) + "::" + c.typ
+				}
+			}
+			values[i] = "(" + strings.Join(vals, ", ") + ")"
+		}
+		written = "INSERT INTO files (" + strings.Join(names, ", ") + ") VALUES " + strings.Join(values, ", ") +
+			" ON CONFLICT (bucket, key) DO UPDATE SET " + rows[0].mergeAll() + " RETURNING cumulus_id"
+	}
+	return "WITH written AS (" + written + ") DELETE FROM files WHERE granule_cumulus_id = " +
+		strconv.FormatInt(granuleCID, 10) + " AND cumulus_id NOT IN (SELECT cumulus_id FROM written)"
+}
+
+// quoteLiteral is s as an SQL escape string literal, read the same
+// whatever standard_conforming_strings says.
+func quoteLiteral(s string) string {
+	return "E'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", "''") + "'"
 }
 
 // markFailedOnSchemaError is updateGranuleStatusToFailed after a schema

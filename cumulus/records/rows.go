@@ -161,7 +161,7 @@ func (w *Writer) writeExecution(ctx context.Context, m map[string]any, now int64
 	}
 	sql += " ON CONFLICT (arn) DO UPDATE SET " + set + " RETURNING cumulus_id"
 	var id int64
-	if err := w.q.QueryRow(ctx, sql, args...).Scan(&id); err != nil {
+	if err := w.via(r, "executions").QueryRow(ctx, sql, args...).Scan(&id); err != nil {
 		return nil, fmt.Errorf("writing execution %s: %w", arn, err)
 	}
 	return &id, nil

@@ -15,9 +15,10 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/backfill-dev/backfill/cumulus/cmr"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/backfill-dev/backfill/cumulus/cmr"
 )
 
 // Options configure a Writer.
@@ -30,8 +31,8 @@ type Options struct {
 
 // Writer writes messages' records.
 type Writer struct {
-	pool   *pgxpool.Pool
-	q      querier // the pool, or a batch's transaction
+	pool *pgxpool.Pool
+	q    querier // the pool, or a batch's transaction
 	// read is where lookups go: the pool, or a batch's transaction itself,
 	// without a savepoint (a lookup does not fail on data; should one
 	// fail, the batch's transaction is aborted and the batch is written
@@ -39,6 +40,13 @@ type Writer struct {
 	read interface {
 		QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	}
+	// direct is a batch's transaction itself, for the statements that
+	// cannot fail on their data (safeIn); nil outside a batch.
+	direct pgx.Tx
+	// found holds the cumulus_ids a batch's lookups found (nil outside a
+	// batch): a row's cumulus_id does not change, and the batch's
+	// messages look up the same collections and providers again and again.
+	found map[string]int64
 	files  Files
 	region string
 	now    func() int64
@@ -240,10 +248,30 @@ func hasKey(m map[string]any, k string) bool {
 	return ok
 }
 
+// via is where a statement writing r into table goes: straight into a
+// batch's transaction when it cannot fail on its data, else to q.
+func (w *Writer) via(r row, table string) querier {
+	if w.direct != nil && r.safeIn(table) {
+		return w.direct
+	}
+	return w.q
+}
+
 // lookup returns the cumulus_id of the row matching where, nil when there
 // is none.
 func (w *Writer) lookup(ctx context.Context, table string, where map[string]any) (*int64, error) {
-	return lookupIn(ctx, w.read, table, where)
+	if w.found == nil {
+		return lookupIn(ctx, w.read, table, where)
+	}
+	key := table + whereJSON(where)
+	if id, ok := w.found[key]; ok {
+		return &id, nil
+	}
+	id, err := lookupIn(ctx, w.read, table, where)
+	if id != nil {
+		w.found[key] = *id
+	}
+	return id, err
 }
 
 func lookupIn(ctx context.Context, q interface {
