@@ -29,7 +29,7 @@ var tableConstraints = map[string]constraints{
 		oneOf:    map[string][]string{"status": {"running", "completed", "failed", "unknown"}},
 	},
 	"granules": {
-		required: []string{"granule_id", "status", "collection_cumulus_id"},
+		required: []string{"granule_id", "status", "collection_cumulus_id", "producer_granule_id"},
 		notNull:  []string{"created_at", "updated_at"},
 		oneOf:    map[string][]string{"status": {"running", "completed", "failed", "queued"}},
 	},
