@@ -46,7 +46,7 @@ type Writer struct {
 	// found holds the cumulus_ids a batch's lookups found (nil outside a
 	// batch): a row's cumulus_id does not change, and the batch's
 	// messages look up the same collections and providers again and again.
-	found map[string]int64
+	found  map[string]int64
 	files  Files
 	region string
 	now    func() int64
