@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -35,7 +36,8 @@ func realShape(b *testing.B) string {
 }
 
 // idsFile writes the IDs of the corpus (from a Parquet run) as the CSV
-// rows ooid,report,ndx of the baseline table, in a folder the server can
+// rows ooid,report,ndx of the baseline table, sorted by ooid (the order of
+// the primary key: the server's best case), in a folder the server can
 // read, and returns its path and row count.
 func idsFile(b *testing.B, dir string) (string, int64) {
 	b.Helper()
@@ -57,7 +59,7 @@ func idsFile(b *testing.B, dir string) (string, int64) {
 	defer f.Close()
 	w := bufio.NewWriterSize(f, 1<<20)
 	files, _ := filepath.Glob(filepath.Join(out, "measurements", "*.parquet"))
-	var rows int64
+	var all [][3]int64
 	report, last := -1, ""
 	for _, p := range files {
 		ms, err := parquetfile.ReadMeasurements(context.Background(), store.Local(filepath.Dir(p)), filepath.Base(p))
@@ -68,10 +70,14 @@ func idsFile(b *testing.B, dir string) (string, int64) {
 			if m.Textname != last {
 				report, last = report+1, m.Textname
 			}
-			fmt.Fprintf(w, "%d,%d,%d\n", m.OOID, report, m.Ndx)
-			rows++
+			all = append(all, [3]int64{int64(m.OOID), int64(report), int64(m.Ndx)})
 		}
 	}
+	slices.SortFunc(all, func(x, y [3]int64) int { return cmp.Compare(x[0], y[0]) })
+	for _, r := range all {
+		fmt.Fprintf(w, "%d,%d,%d\n", r[0], r[1], r[2])
+	}
+	rows := int64(len(all))
 	if err := w.Flush(); err != nil {
 		b.Fatal(err)
 	}
