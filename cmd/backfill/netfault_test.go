@@ -43,6 +43,17 @@ func netToxics(rng *rand.Rand) []struct {
 	}
 }
 
+// cleanLoad loads in into a new database with no fault in the way and
+// returns the checksum of its tables: what a faulted load must end as.
+func cleanLoad(t *testing.T, in, admin string) string {
+	t.Helper()
+	clean := pgtest.CreateDatabase(t, admin)
+	if code, out := call("run", "-q", "--in", in, "--sink", "postgres", "--dsn", clean, "--create-schema", "--max-blob", "1MiB"); code != exitRejects {
+		t.Fatalf("clean load: exit %d\n%s", code, out)
+	}
+	return checksum(t, clean)
+}
+
 // run --sink postgres through a fault proxy. Each fault comes at a random
 // moment of the load. When it clears, the run finishes with the database
 // of a clean load. When it persists, a fault that breaks the connection
@@ -55,11 +66,7 @@ func TestNetFaults_Postgres(t *testing.T) {
 	}
 	in := genPG(t)
 	admin := pgtest.AdminURL(t)
-	clean := pgtest.CreateDatabase(t, admin)
-	if code, out := call("run", "-q", "--in", in, "--sink", "postgres", "--dsn", clean, "--create-schema", "--max-blob", "1MiB"); code != exitRejects {
-		t.Fatalf("clean load: exit %d\n%s", code, out)
-	}
-	want := checksum(t, clean)
+	want := cleanLoad(t, in, admin)
 	au, err := url.Parse(admin)
 	if err != nil {
 		t.Fatal(err)

@@ -30,11 +30,7 @@ func TestSoak_NetFaults(t *testing.T) {
 	}
 	in := genPG(t)
 	admin := pgtest.AdminURL(t)
-	clean := pgtest.CreateDatabase(t, admin)
-	if code, out := call("run", "-q", "--in", in, "--sink", "postgres", "--dsn", clean, "--create-schema", "--max-blob", "1MiB"); code != exitRejects {
-		t.Fatalf("clean load: exit %d\n%s", code, out)
-	}
-	wantPG := checksum(t, clean)
+	wantPG := cleanLoad(t, in, admin)
 	srv := s3test.Start(t, "soak")
 	if code, out := call("run", "-q", "--in", in, "--out", "s3://soak/ref", "--max-blob", "1MiB"); code != exitRejects {
 		t.Fatalf("clean run: exit %d\n%s", code, out)

@@ -222,7 +222,7 @@ func (w *Writer) tryBatch(ctx context.Context, ins []Input) ([]BatchResult, bool
 	}
 	defer tx.Rollback(ctx)
 	bw := *w
-	bw.q, bw.read, bw.direct, bw.found = savepoints{tx}, tx, tx, map[string]int64{}
+	bw.q, bw.direct, bw.found = savepoints{tx}, tx, map[string]int64{}
 	out := make([]BatchResult, len(ins))
 	for i, in := range ins {
 		w.before(i)

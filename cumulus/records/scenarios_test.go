@@ -59,9 +59,7 @@ func at(m map[string]any, now int64) step {
 }
 
 func with(m map[string]any, f func(m map[string]any)) map[string]any {
-	b, _ := json.Marshal(m)
-	var c map[string]any
-	json.Unmarshal(b, &c)
+	c := clone(m)
 	f(c)
 	return c
 }

@@ -42,29 +42,14 @@ func TestBuildProviderURL_SameAsCumulus(t *testing.T) {
 		}
 		providers = append(providers, p)
 	}
-	var in bytes.Buffer
-	for _, p := range providers {
-		b, _ := json.Marshal(p)
-		in.Write(append(b, '\n'))
-	}
-	cmd := exec.Command("node", "-e", `
+	lines := nodeLines(t, `
 const {buildURL} = require("@cumulus/common/URLUtils");
 const lines = require("fs").readFileSync(0, "utf8").split("\n").filter(Boolean);
 for (const l of lines) {
   let out;
   try { out = {url: buildURL(JSON.parse(l))}; } catch (e) { out = {error: e.message}; }
   console.log(JSON.stringify(out));
-}`)
-	cmd.Dir = refDir
-	cmd.Stdin = &in
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node: %v", err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) != len(providers) {
-		t.Fatalf("%d answers for %d providers", len(lines), len(providers))
-	}
+}`, providers)
 	for i, p := range providers {
 		var want struct{ URL, Error string }
 		if err := json.Unmarshal([]byte(lines[i]), &want); err != nil {
@@ -102,25 +87,10 @@ func TestURLJoin_SameAsURLJoin(t *testing.T) {
 		}
 		cases = append(cases, c)
 	}
-	var in bytes.Buffer
-	for _, c := range cases {
-		b, _ := json.Marshal(c)
-		in.Write(append(b, '\n'))
-	}
-	cmd := exec.Command("node", "-e", `
+	lines := nodeLines(t, `
 const urljoin = require("url-join");
 const lines = require("fs").readFileSync(0, "utf8").split("\n").filter(Boolean);
-for (const l of lines) console.log(JSON.stringify(urljoin(...JSON.parse(l))));`)
-	cmd.Dir = refDir
-	cmd.Stdin = &in
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node: %v", err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) != len(cases) {
-		t.Fatalf("%d answers for %d cases", len(lines), len(cases))
-	}
+for (const l of lines) console.log(JSON.stringify(urljoin(...JSON.parse(l))));`, cases)
 	bad := 0
 	for i, c := range cases {
 		var want string
@@ -132,4 +102,27 @@ for (const l of lines) console.log(JSON.stringify(urljoin(...JSON.parse(l))));`)
 			t.Errorf("urlJoin(%q) = %q, url-join gives %q", c, got, want)
 		}
 	}
+}
+
+// nodeLines runs script with Cumulus's packages, the inputs as JSON lines
+// on its standard input, and returns its answer to each, one line each.
+func nodeLines[T any](t *testing.T, script string, inputs []T) []string {
+	t.Helper()
+	var in bytes.Buffer
+	for _, x := range inputs {
+		b, _ := json.Marshal(x)
+		in.Write(append(b, '\n'))
+	}
+	cmd := exec.Command("node", "-e", script)
+	cmd.Dir = refDir
+	cmd.Stdin = &in
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != len(inputs) {
+		t.Fatalf("%d answers for %d inputs", len(lines), len(inputs))
+	}
+	return lines
 }

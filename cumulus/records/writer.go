@@ -33,15 +33,10 @@ type Options struct {
 type Writer struct {
 	pool *pgxpool.Pool
 	q    querier // the pool, or a batch's transaction
-	// read is where lookups go: the pool, or a batch's transaction itself,
-	// without a savepoint (a lookup does not fail on data; should one
-	// fail, the batch's transaction is aborted and the batch is written
-	// again message by message).
-	read interface {
-		QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	}
-	// direct is a batch's transaction itself, for the statements that
-	// cannot fail on their data (safeIn); nil outside a batch.
+	// direct is a batch's transaction itself, for lookups and the
+	// statements that cannot fail on their data (safeIn): no savepoint
+	// (should one fail after all, the batch's transaction is aborted and
+	// the batch is written again message by message); nil outside a batch.
 	direct pgx.Tx
 	// found holds the cumulus_ids a batch's lookups found (nil outside a
 	// batch): a row's cumulus_id does not change, and the batch's
@@ -58,7 +53,7 @@ type Writer struct {
 
 // New returns a Writer on pool.
 func New(pool *pgxpool.Pool, opt Options) *Writer {
-	w := &Writer{pool: pool, q: pool, read: pool, files: opt.Files, region: opt.Region, now: opt.Now, warn: opt.Warn, fallbacks: new(atomic.Int64)}
+	w := &Writer{pool: pool, q: pool, files: opt.Files, region: opt.Region, now: opt.Now, warn: opt.Warn, fallbacks: new(atomic.Int64)}
 	if w.region == "" {
 		w.region = "us-east-1"
 	}
@@ -260,14 +255,14 @@ func (w *Writer) via(r row, table string) querier {
 // lookup returns the cumulus_id of the row matching where, nil when there
 // is none.
 func (w *Writer) lookup(ctx context.Context, table string, where map[string]any) (*int64, error) {
-	if w.found == nil {
-		return lookupIn(ctx, w.read, table, where)
+	if w.direct == nil {
+		return lookupIn(ctx, w.pool, table, where)
 	}
 	key := table + whereJSON(where)
 	if id, ok := w.found[key]; ok {
 		return &id, nil
 	}
-	id, err := lookupIn(ctx, w.read, table, where)
+	id, err := lookupIn(ctx, w.direct, table, where)
 	if id != nil {
 		w.found[key] = *id
 	}
