@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/corpus"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 )
@@ -31,15 +32,15 @@ func TestAuditKeysearch_Postgres(t *testing.T) {
 		t.Fatalf("gen: exit %d\n%s", code, out)
 	}
 	dsn := pgtest.NewDatabase(t)
-	if code, out := call("run", "--in", dir+"/c", "--sink", "postgres", "--dsn", dsn, "--create-schema", "-q", "--counter-bits", "20"); code != exitRejects {
+	if code, out := call("run", "--in", dir+"/c", "--sink", "postgres", "--dsn", dsn, "--create-schema", "-q", "--counter-bits", "20"); code != cli.ExitRejects {
 		t.Fatalf("run --sink postgres: exit %d\n%s", code, out)
 	}
-	if code, out := call("run", "--in", dir+"/c", "--out", dir+"/out", "-q", "--counter-bits", "20"); code != exitRejects {
+	if code, out := call("run", "--in", dir+"/c", "--out", dir+"/out", "-q", "--counter-bits", "20"); code != cli.ExitRejects {
 		t.Fatalf("run: exit %d\n%s", code, out)
 	}
 	codePQ, fromParquet := call("audit", "--counter-bits", "20,24", "--pairs", "1000", "--json", dir+"/out")
 	codePG, fromPG := call("audit", "--counter-bits", "20,24", "--pairs", "1000", "--json", "--sink", "postgres", "--dsn", dsn)
-	if codePQ != exitOK || codePG != exitOK || fromPG != fromParquet {
+	if codePQ != cli.ExitOK || codePG != cli.ExitOK || fromPG != fromParquet {
 		t.Errorf("audit of the Parquet output (exit %d):\n%s\nof PostgreSQL (exit %d):\n%s", codePQ, fromParquet, codePG, fromPG)
 	}
 	if len(fromPG) < 200 {
@@ -57,14 +58,14 @@ func TestAuditKeysearch_Postgres(t *testing.T) {
 	os.WriteFile(manifest, []byte(m.String()), 0o644)
 	codePQ, withParquet := call("audit", "--counter-bits", "20", "--pairs", "1000", "--json", dir+"/out", manifest)
 	codePG, withPG := call("audit", "--counter-bits", "20", "--pairs", "1000", "--json", "--sink", "postgres", "--dsn", dsn, manifest)
-	if codePQ != exitOK || codePG != exitOK || withPG != withParquet || !strings.Contains(withPG, `"reports":320`) {
+	if codePQ != cli.ExitOK || codePG != cli.ExitOK || withPG != withParquet || !strings.Contains(withPG, `"reports":320`) {
 		t.Errorf("a manifest beside the Parquet output:\n%s\nbeside PostgreSQL:\n%s", withParquet, withPG)
 	}
 	a, b := filepath.Join(dir, "a.txt"), filepath.Join(dir, "b.txt")
-	if code, out := call("keysearch", "--counter-bits", "20", "--out", a, "-q", dir+"/out"); code != exitOK {
+	if code, out := call("keysearch", "--counter-bits", "20", "--out", a, "-q", dir+"/out"); code != cli.ExitOK {
 		t.Fatalf("keysearch over Parquet: exit %d\n%s", code, out)
 	}
-	if code, out := call("keysearch", "--counter-bits", "20", "--out", b, "-q", "--sink", "postgres", "--dsn", dsn); code != exitOK {
+	if code, out := call("keysearch", "--counter-bits", "20", "--out", b, "-q", "--sink", "postgres", "--dsn", dsn); code != cli.ExitOK {
 		t.Fatalf("keysearch over PostgreSQL: exit %d\n%s", code, out)
 	}
 	x, _ := os.ReadFile(a)
@@ -72,7 +73,7 @@ func TestAuditKeysearch_Postgres(t *testing.T) {
 	if string(x) != string(y) || len(x) == 0 {
 		t.Errorf("scheme files differ:\n%s\n%s", x, y)
 	}
-	if code, _ := call("audit", "--dsn", dsn, dir+"/out"); code != exitUsage {
+	if code, _ := call("audit", "--dsn", dsn, dir+"/out"); code != cli.ExitUsage {
 		t.Errorf("--dsn without --sink postgres: exit %d", code)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/tools/txtar"
 
+	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
@@ -71,13 +72,13 @@ func TestCLI(t *testing.T) {
 			}
 			for _, line := range strings.Split(string(ar.Comment), "\n") {
 				if v, ok := strings.CutPrefix(line, "setup:"); ok {
-					if code, out := call(strings.Fields(v)...); code != exitOK && code != exitRejects {
+					if code, out := call(strings.Fields(v)...); code != cli.ExitOK && code != cli.ExitRejects {
 						t.Fatalf("setup %s: exit %d\n%s", v, code, out)
 					}
 				}
 			}
 			var stdout, stderr bytes.Buffer
-			err = run(context.Background(), args, stdio{in: bytes.NewReader(parts["stdin"]), out: &stdout, err: &stderr})
+			err = run(context.Background(), args, cli.Stdio{In: bytes.NewReader(parts["stdin"]), Out: &stdout, Err: &stderr})
 			code := exitCode(err, &stderr)
 			if code != wantExit {
 				t.Errorf("backfill %s: exit %d, want %d\nstderr:\n%s", strings.Join(args, " "), code, wantExit, stderr.String())
@@ -202,7 +203,7 @@ func TestDocsListCommands(t *testing.T) {
 // call runs the CLI in process and returns the exit status and stdout.
 func call(args ...string) (int, string) {
 	var out, errb bytes.Buffer
-	code := exitCode(run(context.Background(), args, stdio{in: strings.NewReader(""), out: &out, err: &errb}), &errb)
+	code := exitCode(run(context.Background(), args, cli.Stdio{In: strings.NewReader(""), Out: &out, Err: &errb}), &errb)
 	return code, out.String()
 }
 
@@ -221,14 +222,14 @@ func TestGenRun(t *testing.T) {
 		DeadLetters  int64            `json:"dead_letters"`
 		Reasons      map[string]int64 `json:"dead_letters_by_reason"`
 	}
-	if err := json.Unmarshal([]byte(out), &sum); err != nil || code != exitRejects || sum.Buckets != 2 || sum.DeadLetters == 0 || sum.Measurements == 0 {
+	if err := json.Unmarshal([]byte(out), &sum); err != nil || code != cli.ExitRejects || sum.Buckets != 2 || sum.DeadLetters == 0 || sum.Measurements == 0 {
 		t.Fatalf("run over a damaged corpus: exit %d, %v\n%s", code, err, out)
 	}
 	call("gen", "--out", dir+"/good", "--buckets", "1", "--reports", "30", "--max-measurements", "500")
-	if code, out := call("run", "--in", dir+"/good", "--out", dir+"/out2", "-q"); code != exitOK || !strings.Contains(out, "1 committed, 0 skipped") {
+	if code, out := call("run", "--in", dir+"/good", "--out", dir+"/out2", "-q"); code != cli.ExitOK || !strings.Contains(out, "1 committed, 0 skipped") {
 		t.Fatalf("run over a clean corpus: exit %d\n%s", code, out)
 	}
-	if code, out := call("run", "--in", dir+"/good", "--out", dir+"/out2", "-q", "--resume"); code != exitOK || !strings.Contains(out, "0 committed, 1 skipped") {
+	if code, out := call("run", "--in", dir+"/good", "--out", dir+"/out2", "-q", "--resume"); code != cli.ExitOK || !strings.Contains(out, "0 committed, 1 skipped") {
 		t.Fatalf("resume: exit %d\n%s", code, out)
 	}
 }
@@ -247,7 +248,7 @@ func TestAuditRun(t *testing.T) {
 	var sum struct {
 		Reasons map[string]int64 `json:"dead_letters_by_reason"`
 	}
-	if err := json.Unmarshal([]byte(out), &sum); err != nil || code != exitRejects {
+	if err := json.Unmarshal([]byte(out), &sum); err != nil || code != cli.ExitRejects {
 		t.Fatalf("run: exit %d, %v\n%s", code, err, out)
 	}
 	type result struct {
@@ -263,7 +264,7 @@ func TestAuditRun(t *testing.T) {
 	audit := func(in string) result {
 		code, out := call("audit", "--counter-bits", "20", "--pairs", "1000", "--json", in)
 		var r result
-		if err := json.Unmarshal([]byte(out), &r); err != nil || code != exitOK || len(r.Results) != 1 {
+		if err := json.Unmarshal([]byte(out), &r); err != nil || code != cli.ExitOK || len(r.Results) != 1 {
 			t.Fatalf("audit %s: exit %d, %v\n%s", in, code, err, out)
 		}
 		return r
@@ -304,7 +305,7 @@ func TestAutoclavedCLI(t *testing.T) {
 		for name, args := range ways {
 			out := dir + "/out-" + ndx + "-" + name
 			code, stdout := call(append([]string{"run", "-q", "--json", "--counter-bits", "20", "--ndx", ndx, "--out", out}, args...)...)
-			if code != exitRejects && code != exitOK {
+			if code != cli.ExitRejects && code != cli.ExitOK {
 				t.Fatalf("%s %s: exit %d\n%s", ndx, name, code, stdout)
 			}
 			auditArgs := []string{"audit", "--counter-bits", "20", "--ndx", ndx, "--json", "--pairs", "1000", args[1]}
@@ -340,7 +341,7 @@ func TestAutoclavedCLI(t *testing.T) {
 	}
 	// The two forms agree with each other, orig_sha1s included.
 	code, stdout := call("run", "-q", "--json", "--out", dir+"/out-checked", "--in", dir+"/c/autoclaved", "--from-index", "--canned", dir+"/c/canned")
-	if code != exitRejects && code != exitOK || !strings.Contains(stdout, `"measurements":`) || strings.Contains(stdout, "canned_mismatch") {
+	if code != cli.ExitRejects && code != cli.ExitOK || !strings.Contains(stdout, `"measurements":`) || strings.Contains(stdout, "canned_mismatch") {
 		t.Errorf("--canned: exit %d\n%s", code, stdout)
 	}
 }
@@ -350,8 +351,8 @@ func TestAutoclavedCLI(t *testing.T) {
 func TestExitCode_JoinedErrorOnce(t *testing.T) {
 	full := errors.New("write out/.tmp/x: no space left on device")
 	var stderr bytes.Buffer
-	if code := exitCode(errors.Join(full, full, errors.New("other")), &stderr); code != exitFailure {
-		t.Fatalf("exit %d, want %d", code, exitFailure)
+	if code := exitCode(errors.Join(full, full, errors.New("other")), &stderr); code != cli.ExitFailure {
+		t.Fatalf("exit %d, want %d", code, cli.ExitFailure)
 	}
 	want := "backfill: " + full.Error() + "\nbackfill: other\n"
 	if stderr.String() != want {

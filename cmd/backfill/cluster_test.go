@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/s3test"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
@@ -148,12 +149,12 @@ func TestCluster_JobsWithFaults(t *testing.T) {
 	dir := t.TempDir()
 	in := dir + "/c"
 	if code, out := call("gen", "-q", "--out", in, "--buckets", "9", "--reports", "60", "--can-size", "256KiB",
-		"--min-measurements", "400", "--max-measurements", "4000", "--time-slots", "3", "--seed", "21", "--corrupt", "all=0.02"); code != exitOK {
+		"--min-measurements", "400", "--max-measurements", "4000", "--time-slots", "3", "--seed", "21", "--corrupt", "all=0.02"); code != cli.ExitOK {
 		t.Fatalf("gen: exit %d\n%s", code, out)
 	}
 	flags := []string{"--counter-bits", "20", "--max-blob", "1MiB"}
 	code, single := runJSON(t, append([]string{"--in", in, "--out", dir + "/single"}, flags...)...)
-	if code != exitRejects || single.RejectsByReason["collision"] == 0 || len(single.RejectsByReason) < 2 {
+	if code != cli.ExitRejects || single.RejectsByReason["collision"] == 0 || len(single.RejectsByReason) < 2 {
 		t.Fatalf("one-machine run: exit %d, rejects %v: the corpus must have damage and collisions", code, single.RejectsByReason)
 	}
 	want := outputFiles(tree(t, dir+"/single"))
@@ -162,7 +163,7 @@ func TestCluster_JobsWithFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	const shards, out, planFile = 3, "s3://test/job", "s3://test/job/plan.json"
-	if code, msg := callIn("", "plan", "--in", "s3://test/c", "--shards", fmt.Sprint(shards), "--out", planFile); code != exitOK {
+	if code, msg := callIn("", "plan", "--in", "s3://test/c", "--shards", fmt.Sprint(shards), "--out", planFile); code != cli.ExitOK {
 		t.Fatalf("plan: exit %d\n%s", code, msg)
 	}
 	p := readPlanFile(t, planFile)
@@ -249,7 +250,7 @@ func TestCluster_JobsWithFaults(t *testing.T) {
 	frozen := mapJob.attempts(stopped)[0]
 	resumed := time.Now()
 	frozen.cmd.Process.Signal(syscall.SIGCONT)
-	if code := <-frozen.exited; code != exitFailure || !strings.Contains(frozen.log.String(), "taken over") {
+	if code := <-frozen.exited; code != cli.ExitFailure || !strings.Contains(frozen.log.String(), "taken over") {
 		t.Errorf("the SIGSTOPped pod, continued: exit %d, want 1 naming the lock taken over\n%s", code, frozen.log.String())
 	}
 	if d := firstAfter(stopped, resumed); d >= 0 {
@@ -274,7 +275,7 @@ func TestCluster_JobsWithFaults(t *testing.T) {
 	}
 	code, msg := call("check", "--json", "--plan", planFile, "--out", out)
 	var sum scaleout.CheckSummary
-	if err := json.Unmarshal([]byte(msg), &sum); code != exitRejects || err != nil {
+	if err := json.Unmarshal([]byte(msg), &sum); code != cli.ExitRejects || err != nil {
 		t.Fatalf("check: exit %d, %v\n%s", code, err, msg)
 	}
 	one := stamped.Tally{Reports: single.Reports, Measurements: single.Measurements, Rejects: single.Rejects, Notices: single.Notices,

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/pipeline/audit"
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
@@ -120,8 +121,8 @@ type auditOutput struct {
 // listed are the first by textname whenever there are no more than that.
 const keepPairs = 1000
 
-func runAudit(ctx context.Context, args []string, std stdio) error {
-	fs := newFlagSet("audit", auditHelp, std)
+func runAudit(ctx context.Context, args []string, std cli.Stdio) error {
+	fs := cli.NewFlagSet("audit", auditHelp, std)
 	bitsArg, offArg := "28", "33"
 	var pairs, workers int
 	var predict, asJSON bool
@@ -136,7 +137,7 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 	in.register(fs)
 	var schemePath string
 	fs.StringVar(&schemePath, "scheme", "", "")
-	inputs, err := parseFlags(fs, args)
+	inputs, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
@@ -144,7 +145,7 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	if pairs < 0 || workers < 1 {
-		return usagef("audit: --pairs must be 0 or more and --workers 1 or more")
+		return cli.Usagef("audit: --pairs must be 0 or more and --workers 1 or more")
 	}
 	schemes, err := auditSchemes(fs, bitsArg, offArg, schemePath)
 	if err != nil {
@@ -152,10 +153,10 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 	}
 	a, err := collisions.NewSchemeAuditor(schemes, max(pairs, keepPairs))
 	if err != nil {
-		return usagef("audit: %v", err)
+		return cli.Usagef("audit: %v", err)
 	}
 	in.read.Workers = workers
-	src := in.source("audit", std.err)
+	src := in.source("audit", std.Err)
 	au := &audit.Auditor{A: a, Src: src, KeepNames: !audit.AllFiles(inputs), Reread: audit.RereadFiles(inputs)}
 	pg, err := in.openPostgres(ctx, std)
 	if err != nil {
@@ -181,25 +182,25 @@ func runAudit(ctx context.Context, args []string, std stdio) error {
 
 // reportAudit prints the report, as JSON or as text, and says how many
 // inputs were rejected.
-func reportAudit(std stdio, rep auditOutput, asJSON, predict bool) error {
+func reportAudit(std cli.Stdio, rep auditOutput, asJSON, predict bool) error {
 	if asJSON {
-		enc := json.NewEncoder(std.out)
+		enc := json.NewEncoder(std.Out)
 		enc.SetEscapeHTML(false)
 		if err := enc.Encode(rep); err != nil {
 			return err
 		}
 	} else {
-		printAudit(std.out, rep, predict)
+		printAudit(std.Out, rep, predict)
 	}
 	if rep.Rejected > 0 {
-		return &rejectsError{n: int(rep.Rejected), what: "inputs"}
+		return &cli.RejectsError{N: int(rep.Rejected), What: "inputs"}
 	}
 	return nil
 }
 
 // readAudit feeds the auditor every report of the inputs, and of the
 // PostgreSQL schema s when there is one.
-func readAudit(ctx context.Context, std stdio, s *pgcopy.Sink, au *audit.Auditor, inputs []string, workers int) error {
+func readAudit(ctx context.Context, std cli.Stdio, s *pgcopy.Sink, au *audit.Auditor, inputs []string, workers int) error {
 	if s != nil {
 		files := au.Reread
 		au.Reread = func(fn func([]byte)) error {
@@ -215,7 +216,7 @@ func readAudit(ctx context.Context, std stdio, s *pgcopy.Sink, au *audit.Auditor
 	for _, input := range inputs {
 		var err error
 		if au.KeepNames {
-			err = eachReport(ctx, au.Src, "audit", input, std.in, au.Add)
+			err = eachReport(ctx, au.Src, "audit", input, std.In, au.Add)
 		} else {
 			err = au.ReadManifestFile(input, workers) // parsed and hashed on every worker
 		}
@@ -256,22 +257,22 @@ func newAuditResult(r collisions.Result, names map[uint32]string, pairs int, pre
 // widths and offsets, or the one of a scheme file.
 func auditSchemes(fs *flag.FlagSet, bitsArg, offArg, schemePath string) ([]ooid.Scheme, error) {
 	if schemePath != "" {
-		if len(setFlags(fs, "counter-bits", "sha1-offset", "offsets")) > 0 {
-			return nil, usagef("audit: --scheme names one scheme: drop --counter-bits and --sha1-offset")
+		if len(cli.SetFlags(fs, "counter-bits", "sha1-offset", "offsets")) > 0 {
+			return nil, cli.Usagef("audit: --scheme names one scheme: drop --counter-bits and --sha1-offset")
 		}
 		s, err := ooid.LoadScheme(schemePath)
 		if err != nil {
-			return nil, usagef("audit: --scheme: %v", err)
+			return nil, cli.Usagef("audit: --scheme: %v", err)
 		}
 		return []ooid.Scheme{s}, nil
 	}
 	bits, err := intList(bitsArg, ooid.MinCounterBits, ooid.MaxCounterBits)
 	if err != nil {
-		return nil, usagef("audit: --counter-bits: %v", err)
+		return nil, cli.Usagef("audit: --counter-bits: %v", err)
 	}
 	offsets, err := intList(offArg, 0, ooid.MaxSHA1Offset)
 	if err != nil {
-		return nil, usagef("audit: --sha1-offset: %v", err)
+		return nil, cli.Usagef("audit: --sha1-offset: %v", err)
 	}
 	var out []ooid.Scheme
 	for _, b := range bits {
@@ -347,7 +348,7 @@ func printAudit(w io.Writer, rep auditOutput, predict bool) {
 		if len(r.First) == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "\n%d bits, %s: %s", r.CounterBits, r.name(), count(r.Pairs, "colliding pair", "colliding pairs"))
+		fmt.Fprintf(w, "\n%d bits, %s: %s", r.CounterBits, r.name(), cli.Count(r.Pairs, "colliding pair", "colliding pairs"))
 		if int64(len(r.First)) < r.Pairs {
 			fmt.Fprintf(w, " (the first %d)", len(r.First))
 		}

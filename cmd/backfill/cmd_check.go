@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/store/location"
 	"github.com/backfill-dev/backfill/pipeline/scaleout"
 )
@@ -46,27 +47,27 @@ EXIT STATUS
 	     --strict: or notices)
 `
 
-func runCheck(ctx context.Context, args []string, std stdio) error {
-	fs := newFlagSet("check", checkHelp, std)
+func runCheck(ctx context.Context, args []string, std cli.Stdio) error {
+	fs := cli.NewFlagSet("check", checkHelp, std)
 	var planFile, out string
 	var asJSON, strict bool
 	fs.StringVar(&planFile, "plan", "", "")
 	fs.StringVar(&out, "out", "", "")
 	fs.BoolVar(&asJSON, "json", false, "")
 	fs.BoolVar(&strict, "strict", false, "")
-	rejectsExit := exitRejects
-	fs.IntVar(&rejectsExit, "rejects-exit", exitRejects, "")
-	rest, err := parseFlags(fs, args)
+	rejectsExit := cli.ExitRejects
+	fs.IntVar(&rejectsExit, "rejects-exit", cli.ExitRejects, "")
+	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	switch {
 	case len(rest) > 0:
-		return usagef("check: unexpected argument %q", rest[0])
-	case rejectsExit != exitRejects && rejectsExit != exitOK:
-		return usagef("check: --rejects-exit must be 3 or 0")
+		return cli.Usagef("check: unexpected argument %q", rest[0])
+	case rejectsExit != cli.ExitRejects && rejectsExit != cli.ExitOK:
+		return cli.Usagef("check: --rejects-exit must be 3 or 0")
 	case planFile == "" || out == "":
-		return usagef("check: --plan and --out are required")
+		return cli.Usagef("check: --plan and --out are required")
 	}
 	p, err := readPlan(ctx, "check", planFile)
 	if err != nil {
@@ -78,34 +79,34 @@ func runCheck(ctx context.Context, args []string, std stdio) error {
 	}
 	sum, err := scaleout.Check(ctx, p, dst)
 	if isOrder(err) {
-		return usagef("check: %v", err)
+		return cli.Usagef("check: %v", err)
 	} else if err != nil {
 		return err
 	}
 	if asJSON {
 		b, _ := json.Marshal(sum)
-		fmt.Fprintf(std.out, "%s\n", b)
+		fmt.Fprintf(std.Out, "%s\n", b)
 	} else {
 		st := sum.Stats
-		fmt.Fprintf(std.out, "manifests      %d\nreports        %d\nshared ts      %d (largest group %d)\nrejected       %d\nchanged        %d verdicts, in %d buckets\n",
+		fmt.Fprintf(std.Out, "manifests      %d\nreports        %d\nshared ts      %d (largest group %d)\nrejected       %d\nchanged        %d verdicts, in %d buckets\n",
 			st.Manifests, st.Reports, st.Groups, st.Largest, st.Rejected, st.Changed, len(sum.Buckets))
 		for _, b := range sum.Buckets {
-			fmt.Fprintf(std.out, "  %s\n", b)
+			fmt.Fprintf(std.Out, "  %s\n", b)
 		}
-		fmt.Fprintf(std.out, "measurements   %d\n", sum.Totals.Measurements)
-		printRejects(std.out, sum.Totals)
+		fmt.Fprintf(std.Out, "measurements   %d\n", sum.Totals.Measurements)
+		sum.Totals.WriteText(std.Out)
 	}
 	records := dst.Where("shards") + "/*/dead-letters/"
 	if len(p.InputRecords) > 0 {
 		records += " and the plan"
 	}
 	switch t := sum.Totals; {
-	case rejectsExit == exitOK:
+	case rejectsExit == cli.ExitOK:
 		return nil
 	case t.Rejects > 0:
-		return &rejectsError{n: int(t.Rejects), what: "inputs", note: "of the corpus; reject records in " + records}
+		return &cli.RejectsError{N: int(t.Rejects), What: "inputs", Note: "of the corpus; reject records in " + records}
 	case strict && t.Notices > 0:
-		return &rejectsError{n: int(t.Notices), what: "notices", note: "of the corpus, --strict; records in " + records, verb: "recorded"}
+		return &cli.RejectsError{N: int(t.Notices), What: "notices", Note: "of the corpus, --strict; records in " + records, Verb: "recorded"}
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 
 	"github.com/backfill-dev/backfill/cumulus/cmr"
+	"github.com/backfill-dev/backfill/internal/cli"
+	"github.com/backfill-dev/backfill/internal/units"
 )
 
 const cmrHelp = `Usage: backfill cmr-temporal [--format F] [--max-size SIZE] FILE...
@@ -53,25 +55,25 @@ EXIT STATUS
 	130  interrupted
 `
 
-func runCMRTemporal(ctx context.Context, args []string, std stdio) error {
-	fs := newFlagSet("cmr-temporal", cmrHelp, std)
+func runCMRTemporal(ctx context.Context, args []string, std cli.Stdio) error {
+	fs := cli.NewFlagSet("cmr-temporal", cmrHelp, std)
 	var format string
-	maxSize := byteSize(cmr.MaxSize)
+	maxSize := units.Size(cmr.MaxSize)
 	fs.StringVar(&format, "format", "", "")
 	fs.Var(&maxSize, "max-size", "")
-	files, err := parseFlags(fs, args)
+	files, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	switch {
 	case len(files) == 0:
-		return usagef("cmr-temporal: no file given")
+		return cli.Usagef("cmr-temporal: no file given")
 	case format != "" && format != string(cmr.ECHO10) && format != string(cmr.UMMG) && format != string(cmr.ISO):
-		return usagef("cmr-temporal: --format must be echo10, umm-g or iso")
+		return cli.Usagef("cmr-temporal: --format must be echo10, umm-g or iso")
 	case maxSize <= 0:
-		return usagef("cmr-temporal: --max-size must be positive")
+		return cli.Usagef("cmr-temporal: --max-size must be positive")
 	}
-	w := bufio.NewWriter(std.out)
+	w := bufio.NewWriter(std.Out)
 	bad := 0
 	for _, name := range files {
 		if ctx.Err() != nil {
@@ -81,7 +83,7 @@ func runCMRTemporal(ctx context.Context, args []string, std stdio) error {
 		line, err := cmrLine(name, cmr.Format(format), int64(maxSize))
 		if err != nil {
 			bad++
-			fmt.Fprintf(std.err, "backfill: %s: %v\n", name, err)
+			fmt.Fprintf(std.Err, "backfill: %s: %v\n", name, err)
 			continue
 		}
 		w.Write(append(line, '\n'))
@@ -90,7 +92,7 @@ func runCMRTemporal(ctx context.Context, args []string, std stdio) error {
 		return fmt.Errorf("write output: %w", err)
 	}
 	if bad > 0 {
-		return &rejectsError{n: bad, what: "files"}
+		return &cli.RejectsError{N: bad, What: "files"}
 	}
 	return nil
 }

@@ -4,20 +4,20 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/backfill-dev/backfill/cumulus/dla"
 	"github.com/backfill-dev/backfill/cumulus/message"
 	"github.com/backfill-dev/backfill/cumulus/records"
 	"github.com/backfill-dev/backfill/cumulus/replay"
+	"github.com/backfill-dev/backfill/internal/cli"
+	"github.com/backfill-dev/backfill/internal/pgconn"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
-	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
 )
 
 const granuleWriteHelp = `Usage: backfill granule-write [flags] INPUT...
@@ -164,49 +164,20 @@ func (c *cumulusFlags) register(fs *flag.FlagSet) {
 func (c *cumulusFlags) check(cmd string) error {
 	switch {
 	case c.batch <= 0:
-		return usagef("%s: --batch must be positive", cmd)
+		return cli.Usagef("%s: --batch must be positive", cmd)
 	case c.concurrency <= 0 || c.concurrency > 256:
-		return usagef("%s: --concurrency must be 1 to 256", cmd)
+		return cli.Usagef("%s: --concurrency must be 1 to 256", cmd)
 	case c.timeout <= 0:
-		return usagef("%s: --pg-timeout must be positive", cmd)
+		return cli.Usagef("%s: --pg-timeout must be positive", cmd)
 	case c.archive == "":
-		return usagef("%s: --archive must not be empty", cmd)
+		return cli.Usagef("%s: --archive must not be empty", cmd)
 	}
 	return nil
 }
 
-// cumulusPool connects with room for every writer, the tables looked up
-// in schema when given.
-func cumulusPool(ctx context.Context, dsn, schema string, conns int, timeout time.Duration) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("--dsn: %w", err)
-	}
-	cfg.MaxConns = int32(conns)
-	// The network bounds of the PostgreSQL sink: keepalives and
-	// TCP_USER_TIMEOUT, and the server ends a transaction left waiting on
-	// a client the network lost (its locks with it).
-	cfg.ConnConfig.DialFunc = pgcopy.Dial
-	cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(timeout.Milliseconds(), 10)
-	if schema != "" {
-		cfg.ConnConfig.RuntimeParams["search_path"] = quoteIdent(schema)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, pgcopy.Named(cfg.ConnConfig, err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, pgcopy.Named(cfg.ConnConfig, fmt.Errorf("cannot connect: %w", err))
-	}
-	return pool, nil
-}
-
-func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
-
 // setup connects and builds the writer and the replay options of the flags.
 // The files root is checked before connecting: a bad one is a usage error.
-func (c *cumulusFlags) setup(ctx context.Context, cmd string, std stdio) (*pgxpool.Pool, *records.Writer, replay.Options, error) {
+func (c *cumulusFlags) setup(ctx context.Context, cmd string, std cli.Stdio) (*pgxpool.Pool, *records.Writer, replay.Options, error) {
 	var files records.Files
 	if c.filesRoot != "" {
 		root, err := location.Open(ctx, c.filesRoot)
@@ -216,12 +187,12 @@ func (c *cumulusFlags) setup(ctx context.Context, cmd string, std stdio) (*pgxpo
 		files = records.Objects{Ctx: ctx, Root: root}
 		if dir, ok := store.LocalDir(root); ok {
 			if !store.IsDir(ctx, root, ".") {
-				return nil, nil, replay.Options{}, usagef("%s: --files-root %s is not a folder", cmd, c.filesRoot)
+				return nil, nil, replay.Options{}, cli.Usagef("%s: --files-root %s is not a folder", cmd, c.filesRoot)
 			}
 			files = records.Dir(dir)
 		}
 	}
-	pool, err := cumulusPool(ctx, c.dsn, c.schema, c.concurrency+1, c.timeout)
+	pool, err := pgconn.Pool(ctx, c.dsn, c.schema, c.concurrency+1, c.timeout)
 	if err != nil {
 		return nil, nil, replay.Options{}, err
 	}
@@ -229,7 +200,7 @@ func (c *cumulusFlags) setup(ctx context.Context, cmd string, std stdio) (*pgxpo
 	logf := func(s string) {
 		mu.Lock()
 		defer mu.Unlock()
-		fmt.Fprintf(std.err, "backfill: %s\n", s)
+		fmt.Fprintf(std.Err, "backfill: %s\n", s)
 	}
 	opt := records.Options{Region: c.region, Now: func() int64 { return time.Now().UnixMilli() }, Warn: logf}
 	ropt := replay.Options{Batch: c.batch, Concurrency: c.concurrency, Timeout: c.timeout, Log: logf}
@@ -240,16 +211,16 @@ func (c *cumulusFlags) setup(ctx context.Context, cmd string, std stdio) (*pgxpo
 	return pool, records.New(pool, opt), ropt, nil
 }
 
-func runGranuleWrite(ctx context.Context, args []string, std stdio) error {
-	fs := newFlagSet("granule-write", granuleWriteHelp, std)
+func runGranuleWrite(ctx context.Context, args []string, std cli.Stdio) error {
+	fs := cli.NewFlagSet("granule-write", granuleWriteHelp, std)
 	var c cumulusFlags
 	c.register(fs)
-	inputs, err := parseFlags(fs, args)
+	inputs, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(inputs) == 0 {
-		return usagef("granule-write: no input given (a file, a folder or - for standard input)")
+		return cli.Usagef("granule-write: no input given (a file, a folder or - for standard input)")
 	}
 	if err := c.check("granule-write"); err != nil {
 		return err
@@ -264,27 +235,27 @@ func runGranuleWrite(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	arch := dla.New(root)
-	st, err := replay.Write(ctx, inputs, std.in, w, arch, opt)
+	st, err := replay.Write(ctx, inputs, std.In, w, arch, opt)
 	report(std, "granule-write", st, w)
 	if err != nil {
 		return err
 	}
 	if st.Archived > 0 {
-		return &rejectsError{n: st.Archived, what: "messages", verb: "failed and " + plural(st.Archived, "is", "are") + " in the archive under " + c.archive}
+		return &cli.RejectsError{N: st.Archived, What: "messages", Verb: "failed and " + cli.Plural(st.Archived, "is", "are") + " in the archive under " + c.archive}
 	}
 	return nil
 }
 
-func runGranuleRecover(ctx context.Context, args []string, std stdio) error {
-	fs := newFlagSet("granule-recover", granuleRecoverHelp, std)
+func runGranuleRecover(ctx context.Context, args []string, std cli.Stdio) error {
+	fs := cli.NewFlagSet("granule-recover", granuleRecoverHelp, std)
 	var c cumulusFlags
 	c.register(fs)
-	rest, err := parseFlags(fs, args)
+	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(rest) > 0 {
-		return usagef("granule-recover: unexpected argument %q (the archive is --archive)", rest[0])
+		return cli.Usagef("granule-recover: unexpected argument %q (the archive is --archive)", rest[0])
 	}
 	if err := c.check("granule-recover"); err != nil {
 		return err
@@ -305,49 +276,49 @@ func runGranuleRecover(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	if st.Archived > 0 {
-		return &rejectsError{n: st.Archived, what: "records", verb: "failed again and " + plural(st.Archived, "was", "were") + " moved to failed-sqs"}
+		return &cli.RejectsError{N: st.Archived, What: "records", Verb: "failed again and " + cli.Plural(st.Archived, "was", "were") + " moved to failed-sqs"}
 	}
 	return nil
 }
 
 // report prints what became of the messages.
-func report(std stdio, cmd string, st replay.Stats, w *records.Writer) {
-	fmt.Fprintf(std.err, "backfill: %s: %s: %d written, %d failed; %s: %d written, %d written with status failed (a final status that fails the schema, as Cumulus does), %d dropped by the write constraints, %d failed to write",
-		cmd, count(st.Messages, "message", "messages"), st.OK, st.Archived, plural(st.Granules, "granule", "granules"),
+func report(std cli.Stdio, cmd string, st replay.Stats, w *records.Writer) {
+	fmt.Fprintf(std.Err, "backfill: %s: %s: %d written, %d failed; %s: %d written, %d written with status failed (a final status that fails the schema, as Cumulus does), %d dropped by the write constraints, %d failed to write",
+		cmd, cli.Count(st.Messages, "message", "messages"), st.OK, st.Archived, cli.Plural(st.Granules, "granule", "granules"),
 		st.GranulesWritten, st.GranulesMarked, st.GranulesDropped, st.GranulesFailed)
 	if cmd == "granule-recover" {
-		fmt.Fprintf(std.err, "; %s deleted from the archive", count(st.Deleted, "record", "records"))
+		fmt.Fprintf(std.Err, "; %s deleted from the archive", cli.Count(st.Deleted, "record", "records"))
 	}
 	if n := w.Fallbacks(); n > 0 {
-		fmt.Fprintf(std.err, "; %s written one message at a time", count(n, "batch", "batches"))
+		fmt.Fprintf(std.Err, "; %s written one message at a time", cli.Count(n, "batch", "batches"))
 	}
-	fmt.Fprintln(std.err)
+	fmt.Fprintln(std.Err)
 }
 
-func runGranuleSchema(ctx context.Context, args []string, std stdio) error {
-	fs := newFlagSet("granule-schema", granuleSchemaHelp, std)
+func runGranuleSchema(ctx context.Context, args []string, std cli.Stdio) error {
+	fs := cli.NewFlagSet("granule-schema", granuleSchemaHelp, std)
 	var dsn, schema string
 	fs.StringVar(&dsn, "dsn", "", "")
 	fs.StringVar(&schema, "pg-schema", "", "")
-	rest, err := parseFlags(fs, args)
+	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(rest) > 0 {
-		return usagef("granule-schema: unexpected argument %q", rest[0])
+		return cli.Usagef("granule-schema: unexpected argument %q", rest[0])
 	}
 	if schema != "" {
-		pool, err := cumulusPool(ctx, dsn, "", 1, 10*time.Minute)
+		pool, err := pgconn.Pool(ctx, dsn, "", 1, 10*time.Minute)
 		if err != nil {
 			return err
 		}
-		_, err = pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoteIdent(schema))
+		_, err = pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize())
 		pool.Close()
 		if err != nil {
 			return err
 		}
 	}
-	pool, err := cumulusPool(ctx, dsn, schema, 1, 10*time.Minute)
+	pool, err := pgconn.Pool(ctx, dsn, schema, 1, 10*time.Minute)
 	if err != nil {
 		return err
 	}
@@ -357,8 +328,8 @@ func runGranuleSchema(ctx context.Context, args []string, std stdio) error {
 	}
 	where := "the connection's schema"
 	if schema != "" {
-		where = "schema " + quoteIdent(schema)
+		where = "schema " + pgx.Identifier{schema}.Sanitize()
 	}
-	fmt.Fprintf(std.out, "Cumulus granule tables ready in %s\n", where)
+	fmt.Fprintf(std.Out, "Cumulus granule tables ready in %s\n", where)
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/lines"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/ooidlines"
@@ -73,37 +74,37 @@ EXIT STATUS
 	130  interrupted
 `
 
-func runDecode(ctx context.Context, args []string, std stdio) error {
-	fs := newFlagSet("decode", decodeHelp, std)
+func runDecode(ctx context.Context, args []string, std cli.Stdio) error {
+	fs := cli.NewFlagSet("decode", decodeHelp, std)
 	var verify bool
 	fs.BoolVar(&verify, "verify", false, "")
 	scheme := ooid.DefaultScheme
 	loadScheme := schemeFlags(fs, &scheme)
-	args, err := parseFlags(fs, args)
+	args, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(args) == 0 {
-		return usagef("decode: no OOID given")
+		return cli.Usagef("decode: no OOID given")
 	}
 	if err := loadScheme(); err != nil {
 		return err
 	}
-	schemeSet := len(setFlags(fs, "scheme", "counter-bits", "sha1-offset")) > 0
+	schemeSet := len(cli.SetFlags(fs, "scheme", "counter-bits", "sha1-offset")) > 0
 	switch {
 	case schemeSet && !verify:
-		return usagef("decode: --scheme, --counter-bits and --sha1-offset go with --verify")
+		return cli.Usagef("decode: --scheme, --counter-bits and --sha1-offset go with --verify")
 	case verify && len(args) != 3 && (len(args) != 1 || args[0] != "-"):
-		return usagef("decode: --verify takes OOID TEXTNAME NDX, or - for lines of them")
+		return cli.Usagef("decode: --verify takes OOID TEXTNAME NDX, or - for lines of them")
 	}
-	out := bufio.NewWriter(std.out)
+	out := bufio.NewWriter(std.Out)
 	d := &decoder{out: out, std: std, verify: verify, scheme: scheme}
 	emit := d.emit
 	if len(args) == 1 && args[0] == "-" {
-		err := lines.Each(ctx, std.in, func(line []byte, n int, tooLong error) error {
+		err := lines.Each(ctx, std.In, func(line []byte, n int, tooLong error) error {
 			if tooLong != nil {
 				d.bad++
-				fmt.Fprintf(std.err, "backfill: line %d: %v\n", n, tooLong)
+				fmt.Fprintf(std.Err, "backfill: line %d: %v\n", n, tooLong)
 				return nil
 			}
 			emit(line, "line "+strconv.Itoa(n))
@@ -124,7 +125,7 @@ func runDecode(ctx context.Context, args []string, std stdio) error {
 		return fmt.Errorf("write output: %w", err)
 	}
 	if d.bad > 0 {
-		return &rejectsError{n: d.bad, what: "OOIDs"}
+		return &cli.RejectsError{N: d.bad, What: "OOIDs"}
 	}
 	return nil
 }
@@ -133,7 +134,7 @@ func runDecode(ctx context.Context, args []string, std stdio) error {
 // JSON line for each to out and counting those it could not.
 type decoder struct {
 	out    *bufio.Writer
-	std    stdio
+	std    cli.Stdio
 	verify bool
 	scheme ooid.Scheme
 	bad    int
@@ -154,7 +155,7 @@ func (d *decoder) emit(text []byte, where string) {
 	id, err := ooid.ParseAny(text)
 	if err != nil {
 		d.bad++
-		fmt.Fprintf(d.std.err, "backfill: %s: %v\n", where, err)
+		fmt.Fprintf(d.std.Err, "backfill: %s: %v\n", where, err)
 		return
 	}
 	buf := appendDecoded(d.buf[:0], id.Decode())
@@ -164,7 +165,7 @@ func (d *decoder) emit(text []byte, where string) {
 			buf = append(buf, `,"verified":true}`+"\n"...)
 		} else {
 			d.bad++
-			fmt.Fprintf(d.std.err, "backfill: %s: %s is not measurement %d of %s under %s (that is %s)\n", where, id, v.ndx, v.textname, d.scheme, v.want)
+			fmt.Fprintf(d.std.Err, "backfill: %s: %s is not measurement %d of %s under %s (that is %s)\n", where, id, v.ndx, v.textname, d.scheme, v.want)
 			buf = append(buf, `,"verified":false,"expected":"`...)
 			buf = v.want.AppendText(buf)
 			buf = append(buf, "\"}\n"...)
@@ -183,20 +184,20 @@ type verdict struct {
 // verifyLine splits OOID<TAB>TEXTNAME<TAB>NDX and computes the OOID the
 // measurement has under the scheme. A line that cannot be checked is
 // reported.
-func verifyLine(line []byte, scheme ooid.Scheme, where string, std stdio) ([]byte, verdict, bool) {
+func verifyLine(line []byte, scheme ooid.Scheme, where string, std cli.Stdio) ([]byte, verdict, bool) {
 	f := bytes.Split(line, []byte{'\t'})
 	if len(f) != 3 {
-		fmt.Fprintf(std.err, "backfill: %s: want OOID<TAB>TEXTNAME<TAB>NDX, got %d fields\n", where, len(f))
+		fmt.Fprintf(std.Err, "backfill: %s: want OOID<TAB>TEXTNAME<TAB>NDX, got %d fields\n", where, len(f))
 		return nil, verdict{}, false
 	}
 	ndx, err := ooidlines.ParseNDX(f[2], scheme)
 	if err != nil {
-		fmt.Fprintf(std.err, "backfill: %s: NDX %q: %v\n", where, f[2], err)
+		fmt.Fprintf(std.Err, "backfill: %s: NDX %q: %v\n", where, f[2], err)
 		return nil, verdict{}, false
 	}
 	r, err := scheme.ReportBytes(f[1])
 	if err != nil {
-		fmt.Fprintf(std.err, "backfill: %s: %v\n", where, err)
+		fmt.Fprintf(std.Err, "backfill: %s: %v\n", where, err)
 		return nil, verdict{}, false
 	}
 	return f[0], verdict{textname: string(f[1]), ndx: ndx, want: r.ID(ndx)}, true

@@ -9,9 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/corpus"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
+	"github.com/backfill-dev/backfill/internal/units"
 )
 
 const genHelp = `Usage: backfill gen --out DIR [flags]
@@ -106,16 +108,16 @@ type genOptions struct {
 	cfg                    corpus.Config
 	out, start, profile    string
 	manifestOnly, quiet    bool
-	canSize, huge, maxBlob byteSize
-	maxTemplate            byteSize
+	canSize, huge, maxBlob units.Size
+	maxTemplate            units.Size
 	setHuge                bool // --huge-blob was given
 }
 
-func parseGenFlags(args []string, std stdio) (*genOptions, error) {
-	fs := newFlagSet("gen", genHelp, std)
+func parseGenFlags(args []string, std cli.Stdio) (*genOptions, error) {
+	fs := cli.NewFlagSet("gen", genHelp, std)
 	o := &genOptions{cfg: corpus.DefaultConfig()}
 	cfg := &o.cfg
-	o.canSize, o.huge, o.maxBlob = byteSize(cfg.CanSize), byteSize(cfg.HugeBlob), byteSize(cfg.MaxBlob)
+	o.canSize, o.huge, o.maxBlob = units.Size(cfg.CanSize), units.Size(cfg.HugeBlob), units.Size(cfg.MaxBlob)
 	cfg.Corrupt = map[string]float64{}
 	fs.StringVar(&o.out, "out", "", "")
 	fs.StringVar(&cfg.Format, "format", corpus.FormatCanned, "")
@@ -136,14 +138,14 @@ func parseGenFlags(args []string, std stdio) (*genOptions, error) {
 	fs.Var(&o.maxBlob, "max-blob", "")
 	fs.BoolVar(&o.quiet, "q", false, "")
 	fs.Func("corrupt", "", func(s string) error { return addCorruption(cfg.Corrupt, s) })
-	rest, err := parseFlags(fs, args)
+	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return nil, err
 	}
 	if len(rest) > 0 {
-		return nil, usagef("gen: unexpected argument %q", rest[0])
+		return nil, cli.Usagef("gen: unexpected argument %q", rest[0])
 	}
-	o.setHuge = len(setFlags(fs, "huge-blob")) > 0
+	o.setHuge = len(cli.SetFlags(fs, "huge-blob")) > 0
 	return o, nil
 }
 
@@ -175,21 +177,21 @@ func (o *genOptions) check() error {
 	cfg := &o.cfg
 	var err error
 	if cfg.Start, err = time.Parse("2006-01-02", o.start); err != nil {
-		return usagef("gen: --start: %v", err)
+		return cli.Usagef("gen: --start: %v", err)
 	}
 	if cfg.Buckets < 1 || cfg.Reports < 0 || cfg.MinMeasurements < 1 || cfg.Alpha <= 0 || cfg.MaxMeasurements < 1 ||
 		cfg.JSONFraction < 0 || cfg.JSONFraction > 1 || o.canSize < 1 || o.huge < 16 || cfg.TimeSlots < 0 {
-		return usagef("gen: a count, size or fraction is out of range")
+		return cli.Usagef("gen: a count, size or fraction is out of range")
 	}
 	cfg.CanSize, cfg.HugeBlob, cfg.MaxBlob, cfg.MaxTemplate = int64(o.canSize), int64(o.huge), int64(o.maxBlob), int(o.maxTemplate)
 	switch cfg.Format {
 	case corpus.FormatCanned, corpus.FormatAutoclaved, corpus.FormatBoth:
 	default:
-		return usagef("gen: --format %q: want canned, autoclaved or both", cfg.Format)
+		return cli.Usagef("gen: --format %q: want canned, autoclaved or both", cfg.Format)
 	}
 	for k := range cfg.Corrupt {
 		if !corpus.IsKind(k) {
-			return usagef("gen: unknown corruption kind %q; the kinds are all, %s", k,
+			return cli.Usagef("gen: unknown corruption kind %q; the kinds are all, %s", k,
 				strings.Join(append(append([]string(nil), corpus.ReportKinds...), corpus.ContainerKinds...), ", "))
 		}
 	}
@@ -199,37 +201,39 @@ func (o *genOptions) check() error {
 	return nil
 }
 
-func runGen(ctx context.Context, args []string, std stdio) error {
+func runGen(ctx context.Context, args []string, std cli.Stdio) error {
 	o, err := parseGenFlags(args, std)
 	if err != nil {
 		return err
 	}
 	switch {
 	case o.profile == "" && o.manifestOnly:
-		return usagef("gen: --manifest-only needs --profile ooni2018")
+		return cli.Usagef("gen: --manifest-only needs --profile ooni2018")
 	case o.profile != "" && o.profile != "ooni2018":
-		return usagef("gen: unknown profile %q (there is ooni2018)", o.profile)
+		return cli.Usagef("gen: unknown profile %q (there is ooni2018)", o.profile)
 	case o.profile != "" && !o.manifestOnly:
-		return usagef("gen: --profile ooni2018 writes a manifest only: add --manifest-only")
+		return cli.Usagef("gen: --profile ooni2018 writes a manifest only: add --manifest-only")
 	case o.profile != "":
 		return genManifest(o.out, o.cfg.Seed, std)
 	case o.out == "":
-		return usagef("gen: --out is required")
+		return cli.Usagef("gen: --out is required")
 	}
 	if err := o.check(); err != nil {
 		return err
 	}
 	if !o.quiet {
-		p := newGenProgress(std.err, o.cfg.Buckets)
-		o.cfg.Progress = p.update
-		defer p.finish()
+		p, total := cli.NewLines(std.Err), o.cfg.Buckets
+		o.cfg.Progress = func(st corpus.Stats) {
+			p.Update(fmt.Sprintf("backfill: gen: %d/%d buckets, %d reports, %s written", st.Buckets, total, st.Reports, units.Bytes(st.Bytes)))
+		}
+		defer p.Finish()
 	}
 	st, err := o.generate(ctx)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(std.out, "buckets        %d\ncontainers     %d\nreports        %d\nmeasurements   %d (that get IDs)\nbytes          %s compressed, %s uncompressed\nground truth   %s\n",
-		st.Buckets, st.Containers, st.Reports, st.Measurements, humanBytes(st.Bytes), humanBytes(st.TextBytes), truthPath(o.out, o.cfg.Format))
+	fmt.Fprintf(std.Out, "buckets        %d\ncontainers     %d\nreports        %d\nmeasurements   %d (that get IDs)\nbytes          %s compressed, %s uncompressed\nground truth   %s\n",
+		st.Buckets, st.Containers, st.Reports, st.Measurements, units.Bytes(st.Bytes), units.Bytes(st.TextBytes), truthPath(o.out, o.cfg.Format))
 	return nil
 }
 
@@ -257,8 +261,8 @@ func (o *genOptions) generate(ctx context.Context) (corpus.Stats, error) {
 }
 
 // genManifest writes the ooni2018 manifest to out ("" or "-": stdout).
-func genManifest(out string, seed uint64, std stdio) error {
-	w, closeOut := std.out, func() error { return nil }
+func genManifest(out string, seed uint64, std cli.Stdio) error {
+	w, closeOut := std.Out, func() error { return nil }
 	if out != "" && out != "-" {
 		f, err := os.Create(out)
 		if err != nil {
@@ -270,7 +274,7 @@ func genManifest(out string, seed uint64, std stdio) error {
 	if err := errors.Join(err, closeOut()); err != nil {
 		return err
 	}
-	fmt.Fprint(std.err, st)
+	fmt.Fprint(std.Err, st)
 	return nil
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/backfill-dev/backfill/cumulus/granule"
-	"github.com/backfill-dev/backfill/internal/lines"
+	"github.com/backfill-dev/backfill/internal/cli"
 )
 
 const granuleHelp = `Usage: backfill granule-id --collection-id C [--hash-length N] [--include-timestamp] ID...
@@ -101,8 +100,8 @@ type granuleConfig struct {
 	set              map[string]bool
 }
 
-func runGranuleID(ctx context.Context, args []string, std stdio) error {
-	fs := newFlagSet("granule-id", granuleHelp, std)
+func runGranuleID(ctx context.Context, args []string, std cli.Stdio) error {
+	fs := cli.NewFlagSet("granule-id", granuleHelp, std)
 	var c granuleConfig
 	fs.StringVar(&c.collectionID, "collection-id", "", "collection `ID`")
 	fs.IntVar(&c.hashLength, "hash-length", granule.DefaultHashLength, "suffix length `N`")
@@ -114,53 +113,53 @@ func runGranuleID(ctx context.Context, args []string, std stdio) error {
 	fs.Float64Var(&c.ingests, "ingests", 10000, "same-ID ingests `N`")
 	fs.IntVar(&c.trials, "trials", 10000, "simulation runs `N`")
 	fs.Uint64Var(&c.seed, "seed", 1, "simulation seed `N`")
-	args, err := parseFlags(fs, args)
+	args, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	c.set = map[string]bool{}
-	for _, f := range setFlags(fs, "collection-id", "hash-length", "include-timestamp") {
+	for _, f := range cli.SetFlags(fs, "collection-id", "hash-length", "include-timestamp") {
 		c.set[strings.TrimPrefix(f, "--")] = true
 	}
 
 	switch {
 	case c.risk:
 		if len(args) > 0 || c.payload != "" {
-			return usagef("granule-id: --risk takes no IDs or payload")
+			return cli.Usagef("granule-id: --risk takes no IDs or payload")
 		}
 		return granuleRisk(c, std)
 	case c.simulate:
-		return usagef("granule-id: --simulate goes with --risk")
+		return cli.Usagef("granule-id: --simulate goes with --risk")
 	case c.payload != "":
 		if len(args) > 0 {
-			return usagef("granule-id: --payload takes no IDs")
+			return cli.Usagef("granule-id: --payload takes no IDs")
 		}
 		return granulePayload(c, std)
 	case c.config != "":
-		return usagef("granule-id: --config goes with --payload")
+		return cli.Usagef("granule-id: --config goes with --payload")
 	}
 	if err := granule.CheckHashLength(c.hashLength); err != nil {
-		return usagef("granule-id: --hash-length: %v", err)
+		return cli.Usagef("granule-id: --hash-length: %v", err)
 	}
 	if len(args) == 0 {
-		return usagef("granule-id: no ID given")
+		return cli.Usagef("granule-id: no ID given")
 	}
 	gen, _ := granule.NewGenerator(c.hashLength, c.includeTimestamp)
 	if args[0] == "-" {
 		if len(args) > 1 {
-			return usagef("granule-id: no arguments allowed after -")
+			return cli.Usagef("granule-id: no arguments allowed after -")
 		}
 		return granuleStream(ctx, gen, c.collectionID, c.set["collection-id"], std)
 	}
 	if !c.set["collection-id"] {
-		return usagef("granule-id: --collection-id is required with ID arguments")
+		return cli.Usagef("granule-id: --collection-id is required with ID arguments")
 	}
 	return granuleArgs(gen, c.collectionID, args, std)
 }
 
 // granuleArgs prints the unique granule ID of each ID argument.
-func granuleArgs(gen *granule.Generator, collectionID string, ids []string, std stdio) error {
-	out := bufio.NewWriter(std.out)
+func granuleArgs(gen *granule.Generator, collectionID string, ids []string, std cli.Stdio) error {
+	out := bufio.NewWriter(std.Out)
 	bad := 0
 	var buf []byte
 	var err error
@@ -168,7 +167,7 @@ func granuleArgs(gen *granule.Generator, collectionID string, ids []string, std 
 		buf, err = gen.Append(buf[:0], []byte(id), []byte(collectionID))
 		if err != nil {
 			bad++
-			fmt.Fprintf(std.err, "backfill: ID %q: %v\n", id, err)
+			fmt.Fprintf(std.Err, "backfill: ID %q: %v\n", id, err)
 			continue
 		}
 		out.Write(append(buf, '\n'))
@@ -177,65 +176,26 @@ func granuleArgs(gen *granule.Generator, collectionID string, ids []string, std 
 		return fmt.Errorf("write output: %w", err)
 	}
 	if bad > 0 {
-		return &rejectsError{n: bad, what: "IDs"}
+		return &cli.RejectsError{N: bad, What: "IDs"}
 	}
 	return nil
 }
 
-func granuleStream(ctx context.Context, gen *granule.Generator, defaultCollection string, hasDefault bool, std stdio) error {
-	out := bufio.NewWriterSize(std.out, 256<<10)
-	var buf []byte
-	bad := 0
-	reject := func(n int, format string, args ...any) {
-		bad++
-		fmt.Fprintf(std.err, "backfill: line %d: %s\n", n, fmt.Sprintf(format, args...))
-	}
-	err := lines.Each(ctx, std.in, func(line []byte, n int, tooLong error) error {
-		if tooLong != nil {
-			reject(n, "%v", tooLong)
-			return nil
-		}
-		id, collection, hasCollection := bytes.Cut(line, []byte{'\t'})
-		switch {
-		case hasCollection && bytes.IndexByte(collection, '\t') >= 0:
-			reject(n, "more than two tab-separated fields")
-			return nil
-		case !hasCollection && !hasDefault:
-			reject(n, "no collection ID: want ID<TAB>COLLECTION_ID, or give --collection-id")
-			return nil
-		case !hasCollection:
-			collection = []byte(defaultCollection)
-		}
-		var err error
-		buf, err = gen.Append(buf[:0], id, collection)
-		if err != nil {
-			reject(n, "%v", err)
-			return nil
-		}
-		buf = append(buf, '\t')
-		buf = append(buf, id...)
-		buf = append(buf, '\t')
-		buf = append(buf, collection...)
-		buf = append(buf, '\n')
-		if _, err := out.Write(buf); err != nil {
-			return fmt.Errorf("write output: %w", err)
-		}
-		return nil
+// granuleStream prints the unique granule ID of every line of stdin.
+func granuleStream(ctx context.Context, gen *granule.Generator, defaultCollection string, hasDefault bool, std cli.Stdio) error {
+	bad, err := gen.Stream(ctx, std.In, std.Out, defaultCollection, hasDefault, func(n int, why string) {
+		fmt.Fprintf(std.Err, "backfill: line %d: %s\n", n, why)
 	})
 	if err != nil {
-		out.Flush()
 		return err
 	}
-	if err := out.Flush(); err != nil {
-		return fmt.Errorf("write output: %w", err)
-	}
 	if bad > 0 {
-		return &rejectsError{n: bad, what: "lines"}
+		return &cli.RejectsError{N: bad, What: "lines"}
 	}
 	return nil
 }
 
-func granulePayload(c granuleConfig, std stdio) error {
+func granulePayload(c granuleConfig, std cli.Stdio) error {
 	var cfg granule.TaskConfig
 	if c.config != "" {
 		raw := []byte(c.config)
@@ -247,12 +207,12 @@ func granulePayload(c granuleConfig, std stdio) error {
 			raw = b
 		}
 		if err := json.Unmarshal(raw, &cfg); err != nil {
-			return usagef("granule-id: --config: not a JSON object: %v", err)
+			return cli.Usagef("granule-id: --config: not a JSON object: %v", err)
 		}
 	}
 	if c.set["hash-length"] {
 		if err := granule.CheckHashLength(c.hashLength); err != nil {
-			return usagef("granule-id: --hash-length: %v", err)
+			return cli.Usagef("granule-id: --hash-length: %v", err)
 		}
 		cfg.HashLength = json.RawMessage(strconv.Itoa(c.hashLength))
 	}
@@ -260,12 +220,12 @@ func granulePayload(c granuleConfig, std stdio) error {
 		cfg.IncludeTimestampHashKey = json.RawMessage(strconv.FormatBool(c.includeTimestamp))
 	}
 	if _, _, err := cfg.Settings(); err != nil {
-		return usagef("granule-id: %v", err)
+		return cli.Usagef("granule-id: %v", err)
 	}
 	var payload []byte
 	var err error
 	if c.payload == "-" {
-		payload, err = io.ReadAll(std.in)
+		payload, err = io.ReadAll(std.In)
 	} else {
 		payload, err = os.ReadFile(c.payload)
 	}
@@ -279,80 +239,39 @@ func granulePayload(c granuleConfig, std stdio) error {
 			problems = joined.Unwrap()
 		}
 		for _, p := range problems {
-			fmt.Fprintf(std.err, "backfill: payload %s: %v\n", c.payload, p)
+			fmt.Fprintf(std.Err, "backfill: payload %s: %v\n", c.payload, p)
 		}
-		return &rejectsError{n: len(problems), what: "payload problems", verb: "found; payload rejected"}
+		return &cli.RejectsError{N: len(problems), What: "payload problems", Verb: "found; payload rejected"}
 	}
-	if _, err := std.out.Write(append(out, '\n')); err != nil {
+	if _, err := std.Out.Write(append(out, '\n')); err != nil {
 		return fmt.Errorf("write output: %w", err)
 	}
 	return nil
 }
 
-func granuleRisk(c granuleConfig, std stdio) error {
+func granuleRisk(c granuleConfig, std cli.Stdio) error {
 	lengths := []int{6, 7, 8, 9}
 	if c.set["hash-length"] {
 		if err := granule.CheckHashLength(c.hashLength); err != nil {
-			return usagef("granule-id: --hash-length: %v", err)
+			return cli.Usagef("granule-id: --hash-length: %v", err)
 		}
 		lengths = []int{c.hashLength}
 	}
 	if c.ingests < 0 || c.ingests != float64(int64(c.ingests)) {
-		return usagef("granule-id: --ingests must be a whole number >= 0")
+		return cli.Usagef("granule-id: --ingests must be a whole number >= 0")
 	}
-	w := bufio.NewWriter(std.out)
-	if c.simulate {
-		if !c.set["hash-length"] {
-			return usagef("granule-id: --simulate needs one --hash-length (short ones, 1..4, show collisions quickly)")
-		}
-		if c.trials < 1 || c.ingests > 1e7 {
-			return usagef("granule-id: --simulate needs --trials >= 1 and --ingests <= 10000000")
-		}
-		sim, err := granule.SimulateCollisions(c.hashLength, int(c.ingests), c.trials, rand.New(rand.NewPCG(c.seed, 0)))
-		if err != nil {
-			return err
-		}
-		r := granule.CollisionRisk(c.hashLength, c.ingests)
-		lo, hi := sim.CI95()
-		fmt.Fprintf(w, "hash length %d, %s of one ID per trial, %s with real timestamped IDs\n", sim.HashLength,
-			count(sim.Ingests, "ingest", "ingests"), count(sim.Trials, "trial", "trials"))
-		fmt.Fprintf(w, "measured       %s  (%d colliding trials; 95%% CI %s .. %s)\n", percent(sim.Rate()), sim.Colliding, percent(lo), percent(hi))
-		fmt.Fprintf(w, "exact, 63^L    %s\n", percent(r.Birthday63))
-		fmt.Fprintf(w, "exact, 64^L    %s\n", percent(r.Birthday64))
-		fmt.Fprintf(w, "doc formula    %s\n", percent(r.Doc))
-		return w.Flush()
+	if !c.simulate {
+		return granule.WriteRiskTable(std.Out, lengths, c.ingests)
 	}
-	fmt.Fprintf(w, "Probability of a duplicate unique ID among %s timestamped ingests of one granule ID:\n", strconv.FormatFloat(c.ingests, 'f', -1, 64))
-	fmt.Fprintf(w, "%-11s  %-22s  %-22s  %s\n", "hash_length", "doc: 1-exp(-n^2/2d)", "exact, d = 64^L", "exact, d = 63^L")
-	for _, l := range lengths {
-		r := granule.CollisionRisk(l, c.ingests)
-		fmt.Fprintf(w, "%-11d  %-22s  %-22s  %s\n", l, percent(r.Doc), percent(r.Birthday64), percent(r.Birthday63))
-	}
-	return w.Flush()
-}
-
-// percent formats a probability as a plain-decimal percentage with ten
-// significant digits, as the Cumulus documentation prints its table.
-func percent(p float64) string {
-	v := p * 100
-	if v == 0 {
-		return "0%"
-	}
-	e := strconv.FormatFloat(v, 'e', 9, 64) // d.ddddddddde±XX
-	mant, exp, _ := strings.Cut(e, "e")
-	x, _ := strconv.Atoi(exp)
-	digits := strings.Replace(mant, ".", "", 1)
-	var s string
 	switch {
-	case x < 0:
-		s = "0." + strings.Repeat("0", -x-1) + digits
-	case x+1 >= len(digits):
-		s = digits + strings.Repeat("0", x+1-len(digits))
-	default:
-		s = digits[:x+1] + "." + digits[x+1:]
+	case !c.set["hash-length"]:
+		return cli.Usagef("granule-id: --simulate needs one --hash-length (short ones, 1..4, show collisions quickly)")
+	case c.trials < 1 || c.ingests > 1e7:
+		return cli.Usagef("granule-id: --simulate needs --trials >= 1 and --ingests <= 10000000")
 	}
-	if strings.Contains(s, ".") {
-		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	sim, err := granule.SimulateCollisions(c.hashLength, int(c.ingests), c.trials, rand.New(rand.NewPCG(c.seed, 0)))
+	if err != nil {
+		return err
 	}
-	return s + "%"
+	return sim.WriteText(std.Out)
 }

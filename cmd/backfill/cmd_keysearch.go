@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/audit"
 	"github.com/backfill-dev/backfill/pipeline/keysearch"
@@ -121,8 +122,8 @@ type keysearchOptions struct {
 	inputs              []string
 }
 
-func parseKeysearchFlags(args []string, std stdio) (*keysearchOptions, error) {
-	fs := newFlagSet("keysearch", keysearchHelp, std)
+func parseKeysearchFlags(args []string, std cli.Stdio) (*keysearchOptions, error) {
+	fs := cli.NewFlagSet("keysearch", keysearchHelp, std)
 	o := &keysearchOptions{}
 	fs.StringVar(&o.out, "out", "", "")
 	fs.IntVar(&o.bits, "counter-bits", 24, "")
@@ -136,11 +137,11 @@ func parseKeysearchFlags(args []string, std stdio) (*keysearchOptions, error) {
 	fs.BoolVar(&o.quiet, "q", false, "")
 	o.in.register(fs)
 	var err error
-	if o.inputs, err = parseFlags(fs, args); err != nil {
+	if o.inputs, err = cli.ParseFlags(fs, args); err != nil {
 		return nil, err
 	}
 	if o.out == "" {
-		return nil, usagef("keysearch: --out FILE is required")
+		return nil, cli.Usagef("keysearch: --out FILE is required")
 	}
 	if err := o.in.check(fs, o.inputs); err != nil {
 		return nil, err
@@ -152,26 +153,26 @@ func parseKeysearchFlags(args []string, std stdio) (*keysearchOptions, error) {
 func (o *keysearchOptions) check() error {
 	switch {
 	case o.bits < ooid.MinCounterBits || o.bits > ooid.MaxCounterBits:
-		return usagef("keysearch: --counter-bits %d: want %d..%d", o.bits, ooid.MinCounterBits, ooid.MaxCounterBits)
+		return cli.Usagef("keysearch: --counter-bits %d: want %d..%d", o.bits, ooid.MinCounterBits, ooid.MaxCounterBits)
 	case o.to <= o.from:
-		return usagef("keysearch: --to must be above --from")
+		return cli.Usagef("keysearch: --to must be above --from")
 	case o.table != "auto" && o.table != "never" && o.table != "always":
-		return usagef("keysearch: --table %q: want auto, never or always", o.table)
+		return cli.Usagef("keysearch: --table %q: want auto, never or always", o.table)
 	case o.workers < 1 || o.maxTrials < 1:
-		return usagef("keysearch: --workers and --max-trials must be at least 1")
+		return cli.Usagef("keysearch: --workers and --max-trials must be at least 1")
 	}
 	if _, err := ooid.NewKeyTable(o.seed, o.from, nil); err != nil {
-		return usagef("keysearch: --seed: %v", err)
+		return cli.Usagef("keysearch: --seed: %v", err)
 	}
 	for _, input := range o.inputs {
 		if input == "-" {
-			return usagef("keysearch: reads its inputs twice: name a file, not standard input")
+			return cli.Usagef("keysearch: reads its inputs twice: name a file, not standard input")
 		}
 	}
 	return nil
 }
 
-func runKeysearch(ctx context.Context, args []string, std stdio) error {
+func runKeysearch(ctx context.Context, args []string, std cli.Stdio) error {
 	o, err := parseKeysearchFlags(args, std)
 	if err != nil {
 		return err
@@ -191,9 +192,9 @@ func runKeysearch(ctx context.Context, args []string, std stdio) error {
 		return fmt.Errorf("keysearch: %d measurements share one timestamp: no key works below %d counter bits", shape.MaxGroup, res.MinCounterBits)
 	}
 	if !o.quiet {
-		fmt.Fprintf(std.err, "backfill keysearch: %s, %d share a timestamp (%s); at %d bits one key is expected after %s %s\n",
-			count(shape.Reports, "report", "reports"), shape.SharedReports, count(len(shape.Groups), "timestamp", "timestamps"), o.bits,
-			trialsText(res.ExpectedTrials), plural(int64(math.Round(res.ExpectedTrials)), "trial", "trials"))
+		fmt.Fprintf(std.Err, "backfill keysearch: %s, %d share a timestamp (%s); at %d bits one key is expected after %s %s\n",
+			cli.Count(shape.Reports, "report", "reports"), shape.SharedReports, cli.Count(len(shape.Groups), "timestamp", "timestamps"), o.bits,
+			trialsText(res.ExpectedTrials), cli.Plural(int64(math.Round(res.ExpectedTrials)), "trial", "trials"))
 	}
 	searchStart := time.Now()
 	found, err := corpus.Find(ctx, o.policy(std, res.ExpectedTrials))
@@ -211,7 +212,7 @@ func runKeysearch(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	if rejected > 0 {
-		return &rejectsError{n: int(rejected), what: "inputs"}
+		return &cli.RejectsError{N: int(rejected), What: "inputs"}
 	}
 	return nil
 }
@@ -219,7 +220,7 @@ func runKeysearch(ctx context.Context, args []string, std stdio) error {
 // readCorpus reads the inputs twice: the shape of the corpus (its
 // timestamps and their reports), then the textnames of the reports that
 // share a timestamp. It returns how many inputs were rejected.
-func (o *keysearchOptions) readCorpus(ctx context.Context, std stdio) (*keysearch.Shape, *keysearch.Corpus, int64, error) {
+func (o *keysearchOptions) readCorpus(ctx context.Context, std cli.Stdio) (*keysearch.Shape, *keysearch.Corpus, int64, error) {
 	o.in.read.Workers = o.workers
 	pg, err := o.in.openPostgres(ctx, std)
 	if err != nil {
@@ -236,13 +237,13 @@ func (o *keysearchOptions) readCorpus(ctx context.Context, std stdio) (*keysearc
 			}
 		}
 		for _, input := range o.inputs {
-			if err := eachReport(ctx, src, "keysearch", input, std.in, fn); err != nil {
+			if err := eachReport(ctx, src, "keysearch", input, std.In, fn); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	src := o.in.source("keysearch", std.err)
+	src := o.in.source("keysearch", std.Err)
 	var census keysearch.Census
 	err = each(src, func(at audit.Place, textname []byte, n uint32) {
 		t, err := ooid.ParseTextnameBytes(textname)
@@ -266,28 +267,28 @@ func (o *keysearchOptions) readCorpus(ctx context.Context, std stdio) (*keysearc
 }
 
 // policy is the search the flags ask for, with its progress lines.
-func (o *keysearchOptions) policy(std stdio, expected float64) keysearch.Policy {
+func (o *keysearchOptions) policy(std cli.Stdio, expected float64) keysearch.Policy {
 	pol := keysearch.Policy{Options: keysearch.Options{Bits: o.bits, Seed: o.seed, From: o.from, To: o.to, Workers: o.workers},
 		Table: o.table, MaxTrials: o.maxTrials}
 	if o.quiet {
 		return pol
 	}
-	pol.Progress = keyProgress(std.err, expected)
+	pol.Progress = keyProgress(std.Err, expected)
 	pol.Fallback = func(trials uint64) {
-		fmt.Fprintf(std.err, "backfill keysearch: no single key among %d; building a key table\n", trials)
+		fmt.Fprintf(std.Err, "backfill keysearch: no single key among %d; building a key table\n", trials)
 	}
 	var last time.Duration
 	pol.TableProgress = func(p keysearch.Progress) {
 		if p.Elapsed-last >= 5*time.Second {
 			last = p.Elapsed
-			fmt.Fprintf(std.err, "backfill keysearch: key table: %d timestamps left, %d keys tried\n", p.Groups, p.Trials)
+			fmt.Fprintf(std.Err, "backfill keysearch: key table: %d timestamps left, %d keys tried\n", p.Groups, p.Trials)
 		}
 	}
 	return pol
 }
 
 // write writes the scheme file, then prints what was found.
-func (o *keysearchOptions) write(std stdio, res keysearchOutput, scheme ooid.Scheme, shape *keysearch.Shape) error {
+func (o *keysearchOptions) write(std cli.Stdio, res keysearchOutput, scheme ooid.Scheme, shape *keysearch.Shape) error {
 	b, err := ooid.MarshalScheme(scheme, fmt.Sprintf("Made by backfill keysearch over %d reports (%d measurements) at %d counter bits.", shape.Reports, shape.Measurements, o.bits))
 	if err != nil {
 		return err
@@ -296,11 +297,11 @@ func (o *keysearchOptions) write(std stdio, res keysearchOutput, scheme ooid.Sch
 		return err
 	}
 	if o.asJSON {
-		enc := json.NewEncoder(std.out)
+		enc := json.NewEncoder(std.Out)
 		enc.SetEscapeHTML(false)
 		return enc.Encode(res)
 	}
-	printKeysearch(std.out, res)
+	printKeysearch(std.Out, res)
 	return nil
 }
 

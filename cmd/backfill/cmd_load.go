@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
 	"github.com/backfill-dev/backfill/pipeline/plan"
@@ -56,8 +57,8 @@ EXIT STATUS
 	     has not completed; running it again does not mend that
 `
 
-func runLoad(ctx context.Context, args []string, std stdio) error {
-	fs := newFlagSet("load", loadHelp, std)
+func runLoad(ctx context.Context, args []string, std cli.Stdio) error {
+	fs := cli.NewFlagSet("load", loadHelp, std)
 	var planFile, out, sinkName string
 	var createSchema, replace bool
 	var pf pgFlags
@@ -69,24 +70,24 @@ func runLoad(ctx context.Context, args []string, std stdio) error {
 	fs.BoolVar(&createSchema, "create-schema", false, "")
 	fs.BoolVar(&replace, "replace", false, "")
 	fs.IntVar(&shard, "shard", -1, "")
-	rest, err := parseFlags(fs, args)
+	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	pgOnly := setFlags(fs, "dsn", "pg-schema", "create-schema", "replace", "retries", "retry-wait", "pg-timeout", "connections")
+	pgOnly := cli.SetFlags(fs, "dsn", "pg-schema", "create-schema", "replace", "retries", "retry-wait", "pg-timeout", "connections")
 	switch {
 	case len(rest) > 0:
-		return usagef("load: unexpected argument %q", rest[0])
+		return cli.Usagef("load: unexpected argument %q", rest[0])
 	case planFile == "" || out == "":
-		return usagef("load: --plan and --out are required")
+		return cli.Usagef("load: --plan and --out are required")
 	case sinkName != "parquet" && sinkName != "postgres":
-		return usagef("load: --sink must be parquet or postgres")
+		return cli.Usagef("load: --sink must be parquet or postgres")
 	case sinkName == "parquet" && len(pgOnly) > 0:
-		return usagef("load: %s %s for --sink postgres; add --sink postgres, or leave %s out", strings.Join(pgOnly, ", "), isAre(len(pgOnly)), itThem(len(pgOnly)))
+		return cli.Usagef("load: %s %s for --sink postgres; add --sink postgres, or leave %s out", strings.Join(pgOnly, ", "), cli.Plural(len(pgOnly), "is", "are"), cli.Plural(len(pgOnly), "it", "them"))
 	case pf.connections < 1:
-		return usagef("load: --connections must be 1 or more")
+		return cli.Usagef("load: --connections must be 1 or more")
 	case pf.timeout <= 0:
-		return usagef("load: --pg-timeout must be positive")
+		return cli.Usagef("load: --pg-timeout must be positive")
 	}
 	p, err := readPlan(ctx, "load", planFile)
 	if err != nil {
@@ -104,24 +105,24 @@ func runLoad(ctx context.Context, args []string, std stdio) error {
 	}
 	n, err := scaleout.Load(ctx, p, shard, dst)
 	if isOrder(err) {
-		return usagef("load: %v", err)
+		return cli.Usagef("load: %v", err)
 	} else if err != nil {
 		return err
 	}
-	fmt.Fprintf(std.err, "backfill: loaded shard %d: %s into %s\n", shard, count(n, "bucket", "buckets"), out)
+	fmt.Fprintf(std.Err, "backfill: loaded shard %d: %s into %s\n", shard, cli.Count(n, "bucket", "buckets"), out)
 	return nil
 }
 
 // loadPostgres loads the buckets of shard from the job's output dst into
 // the database of f.
-func loadPostgres(ctx context.Context, std stdio, p plan.Plan, planFile string, shard int, dst store.Store, f outputFlags) error {
+func loadPostgres(ctx context.Context, std cli.Stdio, p plan.Plan, planFile string, shard int, dst store.Store, f outputFlags) error {
 	src := scaleout.ShardOut(dst, shard)
 	if len(p.Names(shard)) == 0 {
-		fmt.Fprintf(std.err, "backfill: shard %d of %s has no bucket; nothing to do\n", shard, planFile)
+		fmt.Fprintf(std.Err, "backfill: shard %d of %s has no bucket; nothing to do\n", shard, planFile)
 		return nil
 	}
 	if err := scaleout.Mapped(ctx, src, shard); isOrder(err) {
-		return usagef("load: %v", err)
+		return cli.Usagef("load: %v", err)
 	} else if err != nil {
 		return err
 	}
@@ -136,6 +137,6 @@ func loadPostgres(ctx context.Context, std stdio, p plan.Plan, planFile string, 
 		}
 		return err
 	}
-	fmt.Fprintf(std.err, "backfill: loaded %s of %s into %s\n", count(len(p.Names(shard)), "bucket", "buckets"), src.Where("."), o.dest)
+	fmt.Fprintf(std.Err, "backfill: loaded %s of %s into %s\n", cli.Count(len(p.Names(shard)), "bucket", "buckets"), src.Where("."), o.dest)
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/ooidlines"
 )
@@ -70,27 +71,27 @@ func schemeFlags(fs *flag.FlagSet, s *ooid.Scheme) func() error {
 	return func() error {
 		if path == "" {
 			if err := s.Validate(); err != nil {
-				return usagef("%s: %v", fs.Name(), err)
+				return cli.Usagef("%s: %v", fs.Name(), err)
 			}
 			return nil
 		}
-		if len(setFlags(fs, "counter-bits", "sha1-offset")) > 0 {
-			return usagef("%s: --scheme gives the counter width and hash: drop --counter-bits and --sha1-offset", fs.Name())
+		if len(cli.SetFlags(fs, "counter-bits", "sha1-offset")) > 0 {
+			return cli.Usagef("%s: --scheme gives the counter width and hash: drop --counter-bits and --sha1-offset", fs.Name())
 		}
 		loaded, err := ooid.LoadScheme(path)
 		if err != nil {
-			return usagef("%s: --scheme: %v", fs.Name(), err)
+			return cli.Usagef("%s: --scheme: %v", fs.Name(), err)
 		}
 		*s = loaded
 		return nil
 	}
 }
 
-func runOOID(ctx context.Context, args []string, std stdio) error {
-	fs := newFlagSet("ooid", ooidHelp, std)
+func runOOID(ctx context.Context, args []string, std cli.Stdio) error {
+	fs := cli.NewFlagSet("ooid", ooidHelp, std)
 	scheme := ooid.DefaultScheme
 	loadScheme := schemeFlags(fs, &scheme)
-	args, err := parseFlags(fs, args)
+	args, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
@@ -98,33 +99,33 @@ func runOOID(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	if len(args) == 0 {
-		return usagef("ooid: no TEXTNAME given")
+		return cli.Usagef("ooid: no TEXTNAME given")
 	}
 	if args[0] == "-" {
 		if len(args) > 1 {
-			return usagef("ooid: no arguments allowed after -")
+			return cli.Usagef("ooid: no arguments allowed after -")
 		}
 		return ooidStream(ctx, scheme, std)
 	}
 	return ooidArgs(scheme, args[0], args[1:], std)
 }
 
-func ooidArgs(scheme ooid.Scheme, textname string, ndxs []string, std stdio) error {
+func ooidArgs(scheme ooid.Scheme, textname string, ndxs []string, std cli.Stdio) error {
 	r, err := scheme.Report(textname)
 	if err != nil {
-		fmt.Fprintf(std.err, "backfill: %v\n", err)
-		return &rejectsError{n: 1, what: "textname"}
+		fmt.Fprintf(std.Err, "backfill: %v\n", err)
+		return &cli.RejectsError{N: 1, What: "textname"}
 	}
 	if len(ndxs) == 0 {
 		ndxs = []string{"0"}
 	}
-	w := bufio.NewWriter(std.out)
+	w := bufio.NewWriter(std.Out)
 	bad := 0
 	var buf []byte
 	for _, s := range ndxs {
 		ndx, err := ooidlines.ParseNDX([]byte(s), scheme)
 		if err != nil {
-			fmt.Fprintf(std.err, "backfill: NDX %q: %v\n", s, err)
+			fmt.Fprintf(std.Err, "backfill: NDX %q: %v\n", s, err)
 			bad++
 			continue
 		}
@@ -135,22 +136,22 @@ func ooidArgs(scheme ooid.Scheme, textname string, ndxs []string, std stdio) err
 		return fmt.Errorf("write output: %w", err)
 	}
 	if bad > 0 {
-		return &rejectsError{n: bad, what: "NDX values"}
+		return &cli.RejectsError{N: bad, What: "NDX values"}
 	}
 	return nil
 }
 
 // ooidStream is "backfill ooid -": package ooidlines, with each bad line
 // reported on stderr.
-func ooidStream(ctx context.Context, scheme ooid.Scheme, std stdio) error {
-	bad, err := ooidlines.Run(ctx, scheme, std.in, std.out, func(line int, msg string) {
-		fmt.Fprintf(std.err, "backfill: line %d: %s\n", line, msg)
+func ooidStream(ctx context.Context, scheme ooid.Scheme, std cli.Stdio) error {
+	bad, err := ooidlines.Run(ctx, scheme, std.In, std.Out, func(line int, msg string) {
+		fmt.Fprintf(std.Err, "backfill: line %d: %s\n", line, msg)
 	})
 	if err != nil {
 		return err
 	}
 	if bad > 0 {
-		return &rejectsError{n: bad, what: "lines"}
+		return &cli.RejectsError{N: bad, What: "lines"}
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
 	"github.com/backfill-dev/backfill/pipeline/plan"
@@ -47,28 +48,28 @@ EXIT STATUS
 	2    usage error
 `
 
-func runPlan(ctx context.Context, args []string, std stdio) error {
-	fs := newFlagSet("plan", planHelp, std)
+func runPlan(ctx context.Context, args []string, std cli.Stdio) error {
+	fs := cli.NewFlagSet("plan", planHelp, std)
 	var in, out string
 	var shards int
 	fs.StringVar(&in, "in", "", "")
 	fs.StringVar(&out, "out", "", "")
 	fs.IntVar(&shards, "shards", 0, "")
-	rest, err := parseFlags(fs, args)
+	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	switch {
 	case len(rest) > 0:
-		return usagef("plan: unexpected argument %q", rest[0])
+		return cli.Usagef("plan: unexpected argument %q", rest[0])
 	case in == "":
-		return usagef("plan: --in is required")
+		return cli.Usagef("plan: --in is required")
 	case shards < 1:
-		return usagef("plan: --shards must be 1 or more")
+		return cli.Usagef("plan: --shards must be 1 or more")
 	}
 	fsys, err := location.Open(ctx, in)
 	if err != nil {
-		return usagef("plan: --in %v", err)
+		return cli.Usagef("plan: --in %v", err)
 	}
 	input, err := stamp.ResolveInput(ctx, fsys, nil)
 	if err != nil {
@@ -84,10 +85,10 @@ func runPlan(ctx context.Context, args []string, std stdio) error {
 	}
 	p.InputRecords = input.Records()
 	for _, m := range input.Misnamed {
-		fmt.Fprintf(std.err, "backfill: reject: %s; recorded in the plan, check counts it\n", m.Say(input.Dir))
+		fmt.Fprintf(std.Err, "backfill: reject: %s; recorded in the plan, check counts it\n", m.Say(input.Dir))
 	}
 	if out == "" || out == "-" {
-		_, err = std.out.Write(p.Marshal())
+		_, err = std.Out.Write(p.Marshal())
 		return err
 	}
 	parent, base := store.Split(out)
@@ -102,7 +103,7 @@ func runPlan(ctx context.Context, args []string, std stdio) error {
 func readPlan(ctx context.Context, cmd, loc string) (plan.Plan, error) {
 	f, err := location.OpenFile(ctx, loc)
 	if err != nil {
-		return plan.Plan{}, usagef("%s: --plan %v", cmd, err)
+		return plan.Plan{}, cli.Usagef("%s: --plan %v", cmd, err)
 	}
 	data, err := io.ReadAll(f)
 	f.Close()
@@ -111,7 +112,7 @@ func readPlan(ctx context.Context, cmd, loc string) (plan.Plan, error) {
 	}
 	p, err := plan.Parse(data)
 	if err != nil {
-		return plan.Plan{}, usagef("%s: --plan %s: %v", cmd, loc, err)
+		return plan.Plan{}, cli.Usagef("%s: --plan %s: %v", cmd, loc, err)
 	}
 	return p, nil
 }
@@ -122,18 +123,18 @@ func shardIndex(cmd string, p plan.Plan, shard int) (int, error) {
 	if shard < 0 {
 		idx, ok := os.LookupEnv("JOB_COMPLETION_INDEX")
 		if !ok {
-			return 0, usagef("%s: --plan needs --shard, or JOB_COMPLETION_INDEX in the environment", cmd)
+			return 0, cli.Usagef("%s: --plan needs --shard, or JOB_COMPLETION_INDEX in the environment", cmd)
 		}
 		var err error
 		if shard, err = strconv.Atoi(idx); err != nil {
-			return 0, usagef("%s: JOB_COMPLETION_INDEX=%q is not a shard number", cmd, idx)
+			return 0, cli.Usagef("%s: JOB_COMPLETION_INDEX=%q is not a shard number", cmd, idx)
 		}
 	}
 	if n, ok := os.LookupEnv("JOB_COMPLETION_COUNT"); ok && n != strconv.Itoa(p.Shards) {
-		return 0, usagef("%s: the plan has %d shards and JOB_COMPLETION_COUNT is %s: the Job's completions must be the plan's shards", cmd, p.Shards, n)
+		return 0, cli.Usagef("%s: the plan has %d shards and JOB_COMPLETION_COUNT is %s: the Job's completions must be the plan's shards", cmd, p.Shards, n)
 	}
 	if shard < 0 || shard >= p.Shards {
-		return 0, usagef("%s: shard %d is not one of the plan's 0..%d", cmd, shard, p.Shards-1)
+		return 0, cli.Usagef("%s: shard %d is not one of the plan's 0..%d", cmd, shard, p.Shards-1)
 	}
 	return shard, nil
 }
@@ -154,7 +155,7 @@ func planShard(ctx context.Context, loc string, shard int) (plan.Plan, int, []st
 		return p, 0, nil, nil, err
 	}
 	if err := scaleout.Unchanged(ctx, p, in, shard); errors.Is(err, scaleout.ErrStale) {
-		return p, 0, nil, nil, usagef("run: %v", err)
+		return p, 0, nil, nil, cli.Usagef("run: %v", err)
 	} else if err != nil {
 		return p, 0, nil, nil, err
 	}

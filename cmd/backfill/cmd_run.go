@@ -2,23 +2,20 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"maps"
-	"net/url"
 	"path/filepath"
-	"regexp"
 	"runtime"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/backfill-dev/backfill/internal/cli"
+	"github.com/backfill-dev/backfill/internal/pgconn"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
+	"github.com/backfill-dev/backfill/internal/units"
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/reader"
@@ -27,7 +24,6 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
 	"github.com/backfill-dev/backfill/pipeline/stamp"
-	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
 const runHelp = `Usage: backfill run --in DIR --out DIR [flags] [BUCKET...]
@@ -167,15 +163,15 @@ type runOptions struct {
 	createSchema, bulk, skipLocked        bool
 	shard                                 int
 	pg                                    pgFlags
-	maxBlob                               byteSize
+	maxBlob                               units.Size
 	buckets                               []string
 	pgOnly                                []string     // the PostgreSQL-only flags set
 	loadScheme                            func() error // reads --scheme, once the flags are checked
 }
 
-func parseRunFlags(args []string, std stdio) (*runOptions, error) {
-	fs := newFlagSet("run", runHelp, std)
-	o := &runOptions{cfg: job.Config{Scheme: ooid.DefaultScheme, Version: buildVersion()}, shard: -1, maxBlob: byteSize(reader.DefaultMaxBlob)}
+func parseRunFlags(args []string, std cli.Stdio) (*runOptions, error) {
+	fs := cli.NewFlagSet("run", runHelp, std)
+	o := &runOptions{cfg: job.Config{Scheme: ooid.DefaultScheme, Version: buildVersion()}, shard: -1, maxBlob: units.Size(reader.DefaultMaxBlob)}
 	cfg := &o.cfg
 	o.pg.register(fs, true)
 	fs.StringVar(&o.sink, "sink", "parquet", "")
@@ -202,10 +198,10 @@ func parseRunFlags(args []string, std stdio) (*runOptions, error) {
 	fs.BoolVar(&o.strict, "strict", false, "")
 	o.loadScheme = schemeFlags(fs, &cfg.Scheme)
 	var err error
-	if o.buckets, err = parseFlags(fs, args); err != nil {
+	if o.buckets, err = cli.ParseFlags(fs, args); err != nil {
 		return nil, err
 	}
-	o.pgOnly = setFlags(fs, "dsn", "pg-schema", "create-schema", "bulk", "skip-locked", "retries", "retry-wait", "pg-timeout", "connections")
+	o.pgOnly = cli.SetFlags(fs, "dsn", "pg-schema", "create-schema", "bulk", "skip-locked", "retries", "retry-wait", "pg-timeout", "connections")
 	return o, nil
 }
 
@@ -213,38 +209,38 @@ func parseRunFlags(args []string, std stdio) (*runOptions, error) {
 func (o *runOptions) check() error {
 	switch pf := o.pg; {
 	case o.sink != "parquet" && o.sink != "postgres":
-		return usagef("run: --sink must be parquet or postgres")
+		return cli.Usagef("run: --sink must be parquet or postgres")
 	case o.planFile != "" && (o.inLoc != "" || len(o.buckets) > 0):
-		return usagef("run: with --plan the input and its buckets are the plan's; leave --in and BUCKETs out")
+		return cli.Usagef("run: with --plan the input and its buckets are the plan's; leave --in and BUCKETs out")
 	case o.planFile == "" && o.shard >= 0:
-		return usagef("run: --shard is a shard of --plan")
+		return cli.Usagef("run: --shard is a shard of --plan")
 	case o.inLoc == "" && o.planFile == "":
-		return usagef("run: --in is required")
+		return cli.Usagef("run: --in is required")
 	case o.sink == "parquet" && o.out == "":
-		return usagef("run: --out is required (or --sink postgres)")
+		return cli.Usagef("run: --out is required (or --sink postgres)")
 	case o.sink == "postgres" && o.out != "":
-		return usagef("run: --out is for --sink parquet; Postgres output goes to --dsn")
+		return cli.Usagef("run: --out is for --sink parquet; Postgres output goes to --dsn")
 	case o.sink == "parquet" && len(o.pgOnly) > 0:
-		return usagef("run: %s %s for --sink postgres; add --sink postgres, or leave %s out", strings.Join(o.pgOnly, ", "), isAre(len(o.pgOnly)), itThem(len(o.pgOnly)))
+		return cli.Usagef("run: %s %s for --sink postgres; add --sink postgres, or leave %s out", strings.Join(o.pgOnly, ", "), cli.Plural(len(o.pgOnly), "is", "are"), cli.Plural(len(o.pgOnly), "it", "them"))
 	case pf.retries < 0 || pf.retryWait <= 0:
-		return usagef("run: --retries must be 0 or more and --retry-wait positive")
+		return cli.Usagef("run: --retries must be 0 or more and --retry-wait positive")
 	case pf.connections < 1:
-		return usagef("run: --connections must be 1 or more")
+		return cli.Usagef("run: --connections must be 1 or more")
 	case o.pg.timeout <= 0:
-		return usagef("run: --pg-timeout must be positive")
+		return cli.Usagef("run: --pg-timeout must be positive")
 	case pf.schema == "":
-		return usagef("run: --pg-schema must not be empty")
+		return cli.Usagef("run: --pg-schema must not be empty")
 	case o.cfg.Workers < 1:
-		return usagef("run: --workers must be at least 1")
+		return cli.Usagef("run: --workers must be at least 1")
 	case o.maxBlob <= 0:
-		return usagef("run: --max-blob must be positive")
+		return cli.Usagef("run: --max-blob must be positive")
 	case o.planFile != "" && o.sink != "parquet":
-		return usagef("run: --plan writes Parquet shards; load them into PostgreSQL with backfill load --sink postgres")
+		return cli.Usagef("run: --plan writes Parquet shards; load them into PostgreSQL with backfill load --sink postgres")
 	}
 	return o.loadScheme()
 }
 
-func runRun(ctx context.Context, args []string, std stdio) error {
+func runRun(ctx context.Context, args []string, std cli.Stdio) error {
 	o, err := parseRunFlags(args, std)
 	if err != nil {
 		return err
@@ -267,12 +263,12 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	}
 	switch {
 	case errors.Is(err, context.Canceled):
-		fmt.Fprintf(std.err, "backfill: interrupted: %s committed in this run, each whole; the others are untouched.\n", count(sum.Buckets, "bucket", "buckets"))
-		fmt.Fprintf(std.err, "backfill: to finish, run: %s\n", resumeCommand(args))
+		fmt.Fprintf(std.Err, "backfill: interrupted: %s committed in this run, each whole; the others are untouched.\n", cli.Count(sum.Buckets, "bucket", "buckets"))
+		fmt.Fprintf(std.Err, "backfill: to finish, run: %s\n", resumeCommand(args))
 	case err != nil && sum.Buckets > 0:
 		// The error is printed once, by main; here what stays of the run.
-		fmt.Fprintf(std.err, "backfill: failed after %s committed in this run, each whole; the others are untouched.\n", count(sum.Buckets, "bucket", "buckets"))
-		fmt.Fprintf(std.err, "backfill: once the cause is mended, finish with: %s\n", resumeCommand(args))
+		fmt.Fprintf(std.Err, "backfill: failed after %s committed in this run, each whole; the others are untouched.\n", cli.Count(sum.Buckets, "bucket", "buckets"))
+		fmt.Fprintf(std.Err, "backfill: once the cause is mended, finish with: %s\n", resumeCommand(args))
 	}
 	if err != nil {
 		return err
@@ -287,14 +283,14 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 // locations opens the input, the canned input and the output, and checks
 // the input before anything is created under the output. With --plan they
 // are the shard's; nothing says when the shard has no bucket.
-func (o *runOptions) locations(ctx context.Context, std stdio) (outStore store.Store, nothing bool, err error) {
+func (o *runOptions) locations(ctx context.Context, std cli.Stdio) (outStore store.Store, nothing bool, err error) {
 	cfg := &o.cfg
 	if o.cannedLoc != "" {
 		if cfg.Canned, err = location.Open(ctx, o.cannedLoc); err != nil {
 			return nil, false, err
 		}
 		if !store.IsDir(ctx, cfg.Canned, ".") {
-			return nil, false, usagef("run: --canned %s is not a folder", o.cannedLoc)
+			return nil, false, cli.Usagef("run: --canned %s is not a folder", o.cannedLoc)
 		}
 	}
 	buckets := o.buckets
@@ -309,13 +305,13 @@ func (o *runOptions) locations(ctx context.Context, std stdio) (outStore store.S
 		}
 		cfg.In, buckets, outStore = pin, names, scaleout.ShardOut(jobOut, i)
 		if len(buckets) == 0 {
-			fmt.Fprintf(std.err, "backfill: shard %d of %s has no bucket; nothing to do\n", i, o.planFile)
+			fmt.Fprintf(std.Err, "backfill: shard %d of %s has no bucket; nothing to do\n", i, o.planFile)
 			return nil, true, nil
 		}
 	}
 	if cfg.In == nil {
 		if cfg.In, err = location.Open(ctx, o.inLoc); err != nil {
-			return nil, false, usagef("run: --in %v", err)
+			return nil, false, cli.Usagef("run: --in %v", err)
 		}
 	}
 	if outStore == nil && o.out != "" {
@@ -325,7 +321,7 @@ func (o *runOptions) locations(ctx context.Context, std stdio) (outStore store.S
 	}
 	in, err := stamp.ResolveInput(ctx, cfg.In, buckets)
 	if ie := (*stamp.InputError)(nil); errors.As(err, &ie) && ie.Name {
-		return nil, false, usagef("run: %v", err)
+		return nil, false, cli.Usagef("run: %v", err)
 	} else if err != nil {
 		return nil, false, inputError("run", err)
 	}
@@ -334,10 +330,10 @@ func (o *runOptions) locations(ctx context.Context, std stdio) (outStore store.S
 	if o.planFile == "" { // a plan's input records are said by plan, counted by check
 		cfg.InputRecords = in.Records()
 		for _, m := range in.Misnamed {
-			fmt.Fprintf(std.err, "backfill: reject: %s\n", m.Say(in.Dir))
+			fmt.Fprintf(std.Err, "backfill: reject: %s\n", m.Say(in.Dir))
 		}
 		for _, name := range in.Ignored {
-			fmt.Fprintf(std.err, "backfill: notice: %s is not a bucket folder (its name is not a date YYYY-MM-DD); skipped\n", in.Dir.Where(name))
+			fmt.Fprintf(std.Err, "backfill: notice: %s is not a bucket folder (its name is not a date YYYY-MM-DD); skipped\n", in.Dir.Where(name))
 		}
 	}
 	return outStore, false, nil
@@ -345,13 +341,15 @@ func (o *runOptions) locations(ctx context.Context, std stdio) (outStore store.S
 
 // run runs the job into out, then what completes it: a bulk load's
 // indexes, a shard's manifest.
-func (o *runOptions) run(ctx context.Context, std stdio, out output, outStore store.Store) (job.Summary, error) {
+func (o *runOptions) run(ctx context.Context, std cli.Stdio, out output, outStore store.Store) (job.Summary, error) {
 	cfg := o.cfg
 	if !o.quiet {
-		fmt.Fprintf(std.err, "backfill: %s from %s into %s\n", count(len(cfg.Buckets), "bucket", "buckets"), absPath(cfg.In.Where(".")), out.dest)
-		p := newProgress(std.err)
-		defer p.finish()
-		cfg.Progress = p.update
+		fmt.Fprintf(std.Err, "backfill: %s from %s into %s\n", cli.Count(len(cfg.Buckets), "bucket", "buckets"), absPath(cfg.In.Where(".")), out.dest)
+		p := cli.NewProgress(std.Err)
+		defer p.Finish()
+		cfg.Progress = func(j job.Progress) {
+			p.Update(cli.Done{Buckets: j.Buckets, BucketsTotal: j.BucketsTotal, BytesIn: j.BytesIn, BytesTotal: j.BytesTotal, Measurements: j.Measurements})
+		}
 	}
 	start := time.Now()
 	sum, err := job.Run(ctx, cfg, out.sink)
@@ -366,24 +364,26 @@ func (o *runOptions) run(ctx context.Context, std stdio, out output, outStore st
 }
 
 // report prints the summary and returns the run's verdict on it.
-func (o *runOptions) report(std stdio, sum job.Summary, deadLetters string) error {
+func (o *runOptions) report(std cli.Stdio, sum job.Summary, deadLetters string) error {
+	write := sum.WriteText
 	if o.asJSON {
-		printSummaryJSON(std.out, sum)
-	} else {
-		printSummary(std.out, sum)
+		write = sum.WriteJSON
+	}
+	if err := write(std.Out); err != nil {
+		return fmt.Errorf("write the summary: %w", err)
 	}
 	switch {
 	case o.planFile != "":
 		// A shard that completed exits 0 whatever it recorded, so that a
 		// Job does not redo it: check sums every shard's rejects.
 		if sum.Rejects > 0 || sum.Notices > 0 {
-			fmt.Fprintf(std.err, "backfill: shard complete with %d rejects and %d notices recorded in %s; backfill check sums every shard's\n", sum.Rejects, sum.Notices, deadLetters)
+			fmt.Fprintf(std.Err, "backfill: shard complete with %d rejects and %d notices recorded in %s; backfill check sums every shard's\n", sum.Rejects, sum.Notices, deadLetters)
 		}
 		return nil
 	case sum.Rejects > 0:
-		return &rejectsError{n: int(sum.Rejects), what: "inputs", note: "reject records in " + deadLetters}
+		return &cli.RejectsError{N: int(sum.Rejects), What: "inputs", Note: "reject records in " + deadLetters}
 	case o.strict && sum.Notices > 0:
-		return &rejectsError{n: int(sum.Notices), what: "notices", note: "--strict; records in " + deadLetters, verb: "recorded"}
+		return &cli.RejectsError{N: int(sum.Notices), What: "notices", Note: "--strict; records in " + deadLetters, Verb: "recorded"}
 	}
 	return nil
 }
@@ -408,15 +408,15 @@ type output struct {
 }
 
 // openOutput opens the sink the flags name.
-func openOutput(ctx context.Context, std stdio, f outputFlags) (output, error) {
+func openOutput(ctx context.Context, std cli.Stdio, f outputFlags) (output, error) {
 	if f.sink == "parquet" {
 		ps, err := parquetfile.Open(ctx, f.out)
 		if err != nil {
 			return output{}, err
 		}
 		if ps.Cleared > 0 {
-			fmt.Fprintf(std.err, "backfill: removed %s that a run that died left in %s\n",
-				count(ps.Cleared, "unfinished file", "unfinished files"), f.out.Where(store.TmpDir))
+			fmt.Fprintf(std.Err, "backfill: removed %s that a run that died left in %s\n",
+				cli.Count(ps.Cleared, "unfinished file", "unfinished files"), f.out.Where(store.TmpDir))
 		}
 		return output{sink: ps, deadLetters: f.out.Where("dead-letters") + "/", inputDead: f.out.Where(parquetfile.InputDeadLetters),
 			dest: "Parquet in " + absPath(f.out.Where("."))}, nil
@@ -441,20 +441,6 @@ func openOutput(ctx context.Context, std stdio, f outputFlags) (output, error) {
 	return o, nil
 }
 
-func isAre(n int) string {
-	if n == 1 {
-		return "is"
-	}
-	return "are"
-}
-
-func itThem(n int) string {
-	if n == 1 {
-		return "it"
-	}
-	return "them"
-}
-
 // resumeCommand is the command line that finishes an interrupted run. A
 // password in --dsn is left out of it (and the line says so): a command
 // line that is printed is read by others, and kept in logs.
@@ -469,15 +455,15 @@ func resumeCommand(args []string) string {
 		switch {
 		case dsnNext:
 			var h bool
-			a, h = withoutPassword(a)
+			a, h = pgconn.WithoutPassword(a)
 			hidden = hidden || h
 		case strings.HasPrefix(a, "--dsn=") || strings.HasPrefix(a, "-dsn="):
 			flag, v, _ := strings.Cut(a, "=")
-			v, h := withoutPassword(v)
+			v, h := pgconn.WithoutPassword(v)
 			a, hidden = flag+"="+v, hidden || h
 		}
 		dsnNext = a == "--dsn" || a == "-dsn"
-		parts = append(parts, shellQuote(a))
+		parts = append(parts, cli.ShellQuote(a))
 	}
 	if !resume {
 		parts = append(parts[:2], append([]string{"--resume"}, parts[2:]...)...)
@@ -489,42 +475,6 @@ func resumeCommand(args []string) string {
 	return line
 }
 
-// keyPassword is the password of a key/value connection string.
-var keyPassword = regexp.MustCompile(`(^|\s)password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)
-
-// withoutPassword returns the connection string dsn without its password,
-// and whether it had one.
-func withoutPassword(dsn string) (string, bool) {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			return "postgres://(unreadable; left out)", true
-		}
-		hidden := false
-		if _, ok := u.User.Password(); ok {
-			u.User, hidden = url.User(u.User.Username()), true
-		}
-		if q := u.Query(); q.Has("password") {
-			q.Del("password")
-			u.RawQuery, hidden = q.Encode(), true
-		}
-		return u.String(), hidden
-	}
-	if !keyPassword.MatchString(dsn) {
-		return dsn, false
-	}
-	return strings.TrimSpace(keyPassword.ReplaceAllString(dsn, "$1")), true
-}
-
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,@%+", r))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
 func absPath(p string) string {
 	if store.IsRemote(p) {
 		return p
@@ -533,45 +483,4 @@ func absPath(p string) string {
 		return a
 	}
 	return p
-}
-
-func printSummary(w io.Writer, s job.Summary) {
-	secs := max(s.Elapsed.Seconds(), 1e-9)
-	fmt.Fprintf(w, "buckets        %d committed, %d skipped\n", s.Buckets, s.Skipped)
-	fmt.Fprintf(w, "reports        %d\n", s.Reports)
-	fmt.Fprintf(w, "measurements   %d\n", s.Measurements)
-	printRejects(w, s.Tally)
-	fmt.Fprintf(w, "read           %s compressed, %s decompressed\n", humanBytes(s.BytesIn), humanBytes(s.BytesOut))
-	fmt.Fprintf(w, "elapsed        %.2fs\n", s.Elapsed.Seconds())
-	fmt.Fprintf(w, "throughput     %.1f MiB/s decompressed, %.0f measurements/s\n", float64(s.BytesOut)/secs/(1<<20), float64(s.Written)/secs)
-}
-
-// printRejects prints the rejects and notices of t by reason.
-func printRejects(w io.Writer, t stamped.Tally) {
-	byReason := func(m map[string]int64) {
-		reasons := slices.Sorted(maps.Keys(m))
-		for _, r := range reasons {
-			fmt.Fprintf(w, "  %-20s %d\n", r, m[r])
-		}
-	}
-	fmt.Fprintf(w, "rejects        %d (inputs lost, or reports and measurements left without IDs)\n", t.Rejects)
-	byReason(t.RejectsByReason)
-	if t.Rejects > 0 {
-		fmt.Fprintf(w, "notices        %d (recorded; these lost nothing)\n", t.Notices)
-	} else {
-		fmt.Fprintf(w, "notices        %d (recorded; nothing lost)\n", t.Notices)
-	}
-	byReason(t.NoticesByReason)
-}
-
-func printSummaryJSON(w io.Writer, s job.Summary) {
-	secs := max(s.Elapsed.Seconds(), 1e-9)
-	out := struct {
-		job.Summary
-		ElapsedSeconds  float64 `json:"elapsed_seconds"`
-		MiBPerSecond    float64 `json:"decompressed_mib_per_second"`
-		MeasurementsPer float64 `json:"measurements_per_second"`
-	}{s, s.Elapsed.Seconds(), float64(s.BytesOut) / secs / (1 << 20), float64(s.Written) / secs}
-	b, _ := json.Marshal(out)
-	fmt.Fprintf(w, "%s\n", b)
 }

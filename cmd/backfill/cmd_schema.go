@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
 )
 
@@ -58,24 +59,24 @@ func (p *pgFlags) register(fs *flag.FlagSet, retries bool) {
 	}
 }
 
-func (p *pgFlags) options(std stdio) pgcopy.Options {
+func (p *pgFlags) options(std cli.Stdio) pgcopy.Options {
 	return pgcopy.Options{DSN: p.dsn, Schema: p.schema, Retries: p.retries, RetryWait: p.retryWait, Timeout: p.timeout, Connections: p.connections,
-		Log: func(format string, args ...any) { fmt.Fprintf(std.err, "backfill: "+format+"\n", args...) }}
+		Log: func(format string, args ...any) { fmt.Fprintf(std.Err, "backfill: "+format+"\n", args...) }}
 }
 
-func runSchema(ctx context.Context, args []string, std stdio) error {
-	fs := newFlagSet("schema", schemaHelp, std)
+func runSchema(ctx context.Context, args []string, std cli.Stdio) error {
+	fs := cli.NewFlagSet("schema", schemaHelp, std)
 	var pf pgFlags
 	pf.register(fs, false)
-	rest, err := parseFlags(fs, args)
+	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(rest) > 0 {
-		return usagef("schema: unexpected argument %q", rest[0])
+		return cli.Usagef("schema: unexpected argument %q", rest[0])
 	}
 	if pf.schema == "" {
-		return usagef("schema: --pg-schema must not be empty")
+		return cli.Usagef("schema: --pg-schema must not be empty")
 	}
 	opt := pf.options(std)
 	opt.CreateSchema = true
@@ -84,6 +85,6 @@ func runSchema(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	defer s.Close()
-	fmt.Fprintf(std.out, "schema %s ready (%s)\n", pgx.Identifier{pf.schema}.Sanitize(), s)
+	fmt.Fprintf(std.Out, "schema %s ready (%s)\n", pgx.Identifier{pf.schema}.Sanitize(), s)
 	return nil
 }

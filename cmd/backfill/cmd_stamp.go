@@ -2,20 +2,17 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/backfill-dev/backfill/collector"
+	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/lines"
+	"github.com/backfill-dev/backfill/internal/units"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 )
 
@@ -83,9 +80,6 @@ EXIT STATUS
 	130  interrupted
 `
 
-// maxBlock bounds the IDs of one HTTP request.
-const maxBlock = 100000
-
 // stampOptions are stamp's flags.
 type stampOptions struct {
 	opt               collector.Options
@@ -95,15 +89,15 @@ type stampOptions struct {
 	httpTimeout       time.Duration
 	lease, lead       uint
 	offset            time.Duration
-	maxLine           byteSize
+	maxLine           units.Size
 	counting          bool // --count was given
 	idSet, maxLineSet bool
 	rest              []string
 }
 
-func parseStampFlags(args []string, std stdio) (*stampOptions, error) {
-	fs := newFlagSet("stamp", stampHelp, std)
-	o := &stampOptions{maxLine: byteSize(64 << 20)}
+func parseStampFlags(args []string, std cli.Stdio) (*stampOptions, error) {
+	fs := cli.NewFlagSet("stamp", stampHelp, std)
+	o := &stampOptions{maxLine: units.Size(64 << 20)}
 	fs.IntVar(&o.id, "collector-id", 0, "")
 	fs.StringVar(&o.opt.State, "state", "", "")
 	fs.Int64Var(&o.count, "count", 0, "")
@@ -116,12 +110,12 @@ func parseStampFlags(args []string, std stdio) (*stampOptions, error) {
 	fs.StringVar(&o.rejects, "rejects", "", "")
 	fs.Var(&o.maxLine, "max-line", "")
 	var err error
-	if o.rest, err = parseFlags(fs, args); err != nil {
+	if o.rest, err = cli.ParseFlags(fs, args); err != nil {
 		return nil, err
 	}
-	o.counting = len(setFlags(fs, "count")) > 0
-	o.idSet = len(setFlags(fs, "collector-id")) > 0
-	o.maxLineSet = len(setFlags(fs, "max-line")) > 0
+	o.counting = len(cli.SetFlags(fs, "count")) > 0
+	o.idSet = len(cli.SetFlags(fs, "collector-id")) > 0
+	o.maxLineSet = len(cli.SetFlags(fs, "max-line")) > 0
 	return o, nil
 }
 
@@ -129,25 +123,25 @@ func parseStampFlags(args []string, std stdio) (*stampOptions, error) {
 func (o *stampOptions) check() error {
 	switch {
 	case len(o.rest) > 0:
-		return usagef("stamp: unexpected argument %q", o.rest[0])
+		return cli.Usagef("stamp: unexpected argument %q", o.rest[0])
 	case !o.idSet:
-		return usagef("stamp: --collector-id is required")
+		return cli.Usagef("stamp: --collector-id is required")
 	case o.id < 0 || o.id > ooid.MaxCollectorID:
-		return usagef("stamp: --collector-id must be 0..%d (0xf0..0xff would alias backfilled IDs)", ooid.MaxCollectorID)
+		return cli.Usagef("stamp: --collector-id must be 0..%d (0xf0..0xff would alias backfilled IDs)", ooid.MaxCollectorID)
 	case o.opt.State == "":
-		return usagef("stamp: --state is required")
+		return cli.Usagef("stamp: --state is required")
 	case o.counting && o.count < 0:
-		return usagef("stamp: --count must be 0 or more")
+		return cli.Usagef("stamp: --count must be 0 or more")
 	case o.counting && o.listen != "":
-		return usagef("stamp: --count and --listen cannot be used together")
+		return cli.Usagef("stamp: --count and --listen cannot be used together")
 	case o.lease == 0 || o.lead < o.lease || o.lead > 1<<20:
-		return usagef("stamp: --lease must be positive and --max-lead at least --lease")
+		return cli.Usagef("stamp: --lease must be positive and --max-lead at least --lease")
 	case (o.rejects != "" || o.maxLineSet) && (o.counting || o.listen != ""):
-		return usagef("stamp: --rejects and --max-line are for the filter, not --count or --listen")
+		return cli.Usagef("stamp: --rejects and --max-line are for the filter, not --count or --listen")
 	case o.maxLine < 2 || o.maxLine > 1<<30:
-		return usagef("stamp: --max-line must be 2 bytes to 1GiB")
+		return cli.Usagef("stamp: --max-line must be 2 bytes to 1GiB")
 	case o.httpTimeout <= 0:
-		return usagef("stamp: --http-timeout must be positive")
+		return cli.Usagef("stamp: --http-timeout must be positive")
 	}
 	o.opt.CollectorID, o.opt.Lease, o.opt.MaxLead = uint8(o.id), uint32(o.lease), uint32(o.lead)
 	if offset := o.offset; offset != 0 {
@@ -156,7 +150,7 @@ func (o *stampOptions) check() error {
 	return nil
 }
 
-func runStamp(ctx context.Context, args []string, std stdio) error {
+func runStamp(ctx context.Context, args []string, std cli.Stdio) error {
 	o, err := parseStampFlags(args, std)
 	if err != nil {
 		return err
@@ -171,25 +165,31 @@ func runStamp(ctx context.Context, args []string, std stdio) error {
 	defer s.Close()
 	switch {
 	case o.counting:
-		return stampCount(ctx, s, o.count, std)
+		return s.WriteIDs(ctx, o.count, std.Out)
 	case o.listen != "":
-		return stampServe(ctx, s, o.listen, o.httpTimeout, std)
+		err := s.Serve(ctx, o.listen, o.httpTimeout, func(a net.Addr) {
+			fmt.Fprintf(std.Err, "backfill: stamp: serving IDs on http://%s/ids\n", a)
+		})
+		if err == nil {
+			fmt.Fprintln(std.Err, "backfill: stamp: stopped")
+		}
+		return err
 	case o.rejects != "":
 		return stampFilterRejects(ctx, s, o.rejects, int(o.maxLine), std)
 	}
-	return stampFilter(ctx, s, lines.NewReaderLimit(std.in, int(o.maxLine), nil), nil, std)
+	return stampFilter(ctx, s, lines.NewReaderLimit(std.In, int(o.maxLine), nil), nil, std)
 }
 
 // stampFilterRejects runs the filter with the lines it rejects appended
 // to the file rejects.
-func stampFilterRejects(ctx context.Context, s *collector.Stamper, rejects string, maxLine int, std stdio) error {
+func stampFilterRejects(ctx context.Context, s *collector.Stamper, rejects string, maxLine int, std cli.Stdio) error {
 	f, err := os.OpenFile(rejects, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	bw := bufio.NewWriter(f)
-	err = stampFilter(ctx, s, lines.NewReaderLimit(std.in, maxLine, bw), bw, std)
+	err = stampFilter(ctx, s, lines.NewReaderLimit(std.In, maxLine, bw), bw, std)
 	if ferr := bw.Flush(); ferr != nil && err == nil {
 		err = fmt.Errorf("write %s: %w", rejects, ferr)
 	}
@@ -199,169 +199,16 @@ func stampFilterRejects(ctx context.Context, s *collector.Stamper, rejects strin
 	return err
 }
 
-func stampCount(ctx context.Context, s *collector.Stamper, count int64, std stdio) error {
-	w := bufio.NewWriterSize(std.out, 256<<10)
-	ids := make([]ooid.ID, 1<<16)
-	var buf []byte
-	for count > 0 {
-		if ctx.Err() != nil {
-			w.Flush()
-			return ctx.Err()
-		}
-		n := min(count, int64(len(ids)))
-		if err := s.Fill(ids[:n]); err != nil {
-			w.Flush()
-			return err
-		}
-		for _, id := range ids[:n] {
-			buf = append(id.AppendText(buf[:0]), '\n')
-			w.Write(buf)
-		}
-		count -= n
-	}
-	if err := w.Flush(); err != nil {
-		return fmt.Errorf("write output: %w", err)
-	}
-	return nil
-}
-
-// stampFilter adds an "ooid" field to every JSON object line of lr; a
-// rejected line goes to dead (if not nil) as read; lr has copied a
-// too-long line there itself.
-func stampFilter(ctx context.Context, s *collector.Stamper, lr *lines.Reader, dead io.Writer, std stdio) error {
-	w := bufio.NewWriterSize(std.out, 256<<10)
-	bad := 0
-	var buf []byte
-	err := lines.EachOf(ctx, lr, func(line []byte, n int, tooLong error) error {
-		reject := func(msg string) error {
-			bad++
-			fmt.Fprintf(std.err, "backfill: line %d: %s\n", n, msg)
-			if dead == nil || line == nil {
-				return nil
-			}
-			if _, err := dead.Write(line); err != nil {
-				return err
-			}
-			_, err := dead.Write([]byte{'\n'})
-			return err
-		}
-		if tooLong != nil {
-			return reject(tooLong.Error())
-		}
-		obj := bytes.TrimSpace(line)
-		if len(obj) < 2 || obj[0] != '{' || !json.Valid(obj) {
-			return reject("not a JSON object")
-		}
-		if has, err := hasKey(obj, "ooid"); err != nil || has {
-			return reject(`it has an "ooid" already`)
-		}
-		id, err := s.Next()
-		if err != nil {
-			return err
-		}
-		body := bytes.TrimSpace(obj[1 : len(obj)-1])
-		buf = append(buf[:0], '{')
-		buf = append(buf, body...)
-		if len(body) > 0 {
-			buf = append(buf, ',')
-		}
-		buf = append(buf, `"ooid":"`...)
-		buf = id.AppendText(buf)
-		buf = append(buf, "\"}\n"...)
-		_, err = w.Write(buf)
-		return err
+// stampFilter stamps the JSON lines of lr, saying each line it rejects.
+func stampFilter(ctx context.Context, s *collector.Stamper, lr *lines.Reader, dead io.Writer, std cli.Stdio) error {
+	bad, err := s.Filter(ctx, lr, std.Out, dead, func(n int, why string) {
+		fmt.Fprintf(std.Err, "backfill: line %d: %s\n", n, why)
 	})
-	if ferr := w.Flush(); err == nil && ferr != nil {
-		err = fmt.Errorf("write output: %w", ferr)
-	}
 	if err != nil {
 		return err
 	}
 	if bad > 0 {
-		return &rejectsError{n: bad, what: "lines"}
+		return &cli.RejectsError{N: bad, What: "lines"}
 	}
-	return nil
-}
-
-// hasKey reports whether the JSON object obj has key at its top level.
-func hasKey(obj []byte, key string) (bool, error) {
-	dec := json.NewDecoder(bytes.NewReader(obj))
-	if _, err := dec.Token(); err != nil { // {
-		return false, err
-	}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return false, err
-		}
-		if k, _ := t.(string); k == key {
-			return true, nil
-		}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return false, err
-		}
-	}
-	return false, nil
-}
-
-// stampServe serves blocks of IDs until ctx is done.
-func stampServe(ctx context.Context, s *collector.Stamper, addr string, timeout time.Duration, std stdio) error {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/ids", func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodPost {
-			http.Error(w, "GET or POST /ids?n=K", http.StatusMethodNotAllowed)
-			return
-		}
-		n := 1
-		if v := r.URL.Query().Get("n"); v != "" {
-			k, err := strconv.Atoi(v)
-			if err != nil || k < 1 || k > maxBlock {
-				http.Error(w, fmt.Sprintf("n must be 1..%d", maxBlock), http.StatusBadRequest)
-				return
-			}
-			n = k
-		}
-		ids := make([]ooid.ID, n)
-		if err := s.Fill(ids); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		buf := make([]byte, 0, 10+19*n)
-		buf = append(buf, `{"ids":[`...)
-		for i, id := range ids {
-			if i > 0 {
-				buf = append(buf, ',')
-			}
-			buf = append(buf, '"')
-			buf = id.AppendText(buf)
-			buf = append(buf, '"')
-		}
-		buf = append(buf, "]}\n"...)
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(buf)
-	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, IdleTimeout: 4 * timeout}
-	fmt.Fprintf(std.err, "backfill: stamp: serving IDs on http://%s/ids\n", l.Addr())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(l) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return err
-	}
-	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	fmt.Fprintln(std.err, "backfill: stamp: stopped")
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
@@ -96,7 +97,7 @@ type statusOutput struct {
 
 // readStatus reads the state of the output: a Parquet folder (the one of
 // rest) or a PostgreSQL schema; closeOut releases what it opened.
-func readStatus(ctx context.Context, std stdio, sinkName string, rest []string, pf pgFlags) (rep statusOutput, states []stamped.State, closeOut func(), err error) {
+func readStatus(ctx context.Context, std cli.Stdio, sinkName string, rest []string, pf pgFlags) (rep statusOutput, states []stamped.State, closeOut func(), err error) {
 	closeOut = func() {}
 	if sinkName == "postgres" {
 		s, err := pgcopy.Open(ctx, pf.options(std))
@@ -118,7 +119,7 @@ func readStatus(ctx context.Context, std stdio, sinkName string, rest []string, 
 		return rep, nil, closeOut, err
 	}
 	if !store.IsDir(ctx, out, ".") {
-		return rep, nil, closeOut, usagef("status: %s is not a folder", rest[0])
+		return rep, nil, closeOut, cli.Usagef("status: %s is not a folder", rest[0])
 	}
 	if states, err = parquetfile.ReadState(ctx, out); err != nil {
 		return rep, nil, closeOut, err
@@ -133,8 +134,8 @@ func readStatus(ctx context.Context, std stdio, sinkName string, rest []string, 
 	return rep, states, closeOut, nil
 }
 
-func runStatus(ctx context.Context, args []string, std stdio) error {
-	fs := newFlagSet("status", statusHelp, std)
+func runStatus(ctx context.Context, args []string, std cli.Stdio) error {
+	fs := cli.NewFlagSet("status", statusHelp, std)
 	var sinkName, in string
 	var asJSON bool
 	var pf pgFlags
@@ -142,26 +143,26 @@ func runStatus(ctx context.Context, args []string, std stdio) error {
 	fs.StringVar(&sinkName, "sink", "parquet", "")
 	fs.StringVar(&in, "in", "", "")
 	fs.BoolVar(&asJSON, "json", false, "")
-	rest, err := parseFlags(fs, args)
+	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	pgOnly := setFlags(fs, "dsn", "pg-schema")
+	pgOnly := cli.SetFlags(fs, "dsn", "pg-schema")
 	switch {
 	case sinkName != "parquet" && sinkName != "postgres":
-		return usagef("status: --sink must be parquet or postgres")
+		return cli.Usagef("status: --sink must be parquet or postgres")
 	case sinkName == "parquet" && len(rest) != 1:
-		return usagef("status: name one output folder (or --sink postgres)")
+		return cli.Usagef("status: name one output folder (or --sink postgres)")
 	case sinkName == "parquet" && len(pgOnly) > 0:
-		return usagef("status: %s %s for --sink postgres", strings.Join(pgOnly, ", "), isAre(len(pgOnly)))
+		return cli.Usagef("status: %s %s for --sink postgres", strings.Join(pgOnly, ", "), cli.Plural(len(pgOnly), "is", "are"))
 	case sinkName == "postgres" && len(rest) > 0:
-		return usagef("status: with --sink postgres the output is --dsn and --pg-schema, not %q", rest[0])
+		return cli.Usagef("status: with --sink postgres the output is --dsn and --pg-schema, not %q", rest[0])
 	}
 	var input stamp.Input
 	if in != "" {
 		fsys, err := location.Open(ctx, in)
 		if err != nil {
-			return usagef("status: --in %v", err)
+			return cli.Usagef("status: --in %v", err)
 		}
 		if input, err = stamp.ResolveInput(ctx, fsys, nil); err != nil {
 			return inputError("status", err)
@@ -178,10 +179,10 @@ func runStatus(ctx context.Context, args []string, std stdio) error {
 	}
 	if asJSON {
 		b, _ := json.Marshal(rep)
-		fmt.Fprintf(std.out, "%s\n", b)
+		fmt.Fprintf(std.Out, "%s\n", b)
 		return nil
 	}
-	rep.print(std.out, in != "")
+	rep.print(std.Out, in != "")
 	return nil
 }
 
@@ -282,7 +283,7 @@ func (rep *statusOutput) print(w io.Writer, withResume bool) {
 			fmt.Fprintf(w, "\nresume         nothing to do: every bucket of the input is committed from it\n")
 			return
 		}
-		fmt.Fprintf(w, "\nresume         run --resume would load %s:\n", count(len(rep.Resume), "bucket", "buckets"))
+		fmt.Fprintf(w, "\nresume         run --resume would load %s:\n", cli.Count(len(rep.Resume), "bucket", "buckets"))
 		for _, t := range rep.Resume {
 			fmt.Fprintf(w, "  %-12s %s\n", t.Bucket, t.Why)
 		}

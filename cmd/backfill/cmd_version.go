@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/backfill-dev/backfill/internal/cli"
 )
 
 const versionHelp = `Usage: backfill version [--json]
@@ -34,31 +36,31 @@ type buildInfo struct {
 	Platform string `json:"platform"`
 }
 
-func runVersion(_ context.Context, args []string, std stdio) error {
-	fs := newFlagSet("version", versionHelp, std)
+func runVersion(_ context.Context, args []string, std cli.Stdio) error {
+	fs := cli.NewFlagSet("version", versionHelp, std)
 	asJSON := fs.Bool("json", false, "")
-	args, err := parseFlags(fs, args)
+	args, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(args) > 0 {
-		return usagef("version takes no arguments")
+		return cli.Usagef("version takes no arguments")
 	}
 	bi := readBuildInfo()
 	if *asJSON {
 		b, _ := json.Marshal(bi)
-		fmt.Fprintf(std.out, "%s\n", b)
+		fmt.Fprintf(std.Out, "%s\n", b)
 		return nil
 	}
-	fmt.Fprintf(std.out, "backfill %s\n", bi.Version)
+	fmt.Fprintf(std.Out, "backfill %s\n", bi.Version)
 	if bi.Revision != "" {
 		dirty := ""
 		if bi.Dirty {
 			dirty = "+dirty"
 		}
-		fmt.Fprintf(std.out, "revision %s%s (%s)\n", bi.Revision, dirty, bi.Time)
+		fmt.Fprintf(std.Out, "revision %s%s (%s)\n", bi.Revision, dirty, bi.Time)
 	}
-	fmt.Fprintf(std.out, "built    with %s for %s\n", bi.Go, bi.Platform)
+	fmt.Fprintf(std.Out, "built    with %s for %s\n", bi.Go, bi.Platform)
 	return nil
 }
 

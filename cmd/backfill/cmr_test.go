@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/backfill-dev/backfill/internal/cli"
 )
 
 // cmr-temporal prints each file's stored and raw values; a file it
@@ -18,8 +20,8 @@ func TestCMRTemporal(t *testing.T) {
 	os.WriteFile(bad, []byte("<Granule><LastUpdate>yesterday</LastUpdate></Granule>"), 0o644)
 	echo := "../../cumulus/cmr/testdata/MOD09GQ.A2016358.h13v04.006.2016360104606.cmr.xml"
 	var out, errb bytes.Buffer
-	err := run(context.Background(), []string{"cmr-temporal", echo, bad}, stdio{in: strings.NewReader(""), out: &out, err: &errb})
-	if code := exitCode(err, &errb); code != exitRejects {
+	err := run(context.Background(), []string{"cmr-temporal", echo, bad}, cli.Stdio{In: strings.NewReader(""), Out: &out, Err: &errb})
+	if code := exitCode(err, &errb); code != cli.ExitRejects {
 		t.Fatalf("exit %d\n%s", code, errb.String())
 	}
 	if !strings.Contains(errb.String(), `bad.cmr.xml: lastUpdateDateTime "yesterday"`) {
@@ -36,7 +38,7 @@ func TestCMRTemporal(t *testing.T) {
 	if got.Format != "echo10" || got.LastUpdateDateTime != "2018-04-26T21:33:43.913Z" || got.Raw["lastUpdateDateTime"] != "2018-04-26T21:33:43.913617" {
 		t.Errorf("output %s", out.String())
 	}
-	if code, _ := call("cmr-temporal", "--format", "xml", echo); code != exitUsage {
+	if code, _ := call("cmr-temporal", "--format", "xml", echo); code != cli.ExitUsage {
 		t.Errorf("--format xml: exit %d, want a usage error", code)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 )
 
@@ -70,7 +71,7 @@ func TestDecode_Decimal(t *testing.T) {
 func decodeOut(t *testing.T, args []string, stdin string) string {
 	t.Helper()
 	var out, errb bytes.Buffer
-	if err := run(context.Background(), args, stdio{in: strings.NewReader(stdin), out: &out, err: &errb}); err != nil {
+	if err := run(context.Background(), args, cli.Stdio{In: strings.NewReader(stdin), Out: &out, Err: &errb}); err != nil {
 		t.Fatalf("backfill %s: %v\n%s", strings.Join(args, " "), err, errb.String())
 	}
 	return out.String()

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/corpus"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
@@ -46,7 +47,7 @@ func runJSON(t *testing.T, args ...string) (int, runSummary) {
 func genCorpus(t *testing.T, dir string, args ...string) []corpus.Truth {
 	t.Helper()
 	base := []string{"gen", "-q", "--out", dir, "--buckets", "2", "--reports", "60", "--max-measurements", "300"}
-	if code, out := call(append(base, args...)...); code != exitOK {
+	if code, out := call(append(base, args...)...); code != cli.ExitOK {
 		t.Fatalf("gen %v: exit %d\n%s", args, code, out)
 	}
 	truth, err := corpus.ReadTruth(dir)
@@ -95,7 +96,7 @@ func TestRun_RejectsAndNotices(t *testing.T) {
 		t.Fatalf("the corpus has reasons %v, want the three notice kinds", want)
 	}
 	code, s := runJSON(t, "--in", dir+"/notices", "--out", dir+"/out1")
-	if code != exitOK || s.Rejects != 0 || s.Notices != s.DeadLetters || !maps.Equal(s.NoticesByReason, want) {
+	if code != cli.ExitOK || s.Rejects != 0 || s.Notices != s.DeadLetters || !maps.Equal(s.NoticesByReason, want) {
 		t.Errorf("notices only: exit %d, %+v; want exit 0, notices %v", code, s, want)
 	}
 	for _, d := range readRecords(t, dir+"/out1") {
@@ -103,14 +104,14 @@ func TestRun_RejectsAndNotices(t *testing.T) {
 			t.Errorf("record %+v: kind %q, want notice", d, d.Kind)
 		}
 	}
-	if code, s2 := runJSON(t, "--in", dir+"/notices", "--out", dir+"/out1", "--resume"); code != exitOK || s2.Skipped != 2 ||
+	if code, s2 := runJSON(t, "--in", dir+"/notices", "--out", dir+"/out1", "--resume"); code != cli.ExitOK || s2.Skipped != 2 ||
 		s2.Notices != s.Notices || s2.Measurements != s.Measurements || s2.Reports != s.Reports || !maps.Equal(s2.NoticesByReason, s.NoticesByReason) {
 		t.Errorf("--resume over the committed output: exit %d, %+v; first run %+v", code, s2, s)
 	}
-	if code, _ := runJSON(t, "--in", dir+"/notices", "--out", dir+"/out2", "--strict"); code != exitRejects {
+	if code, _ := runJSON(t, "--in", dir+"/notices", "--out", dir+"/out2", "--strict"); code != cli.ExitRejects {
 		t.Errorf("--strict over notices: exit %d, want 3", code)
 	}
-	if code, _ := runJSON(t, "--in", dir+"/notices", "--out", dir+"/out2", "--strict", "--resume"); code != exitRejects {
+	if code, _ := runJSON(t, "--in", dir+"/notices", "--out", dir+"/out2", "--strict", "--resume"); code != cli.ExitRejects {
 		t.Errorf("--strict --resume over notices: exit %d, want 3", code)
 	}
 
@@ -121,7 +122,7 @@ func TestRun_RejectsAndNotices(t *testing.T) {
 		t.Fatalf("the corpus has %d bad textnames, want 1 (pick another rate)", want[deadletter.BadTextname])
 	}
 	code, s = runJSON(t, "--in", dir+"/rejects", "--out", dir+"/out3")
-	if code != exitRejects || s.Rejects != 1 || s.RejectsByReason[deadletter.BadTextname] != 1 || s.Notices != want[deadletter.EmptyReport] {
+	if code != cli.ExitRejects || s.Rejects != 1 || s.RejectsByReason[deadletter.BadTextname] != 1 || s.Notices != want[deadletter.EmptyReport] {
 		t.Errorf("one reject: exit %d, %+v", code, s)
 	}
 	for _, d := range readRecords(t, dir+"/out3") {
@@ -182,7 +183,7 @@ func TestRun_OneWriterPerOutput(t *testing.T) {
 	}
 	dir := t.TempDir()
 	genCorpus(t, dir+"/c", "--corrupt", "all=0.03")
-	if code, _ := runJSON(t, "--in", dir+"/c", "--out", dir+"/single"); code != exitRejects {
+	if code, _ := runJSON(t, "--in", dir+"/c", "--out", dir+"/single"); code != cli.ExitRejects {
 		t.Fatalf("single run: exit %d", code)
 	}
 	holder, err := parquetfile.Open(t.Context(), store.Local(dir+"/out")) // the first writer
@@ -192,14 +193,14 @@ func TestRun_OneWriterPerOutput(t *testing.T) {
 	pid := strconv.Itoa(os.Getpid())
 	var errb bytes.Buffer
 	code := exitCode(run(context.Background(), []string{"run", "-q", "--in", dir + "/c", "--out", dir + "/out"},
-		stdio{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &errb}), &errb)
-	if code != exitFailure || !strings.Contains(errb.String(), "another run (pid "+pid+") is writing to "+dir+"/out") {
+		cli.Stdio{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &errb}), &errb)
+	if code != cli.ExitFailure || !strings.Contains(errb.String(), "another run (pid "+pid+") is writing to "+dir+"/out") {
 		t.Errorf("second writer in process: exit %d, %q", code, errb.String())
 	}
 	bin := buildBinary(t)
 	cmd := exec.Command(bin, "run", "-q", "--in", dir+"/c", "--out", dir+"/out")
 	out, _ := cmd.CombinedOutput()
-	if cmd.ProcessState.ExitCode() != exitFailure || !strings.Contains(string(out), "(pid "+pid+")") {
+	if cmd.ProcessState.ExitCode() != cli.ExitFailure || !strings.Contains(string(out), "(pid "+pid+")") {
 		t.Errorf("second writer as a process: exit %d, %q", cmd.ProcessState.ExitCode(), out)
 	}
 	if p, locked := parquetfile.Holder(t.Context(), store.Local(dir+"/out")); !locked || p != os.Getpid() {
@@ -210,7 +211,7 @@ func TestRun_OneWriterPerOutput(t *testing.T) {
 		t.Error("the lock is still held after Close")
 	}
 	cmd = exec.Command(bin, "run", "-q", "--in", dir+"/c", "--out", dir+"/out")
-	if out, _ := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != exitRejects {
+	if out, _ := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != cli.ExitRejects {
 		t.Fatalf("run after the lock is released: exit %d\n%s", cmd.ProcessState.ExitCode(), out)
 	}
 	for _, sub := range []string{"measurements", "reports", "dead-letters"} {
@@ -237,9 +238,9 @@ func TestRun_InterruptMessage(t *testing.T) {
 	cancel()
 	var errb bytes.Buffer
 	args := []string{"run", "--in", dir + "/c", "--out", dir + "/out", "--workers", "1"}
-	code := exitCode(run(ctx, args, stdio{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &errb}), &errb)
+	code := exitCode(run(ctx, args, cli.Stdio{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &errb}), &errb)
 	want := "backfill: to finish, run: backfill run --resume --in '" + dir + "/c' --out '" + dir + "/out' --workers 1"
-	if code != exitInterrupted || !strings.Contains(errb.String(), "0 buckets committed in this run, each whole") || !strings.Contains(errb.String(), want) {
+	if code != cli.ExitInterrupted || !strings.Contains(errb.String(), "0 buckets committed in this run, each whole") || !strings.Contains(errb.String(), want) {
 		t.Errorf("exit %d, stderr:\n%s\nwant a line %q", code, errb.String(), want)
 	}
 }
@@ -277,7 +278,7 @@ func TestRun_LeftoversOfADeadRun(t *testing.T) {
 	}
 	dir := t.TempDir()
 	genCorpus(t, dir+"/c", "--buckets", "4", "--reports", "300", "--max-measurements", "20000")
-	if code, _ := runJSON(t, "--in", dir+"/c", "--out", dir+"/clean"); code != exitOK {
+	if code, _ := runJSON(t, "--in", dir+"/c", "--out", dir+"/clean"); code != cli.ExitOK {
 		t.Fatalf("clean run: exit %d", code)
 	}
 	cmd := exec.Command(buildBinary(t), "run", "-q", "--workers", "1", "--in", dir+"/c", "--out", dir+"/out")
@@ -304,8 +305,8 @@ func TestRun_LeftoversOfADeadRun(t *testing.T) {
 	}
 	var errb bytes.Buffer
 	code := exitCode(run(context.Background(), []string{"run", "-q", "--resume", "--in", dir + "/c", "--out", dir + "/out"},
-		stdio{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &errb}), &errb)
-	if code != exitOK {
+		cli.Stdio{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &errb}), &errb)
+	if code != cli.ExitOK {
 		t.Fatalf("next run: exit %d\n%s", code, errb.String())
 	}
 	if !strings.Contains(errb.String(), "that a run that died left in "+tmp) {

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"strings"
 	"testing"
+
+	"github.com/backfill-dev/backfill/internal/cli"
 )
 
 // TestHelp_Defaults: every flag a command registers is in its help, and
@@ -14,20 +16,14 @@ import (
 func TestHelp_Defaults(t *testing.T) {
 	for _, c := range commands() {
 		var outb, errb bytes.Buffer
-		if err := c.run(context.Background(), []string{"-h"}, stdio{in: strings.NewReader(""), out: &outb, err: &errb}); err != errHelp {
+		if err := c.run(context.Background(), []string{"-h"}, cli.Stdio{In: strings.NewReader(""), Out: &outb, Err: &errb}); err != cli.ErrHelp {
 			t.Fatalf("%s -h: %v", c.name, err)
 		}
 		help := c.help
 		if outb.String() != help || errb.Len() > 0 {
 			t.Errorf("%s -h does not print its help on standard output alone", c.name)
 		}
-		var fs *flag.FlagSet
-		flagHelp.Range(func(k, _ any) bool {
-			if f := k.(*flag.FlagSet); f.Name() == c.name {
-				fs = f
-			}
-			return true
-		})
+		fs := cli.Made(c.name)
 		if fs == nil {
 			t.Errorf("%s: no flag set", c.name)
 			continue

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
@@ -37,7 +38,7 @@ func TestKeysearchRun(t *testing.T) {
 				KeyTable string `json:"key_table"`
 			} `json:"results"`
 		}
-		if err := json.Unmarshal([]byte(out), &r); err != nil || code != exitOK || len(r.Results) != 1 {
+		if err := json.Unmarshal([]byte(out), &r); err != nil || code != cli.ExitOK || len(r.Results) != 1 {
 			t.Fatalf("audit %v: exit %d, %v\n%s", args, code, err, out)
 		}
 		return r.Results[0].Pairs
@@ -48,7 +49,7 @@ func TestKeysearchRun(t *testing.T) {
 	scheme := filepath.Join(dir, "s20.txt")
 	code, out := call("keysearch", "--counter-bits", "20", "--seed", "cli", "--out", scheme, "-q", "--json", dir+"/c")
 	var res keysearchOutput
-	if err := json.Unmarshal([]byte(out), &res); err != nil || code != exitOK {
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != cli.ExitOK {
 		t.Fatalf("keysearch: exit %d, %v\n%s", code, err, out)
 	}
 	if res.Reports != 160 || res.SharedReports == 0 || res.Trials == 0 || res.Seed != "cli" || res.CounterBits != 20 {
@@ -58,7 +59,7 @@ func TestKeysearchRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code, _ := call("keysearch", "--counter-bits", "20", "--seed", "cli", "--workers", "1", "--out", scheme+".1", "-q", dir+"/c"); code != exitOK {
+	if code, _ := call("keysearch", "--counter-bits", "20", "--seed", "cli", "--workers", "1", "--out", scheme+".1", "-q", dir+"/c"); code != cli.ExitOK {
 		t.Fatalf("keysearch --workers 1: exit %d", code)
 	}
 	if again, _ := os.ReadFile(scheme + ".1"); !bytes.Equal(first, again) {
@@ -72,7 +73,7 @@ func TestKeysearchRun(t *testing.T) {
 		t.Errorf("audit --scheme over the data: %d pairs", n)
 	}
 	code, out = call("run", "--in", dir+"/c", "--out", dir+"/out", "-q", "--json", "--scheme", scheme)
-	if code != exitOK || strings.Contains(out, `"collision"`) {
+	if code != cli.ExitOK || strings.Contains(out, `"collision"`) {
 		t.Fatalf("run --scheme: exit %d\n%s", code, out)
 	}
 	if n := pairs("--scheme", scheme, dir+"/out"); n != 0 {
@@ -82,19 +83,19 @@ func TestKeysearchRun(t *testing.T) {
 	// under the scheme and not under the SHA-1 window.
 	lines := measurementLines(t, dir+"/out")
 	var stdout, stderr bytes.Buffer
-	err = run(context.Background(), []string{"ooid", "--scheme", scheme, "-"}, stdio{in: strings.NewReader(lines.names), out: &stdout, err: &stderr})
+	err = run(context.Background(), []string{"ooid", "--scheme", scheme, "-"}, cli.Stdio{In: strings.NewReader(lines.names), Out: &stdout, Err: &stderr})
 	if err != nil || stdout.String() != lines.want {
 		t.Fatalf("ooid --scheme: %v %s\ngot a different output than the run's IDs", err, stderr.String())
 	}
 	stdout.Reset()
-	if err := run(context.Background(), []string{"decode", "--verify", "--scheme", scheme, "-"}, stdio{in: strings.NewReader(lines.want), out: &stdout, err: &stderr}); err != nil {
+	if err := run(context.Background(), []string{"decode", "--verify", "--scheme", scheme, "-"}, cli.Stdio{In: strings.NewReader(lines.want), Out: &stdout, Err: &stderr}); err != nil {
 		t.Fatalf("decode --verify --scheme: %v\n%s", err, stderr.String())
 	}
 	if n := strings.Count(stdout.String(), `"verified":true`); n != lines.n {
 		t.Errorf("decode --verify: %d verified of %d", n, lines.n)
 	}
-	if code, _ := callIn(lines.want, "decode", "--verify", "-"); code != exitRejects {
-		t.Errorf("decode --verify under the SHA-1 window: exit %d, want %d", code, exitRejects)
+	if code, _ := callIn(lines.want, "decode", "--verify", "-"); code != cli.ExitRejects {
+		t.Errorf("decode --verify under the SHA-1 window: exit %d, want %d", code, cli.ExitRejects)
 	}
 }
 
@@ -110,7 +111,7 @@ func measurementLines(t *testing.T, out string) idLines {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(out, "measurements", "*.parquet"))
 	code, dump := call("status", "--json", out)
-	if code != exitOK || !strings.Contains(dump, `"key_table"`) {
+	if code != cli.ExitOK || !strings.Contains(dump, `"key_table"`) {
 		t.Fatalf("status: exit %d, no key table\n%s", code, dump)
 	}
 	var names, want strings.Builder
@@ -129,7 +130,7 @@ func measurementLines(t *testing.T, out string) idLines {
 
 func callIn(stdin string, args ...string) (int, string) {
 	var out, errb bytes.Buffer
-	code := exitCode(run(context.Background(), args, stdio{in: strings.NewReader(stdin), out: &out, err: &errb}), &errb)
+	code := exitCode(run(context.Background(), args, cli.Stdio{In: strings.NewReader(stdin), Out: &out, Err: &errb}), &errb)
 	return code, out.String() + errb.String()
 }
 
@@ -148,17 +149,17 @@ func TestKeysearch_Refused(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{[]string{"keysearch", manifest}, exitUsage, "--out FILE is required"},
-		{[]string{"keysearch", "--out", dir + "/x", "-"}, exitUsage, "name a file"},
-		{[]string{"keysearch", "--out", dir + "/x", "--seed", "a b", manifest}, exitUsage, "--seed"},
-		{[]string{"keysearch", "--out", dir + "/x", "--from", "5", "--to", "5", manifest}, exitUsage, "--to"},
-		{[]string{"keysearch", "--out", dir + "/x", "--table", "maybe", manifest}, exitUsage, "--table"},
-		{[]string{"audit", "--scheme", bad, manifest}, exitUsage, "checksum mismatch"},
-		{[]string{"audit", "--scheme", good, "--counter-bits", "24", manifest}, exitUsage, "drop --counter-bits"},
-		{[]string{"run", "--scheme", bad, "--in", dir, "--out", dir + "/o"}, exitUsage, "checksum mismatch"},
-		{[]string{"ooid", "--scheme", good, "--sha1-offset", "3", "x"}, exitUsage, "drop --counter-bits"},
-		{[]string{"decode", "--scheme", good, "50bef44df29c69e2"}, exitUsage, "go with --verify"},
-		{[]string{"decode", "--verify", "50bef44df29c69e2"}, exitUsage, "OOID TEXTNAME NDX"},
+		{[]string{"keysearch", manifest}, cli.ExitUsage, "--out FILE is required"},
+		{[]string{"keysearch", "--out", dir + "/x", "-"}, cli.ExitUsage, "name a file"},
+		{[]string{"keysearch", "--out", dir + "/x", "--seed", "a b", manifest}, cli.ExitUsage, "--seed"},
+		{[]string{"keysearch", "--out", dir + "/x", "--from", "5", "--to", "5", manifest}, cli.ExitUsage, "--to"},
+		{[]string{"keysearch", "--out", dir + "/x", "--table", "maybe", manifest}, cli.ExitUsage, "--table"},
+		{[]string{"audit", "--scheme", bad, manifest}, cli.ExitUsage, "checksum mismatch"},
+		{[]string{"audit", "--scheme", good, "--counter-bits", "24", manifest}, cli.ExitUsage, "drop --counter-bits"},
+		{[]string{"run", "--scheme", bad, "--in", dir, "--out", dir + "/o"}, cli.ExitUsage, "checksum mismatch"},
+		{[]string{"ooid", "--scheme", good, "--sha1-offset", "3", "x"}, cli.ExitUsage, "drop --counter-bits"},
+		{[]string{"decode", "--scheme", good, "50bef44df29c69e2"}, cli.ExitUsage, "go with --verify"},
+		{[]string{"decode", "--verify", "50bef44df29c69e2"}, cli.ExitUsage, "OOID TEXTNAME NDX"},
 	} {
 		code, out := callIn("", c.args...)
 		if code != c.code || !strings.Contains(out, c.msg) {
@@ -168,7 +169,7 @@ func TestKeysearch_Refused(t *testing.T) {
 	// A width too narrow for one timestamp's measurements is a failure
 	// that names the smallest width that can work.
 	os.WriteFile(manifest, []byte("2012-12-05/20121205T071421Z-MM-AS18399-http_invalid_request_line-no_report_id-0.1.0-probe.yaml\t1500000\n"), 0o644)
-	if code, out := callIn("", "keysearch", "--out", dir+"/x", "--counter-bits", "20", manifest); code != exitFailure || !strings.Contains(out, "below 21 counter bits") {
+	if code, out := callIn("", "keysearch", "--out", dir+"/x", "--counter-bits", "20", manifest); code != cli.ExitFailure || !strings.Contains(out, "below 21 counter bits") {
 		t.Errorf("too narrow: exit %d\n%s", code, out)
 	}
 	if _, err := os.Stat(dir + "/x"); err == nil {

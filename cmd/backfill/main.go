@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime/pprof"
 	"syscall"
+
+	"github.com/backfill-dev/backfill/internal/cli"
 )
 
 func main() {
@@ -18,10 +21,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "backfill: interrupt received, stopping (press again to force)")
 		cancel()
 		<-sigs
-		os.Exit(exitInterrupted)
+		os.Exit(cli.ExitInterrupted)
 	}()
 	stop := profile(os.Getenv("BACKFILL_CPUPROFILE"))
-	err := run(ctx, os.Args[1:], stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr})
+	err := run(ctx, os.Args[1:], cli.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
 	cancel()
 	stop()
 	os.Exit(exitCode(err, os.Stderr))
@@ -45,4 +48,9 @@ func profile(path string) func() {
 		pprof.StopCPUProfile()
 		f.Close()
 	}
+}
+
+// exitCode maps the error of run to the exit status, printing it once.
+func exitCode(err error, stderr io.Writer) int {
+	return cli.ExitCode(err, stderr, commandNames())
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/backfill-dev/backfill/internal/cli"
 )
 
 // Every file the commands write gets 0666 less the umask, as other tools'
@@ -26,7 +28,7 @@ func TestFileModes_FollowTheUmask(t *testing.T) {
 				cmd := exec.Command("sh", append([]string{"-c", "umask " + octal(umask) + ` && exec "$0" "$@"`, bin}, args...)...)
 				cmd.Dir = dir
 				out, err := cmd.CombinedOutput()
-				if code := cmd.ProcessState.ExitCode(); code != exitOK && code != exitRejects {
+				if code := cmd.ProcessState.ExitCode(); code != cli.ExitOK && code != cli.ExitRejects {
 					t.Fatalf("backfill %v: %v\n%s", args, err, out)
 				}
 			}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/cumulustest"
 	"github.com/backfill-dev/backfill/internal/faultproxy"
 	"github.com/backfill-dev/backfill/internal/pgtest"
@@ -48,7 +49,7 @@ func netToxics(rng *rand.Rand) []struct {
 func cleanLoad(t *testing.T, in, admin string) string {
 	t.Helper()
 	clean := pgtest.CreateDatabase(t, admin)
-	if code, out := call("run", "-q", "--in", in, "--sink", "postgres", "--dsn", clean, "--create-schema", "--max-blob", "1MiB"); code != exitRejects {
+	if code, out := call("run", "-q", "--in", in, "--sink", "postgres", "--dsn", clean, "--create-schema", "--max-blob", "1MiB"); code != cli.ExitRejects {
 		t.Fatalf("clean load: exit %d\n%s", code, out)
 	}
 	return checksum(t, clean)
@@ -86,7 +87,7 @@ func TestNetFaults_Postgres(t *testing.T) {
 			"--pg-timeout", timeout.String(), "--retries", "1", "--retry-wait", "100ms"}, extra...)
 		var errb bytes.Buffer
 		start := time.Now()
-		code := exitCode(run(ctx, args, stdio{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &errb}), &errb)
+		code := exitCode(run(ctx, args, cli.Stdio{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &errb}), &errb)
 		return code, errb.String(), time.Since(start)
 	}
 	rng := rand.New(rand.NewPCG(35, 35))
@@ -119,13 +120,13 @@ func TestNetFaults_Postgres(t *testing.T) {
 			code, stderr, took := load(context.Background(), dsn)
 			<-done
 			proxy.Clear()
-			if code != exitRejects {
+			if code != cli.ExitRejects {
 				// A break that came after the last try: the run failed
 				// within its bound, and --resume finishes it.
-				if !tc.breaks || code != exitFailure {
+				if !tc.breaks || code != cli.ExitFailure {
 					t.Fatalf("fault cleared: exit %d after %v\n%s", code, took, stderr)
 				}
-				if code, stderr, _ = load(context.Background(), dsn, "--resume"); code != exitRejects {
+				if code, stderr, _ = load(context.Background(), dsn, "--resume"); code != cli.ExitRejects {
 					t.Fatalf("resume after the fault cleared: exit %d\n%s", code, stderr)
 				}
 			}
@@ -148,9 +149,9 @@ func TestNetFaults_Postgres(t *testing.T) {
 			switch {
 			case hung:
 				t.Fatalf("fault persists: the run hung for %v", took)
-			case !tc.breaks && code != exitRejects:
+			case !tc.breaks && code != cli.ExitRejects:
 				t.Fatalf("fault persists (it only slows): exit %d\n%s", code, stderr)
-			case tc.breaks && code == exitFailure:
+			case tc.breaks && code == cli.ExitFailure:
 				lines := strings.Split(strings.TrimSpace(stderr), "\n")
 				last := lines[len(lines)-1]
 				bound := tries*(timeout+5*time.Second) + 10*time.Second // each try, its connection's close, the connect
@@ -161,10 +162,10 @@ func TestNetFaults_Postgres(t *testing.T) {
 				if schemaExists(t, dsn) {
 					checksum(t, dsn) // the committed buckets whole
 				}
-				if code, stderr, _ := load(context.Background(), dsn, "--resume"); code != exitRejects {
+				if code, stderr, _ := load(context.Background(), dsn, "--resume"); code != cli.ExitRejects {
 					t.Fatalf("resume: exit %d\n%s", code, stderr)
 				}
-			case tc.breaks && code == exitRejects:
+			case tc.breaks && code == cli.ExitRejects:
 				t.Logf("fault persists, but came after the run's last exchange: exit 3 after %v", took.Round(10*time.Millisecond))
 			case tc.breaks:
 				t.Fatalf("fault persists: exit %d\n%s", code, stderr)
@@ -199,7 +200,7 @@ func TestNetFaults_S3(t *testing.T) {
 	srv := s3test.Start(t, "test")
 	in := filepath.Join(t.TempDir(), "c")
 	genCorpus(t, in, "--buckets", "4", "--reports", "60", "--max-measurements", "3000", "--corrupt", "all=0.02")
-	if code, out := call("run", "-q", "--in", in, "--out", "s3://test/ref"); code != exitRejects {
+	if code, out := call("run", "-q", "--in", in, "--out", "s3://test/ref"); code != cli.ExitRejects {
 		t.Fatalf("clean run: exit %d\n%s", code, out)
 	}
 	want := tree(t, "s3://test/ref")
@@ -245,7 +246,7 @@ func TestNetFaults_S3(t *testing.T) {
 		var errb bytes.Buffer
 		start := time.Now()
 		code := exitCode(run(context.Background(), append([]string{"run", "-q", "--in", in, "--out", "s3://test/" + out}, extra...),
-			stdio{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &errb}), &errb)
+			cli.Stdio{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &errb}), &errb)
 		return code, errb.String(), time.Since(start)
 	}
 	for i, tc := range netToxics(rng) {
@@ -269,11 +270,11 @@ func TestNetFaults_S3(t *testing.T) {
 			}()
 			code, stderr, took := load(out)
 			<-cleared
-			if code != exitRejects {
-				if !tc.breaks || code != exitFailure {
+			if code != cli.ExitRejects {
+				if !tc.breaks || code != cli.ExitFailure {
 					t.Fatalf("fault cleared: exit %d after %v\n%s", code, took, stderr)
 				}
-				if code, stderr, _ = load(out, "--resume"); code != exitRejects {
+				if code, stderr, _ = load(out, "--resume"); code != cli.ExitRejects {
 					t.Fatalf("resume after the fault cleared: exit %d\n%s", code, stderr)
 				}
 			}
@@ -287,9 +288,9 @@ func TestNetFaults_S3(t *testing.T) {
 			disarm()
 			proxy.Clear()
 			switch {
-			case !tc.breaks && code != exitRejects:
+			case !tc.breaks && code != cli.ExitRejects:
 				t.Fatalf("fault persists (it only slows): exit %d\n%s", code, stderr)
-			case tc.breaks && code == exitFailure:
+			case tc.breaks && code == cli.ExitFailure:
 				lines := strings.Split(strings.TrimSpace(stderr), "\n")
 				last := lines[len(lines)-1]
 				bound := 10*attempts*stall + 10*time.Second
@@ -297,10 +298,10 @@ func TestNetFaults_S3(t *testing.T) {
 					t.Errorf("fault persists: exit 1 after %v (bound %v), last line %q", took, bound, last)
 				}
 				t.Logf("fault persists: exit 1 after %v: %s", took.Round(10*time.Millisecond), last)
-				if code, stderr, _ := load(out, "--resume"); code != exitRejects {
+				if code, stderr, _ := load(out, "--resume"); code != cli.ExitRejects {
 					t.Fatalf("resume: exit %d\n%s", code, stderr)
 				}
-			case tc.breaks && code == exitRejects:
+			case tc.breaks && code == cli.ExitRejects:
 				// Each new connection passes the black hole's first bytes:
 				// the retries got through, or the fault came too late.
 				t.Logf("fault persists, and the run got through it: exit 3 after %v", took.Round(10*time.Millisecond))
@@ -399,7 +400,7 @@ func TestNetFaults_GranuleRecover(t *testing.T) {
 		}
 		t.Run(tc.toxic.Name, func(t *testing.T) {
 			db := pgtest.NewDatabase(t)
-			if code, out := call("granule-schema", "--dsn", db); code != exitOK {
+			if code, out := call("granule-schema", "--dsn", db); code != cli.ExitOK {
 				t.Fatalf("granule-schema: exit %d\n%s", code, out)
 			}
 			cumulustest.Seed(t, db)
@@ -407,7 +408,7 @@ func TestNetFaults_GranuleRecover(t *testing.T) {
 			arch := filepath.Join(dir, fmt.Sprintf("a%d", i))
 			const n = 300
 			granuleMsgs(t, in, "LATER___1", "g", n)
-			if code, _ := call("granule-write", "--dsn", db, "--archive", arch, in); code != exitRejects {
+			if code, _ := call("granule-write", "--dsn", db, "--archive", arch, in); code != cli.ExitRejects {
 				t.Fatalf("granule-write: exit %d", code)
 			}
 			pool := cumulustest.Pool(t, db)
@@ -445,17 +446,17 @@ func TestNetFaults_GranuleRecover(t *testing.T) {
 			var errb bytes.Buffer
 			start := time.Now()
 			code := exitCode(run(context.Background(), []string{"granule-recover", "--dsn", u.String(), "--archive", arch,
-				"--batch", "20", "--concurrency", "2", "--pg-timeout", "2s"}, stdio{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &errb}), &errb)
+				"--batch", "20", "--concurrency", "2", "--pg-timeout", "2s"}, cli.Stdio{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &errb}), &errb)
 			took := time.Since(start)
 			<-added
 			proxy.Clear()
-			if code == exitOK {
+			if code == cli.ExitOK {
 				t.Logf("the fault came after the last batch (%d of %d written before it)", k, n)
-			} else if code != exitFailure || took > 2*5*(2*time.Second+5*time.Second) {
+			} else if code != cli.ExitFailure || took > 2*5*(2*time.Second+5*time.Second) {
 				t.Errorf("fault persists: exit %d after %v\n%.2000s", code, took, errb.String())
 			}
 			t.Logf("fault persists: exit %d after %v, %d of %d written", code, took.Round(10*time.Millisecond), whole(), n)
-			if code, out := call("granule-recover", "--dsn", u.String(), "--archive", arch); code != exitOK {
+			if code, out := call("granule-recover", "--dsn", u.String(), "--archive", arch); code != cli.ExitOK {
 				t.Fatalf("granule-recover once the fault cleared: exit %d\n%s", code, out)
 			}
 			if got := whole(); got != n || countFiles(t, filepath.Join(arch, "dead-letter-archive", "sqs")) != 0 {

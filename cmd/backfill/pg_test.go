@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 )
 
@@ -219,7 +220,7 @@ func TestPostgres_PasswordNotShown(t *testing.T) {
 		{"schema", "--dsn", "postgres://postgres:" + secret + "@127.0.0.1:1/x%zz"},
 	} {
 		var out, errb bytes.Buffer
-		code := exitCode(run(context.Background(), args, stdio{in: strings.NewReader(""), out: &out, err: &errb}), &errb)
+		code := exitCode(run(context.Background(), args, cli.Stdio{In: strings.NewReader(""), Out: &out, Err: &errb}), &errb)
 		if code != 1 || strings.Contains(out.String()+errb.String(), secret) || errb.Len() == 0 {
 			t.Errorf("%s: exit %d, output %q %q", args[0], code, out.String(), errb.String())
 		}
@@ -270,7 +271,7 @@ func TestPostgres_ConnectionsUsage(t *testing.T) {
 		{[]string{"load", "--plan", "p.json", "--out", t.TempDir(), "--connections", "2"}, "--connections is for --sink postgres"},
 	} {
 		var out, errb bytes.Buffer
-		code := exitCode(run(context.Background(), c.args, stdio{in: strings.NewReader(""), out: &out, err: &errb}), &errb)
+		code := exitCode(run(context.Background(), c.args, cli.Stdio{In: strings.NewReader(""), Out: &out, Err: &errb}), &errb)
 		if code != 2 || !strings.Contains(errb.String(), c.err) {
 			t.Errorf("%q: exit %d, stderr %q; want 2 and %q", c.args, code, errb.String(), c.err)
 		}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/pipeline/plan"
 	"github.com/backfill-dev/backfill/pipeline/scaleout"
@@ -28,14 +29,14 @@ import (
 func TestPlan_ShardsMakeTheRun(t *testing.T) {
 	dir := t.TempDir()
 	in := dir + "/c"
-	if code, out := call("gen", "-q", "--out", in, "--buckets", "5", "--reports", "40", "--max-measurements", "300", "--corrupt", "all=0.03"); code != exitOK {
+	if code, out := call("gen", "-q", "--out", in, "--buckets", "5", "--reports", "40", "--max-measurements", "300", "--corrupt", "all=0.03"); code != cli.ExitOK {
 		t.Fatalf("gen: exit %d\n%s", code, out)
 	}
-	if code, _ := runJSON(t, "--in", in, "--out", dir+"/single"); code != exitRejects {
+	if code, _ := runJSON(t, "--in", in, "--out", dir+"/single"); code != cli.ExitRejects {
 		t.Fatalf("single run: exit %d", code)
 	}
 	planFile := dir + "/plan.json"
-	if code, out := call("plan", "--in", in, "--shards", "3", "--out", planFile); code != exitOK {
+	if code, out := call("plan", "--in", in, "--shards", "3", "--out", planFile); code != cli.ExitOK {
 		t.Fatalf("plan: exit %d\n%s", code, out)
 	}
 	data, _ := os.ReadFile(planFile)
@@ -56,12 +57,12 @@ func TestPlan_ShardsMakeTheRun(t *testing.T) {
 		}
 		code, msg := callIn("", args...)
 		if len(p.Names(i)) == 0 {
-			if code != exitOK || !strings.Contains(msg, "no bucket") {
+			if code != cli.ExitOK || !strings.Contains(msg, "no bucket") {
 				t.Fatalf("empty shard %d: exit %d\n%s", i, code, msg)
 			}
 			continue
 		}
-		if code != exitOK || !strings.Contains(msg, "backfill check sums every shard's") {
+		if code != cli.ExitOK || !strings.Contains(msg, "backfill check sums every shard's") {
 			t.Fatalf("shard %d: exit %d, want 0 and the count of its records\n%s", i, code, msg)
 		}
 		for _, b := range p.Names(i) {
@@ -83,13 +84,13 @@ func TestPlan_ShardsMakeTheRun(t *testing.T) {
 
 	// The Job's size must be the plan's.
 	t.Setenv("JOB_COMPLETION_COUNT", "4")
-	if code, msg := callIn("", "run", "-q", "--plan", planFile, "--out", dir+"/x"); code != exitUsage || !strings.Contains(msg, "JOB_COMPLETION_COUNT is 4") {
+	if code, msg := callIn("", "run", "-q", "--plan", planFile, "--out", dir+"/x"); code != cli.ExitUsage || !strings.Contains(msg, "JOB_COMPLETION_COUNT is 4") {
 		t.Errorf("a Job of 4 for a plan of 3: exit %d\n%s", code, msg)
 	}
 	os.Unsetenv("JOB_COMPLETION_COUNT")
 	// A changed plan is refused.
 	os.WriteFile(dir+"/bad.json", bytes.Replace(data, []byte(`"shards": 3`), []byte(`"shards": 2`), 1), 0o644)
-	if code, msg := callIn("", "run", "-q", "--plan", dir+"/bad.json", "--shard", "0", "--out", dir+"/x"); code != exitUsage || !strings.Contains(msg, "checksum") {
+	if code, msg := callIn("", "run", "-q", "--plan", dir+"/bad.json", "--shard", "0", "--out", dir+"/x"); code != cli.ExitUsage || !strings.Contains(msg, "checksum") {
 		t.Errorf("a changed plan: exit %d\n%s", code, msg)
 	}
 	// A bucket that changed since planning: its shard is refused, before
@@ -98,7 +99,7 @@ func TestPlan_ShardsMakeTheRun(t *testing.T) {
 	f, _ := filepath.Glob(filepath.Join(in, b.Name, "*.lz4"))
 	os.WriteFile(f[0], append(must(os.ReadFile(f[0])), 0), 0o644)
 	code, msg := callIn("", "run", "-q", "--plan", planFile, "--shard", fmt.Sprint(b.Shard), "--out", dir+"/changed")
-	if code != exitUsage || !strings.Contains(msg, "bucket "+b.Name+" of "+in+" changed since the plan was made") {
+	if code != cli.ExitUsage || !strings.Contains(msg, "bucket "+b.Name+" of "+in+" changed since the plan was made") {
 		t.Errorf("a changed bucket: exit %d\n%s", code, msg)
 	}
 	if _, err := os.Stat(dir + "/changed"); !os.IsNotExist(err) {
@@ -135,12 +136,12 @@ func TestPlan_CheckLoadEqualsOneRun(t *testing.T) {
 	dir := t.TempDir()
 	in := dir + "/c"
 	if code, out := call("gen", "-q", "--out", in, "--buckets", "5", "--reports", "90", "--can-size", "256KiB",
-		"--min-measurements", "400", "--max-measurements", "5000", "--time-slots", "3"); code != exitOK {
+		"--min-measurements", "400", "--max-measurements", "5000", "--time-slots", "3"); code != cli.ExitOK {
 		t.Fatalf("gen: exit %d\n%s", code, out)
 	}
 	scheme := []string{"--counter-bits", "20"}
 	code, single := runJSON(t, append([]string{"--in", in, "--out", dir + "/single"}, scheme...)...)
-	if code != exitRejects || single.RejectsByReason["collision"] == 0 {
+	if code != cli.ExitRejects || single.RejectsByReason["collision"] == 0 {
 		t.Fatalf("one-machine run: exit %d, %+v: the corpus must collide", code, single.RejectsByReason)
 	}
 	want := outputFiles(tree(t, dir+"/single"))
@@ -148,13 +149,13 @@ func TestPlan_CheckLoadEqualsOneRun(t *testing.T) {
 	for _, n := range []int{1, 3, 7} {
 		job := fmt.Sprintf("%s/job%d", dir, n)
 		planFile := job + ".plan.json"
-		if code, out := call("plan", "--in", in, "--shards", fmt.Sprint(n), "--out", planFile); code != exitOK {
+		if code, out := call("plan", "--in", in, "--shards", fmt.Sprint(n), "--out", planFile); code != cli.ExitOK {
 			t.Fatalf("plan: exit %d\n%s", code, out)
 		}
 		for _, i := range rng.Perm(n) {
 			// A shard that completed exits 0, rejects and all.
 			code, msg := callIn("", append([]string{"run", "-q", "--plan", planFile, "--shard", fmt.Sprint(i), "--out", job}, scheme...)...)
-			if code != exitOK {
+			if code != cli.ExitOK {
 				t.Fatalf("%d shards: shard %d: exit %d\n%s", n, i, code, msg)
 			}
 		}
@@ -162,7 +163,7 @@ func TestPlan_CheckLoadEqualsOneRun(t *testing.T) {
 		// counted them, and exits 3.
 		code, out := call("check", "--json", "--plan", planFile, "--out", job)
 		var sum scaleout.CheckSummary
-		if err := json.Unmarshal([]byte(out), &sum); code != exitRejects || err != nil {
+		if err := json.Unmarshal([]byte(out), &sum); code != cli.ExitRejects || err != nil {
 			t.Fatalf("%d shards: check: exit %d, %v\n%s", n, code, err, out)
 		}
 		one := stamped.Tally{Reports: single.Reports, Measurements: single.Measurements, Rejects: single.Rejects, Notices: single.Notices,
@@ -174,11 +175,11 @@ func TestPlan_CheckLoadEqualsOneRun(t *testing.T) {
 			t.Errorf("%d shards: check changed %d verdicts", n, sum.Changed)
 		}
 		// As a Job runs it: the same summary, exit 0.
-		if code, again := call("check", "--json", "--rejects-exit", "0", "--plan", planFile, "--out", job); code != exitOK || again != out {
+		if code, again := call("check", "--json", "--rejects-exit", "0", "--plan", planFile, "--out", job); code != cli.ExitOK || again != out {
 			t.Errorf("%d shards: check --rejects-exit 0: exit %d\n%s", n, code, again)
 		}
 		for _, i := range rng.Perm(n) {
-			if code, msg := callIn("", "load", "--plan", planFile, "--shard", fmt.Sprint(i), "--out", job); code != exitOK {
+			if code, msg := callIn("", "load", "--plan", planFile, "--shard", fmt.Sprint(i), "--out", job); code != cli.ExitOK {
 				t.Fatalf("%d shards: load %d: exit %d\n%s", n, i, code, msg)
 			}
 		}
@@ -200,24 +201,24 @@ func TestPlan_ShardProcesses(t *testing.T) {
 	dir := t.TempDir()
 	in := dir + "/c"
 	if code, out := call("gen", "-q", "--out", in, "--buckets", "8", "--reports", "60", "--can-size", "256KiB",
-		"--min-measurements", "400", "--max-measurements", "4000", "--time-slots", "3", "--seed", "11"); code != exitOK {
+		"--min-measurements", "400", "--max-measurements", "4000", "--time-slots", "3", "--seed", "11"); code != cli.ExitOK {
 		t.Fatalf("gen: exit %d\n%s", code, out)
 	}
 	flags := []string{"--counter-bits", "20", "--max-blob", "1MiB"}
-	if code, _ := runJSON(t, append([]string{"--in", in, "--out", dir + "/single"}, flags...)...); code != exitRejects {
+	if code, _ := runJSON(t, append([]string{"--in", in, "--out", dir + "/single"}, flags...)...); code != cli.ExitRejects {
 		t.Fatalf("one-machine run: exit %d", code)
 	}
 	want := outputFiles(tree(t, dir+"/single"))
 	admin := pgtest.AdminURL(t)
 	single := pgtest.CreateDatabase(t, admin)
-	if out, err := pgRun(bin, in, single, flags[:2]...).CombinedOutput(); exitOf(err) != exitRejects {
+	if out, err := pgRun(bin, in, single, flags[:2]...).CombinedOutput(); exitOf(err) != cli.ExitRejects {
 		t.Fatalf("one-machine load: %v\n%s", err, out)
 	}
 	wantRows := checksum(t, single)
 	rng := rand.New(rand.NewPCG(8, 8))
 	for _, n := range []int{1, 3, 8} {
 		job, planFile := fmt.Sprintf("%s/job%d", dir, n), fmt.Sprintf("%s/plan%d.json", dir, n)
-		if code, out := call("plan", "--in", in, "--shards", fmt.Sprint(n), "--out", planFile); code != exitOK {
+		if code, out := call("plan", "--in", in, "--shards", fmt.Sprint(n), "--out", planFile); code != cli.ExitOK {
 			t.Fatalf("plan: exit %d\n%s", code, out)
 		}
 		var stderr lockedBuffer // of every process, for failures
@@ -236,7 +237,7 @@ func TestPlan_ShardProcesses(t *testing.T) {
 				if i == killed && code == -int(syscall.SIGKILL) {
 					continue
 				}
-				if code != exitOK {
+				if code != cli.ExitOK {
 					t.Fatalf("%d shards: %s %d: exit %d\n%s", n, what, i, code, stderr.String())
 				}
 			}
@@ -258,12 +259,12 @@ func TestPlan_ShardProcesses(t *testing.T) {
 		cmds[victim].Process.Signal(syscall.SIGKILL)
 		waitAll("map", cmds, victim)
 		if _, err := os.Stat(fmt.Sprintf("%s/shards/%d/manifest.tsv", job, victim)); err != nil {
-			if code, out := callIn("", "check", "--plan", planFile, "--out", job); code != exitUsage || !strings.Contains(out, fmt.Sprintf("shard %d has not completed its map", victim)) {
+			if code, out := callIn("", "check", "--plan", planFile, "--out", job); code != cli.ExitUsage || !strings.Contains(out, fmt.Sprintf("shard %d has not completed its map", victim)) {
 				t.Fatalf("%d shards: check with shard %d missing: exit %d\n%s", n, victim, code, out)
 			}
 			waitAll("map again", []*exec.Cmd{start(victim, mapArgs...)}, -1)
 		}
-		if code, out := call("check", "--plan", planFile, "--out", job); code != exitRejects {
+		if code, out := call("check", "--plan", planFile, "--out", job); code != cli.ExitRejects {
 			t.Fatalf("%d shards: check: exit %d, want 3 (the corpus has rejects)\n%s", n, code, out)
 		}
 		dsn := pgtest.CreateDatabase(t, admin)
@@ -307,11 +308,11 @@ func (l *lockedBuffer) String() string {
 // holds the absolute one, so a shard runs from any folder.
 func TestPlan_PhasesInOrder(t *testing.T) {
 	dir := t.TempDir()
-	if code, out := call("gen", "-q", "--out", dir+"/c", "--buckets", "4", "--reports", "20", "--max-measurements", "200"); code != exitOK {
+	if code, out := call("gen", "-q", "--out", dir+"/c", "--buckets", "4", "--reports", "20", "--max-measurements", "200"); code != cli.ExitOK {
 		t.Fatalf("gen: exit %d\n%s", code, out)
 	}
 	t.Chdir(dir)
-	if code, out := call("plan", "--in", "c", "--shards", "2", "--out", "plan.json"); code != exitOK {
+	if code, out := call("plan", "--in", "c", "--shards", "2", "--out", "plan.json"); code != cli.ExitOK {
 		t.Fatalf("plan: exit %d\n%s", code, out)
 	}
 	p, err := plan.Parse(must(os.ReadFile("plan.json")))
@@ -328,22 +329,22 @@ func TestPlan_PhasesInOrder(t *testing.T) {
 		{[]string{"load", "--plan", planFile, "--shard", "1", "--out", job, "--sink", "postgres", "--dsn", "postgres://nobody@127.0.0.1:1/x"}, "run the map of shard 1 first"},
 		{[]string{"check", "--plan", planFile, "--out", job}, "has not completed its map"},
 	} {
-		if code, out := callIn("", tc.args...); code != exitUsage || !strings.Contains(out, tc.msg) {
+		if code, out := callIn("", tc.args...); code != cli.ExitUsage || !strings.Contains(out, tc.msg) {
 			t.Errorf("%v before the maps: exit %d, want 2 and %q\n%s", tc.args[0], code, tc.msg, out)
 		}
 	}
 	for i := range 2 {
-		if code, out := callIn("", "run", "-q", "--plan", planFile, "--shard", fmt.Sprint(i), "--out", job); code != exitOK {
+		if code, out := callIn("", "run", "-q", "--plan", planFile, "--shard", fmt.Sprint(i), "--out", job); code != cli.ExitOK {
 			t.Fatalf("map %d from another folder: exit %d\n%s", i, code, out)
 		}
 	}
-	if code, out := callIn("", "load", "--plan", planFile, "--shard", "0", "--out", job); code != exitUsage || !strings.Contains(out, "run backfill check first") {
+	if code, out := callIn("", "load", "--plan", planFile, "--shard", "0", "--out", job); code != cli.ExitUsage || !strings.Contains(out, "run backfill check first") {
 		t.Errorf("load before check: exit %d\n%s", code, out)
 	}
-	if code, out := callIn("", "check", "--plan", planFile, "--out", job); code != exitOK {
+	if code, out := callIn("", "check", "--plan", planFile, "--out", job); code != cli.ExitOK {
 		t.Fatalf("check: exit %d\n%s", code, out)
 	}
-	if code, out := callIn("", "load", "--plan", planFile, "--shard", "0", "--out", job); code != exitOK {
+	if code, out := callIn("", "load", "--plan", planFile, "--shard", "0", "--out", job); code != cli.ExitOK {
 		t.Errorf("load after check: exit %d\n%s", code, out)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/store/location"
 	"github.com/backfill-dev/backfill/pipeline/audit"
 	"github.com/backfill-dev/backfill/pipeline/reader"
@@ -36,20 +37,20 @@ func (f *inputFlags) register(fs *flag.FlagSet) {
 // and no input at all.
 func (f *inputFlags) check(fs *flag.FlagSet, inputs []string) error {
 	cmd := fs.Name()
-	pgOnly := setFlags(fs, "dsn", "pg-schema")
+	pgOnly := cli.SetFlags(fs, "dsn", "pg-schema")
 	switch {
 	case f.sink != "" && f.sink != "postgres":
-		return usagef("%s: --sink must be postgres (a Parquet output is named as an INPUT)", cmd)
+		return cli.Usagef("%s: --sink must be postgres (a Parquet output is named as an INPUT)", cmd)
 	case f.sink == "" && len(pgOnly) > 0:
-		return usagef("%s: %s %s for --sink postgres", cmd, strings.Join(pgOnly, ", "), isAre(len(pgOnly)))
+		return cli.Usagef("%s: %s %s for --sink postgres", cmd, strings.Join(pgOnly, ", "), cli.Plural(len(pgOnly), "is", "are"))
 	case f.sink == "" && len(inputs) == 0:
-		return usagef("%s: no input: name a manifest, a run's output folder or bucket folders (or --sink postgres)", cmd)
+		return cli.Usagef("%s: no input: name a manifest, a run's output folder or bucket folders (or --sink postgres)", cmd)
 	}
 	return nil
 }
 
 // openPostgres opens the schema of --sink postgres; nil without it.
-func (f *inputFlags) openPostgres(ctx context.Context, std stdio) (*pgcopy.Sink, error) {
+func (f *inputFlags) openPostgres(ctx context.Context, std cli.Stdio) (*pgcopy.Sink, error) {
 	if f.sink != "postgres" {
 		return nil, nil
 	}
@@ -78,7 +79,7 @@ func eachReport(ctx context.Context, src *audit.Source, cmd, input string, stdin
 	}
 	err = src.Each(ctx, fsys, fn)
 	if ie := (*stamp.InputError)(nil); errors.As(err, &ie) {
-		return &usageError{msg: cmd + ": " + err.Error(), cmd: cmd}
+		return &cli.UsageError{Msg: cmd + ": " + err.Error(), Cmd: cmd}
 	}
 	return err
 }
@@ -88,7 +89,7 @@ func eachReport(ctx context.Context, src *audit.Source, cmd, input string, stdin
 // failure (network, permissions: exit 1) otherwise.
 func inputError(cmd string, err error) error {
 	if ie := (*stamp.InputError)(nil); errors.As(err, &ie) {
-		return usagef("%s: --in %v", cmd, err)
+		return cli.Usagef("%s: --in %v", cmd, err)
 	}
 	return fmt.Errorf("%s: --in %w", cmd, err)
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/s3test"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
@@ -30,7 +31,7 @@ func s3Corpus(t *testing.T) (*s3test.Server, string) {
 	t.Helper()
 	srv := s3test.Start(t, "test")
 	dir := t.TempDir() + "/c"
-	if code, out := call("gen", "-q", "--out", dir, "--format", "both", "--buckets", "3", "--reports", "60", "--max-measurements", "300", "--corrupt", "all=0.03"); code != exitOK {
+	if code, out := call("gen", "-q", "--out", dir, "--format", "both", "--buckets", "3", "--reports", "60", "--max-measurements", "300", "--corrupt", "all=0.03"); code != cli.ExitOK {
 		t.Fatalf("gen: exit %d\n%s", code, out)
 	}
 	dst, err := location.Open(context.Background(), "s3://test/c")
@@ -157,7 +158,7 @@ func TestS3_RunEqualsLocal(t *testing.T) {
 	t.Setenv("BACKFILL_S3_CHUNK", strconv.Itoa(64<<10)) // many ranged GETs per file
 	_, dir := s3Corpus(t)
 	// gen --out s3:// writes what it writes to a folder.
-	if code, out := call("gen", "-q", "--out", "s3://test/gen", "--format", "both", "--buckets", "3", "--reports", "60", "--max-measurements", "300", "--corrupt", "all=0.03"); code != exitOK {
+	if code, out := call("gen", "-q", "--out", "s3://test/gen", "--format", "both", "--buckets", "3", "--reports", "60", "--max-measurements", "300", "--corrupt", "all=0.03"); code != cli.ExitOK {
 		t.Fatalf("gen to s3: exit %d\n%s", code, out)
 	}
 	if gen, local := tree(t, "s3://test/gen"), tree(t, dir); len(gen) != len(local) || len(local) < 10 {
@@ -173,7 +174,7 @@ func TestS3_RunEqualsLocal(t *testing.T) {
 	for _, layout := range []string{"canned", "autoclaved"} {
 		lcode, lsum := runJSON(t, "--in", dir+"/"+layout, "--out", out+"/"+layout)
 		scode, ssum := runJSON(t, "--in", "s3://test/c/"+layout, "--out", "s3://test/out/"+layout)
-		if lcode != exitRejects || scode != lcode || !equalSummary(lsum, ssum) {
+		if lcode != cli.ExitRejects || scode != lcode || !equalSummary(lsum, ssum) {
 			t.Fatalf("%s: local exit %d %+v, s3 exit %d %+v", layout, lcode, lsum, scode, ssum)
 		}
 		local, remote := tree(t, out+"/"+layout), tree(t, "s3://test/out/"+layout)
@@ -191,7 +192,7 @@ func TestS3_RunEqualsLocal(t *testing.T) {
 	}
 	// status reads the ledger of an s3:// output and the input it came from.
 	code, st := call("status", "--json", "--in", "s3://test/c/canned", "s3://test/out/canned")
-	if code != exitOK || !strings.Contains(st, `"output":"Parquet in s3://test/out/canned","committed":3,`) || strings.Contains(st, "changed") {
+	if code != cli.ExitOK || !strings.Contains(st, `"output":"Parquet in s3://test/out/canned","committed":3,`) || strings.Contains(st, "changed") {
 		t.Errorf("status: exit %d\n%s", code, st)
 	}
 }
@@ -213,7 +214,7 @@ func TestS3_KillAndResume(t *testing.T) {
 		return cmd
 	}
 	start := time.Now()
-	if out, err := s3run("s3://test/ref").CombinedOutput(); exitOf(err) != exitRejects {
+	if out, err := s3run("s3://test/ref").CombinedOutput(); exitOf(err) != cli.ExitRejects {
 		t.Fatalf("reference run: %v\n%s", err, out)
 	}
 	full := time.Since(start)
@@ -231,7 +232,7 @@ func TestS3_KillAndResume(t *testing.T) {
 		cmd.Process.Signal(syscall.SIGKILL)
 		if code := exitOf(cmd.Wait()); code == -int(syscall.SIGKILL) {
 			killed++
-		} else if code != exitRejects {
+		} else if code != cli.ExitRejects {
 			t.Fatalf("exit %d", code)
 		}
 		// Every bucket with a ledger entry has its files, of that commit.
@@ -262,7 +263,7 @@ func TestS3_KillAndResume(t *testing.T) {
 	if killed == 0 {
 		t.Fatal("no run was killed before it ended")
 	}
-	if out, err := s3run("s3://test/k", "--resume").CombinedOutput(); exitOf(err) != exitRejects {
+	if out, err := s3run("s3://test/k", "--resume").CombinedOutput(); exitOf(err) != cli.ExitRejects {
 		t.Fatalf("last resume: %v\n%s", err, out)
 	}
 	sameOutput(t, want, tree(t, "s3://test/k"), false)
@@ -283,7 +284,7 @@ func TestS3_KillAndResume(t *testing.T) {
 		}
 	}
 	code, sum := runJSON(t, "--in", in, "--out", "s3://test/k", "--resume")
-	if code != exitRejects || sum.Buckets != 1 || sum.Skipped != 2 {
+	if code != cli.ExitRejects || sum.Buckets != 1 || sum.Skipped != 2 {
 		t.Fatalf("resume after a change: exit %d, %d committed, %d skipped; want 1 and 2", code, sum.Buckets, sum.Skipped)
 	}
 	_ = srv
@@ -298,7 +299,7 @@ func TestS3_Faults(t *testing.T) {
 	t.Setenv("BACKFILL_S3_MAX_BACKOFF", "50ms")
 	srv, _ := s3Corpus(t)
 	in := "s3://test/c/canned"
-	if code, _ := runJSON(t, "--in", in, "--out", "s3://test/ref"); code != exitRejects {
+	if code, _ := runJSON(t, "--in", in, "--out", "s3://test/ref"); code != cli.ExitRejects {
 		t.Fatalf("reference run: exit %d", code)
 	}
 	srv.Inject(
@@ -309,7 +310,7 @@ func TestS3_Faults(t *testing.T) {
 		s3test.Fault{Kind: s3test.Status503, Method: "PUT", Times: 3},
 	)
 	code, _ := runJSON(t, "--in", in, "--out", "s3://test/faults")
-	if code != exitRejects {
+	if code != cli.ExitRejects {
 		t.Fatalf("run with faults: exit %d", code)
 	}
 	if n := srv.Pending(); n != 0 {
@@ -321,8 +322,8 @@ func TestS3_Faults(t *testing.T) {
 	srv.Inject(s3test.Fault{Kind: s3test.Drop, Ranged: true, After: 100, Times: 1 << 30})
 	var errb bytes.Buffer
 	code = exitCode(run(context.Background(), []string{"run", "-q", "--in", in, "--out", "s3://test/broken"},
-		stdio{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &errb}), &errb)
-	if code != exitFailure || !strings.Contains(errb.String(), "s3://test/c/canned/2017-06-01/") {
+		cli.Stdio{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &errb}), &errb)
+	if code != cli.ExitFailure || !strings.Contains(errb.String(), "s3://test/c/canned/2017-06-01/") {
 		t.Fatalf("run whose reads all fail: exit %d, %s", code, errb.String())
 	}
 	if got := tree(t, "s3://test/broken"); len(got) != 0 {
@@ -372,10 +373,10 @@ func TestS3_OneWriterPerOutput(t *testing.T) {
 	msg, _ := second.CombinedOutput()
 	first.Process.Signal(syscall.SIGCONT)
 	want := "another run (pid " + strconv.Itoa(first.Process.Pid)
-	if second.ProcessState.ExitCode() != exitFailure || !strings.Contains(string(msg), want) || !strings.Contains(string(msg), "s3://test/out") {
+	if second.ProcessState.ExitCode() != cli.ExitFailure || !strings.Contains(string(msg), want) || !strings.Contains(string(msg), "s3://test/out") {
 		t.Errorf("second writer: exit %d, %q; want %q", second.ProcessState.ExitCode(), msg, want)
 	}
-	if code := exitOf(first.Wait()); code != exitRejects {
+	if code := exitOf(first.Wait()); code != cli.ExitRejects {
 		t.Fatalf("first run: exit %d", code)
 	}
 	out, _ := location.Open(context.Background(), "s3://test/out")
@@ -384,7 +385,7 @@ func TestS3_OneWriterPerOutput(t *testing.T) {
 	}
 	again := exec.Command(bin, "run", "-q", "--in", "s3://test/c/canned", "--out", "s3://test/out", "--resume")
 	again.Env = os.Environ()
-	if msg, _ := again.CombinedOutput(); again.ProcessState.ExitCode() != exitRejects {
+	if msg, _ := again.CombinedOutput(); again.ProcessState.ExitCode() != cli.ExitRejects {
 		t.Fatalf("a run after the first: exit %d\n%s", again.ProcessState.ExitCode(), msg)
 	}
 }
@@ -407,7 +408,7 @@ func TestS3_OneLineFailures(t *testing.T) {
 		return exitOf(err), stderr.String()
 	}
 	code, stderr := backfill(nil, "run", "-q", "--in", "s3://test/c/canned", "--out", "s3://test/out")
-	if code != exitRejects || strings.Contains(stderr, "SDK ") || strings.Contains(stderr, "WARN") {
+	if code != cli.ExitRejects || strings.Contains(stderr, "SDK ") || strings.Contains(stderr, "WARN") {
 		t.Errorf("run over S3: exit %d, stderr:\n%s", code, stderr)
 	}
 	for _, tc := range []struct{ endpoint, says string }{
@@ -422,7 +423,7 @@ func TestS3_OneLineFailures(t *testing.T) {
 		} {
 			code, stderr := backfill(env, args...)
 			lines := strings.Split(strings.TrimSpace(stderr), "\n")
-			if code != exitFailure || len(lines) != 1 || !strings.Contains(stderr, tc.says) || strings.Contains(stderr, "operation error") {
+			if code != cli.ExitFailure || len(lines) != 1 || !strings.Contains(stderr, tc.says) || strings.Contains(stderr, "operation error") {
 				t.Errorf("%s with %s: exit %d, stderr:\n%s\nwant exit 1 and one line saying %q", args[0], tc.endpoint, code, stderr, tc.says)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 )
 
@@ -68,10 +69,10 @@ func TestNoPassword_OnEveryFailurePath(t *testing.T) {
 			{"granule-schema", "--dsn", dsn},
 		}
 	}
-	if code, out := call("plan", "--in", in, "--shards", "1", "--out", filepath.Join(dir, "plan.json")); code != exitOK {
+	if code, out := call("plan", "--in", in, "--shards", "1", "--out", filepath.Join(dir, "plan.json")); code != cli.ExitOK {
 		t.Fatalf("plan: exit %d\n%s", code, out)
 	}
-	if code, out := call("run", "-q", "--plan", filepath.Join(dir, "plan.json"), "--shard", "0", "--out", filepath.Join(dir, "job")); code != exitOK {
+	if code, out := call("run", "-q", "--plan", filepath.Join(dir, "plan.json"), "--shard", "0", "--out", filepath.Join(dir, "job")); code != cli.ExitOK {
 		t.Fatalf("map: exit %d\n%s", code, out)
 	}
 	var written bytes.Buffer
@@ -79,10 +80,10 @@ func TestNoPassword_OnEveryFailurePath(t *testing.T) {
 	for _, dsn := range dsns {
 		for _, args := range commands(dsn) {
 			var out, errb bytes.Buffer
-			code := exitCode(run(context.Background(), args, stdio{in: strings.NewReader("{}\n"), out: &out, err: &errb}), &errb)
+			code := exitCode(run(context.Background(), args, cli.Stdio{In: strings.NewReader("{}\n"), Out: &out, Err: &errb}), &errb)
 			written.Write(out.Bytes())
 			written.Write(errb.Bytes())
-			if code == exitFailure {
+			if code == cli.ExitFailure {
 				failures++
 				if !strings.Contains(errb.String(), "postgres ") || !strings.Contains(errb.String(), "@") {
 					t.Errorf("backfill %s: the failure does not name the database:\n%s", args[0], errb.String())
@@ -94,13 +95,13 @@ func TestNoPassword_OnEveryFailurePath(t *testing.T) {
 		t.Errorf("only %d failures provoked", failures)
 	}
 	// A bulk load into a schema that holds rows is refused.
-	if code, out := call("run", "-q", "--in", in, "--sink", "postgres", "--dsn", dsns[0], "--create-schema"); code != exitRejects {
+	if code, out := call("run", "-q", "--in", in, "--sink", "postgres", "--dsn", dsns[0], "--create-schema"); code != cli.ExitRejects {
 		t.Fatalf("load: exit %d\n%s", code, out)
 	}
 	for _, dsn := range dsns[:3] {
 		var errb bytes.Buffer
 		if code := exitCode(run(context.Background(), []string{"run", "-q", "--in", in, "--sink", "postgres", "--dsn", dsn, "--bulk"},
-			stdio{in: strings.NewReader(""), out: &written, err: &errb}), &errb); code == exitOK || code == exitRejects {
+			cli.Stdio{In: strings.NewReader(""), Out: &written, Err: &errb}), &errb); code == cli.ExitOK || code == cli.ExitRejects {
 			t.Errorf("bulk into a loaded schema: exit %d", code)
 		}
 		written.Write(errb.Bytes())
@@ -125,7 +126,7 @@ func TestNoPassword_OnEveryFailurePath(t *testing.T) {
 			werr = <-exited
 		}
 		written.Write(stderr.Bytes())
-		if code := exitOf(werr); code != exitInterrupted || !strings.Contains(stderr.String(), "to finish, run: backfill run") {
+		if code := exitOf(werr); code != cli.ExitInterrupted || !strings.Contains(stderr.String(), "to finish, run: backfill run") {
 			t.Errorf("interrupted: exit %d, stderr:\n%s", code, stderr.String())
 		}
 		interrupted++

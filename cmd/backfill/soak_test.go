@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/faultproxy"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/s3test"
@@ -32,7 +33,7 @@ func TestSoak_NetFaults(t *testing.T) {
 	admin := pgtest.AdminURL(t)
 	wantPG := cleanLoad(t, in, admin)
 	srv := s3test.Start(t, "soak")
-	if code, out := call("run", "-q", "--in", in, "--out", "s3://soak/ref", "--max-blob", "1MiB"); code != exitRejects {
+	if code, out := call("run", "-q", "--in", in, "--out", "s3://soak/ref", "--max-blob", "1MiB"); code != cli.ExitRejects {
 		t.Fatalf("clean run: exit %d\n%s", code, out)
 	}
 	wantS3 := tree(t, "s3://soak/ref")
@@ -99,7 +100,7 @@ func TestSoak_NetFaults(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*bound)
 		var errb bytes.Buffer
 		start := time.Now()
-		code := exitCode(run(ctx, args, stdio{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &errb}), &errb)
+		code := exitCode(run(ctx, args, cli.Stdio{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &errb}), &errb)
 		took := time.Since(start)
 		hung := ctx.Err() != nil
 		cancel()
@@ -109,18 +110,18 @@ func TestSoak_NetFaults(t *testing.T) {
 		case hung:
 			hangs++
 			t.Errorf("run %d hung (%v)", i, took)
-		case code == exitFailure:
+		case code == cli.ExitFailure:
 			failed++
 			if took > bound {
 				t.Errorf("run %d failed after %v, past its bound %v:\n%s", i, took, bound, errb.String())
 			}
 			quiet()
-			rcode := exitCode(run(context.Background(), append(args, "--resume"), stdio{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &errb}), &errb)
+			rcode := exitCode(run(context.Background(), append(args, "--resume"), cli.Stdio{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &errb}), &errb)
 			mu.Unlock()
-			if rcode != exitRejects {
+			if rcode != cli.ExitRejects {
 				t.Fatalf("run %d: --resume with the faults off: exit %d\n%s", i, rcode, errb.String())
 			}
-		case code != exitRejects:
+		case code != cli.ExitRejects:
 			t.Fatalf("run %d: exit %d\n%s", i, code, errb.String())
 		default:
 			finished++

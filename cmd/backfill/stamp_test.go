@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 )
 
@@ -31,8 +32,8 @@ func TestStamp_FilterAndCount(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "42.state")
 	in := "{\"a\":1}\n{ }\nnot json\n[1]\n{\"ooid\":\"x\"}\n{\"b\":{\"ooid\":1}}\n"
 	var out, errb bytes.Buffer
-	err := run(context.Background(), []string{"stamp", "--collector-id", "42", "--state", state}, stdio{in: strings.NewReader(in), out: &out, err: &errb})
-	if code := exitCode(err, &errb); code != exitRejects {
+	err := run(context.Background(), []string{"stamp", "--collector-id", "42", "--state", state}, cli.Stdio{In: strings.NewReader(in), Out: &out, Err: &errb})
+	if code := exitCode(err, &errb); code != cli.ExitRejects {
 		t.Fatalf("exit %d\n%s", code, errb.String())
 	}
 	for _, want := range []string{"line 3: not a JSON object", "line 4: not a JSON object", `line 5: it has an "ooid" already`} {
@@ -61,7 +62,7 @@ func TestStamp_FilterAndCount(t *testing.T) {
 	}
 	code, count := call("stamp", "--collector-id", "42", "--state", state, "--count", "1000")
 	ids := strings.Fields(count)
-	if code != exitOK || len(ids) != 1000 {
+	if code != cli.ExitOK || len(ids) != 1000 {
 		t.Fatalf("--count 1000: exit %d, %d lines", code, len(ids))
 	}
 	if first, _ := ooid.Parse(ids[0]); first.TS() <= last.TS() {
@@ -79,8 +80,8 @@ func TestStamp_Rejects(t *testing.T) {
 	args := []string{"stamp", "--collector-id", "7", "--state", state, "--rejects", dead, "--max-line", "100"}
 	for round := 1; round <= 2; round++ {
 		var out, errb bytes.Buffer
-		err := run(context.Background(), args, stdio{in: strings.NewReader(in), out: &out, err: &errb})
-		if code := exitCode(err, &errb); code != exitRejects {
+		err := run(context.Background(), args, cli.Stdio{In: strings.NewReader(in), Out: &out, Err: &errb})
+		if code := exitCode(err, &errb); code != cli.ExitRejects {
 			t.Fatalf("exit %d\n%s", code, errb.String())
 		}
 		for _, want := range []string{"line 2: longer than 100 bytes", "line 3: not a JSON object", `line 5: it has an "ooid" already`, "line 6: longer than 100 bytes"} {
@@ -100,7 +101,7 @@ func TestStamp_Rejects(t *testing.T) {
 			t.Errorf("round %d: rejects file\n%q\nwant\n%q", round, got, want)
 		}
 	}
-	if code, _ := call("stamp", "--collector-id", "7", "--state", state, "--count", "1", "--rejects", dead); code != exitUsage {
+	if code, _ := call("stamp", "--collector-id", "7", "--state", state, "--count", "1", "--rejects", dead); code != cli.ExitUsage {
 		t.Errorf("--rejects with --count: exit %d, want a usage error", code)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/lines"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/ooidlines"
@@ -51,7 +52,7 @@ func (g *lineGen) Read(p []byte) (int, error) {
 // against the library.
 func TestOOIDStream_Output(t *testing.T) {
 	var out bytes.Buffer
-	err := ooidStream(context.Background(), ooid.DefaultScheme, stdio{in: &lineGen{n: 20000, perReport: 37}, out: &out, err: io.Discard})
+	err := ooidStream(context.Background(), ooid.DefaultScheme, cli.Stdio{In: &lineGen{n: 20000, perReport: 37}, Out: &out, Err: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func TestOOIDStream_ConstantMemory(t *testing.T) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		err := ooidStream(context.Background(), ooid.DefaultScheme, stdio{in: &lineGen{n: n, perReport: 40}, out: io.Discard, err: io.Discard})
+		err := ooidStream(context.Background(), ooid.DefaultScheme, cli.Stdio{In: &lineGen{n: n, perReport: 40}, Out: io.Discard, Err: io.Discard})
 		runtime.ReadMemStats(&after)
 		if err != nil {
 			t.Fatal(err)
@@ -110,7 +111,7 @@ func BenchmarkOOIDStream(b *testing.B) {
 			const n = 1_000_000
 			b.ReportAllocs()
 			for b.Loop() {
-				err := ooidStream(context.Background(), ooid.DefaultScheme, stdio{in: &lineGen{n: n, perReport: per}, out: io.Discard, err: io.Discard})
+				err := ooidStream(context.Background(), ooid.DefaultScheme, cli.Stdio{In: &lineGen{n: n, perReport: per}, Out: io.Discard, Err: io.Discard})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -140,9 +141,9 @@ func TestOOIDStream_LongLines(t *testing.T) {
 	}
 	in.WriteString(name) // no final newline: ndx 0
 	var out, errs bytes.Buffer
-	err := ooidStream(context.Background(), ooid.DefaultScheme, stdio{in: strings.NewReader(in.String()), out: &out, err: &errs})
-	var rejects *rejectsError
-	if !errors.As(err, &rejects) || rejects.n != 3 {
+	err := ooidStream(context.Background(), ooid.DefaultScheme, cli.Stdio{In: strings.NewReader(in.String()), Out: &out, Err: &errs})
+	var rejects *cli.RejectsError
+	if !errors.As(err, &rejects) || rejects.N != 3 {
 		t.Fatalf("err = %v, want 3 rejected lines", err)
 	}
 	for _, want := range []string{"line 11: longer than", "line 2001: longer than", "line 2002: longer than"} {

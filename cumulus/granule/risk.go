@@ -1,8 +1,13 @@
 package granule
 
 import (
+	"bufio"
+	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 )
 
 // Risk holds three collision probabilities for n ingests of the same
@@ -121,4 +126,66 @@ func randomToken(rng *rand.Rand) string {
 		b[i] = alnum[rng.IntN(len(alnum))]
 	}
 	return string(b)
+}
+
+// WriteRiskTable writes the probability of a duplicate unique ID among n
+// timestamped ingests of one granule ID, for each hash length: the
+// documentation's formula and the exact birthday bounds.
+func WriteRiskTable(w io.Writer, lengths []int, n float64) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "Probability of a duplicate unique ID among %s timestamped ingests of one granule ID:\n", strconv.FormatFloat(n, 'f', -1, 64))
+	fmt.Fprintf(bw, "%-11s  %-22s  %-22s  %s\n", "hash_length", "doc: 1-exp(-n^2/2d)", "exact, d = 64^L", "exact, d = 63^L")
+	for _, l := range lengths {
+		r := CollisionRisk(l, n)
+		fmt.Fprintf(bw, "%-11d  %-22s  %-22s  %s\n", l, Percent(r.Doc), Percent(r.Birthday64), Percent(r.Birthday63))
+	}
+	return bw.Flush()
+}
+
+// WriteText writes the simulation's measured rate beside the exact
+// probabilities and the documentation's.
+func (s Simulation) WriteText(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	r := CollisionRisk(s.HashLength, float64(s.Ingests))
+	lo, hi := s.CI95()
+	fmt.Fprintf(bw, "hash length %d, %d %s of one ID per trial, %d %s with real timestamped IDs\n", s.HashLength,
+		s.Ingests, plural(s.Ingests, "ingest", "ingests"), s.Trials, plural(s.Trials, "trial", "trials"))
+	fmt.Fprintf(bw, "measured       %s  (%d colliding trials; 95%% CI %s .. %s)\n", Percent(s.Rate()), s.Colliding, Percent(lo), Percent(hi))
+	fmt.Fprintf(bw, "exact, 63^L    %s\n", Percent(r.Birthday63))
+	fmt.Fprintf(bw, "exact, 64^L    %s\n", Percent(r.Birthday64))
+	fmt.Fprintf(bw, "doc formula    %s\n", Percent(r.Doc))
+	return bw.Flush()
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// Percent formats a probability as a plain-decimal percentage with ten
+// significant digits, as the Cumulus documentation prints its table.
+func Percent(p float64) string {
+	v := p * 100
+	if v == 0 {
+		return "0%"
+	}
+	e := strconv.FormatFloat(v, 'e', 9, 64) // d.ddddddddde±XX
+	mant, exp, _ := strings.Cut(e, "e")
+	x, _ := strconv.Atoi(exp)
+	digits := strings.Replace(mant, ".", "", 1)
+	var s string
+	switch {
+	case x < 0:
+		s = "0." + strings.Repeat("0", -x-1) + digits
+	case x+1 >= len(digits):
+		s = digits + strings.Repeat("0", x+1-len(digits))
+	default:
+		s = digits[:x+1] + "." + digits[x+1:]
+	}
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	return s + "%"
 }

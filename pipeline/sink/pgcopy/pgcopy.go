@@ -43,9 +43,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,6 +50,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/backfill-dev/backfill/internal/pgconn"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/sink"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
@@ -163,13 +161,13 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 	}
 	cfg, err := pgx.ParseConfig(opt.DSN)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: the connection string does not parse: %s", Redact(err.Error(), opt.DSN))
+		return nil, fmt.Errorf("postgres: the connection string does not parse: %s", pgconn.Redact(err.Error(), opt.DSN))
 	}
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}
 	}
 	cfg.RuntimeParams["application_name"] = "backfill"
-	cfg.DialFunc = Dial
+	cfg.DialFunc = pgconn.Dial
 	// A session the network cut off from us ends on the server's side too,
 	// and so gives back its locks: the server ends a session that waits
 	// on us longer than Timeout, inside a transaction or not.
@@ -179,10 +177,7 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 	// And the server finds a client the network lost as the client finds
 	// the server (a COPY waiting for data is neither idle nor in a
 	// statement the server can time out).
-	cfg.RuntimeParams["tcp_keepalives_idle"] = strconv.Itoa(int(keepAliveIdle / time.Second))
-	cfg.RuntimeParams["tcp_keepalives_interval"] = strconv.Itoa(int(keepAliveInterval / time.Second))
-	cfg.RuntimeParams["tcp_keepalives_count"] = strconv.Itoa(keepAliveCount)
-	cfg.RuntimeParams["tcp_user_timeout"] = strconv.Itoa(int(userTimeout / time.Millisecond))
+	pgconn.ServerKeepalives(cfg.RuntimeParams)
 	if opt.Connections <= 0 {
 		opt.Connections = DefaultConnections
 	}
@@ -229,57 +224,10 @@ func (s *Sink) String() string {
 
 // Where is the database as user@host:port/database, the host a socket
 // folder when it is one; never the password.
-func (s *Sink) Where() string { return Where(s.cfg) }
-
-// Where names the database of cfg as user@host:port/database: with no
-// --dsn and no PG* variables these are the defaults libpq takes too (the
-// database named after the user).
-func Where(cfg *pgx.ConnConfig) string {
-	db := cfg.Database
-	if db == "" {
-		db = cfg.User // what the server takes when none is given
-	}
-	return fmt.Sprintf("%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, db)
-}
+func (s *Sink) Where() string { return pgconn.Where(s.cfg) }
 
 // named says which database err is of, in one line.
-func (s *Sink) named(err error) error { return Named(s.cfg, err) }
-
-// Named says that err is of the database of cfg (Where), in one line.
-func Named(cfg *pgx.ConnConfig, err error) error {
-	return &oneLine{msg: "postgres " + Where(cfg) + ": " + flatten(err.Error()), err: err}
-}
-
-// oneLine is an error said in one line: pgx's connection errors give each
-// host tried on a line of its own.
-type oneLine struct {
-	msg string
-	err error
-}
-
-func (e *oneLine) Error() string { return e.msg }
-func (e *oneLine) Unwrap() error { return e.err }
-
-// flatten puts a message of several lines on one: pgx's "failed to connect
-// to `user=... database=...`:" heading (the caller names the database) is
-// dropped, and a host's error repeated (tried with TLS, then without) is
-// said once.
-func flatten(s string) string {
-	var parts []string
-	for i, line := range strings.Split(s, "\n") {
-		line = strings.TrimSpace(line)
-		if i == 0 {
-			line = strings.TrimSpace(connectHeading.ReplaceAllString(line, ""))
-			line = strings.TrimSuffix(line, ":")
-		}
-		if line != "" && !slices.Contains(parts, line) {
-			parts = append(parts, line)
-		}
-	}
-	return strings.Join(parts, ": ")
-}
-
-var connectHeading = regexp.MustCompile("failed to connect to `[^`]*`:?\\s*")
+func (s *Sink) named(err error) error { return pgconn.Named(s.cfg, err) }
 
 func (s *Sink) connect(ctx context.Context, slot **pgx.Conn) error {
 	if *slot != nil && !(*slot).IsClosed() {
@@ -499,28 +447,6 @@ func (s *Sink) recordFailure(w *bucketWriter, failure error) {
 		WHERE l.status <> 'committed'`,
 		w.m.Bucket, w.m.Fingerprint, w.m.Scheme.CounterBits, w.m.Scheme.SHA1Offset, w.m.NdxPolicy,
 		s.clean(failure).Error(), w.started, w.m.Version, w.m.Scheme.Table, w.m.Source)
-}
-
-// Redact replaces the password of dsn, wherever it occurs in msg.
-func Redact(msg, dsn string) string {
-	pw := ""
-	if u, err := url.Parse(dsn); err == nil && u.User != nil {
-		pw, _ = u.User.Password()
-	}
-	if pw == "" {
-		for _, f := range strings.Fields(dsn) {
-			if v, ok := strings.CutPrefix(f, "password="); ok {
-				pw = strings.Trim(v, "'")
-			}
-		}
-	}
-	if pw != "" {
-		msg = strings.ReplaceAll(msg, pw, "xxxxx")
-		if e := url.QueryEscape(pw); e != pw {
-			msg = strings.ReplaceAll(msg, e, "xxxxx")
-		}
-	}
-	return msg
 }
 
 // clean returns err with the password taken out of its message.

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/backfill-dev/backfill/internal/corpus"
+	"github.com/backfill-dev/backfill/internal/pgconn"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/testutil"
@@ -632,7 +633,7 @@ func TestSchema_HostileNameAndPassword(t *testing.T) {
 	} {
 		_, err := pgcopy.Open(ctx, pgcopy.Options{DSN: bad, Retries: 0})
 		if err == nil {
-			t.Errorf("%s: no error", pgcopy.Redact(bad, bad))
+			t.Errorf("%s: no error", pgconn.Redact(bad, bad))
 			continue
 		}
 		if strings.Contains(err.Error(), secret) {

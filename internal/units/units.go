@@ -1,4 +1,7 @@
-package main
+// Package units reads and writes sizes in bytes as backfill's flags,
+// summaries and progress lines say them: binary multiples (KiB, MiB, GiB),
+// never decimal ones.
+package units
 
 import (
 	"fmt"
@@ -6,7 +9,8 @@ import (
 	"strings"
 )
 
-func humanBytes(n int64) string {
+// Bytes says n bytes in binary units: 512 B, 3.0 MiB, 1.25 GiB.
+func Bytes(n int64) string {
 	switch {
 	case n >= 1<<30:
 		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
@@ -18,13 +22,13 @@ func humanBytes(n int64) string {
 	return fmt.Sprintf("%d B", n)
 }
 
-// byteSize is a flag value of bytes: 1048576, 64k, 64KiB, 1M, 1GiB (binary
+// Size is a flag value of bytes: 1048576, 64k, 64KiB, 1M, 1GiB (binary
 // multiples).
-type byteSize int64
+type Size int64
 
 // String gives the size as the help and the flags write it: 64MiB, 1GiB,
 // or bytes.
-func (b *byteSize) String() string {
+func (b *Size) String() string {
 	n := int64(*b)
 	for _, u := range []struct {
 		name string
@@ -37,16 +41,19 @@ func (b *byteSize) String() string {
 	return strconv.FormatInt(n, 10)
 }
 
-func (b *byteSize) Set(s string) error {
-	n, err := parseBytes(s)
+// Set parses a size as Parse does.
+func (b *Size) Set(s string) error {
+	n, err := Parse(s)
 	if err != nil {
 		return err
 	}
-	*b = byteSize(n)
+	*b = Size(n)
 	return nil
 }
 
-func parseBytes(s string) (int64, error) {
+// Parse parses a count of bytes with an optional binary unit: 64k,
+// 64KiB, 1M, 1GiB.
+func Parse(s string) (int64, error) {
 	num := strings.TrimRight(s, "KMGTkmgtiIbB")
 	mult := int64(1)
 	switch strings.ToUpper(strings.TrimSuffix(strings.TrimSuffix(s[len(num):], "B"), "b")) {
@@ -67,16 +74,4 @@ func parseBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("bad size %q", s)
 	}
 	return n * mult, nil
-}
-
-func plural[N int | int64](n N, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
-// count says n things: "1 bucket", "2 buckets".
-func count[N int | int64](n N, one, many string) string {
-	return fmt.Sprintf("%d %s", n, plural(n, one, many))
 }

@@ -1,0 +1,121 @@
+// Package cli is the command-line toolkit of the backfill command: the
+// standard streams a command is given, its flag sets (flags anywhere among
+// the arguments, -h on standard output, a mistyped flag answered with the
+// closest one), the errors that choose the exit status, the units and
+// words its messages use, and the progress lines. It knows nothing of what
+// the commands do.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// Exit statuses; see the EXIT STATUS section of the command's help.
+const (
+	ExitOK          = 0
+	ExitFailure     = 1
+	ExitUsage       = 2
+	ExitRejects     = 3
+	ExitInterrupted = 130
+)
+
+// Stdio are the standard streams of a command.
+type Stdio struct {
+	In       io.Reader
+	Out, Err io.Writer
+}
+
+// UsageError is a bad command line; it exits 2. Cmd names the command
+// whose help to point at; without it, the "cmd: " prefix of the message
+// does.
+type UsageError struct{ Msg, Cmd string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+// helpHint is the line that follows a usage error; commands are the
+// names a "cmd: " prefix may be.
+func (e *UsageError) helpHint(commands []string) string {
+	cmd := e.Cmd
+	if cmd == "" {
+		if c, _, ok := strings.Cut(e.Msg, ":"); ok && !strings.Contains(c, " ") && slices.Contains(commands, c) {
+			cmd = c
+		}
+	}
+	if cmd == "" {
+		return "Run 'backfill help' for usage."
+	}
+	return "Run 'backfill help " + cmd + "' for usage."
+}
+
+// Usagef is a usage error of the formatted message.
+func Usagef(format string, args ...any) error {
+	return &UsageError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// RejectsError reports a command that completed but rejected some inputs,
+// each of which it already reported; it exits 3.
+type RejectsError struct {
+	N    int
+	What string // in the plural ("inputs"); one of them drops the final s
+	Note string // said after What, in parentheses, when not empty
+	Verb string // "rejected" when empty
+}
+
+func (e *RejectsError) Error() string {
+	verb := e.Verb
+	if verb == "" {
+		verb = "rejected"
+	}
+	what := e.What
+	if e.N == 1 {
+		what = strings.TrimSuffix(what, "s")
+	}
+	if e.Note != "" {
+		what += " (" + e.Note + ")"
+	}
+	return fmt.Sprintf("%d %s %s", e.N, what, verb)
+}
+
+// ErrHelp is returned when help was asked for and printed; it exits 0.
+var ErrHelp = flag.ErrHelp
+
+// ExitCode maps the error of a command to the exit status, printing it
+// once on stderr; commands are the command names, for the usage hint.
+func ExitCode(err error, stderr io.Writer, commands []string) int {
+	var usage *UsageError
+	var rejects *RejectsError
+	switch {
+	case err == nil, errors.Is(err, ErrHelp):
+		return ExitOK
+	case errors.Is(err, context.Canceled):
+		fmt.Fprintln(stderr, "backfill: interrupted")
+		return ExitInterrupted
+	case errors.As(err, &usage):
+		fmt.Fprintf(stderr, "backfill: %v\n%s\n", err, usage.helpHint(commands))
+		return ExitUsage
+	case errors.As(err, &rejects):
+		fmt.Fprintf(stderr, "backfill: %v\n", err)
+		return ExitRejects
+	default:
+		fmt.Fprintf(stderr, "backfill: %s\n", ErrorText(err))
+		return ExitFailure
+	}
+}
+
+// ErrorText is the text of err with each line once: errors joined from
+// several writers that met the same failure (a full disk) repeat it.
+func ErrorText(err error) string {
+	var lines []string
+	for _, l := range strings.Split(err.Error(), "\n") {
+		if l != "" && !slices.Contains(lines, l) {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "\nbackfill: ")
+}

@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// One system of units: the periodic progress line says binary units (KiB,
+// MiB) and which bytes it counts (the compressed input).
+func TestProgressLine_Units(t *testing.T) {
+	var w bytes.Buffer
+	p := NewProgress(&w)
+	p.start = time.Now().Add(-10 * time.Second)
+	p.d = Done{Buckets: 1, BucketsTotal: 3, BytesIn: 3 << 20, BytesTotal: 9 << 20, Measurements: 1000}
+	p.line()
+	want := "backfill: 1/3 buckets, 3.0 MiB of 9.0 MiB compressed input read ("
+	if !strings.HasPrefix(w.String(), want) || !strings.Contains(w.String(), " MiB/s)") {
+		t.Errorf("progress line %q, want it to start %q and give MiB/s", w.String(), want)
+	}
+	if strings.Contains(w.String(), " MB") {
+		t.Errorf("decimal megabytes in %q", w.String())
+	}
+}
+
+func TestCount_Plural(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		want string
+	}{{0, "0 buckets"}, {1, "1 bucket"}, {2, "2 buckets"}} {
+		if got := Count(tc.n, "bucket", "buckets"); got != tc.want {
+			t.Errorf("Count(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+	if got := (&RejectsError{N: 1, What: "inputs", Note: "records in x"}).Error(); got != "1 input (records in x) rejected" {
+		t.Errorf("one reject: %q", got)
+	}
+}
+
+// TestExitCode: each kind of error has its status, and its text once.
+func TestExitCode(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		code int
+		text string
+	}{
+		{nil, ExitOK, ""},
+		{ErrHelp, ExitOK, ""},
+		{Usagef("run: --in is required"), ExitUsage, "backfill: run: --in is required\nRun 'backfill help run' for usage.\n"},
+		{Usagef("nosuch: x"), ExitUsage, "backfill: nosuch: x\nRun 'backfill help' for usage.\n"},
+		{&RejectsError{N: 2, What: "lines"}, ExitRejects, "backfill: 2 lines rejected\n"},
+		{errors.Join(errors.New("disk full"), errors.New("disk full")), ExitFailure, "backfill: disk full\n"},
+	} {
+		var w bytes.Buffer
+		if got := ExitCode(tc.err, &w, []string{"run"}); got != tc.code || w.String() != tc.text {
+			t.Errorf("ExitCode(%v) = %d, %q; want %d, %q", tc.err, got, w.String(), tc.code, tc.text)
+		}
+	}
+}
+
+func TestShellQuote(t *testing.T) {
+	for in, want := range map[string]string{"": "''", "--in=/data/c": "--in=/data/c", "a b": "'a b'", "it's": `'it'\''s'`} {
+		if got := ShellQuote(in); got != want {
+			t.Errorf("ShellQuote(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
