@@ -4,13 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"fmt"
-	"io"
-	"math"
 	"runtime"
-	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/pipeline/audit"
@@ -90,33 +84,6 @@ EXIT STATUS
 	3    audited, but some inputs were rejected (listed on stderr)
 `
 
-type auditResult struct {
-	CounterBits  int           `json:"counter_bits"`
-	SHA1Offset   int           `json:"sha1_offset"`
-	KeyTable     string        `json:"key_table,omitempty"`
-	Pairs        int64         `json:"colliding_pairs"`
-	Measurements int64         `json:"measurements_involved"`
-	First        []auditPair   `json:"pairs"`
-	Predicted    *auditPredict `json:"predicted,omitempty"`
-}
-
-type auditPair struct {
-	A string `json:"a"`
-	B string `json:"b"`
-}
-
-type auditPredict struct {
-	P       float64 `json:"p_no_collision"`
-	NegLog2 float64 `json:"neg_log2_p"`
-}
-
-type auditOutput struct {
-	Reports      int64         `json:"reports"`
-	Measurements int64         `json:"measurements"`
-	Rejected     int64         `json:"rejected"`
-	Results      []auditResult `json:"results"`
-}
-
 // keepPairs is how many pairs per scheme the auditor keeps, so the pairs
 // listed are the first by textname whenever there are no more than that.
 const keepPairs = 1000
@@ -173,16 +140,16 @@ func runAudit(ctx context.Context, args []string, std cli.Stdio) error {
 	if err != nil {
 		return err
 	}
-	rep := auditOutput{Reports: a.Reports, Measurements: a.Measurements, Rejected: src.Rejected}
+	rep := audit.Report{Reports: a.Reports, Measurements: a.Measurements, Rejected: src.Rejected}
 	for _, r := range results {
-		rep.Results = append(rep.Results, newAuditResult(r, names, pairs, predict))
+		rep.Results = append(rep.Results, audit.NewResult(r, names, pairs, predict))
 	}
 	return reportAudit(std, rep, asJSON, predict)
 }
 
 // reportAudit prints the report, as JSON or as text, and says how many
 // inputs were rejected.
-func reportAudit(std cli.Stdio, rep auditOutput, asJSON, predict bool) error {
+func reportAudit(std cli.Stdio, rep audit.Report, asJSON, predict bool) error {
 	if asJSON {
 		enc := json.NewEncoder(std.Out)
 		enc.SetEscapeHTML(false)
@@ -190,7 +157,7 @@ func reportAudit(std cli.Stdio, rep auditOutput, asJSON, predict bool) error {
 			return err
 		}
 	} else {
-		printAudit(std.Out, rep, predict)
+		rep.WriteText(std.Out, predict)
 	}
 	if rep.Rejected > 0 {
 		return &cli.RejectsError{N: int(rep.Rejected), What: "inputs"}
@@ -227,32 +194,6 @@ func readAudit(ctx context.Context, std cli.Stdio, s *pgcopy.Sink, au *audit.Aud
 	return nil
 }
 
-// newAuditResult is one scheme's result as audit prints it: its first
-// pairs by name, in order, at most pairs of them.
-func newAuditResult(r collisions.Result, names map[uint32]string, pairs int, predict bool) auditResult {
-	ar := auditResult{CounterBits: r.Scheme.CounterBits, SHA1Offset: r.Scheme.SHA1Offset, KeyTable: r.Scheme.Table,
-		Pairs: r.Pairs, Measurements: r.Measurements, First: []auditPair{}}
-	for _, p := range r.First {
-		x, y := names[p.A], names[p.B]
-		if y < x {
-			x, y = y, x
-		}
-		ar.First = append(ar.First, auditPair{x, y})
-	}
-	sort.Slice(ar.First, func(i, j int) bool {
-		if ar.First[i].A != ar.First[j].A {
-			return ar.First[i].A < ar.First[j].A
-		}
-		return ar.First[i].B < ar.First[j].B
-	})
-	ar.First = ar.First[:min(len(ar.First), pairs)]
-	if predict {
-		l := collisions.Predict(r.Groups, r.Scheme.CounterBits)
-		ar.Predicted = &auditPredict{P: math.Exp2(l), NegLog2: -l}
-	}
-	return ar
-}
-
 // auditSchemes returns the schemes to audit: every combination of the
 // widths and offsets, or the one of a scheme file.
 func auditSchemes(fs *flag.FlagSet, bitsArg, offArg, schemePath string) ([]ooid.Scheme, error) {
@@ -266,11 +207,11 @@ func auditSchemes(fs *flag.FlagSet, bitsArg, offArg, schemePath string) ([]ooid.
 		}
 		return []ooid.Scheme{s}, nil
 	}
-	bits, err := intList(bitsArg, ooid.MinCounterBits, ooid.MaxCounterBits)
+	bits, err := audit.IntList(bitsArg, ooid.MinCounterBits, ooid.MaxCounterBits)
 	if err != nil {
 		return nil, cli.Usagef("audit: --counter-bits: %v", err)
 	}
-	offsets, err := intList(offArg, 0, ooid.MaxSHA1Offset)
+	offsets, err := audit.IntList(offArg, 0, ooid.MaxSHA1Offset)
 	if err != nil {
 		return nil, cli.Usagef("audit: --sha1-offset: %v", err)
 	}
@@ -281,83 +222,4 @@ func auditSchemes(fs *flag.FlagSet, bitsArg, offArg, schemePath string) ([]ooid.
 		}
 	}
 	return out, nil
-}
-
-// intList parses N, N..M or N,M,... (or "all": lo..hi).
-func intList(s string, lo, hi int) ([]int, error) {
-	if s == "all" {
-		s = fmt.Sprintf("%d..%d", lo, hi)
-	}
-	var out []int
-	for _, part := range strings.Split(s, ",") {
-		a, b, isRange := strings.Cut(part, "..")
-		x, err := strconv.Atoi(a)
-		if err != nil {
-			return nil, fmt.Errorf("%q is not a number", a)
-		}
-		y := x
-		if isRange {
-			if y, err = strconv.Atoi(b); err != nil {
-				return nil, fmt.Errorf("%q is not a number", b)
-			}
-		}
-		if x < lo || y > hi || x > y {
-			return nil, fmt.Errorf("%q: want values in %d..%d", part, lo, hi)
-		}
-		for v := x; v <= y; v++ {
-			out = append(out, v)
-		}
-	}
-	return out, nil
-}
-
-// offset is the offset column: the SHA-1 window's offset, or "keyed".
-func (r auditResult) offset() string {
-	if r.KeyTable != "" {
-		return "keyed"
-	}
-	return strconv.Itoa(r.SHA1Offset)
-}
-
-func (r auditResult) name() string {
-	if r.KeyTable != "" {
-		return "key table " + r.KeyTable
-	}
-	return fmt.Sprintf("offset %d", r.SHA1Offset)
-}
-
-func printAudit(w io.Writer, rep auditOutput, predict bool) {
-	fmt.Fprintf(w, "reports        %d\nmeasurements   %d\n", rep.Reports, rep.Measurements)
-	if rep.Rejected > 0 {
-		fmt.Fprintf(w, "rejected       %d (listed on stderr)\n", rep.Rejected)
-	}
-	fmt.Fprintln(w)
-	header := "bits  offset  colliding pairs  measurements involved"
-	if predict {
-		header += "  predicted P(no collision)  -log2 P"
-	}
-	fmt.Fprintln(w, header)
-	for _, r := range rep.Results {
-		fmt.Fprintf(w, "%4d  %6s  %15d  %21d", r.CounterBits, r.offset(), r.Pairs, r.Measurements)
-		if r.Predicted != nil {
-			fmt.Fprintf(w, "  %25.3g  %7.2f", r.Predicted.P, r.Predicted.NegLog2)
-		}
-		fmt.Fprintln(w)
-	}
-	for _, r := range rep.Results {
-		if len(r.First) == 0 {
-			continue
-		}
-		fmt.Fprintf(w, "\n%d bits, %s: %s", r.CounterBits, r.name(), cli.Count(r.Pairs, "colliding pair", "colliding pairs"))
-		if int64(len(r.First)) < r.Pairs {
-			fmt.Fprintf(w, " (the first %d)", len(r.First))
-		}
-		fmt.Fprintln(w)
-		for i, p := range r.First {
-			if i > 0 {
-				fmt.Fprintln(w)
-			}
-			fmt.Fprintf(w, "  %s\n  %s\n", p.A, p.B)
-		}
-	}
 }

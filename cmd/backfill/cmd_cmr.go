@@ -3,9 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 
 	"github.com/backfill-dev/backfill/cumulus/cmr"
 	"github.com/backfill-dev/backfill/internal/cli"
@@ -80,7 +78,7 @@ func runCMRTemporal(ctx context.Context, args []string, std cli.Stdio) error {
 			w.Flush()
 			return ctx.Err()
 		}
-		line, err := cmrLine(name, cmr.Format(format), int64(maxSize))
+		line, err := cmr.FileLine(name, cmr.Format(format), int64(maxSize))
 		if err != nil {
 			bad++
 			fmt.Fprintf(std.Err, "backfill: %s: %v\n", name, err)
@@ -95,73 +93,4 @@ func runCMRTemporal(ctx context.Context, args []string, std cli.Stdio) error {
 		return &cli.RejectsError{N: bad, What: "files"}
 	}
 	return nil
-}
-
-func cmrLine(name string, f cmr.Format, maxSize int64) ([]byte, error) {
-	if f == "" {
-		var ok bool
-		if f, ok = cmr.FormatOf(name); !ok {
-			return nil, fmt.Errorf("not a CMR file name (*cmr.xml, *cmr.json, *cmr_iso.xml); give --format")
-		}
-	}
-	file, err := os.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer file.Close()
-	t, err := cmr.Read(file, f, maxSize)
-	if err != nil {
-		return nil, err
-	}
-	d, err := t.Normalize()
-	if err != nil {
-		return nil, err
-	}
-	out := []kv{{"file", name}, {"format", f}}
-	raw := []kv{}
-	stored := [4]cmr.Date{d.BeginningDateTime, d.EndingDateTime, d.ProductionDateTime, d.LastUpdateDateTime}
-	found := [4]cmr.Value{t.BeginningDateTime, t.EndingDateTime, t.ProductionDateTime, t.LastUpdateDateTime}
-	for i, field := range cmr.Fields {
-		switch s := stored[i]; {
-		case !s.Set:
-		case s.Null:
-			out = append(out, kv{field, nil})
-		default:
-			out = append(out, kv{field, s.ISO})
-		}
-		switch v := found[i]; v.Kind {
-		case cmr.Undefined:
-		case cmr.Null:
-			raw = append(raw, kv{field, nil})
-		case cmr.String:
-			raw = append(raw, kv{field, v.Str})
-		case cmr.Number:
-			raw = append(raw, kv{field, v.Num})
-		default:
-			raw = append(raw, kv{field, v.String()})
-		}
-	}
-	line := jsonObject(out)
-	line = append(line[:len(line)-1], `,"raw":`...)
-	return append(append(line, jsonObject(raw)...), '}'), nil
-}
-
-// kv is a member of a JSON object.
-type kv struct {
-	k string
-	v any
-}
-
-// jsonObject is the JSON object of kvs, its members in their order.
-func jsonObject(kvs []kv) []byte {
-	b := []byte{'{'}
-	for i, e := range kvs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		k, _ := json.Marshal(e.k)
-		v, _ := json.Marshal(e.v)
-		b = append(append(append(b, k...), ':'), v...)
-	}
-	return append(b, '}')
 }

@@ -1,16 +1,11 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/backfill-dev/backfill/internal/cli"
-	"github.com/backfill-dev/backfill/internal/lines"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/ooidlines"
 )
@@ -97,128 +92,28 @@ func runDecode(ctx context.Context, args []string, std cli.Stdio) error {
 	case verify && len(args) != 3 && (len(args) != 1 || args[0] != "-"):
 		return cli.Usagef("decode: --verify takes OOID TEXTNAME NDX, or - for lines of them")
 	}
-	out := bufio.NewWriter(std.Out)
-	d := &decoder{out: out, std: std, verify: verify, scheme: scheme}
-	emit := d.emit
-	if len(args) == 1 && args[0] == "-" {
-		err := lines.Each(ctx, std.In, func(line []byte, n int, tooLong error) error {
-			if tooLong != nil {
-				d.bad++
-				fmt.Fprintf(std.Err, "backfill: line %d: %v\n", n, tooLong)
-				return nil
-			}
-			emit(line, "line "+strconv.Itoa(n))
-			return nil
-		})
-		if err != nil {
-			out.Flush()
-			return err
-		}
-	} else if verify {
-		emit([]byte(strings.Join(args, "\t")), "arguments")
-	} else {
+	d := ooidlines.NewDecoder(std.Out, verify, scheme, func(where, why string) {
+		fmt.Fprintf(std.Err, "backfill: %s: %s\n", where, why)
+	})
+
+	switch {
+	case len(args) == 1 && args[0] == "-":
+		err = d.Lines(ctx, std.In)
+	case verify:
+		d.Decode([]byte(strings.Join(args, "\t")), "arguments")
+	default:
 		for _, a := range args {
-			emit([]byte(a), fmt.Sprintf("argument %q", a))
+			d.Decode([]byte(a), fmt.Sprintf("argument %q", a))
 		}
 	}
-	if err := out.Flush(); err != nil {
-		return fmt.Errorf("write output: %w", err)
+	if ferr := d.Flush(); err == nil && ferr != nil {
+		err = fmt.Errorf("write output: %w", ferr)
 	}
-	if d.bad > 0 {
-		return &cli.RejectsError{N: d.bad, What: "OOIDs"}
+	if err != nil {
+		return err
+	}
+	if d.Bad > 0 {
+		return &cli.RejectsError{N: d.Bad, What: "OOIDs"}
 	}
 	return nil
-}
-
-// decoder decodes (and with verify checks) OOIDs one at a time, writing a
-// JSON line for each to out and counting those it could not.
-type decoder struct {
-	out    *bufio.Writer
-	std    cli.Stdio
-	verify bool
-	scheme ooid.Scheme
-	bad    int
-	buf    []byte
-}
-
-// emit decodes the OOID of text (or, with verify, of the OOID TEXTNAME
-// NDX line text); where names it in messages.
-func (d *decoder) emit(text []byte, where string) {
-	var v verdict
-	if d.verify {
-		var ok bool
-		if text, v, ok = verifyLine(text, d.scheme, where, d.std); !ok {
-			d.bad++
-			return
-		}
-	}
-	id, err := ooid.ParseAny(text)
-	if err != nil {
-		d.bad++
-		fmt.Fprintf(d.std.Err, "backfill: %s: %v\n", where, err)
-		return
-	}
-	buf := appendDecoded(d.buf[:0], id.Decode())
-	if d.verify {
-		buf = buf[:len(buf)-2] // "}\n"
-		if id == v.want {
-			buf = append(buf, `,"verified":true}`+"\n"...)
-		} else {
-			d.bad++
-			fmt.Fprintf(d.std.Err, "backfill: %s: %s is not measurement %d of %s under %s (that is %s)\n", where, id, v.ndx, v.textname, d.scheme, v.want)
-			buf = append(buf, `,"verified":false,"expected":"`...)
-			buf = v.want.AppendText(buf)
-			buf = append(buf, "\"}\n"...)
-		}
-	}
-	d.buf = buf
-	d.out.Write(buf)
-}
-
-type verdict struct {
-	textname string
-	ndx      uint32
-	want     ooid.ID
-}
-
-// verifyLine splits OOID<TAB>TEXTNAME<TAB>NDX and computes the OOID the
-// measurement has under the scheme. A line that cannot be checked is
-// reported.
-func verifyLine(line []byte, scheme ooid.Scheme, where string, std cli.Stdio) ([]byte, verdict, bool) {
-	f := bytes.Split(line, []byte{'\t'})
-	if len(f) != 3 {
-		fmt.Fprintf(std.Err, "backfill: %s: want OOID<TAB>TEXTNAME<TAB>NDX, got %d fields\n", where, len(f))
-		return nil, verdict{}, false
-	}
-	ndx, err := ooidlines.ParseNDX(f[2], scheme)
-	if err != nil {
-		fmt.Fprintf(std.Err, "backfill: %s: NDX %q: %v\n", where, f[2], err)
-		return nil, verdict{}, false
-	}
-	r, err := scheme.ReportBytes(f[1])
-	if err != nil {
-		fmt.Fprintf(std.Err, "backfill: %s: %v\n", where, err)
-		return nil, verdict{}, false
-	}
-	return f[0], verdict{textname: string(f[1]), ndx: ndx, want: r.ID(ndx)}, true
-}
-
-// appendDecoded appends d as one JSON line. Every value is a number or a
-// string of hex digits, letters and ASCII punctuation, so none needs escaping.
-func appendDecoded(b []byte, d ooid.Decoded) []byte {
-	b = append(b, `{"ooid":"`...)
-	b = d.ID.AppendText(b)
-	b = append(b, `","namespace":"`...)
-	b = append(b, d.Namespace.String()...)
-	b = append(b, `","unix":`...)
-	b = strconv.AppendUint(b, uint64(d.Unix), 10)
-	b = append(b, `,"time":"`...)
-	b = d.Time().AppendFormat(b, time.RFC3339)
-	b = append(b, `","counter":`...)
-	b = strconv.AppendUint(b, uint64(d.Counter), 10)
-	if d.Namespace == ooid.Collector {
-		b = append(b, `,"collector_id":`...)
-		b = strconv.AppendUint(b, uint64(d.CollectorID), 10)
-	}
-	return append(b, "}\n"...)
 }

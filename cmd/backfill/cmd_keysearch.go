@@ -88,30 +88,6 @@ EXIT STATUS
 	130  interrupted
 `
 
-type keysearchOutput struct {
-	Reports          int64   `json:"reports"`
-	Measurements     int64   `json:"measurements"`
-	SharedReports    int64   `json:"shared_reports"`
-	SharedTimestamps int     `json:"shared_timestamps"`
-	Rejected         int64   `json:"rejected"`
-	CounterBits      int     `json:"counter_bits"`
-	MinCounterBits   int     `json:"min_counter_bits"`
-	ExpectedTrials   float64 `json:"expected_trials"`
-	NotebookTrials   float64 `json:"expected_trials_notebook"`
-	// For a key table: the expected number of timestamps with their own
-	// key, and of keys tried to find them.
-	ExpectedOverrides   float64 `json:"expected_overrides,omitempty"`
-	ExpectedTableTrials float64 `json:"expected_table_trials,omitempty"`
-	Seed                string  `json:"seed"`
-	Key                 uint64  `json:"key"`
-	Overrides           int     `json:"overrides"`
-	Trials              uint64  `json:"trials"`
-	Seconds             float64 `json:"seconds"`
-	SearchSeconds       float64 `json:"search_seconds"` // of Seconds, after the inputs were read
-	Scheme              string  `json:"scheme"`
-	File                string  `json:"file"`
-}
-
 // keysearchOptions are keysearch's flags.
 type keysearchOptions struct {
 	out, seed, table    string
@@ -185,7 +161,7 @@ func runKeysearch(ctx context.Context, args []string, std cli.Stdio) error {
 	if err != nil {
 		return err
 	}
-	res := keysearchOutput{Reports: shape.Reports, Measurements: shape.Measurements, SharedReports: shape.SharedReports,
+	res := keysearch.Report{Reports: shape.Reports, Measurements: shape.Measurements, SharedReports: shape.SharedReports,
 		SharedTimestamps: len(shape.Groups), Rejected: rejected, CounterBits: o.bits, MinCounterBits: shape.MinBits(),
 		ExpectedTrials: shape.ExpectedTrials(o.bits), NotebookTrials: shape.NotebookTrials(o.bits), Seed: o.seed, File: o.out}
 	if res.MinCounterBits > o.bits {
@@ -194,7 +170,7 @@ func runKeysearch(ctx context.Context, args []string, std cli.Stdio) error {
 	if !o.quiet {
 		fmt.Fprintf(std.Err, "backfill keysearch: %s, %d share a timestamp (%s); at %d bits one key is expected after %s %s\n",
 			cli.Count(shape.Reports, "report", "reports"), shape.SharedReports, cli.Count(len(shape.Groups), "timestamp", "timestamps"), o.bits,
-			trialsText(res.ExpectedTrials), cli.Plural(int64(math.Round(res.ExpectedTrials)), "trial", "trials"))
+			keysearch.TrialsText(res.ExpectedTrials), cli.Plural(int64(math.Round(res.ExpectedTrials)), "trial", "trials"))
 	}
 	searchStart := time.Now()
 	found, err := corpus.Find(ctx, o.policy(std, res.ExpectedTrials))
@@ -273,7 +249,7 @@ func (o *keysearchOptions) policy(std cli.Stdio, expected float64) keysearch.Pol
 	if o.quiet {
 		return pol
 	}
-	pol.Progress = keyProgress(std.Err, expected)
+	pol.Progress = keysearch.ProgressLines(std.Err, expected)
 	pol.Fallback = func(trials uint64) {
 		fmt.Fprintf(std.Err, "backfill keysearch: no single key among %d; building a key table\n", trials)
 	}
@@ -288,7 +264,7 @@ func (o *keysearchOptions) policy(std cli.Stdio, expected float64) keysearch.Pol
 }
 
 // write writes the scheme file, then prints what was found.
-func (o *keysearchOptions) write(std cli.Stdio, res keysearchOutput, scheme ooid.Scheme, shape *keysearch.Shape) error {
+func (o *keysearchOptions) write(std cli.Stdio, res keysearch.Report, scheme ooid.Scheme, shape *keysearch.Shape) error {
 	b, err := ooid.MarshalScheme(scheme, fmt.Sprintf("Made by backfill keysearch over %d reports (%d measurements) at %d counter bits.", shape.Reports, shape.Measurements, o.bits))
 	if err != nil {
 		return err
@@ -301,51 +277,6 @@ func (o *keysearchOptions) write(std cli.Stdio, res keysearchOutput, scheme ooid
 		enc.SetEscapeHTML(false)
 		return enc.Encode(res)
 	}
-	printKeysearch(std.Out, res)
+	res.WriteText(std.Out)
 	return nil
-}
-
-func trialsText(e float64) string {
-	if math.IsInf(e, 1) || e > 1e15 {
-		return fmt.Sprintf("2^%.0f", math.Log2(e))
-	}
-	return fmt.Sprintf("%.0f", e)
-}
-
-// keyProgress prints a line every five seconds: keys tried, rate, and the
-// time left if the search takes the expected number of trials.
-func keyProgress(w io.Writer, expected float64) func(keysearch.Progress) {
-	var last time.Duration
-	return func(p keysearch.Progress) {
-		if p.Elapsed-last < 5*time.Second {
-			return
-		}
-		last = p.Elapsed
-		rate := float64(p.Trials) / max(p.Elapsed.Seconds(), 1e-9)
-		eta := "?"
-		if left := expected - float64(p.Trials); rate > 0 && left > 0 && !math.IsInf(left, 1) {
-			eta = "about " + time.Duration(left/rate*float64(time.Second)).Round(time.Second).String()
-		} else if left <= 0 {
-			eta = "past the expected count"
-		}
-		fmt.Fprintf(w, "backfill keysearch: %d keys tried (%.0f/s), %s expected: %s left\n", p.Trials, rate, trialsText(expected), eta)
-	}
-}
-
-func printKeysearch(w io.Writer, r keysearchOutput) {
-	fmt.Fprintf(w, "reports           %d (%d measurements)\n", r.Reports, r.Measurements)
-	if r.Rejected > 0 {
-		fmt.Fprintf(w, "rejected          %d (listed on stderr)\n", r.Rejected)
-	}
-	fmt.Fprintf(w, "shared            %d reports on %d timestamps\n", r.SharedReports, r.SharedTimestamps)
-	fmt.Fprintf(w, "counter bits      %d (the smallest that can work: %d)\n", r.CounterBits, r.MinCounterBits)
-	fmt.Fprintf(w, "expected trials   %s for one key (the notebook's line model: %s)\n", trialsText(r.ExpectedTrials), trialsText(r.NotebookTrials))
-	if r.Overrides > 0 {
-		fmt.Fprintf(w, "key table         default key %d of seed %s, %d timestamps with their own key (%.1f expected)\n", r.Key, r.Seed, r.Overrides, r.ExpectedOverrides)
-	} else {
-		fmt.Fprintf(w, "key               %d of seed %s\n", r.Key, r.Seed)
-	}
-	fmt.Fprintf(w, "trials            %d in %.1fs (%.1fs reading the inputs)\n", r.Trials, r.Seconds, r.Seconds-r.SearchSeconds)
-	fmt.Fprintf(w, "scheme            %s\n", r.Scheme)
-	fmt.Fprintf(w, "written           %s\n", r.File)
 }

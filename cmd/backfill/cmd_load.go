@@ -9,9 +9,11 @@ import (
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
+	"github.com/backfill-dev/backfill/pipeline/output"
 	"github.com/backfill-dev/backfill/pipeline/plan"
 	"github.com/backfill-dev/backfill/pipeline/scaleout"
 	"github.com/backfill-dev/backfill/pipeline/sink"
+	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
 )
 
 const loadHelp = `Usage: backfill load --plan FILE --out OUT [--shard I]
@@ -101,7 +103,9 @@ func runLoad(ctx context.Context, args []string, std cli.Stdio) error {
 		return err
 	}
 	if sinkName == "postgres" {
-		return loadPostgres(ctx, std, p, planFile, shard, dst, outputFlags{sink: sinkName, pg: pf, createSchema: createSchema, replace: replace})
+		pg := pf.options(std)
+		pg.CreateSchema = createSchema
+		return loadPostgres(ctx, std, p, planFile, shard, dst, pg, replace)
 	}
 	n, err := scaleout.Load(ctx, p, shard, dst)
 	if isOrder(err) {
@@ -114,8 +118,9 @@ func runLoad(ctx context.Context, args []string, std cli.Stdio) error {
 }
 
 // loadPostgres loads the buckets of shard from the job's output dst into
-// the database of f.
-func loadPostgres(ctx context.Context, std cli.Stdio, p plan.Plan, planFile string, shard int, dst store.Store, f outputFlags) error {
+// the schema of pg (replacing buckets loaded from another input with
+// replace).
+func loadPostgres(ctx context.Context, std cli.Stdio, p plan.Plan, planFile string, shard int, dst store.Store, pg pgcopy.Options, replace bool) error {
 	src := scaleout.ShardOut(dst, shard)
 	if len(p.Names(shard)) == 0 {
 		fmt.Fprintf(std.Err, "backfill: shard %d of %s has no bucket; nothing to do\n", shard, planFile)
@@ -126,17 +131,17 @@ func loadPostgres(ctx context.Context, std cli.Stdio, p plan.Plan, planFile stri
 	} else if err != nil {
 		return err
 	}
-	o, err := openOutput(ctx, std, f)
+	o, err := openOutput(ctx, std, output.Config{Postgres: true, PG: pg})
 	if err != nil {
 		return err
 	}
-	defer o.sink.Close()
-	if err := scaleout.LoadInto(ctx, src, p.Names(shard), o.sink, f.replace); err != nil {
+	defer o.Sink.Close()
+	if err := scaleout.LoadInto(ctx, src, p.Names(shard), o.Sink, replace); err != nil {
 		if ose := (*sink.OtherSourceError)(nil); errors.As(err, &ose) {
-			ose.Output = o.dest
+			ose.Output = o.Dest
 		}
 		return err
 	}
-	fmt.Fprintf(std.Err, "backfill: loaded %s of %s into %s\n", cli.Count(len(p.Names(shard)), "bucket", "buckets"), src.Where("."), o.dest)
+	fmt.Fprintf(std.Err, "backfill: loaded %s of %s into %s\n", cli.Count(len(p.Names(shard)), "bucket", "buckets"), src.Where("."), o.Dest)
 	return nil
 }

@@ -79,7 +79,7 @@ func runPlan(ctx context.Context, args []string, std cli.Stdio) error {
 	if err != nil {
 		return err
 	}
-	p, err := plan.New(absPath(input.Dir.Where(".")), buckets, shards)
+	p, err := plan.New(store.Abs(input.Dir.Where(".")), buckets, shards)
 	if err != nil {
 		return err
 	}

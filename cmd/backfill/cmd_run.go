@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/pgconn"
@@ -18,11 +15,10 @@ import (
 	"github.com/backfill-dev/backfill/internal/units"
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
+	"github.com/backfill-dev/backfill/pipeline/output"
 	"github.com/backfill-dev/backfill/pipeline/reader"
 	"github.com/backfill-dev/backfill/pipeline/scaleout"
 	"github.com/backfill-dev/backfill/pipeline/sink"
-	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
-	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
 	"github.com/backfill-dev/backfill/pipeline/stamp"
 )
 
@@ -252,14 +248,16 @@ func runRun(ctx context.Context, args []string, std cli.Stdio) error {
 	if err != nil || nothing {
 		return err
 	}
-	out, err := openOutput(ctx, std, outputFlags{sink: o.sink, out: outStore, pg: o.pg, createSchema: o.createSchema, skipLocked: o.skipLocked, bulk: o.bulk, resume: o.cfg.Resume})
+	pg := o.pg.options(std)
+	pg.CreateSchema, pg.SkipLocked, pg.Resume = o.createSchema, o.skipLocked, o.cfg.Resume
+	out, err := openOutput(ctx, std, output.Config{Postgres: o.sink == "postgres", Folder: outStore, PG: pg, Bulk: o.bulk})
 	if err != nil {
 		return err
 	}
-	defer out.sink.Close()
+	defer out.Sink.Close()
 	sum, err := o.run(ctx, std, out, outStore)
 	if ose := (*sink.OtherSourceError)(nil); errors.As(err, &ose) {
-		ose.Output = out.dest
+		ose.Output = out.Dest
 	}
 	switch {
 	case errors.Is(err, context.Canceled):
@@ -273,9 +271,9 @@ func runRun(ctx context.Context, args []string, std cli.Stdio) error {
 	if err != nil {
 		return err
 	}
-	where := out.deadLetters
+	where := out.DeadLetters
 	if len(sum.Ignored) > 0 {
-		where += " and " + out.inputDead
+		where += " and " + out.InputDead
 	}
 	return o.report(std, sum, where)
 }
@@ -326,7 +324,7 @@ func (o *runOptions) locations(ctx context.Context, std cli.Stdio) (outStore sto
 		return nil, false, inputError("run", err)
 	}
 	cfg.In, cfg.Buckets, cfg.MaxBlob = in.Dir, in.Buckets, int64(o.maxBlob)
-	cfg.Source = absPath(in.Dir.Where("."))
+	cfg.Source = store.Abs(in.Dir.Where("."))
 	if o.planFile == "" { // a plan's input records are said by plan, counted by check
 		cfg.InputRecords = in.Records()
 		for _, m := range in.Misnamed {
@@ -341,10 +339,10 @@ func (o *runOptions) locations(ctx context.Context, std cli.Stdio) (outStore sto
 
 // run runs the job into out, then what completes it: a bulk load's
 // indexes, a shard's manifest.
-func (o *runOptions) run(ctx context.Context, std cli.Stdio, out output, outStore store.Store) (job.Summary, error) {
+func (o *runOptions) run(ctx context.Context, std cli.Stdio, out output.Output, outStore store.Store) (job.Summary, error) {
 	cfg := o.cfg
 	if !o.quiet {
-		fmt.Fprintf(std.Err, "backfill: %s from %s into %s\n", cli.Count(len(cfg.Buckets), "bucket", "buckets"), absPath(cfg.In.Where(".")), out.dest)
+		fmt.Fprintf(std.Err, "backfill: %s from %s into %s\n", cli.Count(len(cfg.Buckets), "bucket", "buckets"), store.Abs(cfg.In.Where(".")), out.Dest)
 		p := cli.NewProgress(std.Err)
 		defer p.Finish()
 		cfg.Progress = func(j job.Progress) {
@@ -352,9 +350,9 @@ func (o *runOptions) run(ctx context.Context, std cli.Stdio, out output, outStor
 		}
 	}
 	start := time.Now()
-	sum, err := job.Run(ctx, cfg, out.sink)
-	if err == nil && out.finish != nil {
-		err = out.finish(ctx) // the bulk load's indexes: part of the run's time
+	sum, err := job.Run(ctx, cfg, out.Sink)
+	if err == nil && out.Finish != nil {
+		err = out.Finish(ctx) // the bulk load's indexes: part of the run's time
 		sum.Elapsed = time.Since(start)
 	}
 	if err == nil && o.planFile != "" {
@@ -386,59 +384,6 @@ func (o *runOptions) report(std cli.Stdio, sum job.Summary, deadLetters string) 
 		return &cli.RejectsError{N: int(sum.Notices), What: "notices", Note: "--strict; records in " + deadLetters, Verb: "recorded"}
 	}
 	return nil
-}
-
-// outputFlags say where run writes.
-type outputFlags struct {
-	sink                           string
-	out                            store.Store
-	pg                             pgFlags
-	createSchema, skipLocked, bulk bool
-	resume                         bool
-	replace                        bool // load: replace buckets from another input
-}
-
-// output is an opened sink, with what the run says of it.
-type output struct {
-	sink        sink.Sink
-	finish      func(context.Context) error // nil, or what completes a bulk load
-	deadLetters string                      // where the records go, for messages
-	inputDead   string                      // where the input's own records go
-	dest        string                      // where the output goes, for the first line
-}
-
-// openOutput opens the sink the flags name.
-func openOutput(ctx context.Context, std cli.Stdio, f outputFlags) (output, error) {
-	if f.sink == "parquet" {
-		ps, err := parquetfile.Open(ctx, f.out)
-		if err != nil {
-			return output{}, err
-		}
-		if ps.Cleared > 0 {
-			fmt.Fprintf(std.Err, "backfill: removed %s that a run that died left in %s\n",
-				cli.Count(ps.Cleared, "unfinished file", "unfinished files"), f.out.Where(store.TmpDir))
-		}
-		return output{sink: ps, deadLetters: f.out.Where("dead-letters") + "/", inputDead: f.out.Where(parquetfile.InputDeadLetters),
-			dest: "Parquet in " + absPath(f.out.Where("."))}, nil
-	}
-	opt := f.pg.options(std)
-	opt.CreateSchema, opt.SkipLocked, opt.Resume = f.createSchema, f.skipLocked, f.resume
-	o := output{deadLetters: "table " + pgx.Identifier{f.pg.schema, "dead_letters"}.Sanitize(),
-		inputDead: "table " + pgx.Identifier{f.pg.schema, "input_dead_letters"}.Sanitize()}
-	if f.bulk {
-		bs, err := pgcopy.OpenBulk(ctx, opt)
-		if err != nil {
-			return output{}, err
-		}
-		o.sink, o.finish, o.dest = bs, bs.Finish, bs.String()
-		return o, nil
-	}
-	ps, err := pgcopy.Open(ctx, opt)
-	if err != nil {
-		return output{}, err
-	}
-	o.sink, o.dest = ps, ps.String()
-	return o, nil
 }
 
 // resumeCommand is the command line that finishes an interrupted run. A
@@ -475,12 +420,12 @@ func resumeCommand(args []string) string {
 	return line
 }
 
-func absPath(p string) string {
-	if store.IsRemote(p) {
-		return p
+// openOutput opens the output, saying what a run that died had left in it.
+func openOutput(ctx context.Context, std cli.Stdio, cfg output.Config) (output.Output, error) {
+	o, err := output.Open(ctx, cfg)
+	if err == nil && o.Cleared > 0 {
+		fmt.Fprintf(std.Err, "backfill: removed %s that a run that died left in %s\n",
+			cli.Count(o.Cleared, "unfinished file", "unfinished files"), o.ClearedFrom)
 	}
-	if a, err := filepath.Abs(p); err == nil {
-		return a
-	}
-	return p
+	return o, err
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/testutil"
+	"github.com/backfill-dev/backfill/pipeline/keysearch"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 )
@@ -48,7 +49,7 @@ func TestKeysearchRun(t *testing.T) {
 	}
 	scheme := filepath.Join(dir, "s20.txt")
 	code, out := call("keysearch", "--counter-bits", "20", "--seed", "cli", "--out", scheme, "-q", "--json", dir+"/c")
-	var res keysearchOutput
+	var res keysearch.Report
 	if err := json.Unmarshal([]byte(out), &res); err != nil || code != cli.ExitOK {
 		t.Fatalf("keysearch: exit %d, %v\n%s", code, err, out)
 	}

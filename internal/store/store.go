@@ -294,3 +294,15 @@ type ctxFS struct {
 func (c ctxFS) Open(name string) (fs.File, error)          { return c.s.Open(c.ctx, name) }
 func (c ctxFS) ReadDir(name string) ([]fs.DirEntry, error) { return c.s.ReadDir(c.ctx, name) }
 func (c ctxFS) Stat(name string) (fs.FileInfo, error)      { return c.s.Stat(c.ctx, name) }
+
+// Abs is the absolute form of a location p, as outputs record their input
+// and messages name them; an s3:// URL is as it is.
+func Abs(p string) string {
+	if IsRemote(p) {
+		return p
+	}
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
