@@ -8,18 +8,9 @@ import (
 	"testing"
 
 	"github.com/backfill-dev/backfill/internal/cli"
-	"github.com/backfill-dev/backfill/internal/corpus"
+	"github.com/backfill-dev/backfill/internal/corpus/corpustest"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 )
-
-func readTruthFile(t *testing.T, dir string) []corpus.Truth {
-	t.Helper()
-	truth, err := corpus.ReadTruth(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return truth
-}
 
 // audit and keysearch read a PostgreSQL schema that run loaded as they
 // read the Parquet output of the same run: the same JSON, pair for pair,
@@ -49,7 +40,7 @@ func TestAuditKeysearch_Postgres(t *testing.T) {
 	// With a manifest file beside the schema, the pairs are named from
 	// both, as beside the Parquet output.
 	var m strings.Builder
-	for _, tr := range readTruthFile(t, dir+"/c") {
+	for _, tr := range corpustest.ReadTruth(t, dir+"/c") {
 		if tr.Textname != "" {
 			fmt.Fprintf(&m, "%s\t%d\n", tr.Textname, tr.N)
 		}

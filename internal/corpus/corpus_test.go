@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/backfill-dev/backfill/internal/corpus"
+	"github.com/backfill-dev/backfill/internal/corpus/corpustest"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/reader"
 )
@@ -31,15 +32,6 @@ func smallConfig() corpus.Config {
 	return cfg
 }
 
-func readTruth(t testing.TB, dir string) []corpus.Truth {
-	t.Helper()
-	truth, err := corpus.ReadTruth(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return truth
-}
-
 type key struct{ file, textname string }
 
 // The reader, run over a generated corpus, finds exactly the measurements
@@ -51,7 +43,7 @@ func TestGenerate_ReaderMatchesTruth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	truth := readTruth(t, dir)
+	truth := corpustest.ReadTruth(t, dir)
 	seen := map[string]int{}
 	want := map[key]corpus.Truth{}
 	for _, tr := range truth {

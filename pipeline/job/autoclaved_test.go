@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/backfill-dev/backfill/internal/corpus"
+	"github.com/backfill-dev/backfill/internal/corpus/corpustest"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/job"
@@ -101,7 +102,7 @@ func sameIDs(t testing.TB, what string, a, b map[mkey]int64) {
 func TestRun_AutoclavedAgreesWithCanned(t *testing.T) {
 	dir := genBoth(t, 2, 150)
 	canned, auto := filepath.Join(dir, "canned"), filepath.Join(dir, "autoclaved")
-	truth := readTruth(t, auto)
+	truth := corpustest.ReadTruth(t, auto)
 	var badblobs int
 	for _, tr := range truth {
 		badblobs += tr.Badblobs

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/backfill-dev/backfill/internal/corpus"
+	"github.com/backfill-dev/backfill/internal/corpus/corpustest"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
@@ -91,7 +92,7 @@ func expectedLosers(t testing.TB, truth []corpus.Truth) map[string]string {
 func TestRun_CollisionsMatchPolicy(t *testing.T) {
 	skipUnderRace(t)
 	in := genColliding(t, 11)
-	want := expectedLosers(t, readTruth(t, in))
+	want := expectedLosers(t, corpustest.ReadTruth(t, in))
 	if len(want) < 5 {
 		t.Fatalf("only %d colliding reports: the corpus does not exercise the policy", len(want))
 	}
@@ -165,7 +166,7 @@ func TestRun_CollisionsMatchPolicy(t *testing.T) {
 func TestRun_CollisionsOrderIndependent(t *testing.T) {
 	skipUnderRace(t)
 	in := genColliding(t, 12)
-	losers := expectedLosers(t, readTruth(t, in))
+	losers := expectedLosers(t, corpustest.ReadTruth(t, in))
 	across := 0
 	for l, w := range losers {
 		if l[:10] != w[:10] {

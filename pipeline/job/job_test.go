@@ -16,6 +16,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/backfill-dev/backfill/internal/corpus"
+	"github.com/backfill-dev/backfill/internal/corpus/corpustest"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/job"
@@ -34,11 +35,7 @@ func genCorpus(t testing.TB, buckets, reports int) string {
 	for _, k := range corpus.ContainerKinds {
 		cfg.Corrupt[k] = 0.12
 	}
-	dir := t.TempDir()
-	if _, err := corpus.Generate(dir, cfg); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return corpustest.Generate(t, cfg)
 }
 
 // damagedConfig is a small corpus with every report-level corruption kind
@@ -114,15 +111,6 @@ func readDeadLetters(t testing.TB, path string) []deadletter.Record {
 	return out
 }
 
-func readTruth(t testing.TB, dir string) []corpus.Truth {
-	t.Helper()
-	truth, err := corpus.ReadTruth(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return truth
-}
-
 // A run over a generated corpus matches its ground truth exactly: every
 // expected OOID once (as pipeline/ooid computes it), every dead letter
 // with its reason, and the summary's counts.
@@ -132,7 +120,7 @@ func TestRun_GroundTruth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	truth := readTruth(t, in)
+	truth := corpustest.ReadTruth(t, in)
 	type key struct{ file, textname string }
 	wantN := map[string]int{}
 	wantReasons := map[key][]string{}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/backfill-dev/backfill/internal/corpus"
+	"github.com/backfill-dev/backfill/internal/corpus/corpustest"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/job"
@@ -76,7 +77,7 @@ func refKeyedID(t testing.TB, s ooid.Scheme, textname string, ndx uint32) uint64
 func TestRun_KeyedScheme(t *testing.T) {
 	skipUnderRace(t)
 	in := genColliding(t, 11)
-	truth := readTruth(t, in)
+	truth := corpustest.ReadTruth(t, in)
 	if n := len(expectedLosers(t, truth)); n < 5 {
 		t.Fatalf("only %d colliding reports under the SHA-1 window", n)
 	}

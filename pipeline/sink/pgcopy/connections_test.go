@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/backfill-dev/backfill/internal/corpus"
+	"github.com/backfill-dev/backfill/internal/corpus/corpustest"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/collisions"
@@ -22,7 +23,7 @@ func TestLoad_Connections(t *testing.T) {
 	skipUnderRace(t)
 	cfg := colliding(15)
 	cfg.Buckets, cfg.Reports, cfg.MaxMeasurements = 8, 40, 2000
-	in := genCorpus(t, cfg)
+	in := corpustest.Generate(t, cfg)
 	want := dumpParquet(t, parquetRun(t, in, narrow))
 	across := 0
 	for _, r := range want.reports {
@@ -85,7 +86,7 @@ func TestLoad_Connections(t *testing.T) {
 func TestLoad_WriteAheadMeetsTakenID(t *testing.T) {
 	cfg := large(24)
 	cfg.Buckets = 1
-	in := genCorpus(t, cfg)
+	in := corpustest.Generate(t, cfg)
 	truth, err := corpus.ReadTruth(in)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/backfill-dev/backfill/internal/corpus"
+	"github.com/backfill-dev/backfill/internal/corpus/corpustest"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
@@ -156,7 +157,7 @@ func (l *logBuf) count(sub string) int {
 // buckets): the bucket rolls back, the run reconnects and retries, and
 // the database ends as a clean load leaves it.
 func TestFault_TerminateBackend(t *testing.T) {
-	in := genCorpus(t, large(21))
+	in := corpustest.Generate(t, large(21))
 	admin := pgtest.AdminURL(t)
 	clean := pgtest.CreateDatabase(t, admin)
 	loader{t: t, dsn: clean, schema: "backfill", scheme: ooid.DefaultScheme}.load(in)
@@ -206,7 +207,7 @@ func TestFault_TerminateBackend(t *testing.T) {
 // load. With retries the run waits for the server to come back and
 // completes by itself.
 func TestFault_ServerRestart(t *testing.T) {
-	in := genCorpus(t, large(22))
+	in := corpustest.Generate(t, large(22))
 	clean := pgtest.NewDatabase(t)
 	loader{t: t, dsn: clean, schema: "backfill", scheme: ooid.DefaultScheme}.load(in)
 	want := dumpPostgres(t, clean, "backfill")
@@ -289,7 +290,7 @@ func checkWhole(t testing.TB, dsn, schema string) {
 // at once with context.Canceled, the server session is not left copying,
 // and the committed buckets are whole.
 func TestCancel_AbortsCopy(t *testing.T) {
-	in := genCorpus(t, large(23))
+	in := corpustest.Generate(t, large(23))
 	dsn := pgtest.NewDatabase(t)
 	if err := createSchema(dsn, "backfill"); err != nil {
 		t.Fatal(err)
@@ -326,7 +327,7 @@ func TestCancel_AbortsCopy(t *testing.T) {
 // clear message; the bucket is marked failed in the ledger, with the
 // error, and has no rows; the buckets committed before are whole.
 func TestFault_FailsCleanly(t *testing.T) {
-	in := genCorpus(t, large(24))
+	in := corpustest.Generate(t, large(24))
 	dsn := pgtest.NewDatabase(t)
 	if err := createSchema(dsn, "backfill"); err != nil {
 		t.Fatal(err)
@@ -370,7 +371,7 @@ func TestFault_FailsCleanly(t *testing.T) {
 // A bucket whose lock another run holds is waited for, saying so, or
 // skipped with --skip-locked (counted as skipped, left as it is).
 func TestLock_WaitOrSkip(t *testing.T) {
-	in := genCorpus(t, dirty(25))
+	in := corpustest.Generate(t, dirty(25))
 	dsn := pgtest.NewDatabase(t)
 	if err := createSchema(dsn, "backfill"); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/backfill-dev/backfill/internal/corpus/corpustest"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
@@ -25,7 +26,7 @@ func keyed(t testing.TB, seed string, def uint64, ov ...ooid.Override) ooid.Sche
 // refused beside them.
 func TestLoad_KeyedScheme(t *testing.T) {
 	skipUnderRace(t)
-	in := genCorpus(t, colliding(13))
+	in := corpustest.Generate(t, colliding(13))
 	scheme := keyed(t, "pg-test", 3, ooid.Override{TS: 1496275200, Index: 9})
 	want := dumpParquet(t, parquetRun(t, in, scheme))
 	dsn := pgtest.NewDatabase(t)

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/backfill-dev/backfill/internal/corpus"
+	"github.com/backfill-dev/backfill/internal/corpus/corpustest"
 	"github.com/backfill-dev/backfill/internal/pgconn"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/store"
@@ -24,15 +25,6 @@ import (
 )
 
 const maxBlob = 1 << 20
-
-func genCorpus(t testing.TB, cfg corpus.Config) string {
-	t.Helper()
-	dir := t.TempDir()
-	if _, err := corpus.Generate(dir, cfg); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
 
 // dirty is a small corpus with every kind of bad input.
 func dirty(seed uint64) corpus.Config {
@@ -273,7 +265,7 @@ func sameState(t testing.TB, what string, want, got state) {
 // Parquet output of the same run, row for row.
 func TestLoad_GroundTruthAndParquet(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
-	in := genCorpus(t, dirty(5))
+	in := corpustest.Generate(t, dirty(5))
 	l := loader{t: t, dsn: dsn, schema: "backfill", scheme: ooid.DefaultScheme}
 	sum := l.load(in)
 	st := dumpPostgres(t, dsn, "backfill")
@@ -357,7 +349,7 @@ func TestLoad_GroundTruthAndParquet(t *testing.T) {
 // it equals the Parquet output, whose verdicts are held to brute force.
 func TestLoad_OrderAndConcurrency(t *testing.T) {
 	skipUnderRace(t)
-	in := genCorpus(t, colliding(12))
+	in := corpustest.Generate(t, colliding(12))
 	want := dumpParquet(t, parquetRun(t, in, narrow))
 	rejected := 0
 	for _, r := range want.reports {
@@ -418,7 +410,7 @@ func TestLoad_OrderAndConcurrency(t *testing.T) {
 // per-bucket path.
 func TestLoad_BulkSameEndState(t *testing.T) {
 	skipUnderRace(t)
-	in := genCorpus(t, colliding(13))
+	in := corpustest.Generate(t, colliding(13))
 	want := dumpParquet(t, parquetRun(t, in, narrow))
 	dsn := pgtest.NewDatabase(t)
 	l := loader{t: t, dsn: dsn, schema: "bulk", scheme: narrow}
@@ -465,7 +457,7 @@ func TestLoad_BulkSameEndState(t *testing.T) {
 // rewritten in the same transaction when it loses.
 func TestLoad_CrossBucketCollisionEitherOrder(t *testing.T) {
 	skipUnderRace(t)
-	in := genCorpus(t, colliding(14))
+	in := corpustest.Generate(t, colliding(14))
 	want := dumpParquet(t, parquetRun(t, in, narrow))
 	var pairs [][2]string // loser, winner, in different buckets
 	for _, r := range want.reports {
@@ -611,7 +603,7 @@ func TestSchema_HostileNameAndPassword(t *testing.T) {
 		t.Fatal(err)
 	}
 	hostile := `x"; DROP TABLE public.canary; --`
-	in := genCorpus(t, dirty(6))
+	in := corpustest.Generate(t, dirty(6))
 	l := loader{t: t, dsn: dsn, schema: hostile, scheme: ooid.DefaultScheme}
 	l.load(in)
 	var n int
