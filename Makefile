@@ -44,10 +44,14 @@ reference: ## install Cumulus v21's own code, the oracle of the Cumulus tests (n
 	reference/cumulus-v21/setup
 
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# errcheck over the code the binary runs; .errcheck-exclude says which
+# calls it does not ask about, and why.
+ERRCHECK    ?= $(GO) run github.com/kisielk/errcheck@v1.9.0
 
-lint: fmt-check tidy-check ## go vet, staticcheck, gofmt and go.mod checks
+lint: fmt-check tidy-check ## go vet, staticcheck, errcheck, gofmt and go.mod checks
 	$(GO) vet $(PKG)
 	$(STATICCHECK) $(PKG)
+	$(ERRCHECK) -exclude .errcheck-exclude -ignoretests $(PKG)
 	@set -e; for m in $(SUBMODULES); do (cd $$m && $(GO) vet ./...); done
 
 fmt-check: ## fail if gofmt would change a file

@@ -16,6 +16,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/cumulustest"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/internal/testutil"
 )
 
 // granuleMessages is msgs completed messages of perMsg granules, each
@@ -72,8 +73,8 @@ func bareInsert(b *testing.B, pool *pgxpool.Pool, msgs, perMsg, batch int) {
 	}
 	defer conn.Release()
 	var coll, prov int64
-	conn.QueryRow(ctx, "SELECT cumulus_id FROM collections WHERE name = 'MOD09GQ'").Scan(&coll)
-	conn.QueryRow(ctx, "SELECT cumulus_id FROM providers WHERE name = 's3_provider'").Scan(&prov)
+	testutil.Check(b, conn.QueryRow(ctx, "SELECT cumulus_id FROM collections WHERE name = 'MOD09GQ'").Scan(&coll))
+	testutil.Check(b, conn.QueryRow(ctx, "SELECT cumulus_id FROM providers WHERE name = 's3_provider'").Scan(&prov))
 	for start := 0; start < msgs; start += batch {
 		tx, err := conn.Begin(ctx)
 		if err != nil {

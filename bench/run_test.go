@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/backfill-dev/backfill/internal/pgtest"
+	"github.com/backfill-dev/backfill/internal/testutil"
 )
 
 // corpus generates (once, cached) a clean canned corpus of 4 buckets;
@@ -41,7 +42,7 @@ func lz4Baseline(b *testing.B, dir string) time.Duration {
 		b.Fatal("no containers")
 	}
 	list := filepath.Join(b.TempDir(), "files")
-	os.WriteFile(list, []byte(strings.Join(files, "\n")+"\n"), 0o644)
+	testutil.Check(b, os.WriteFile(list, []byte(strings.Join(files, "\n")+"\n"), 0o644))
 	start := time.Now()
 	cmd := exec.Command("sh", "-c", `xargs -P 2 -n 1 sh -c 'lz4 -dc "$0" > /dev/null' < `+list)
 	cmd.Stderr = os.Stderr

@@ -122,22 +122,18 @@ func Open(opt Options) (*Stamper, error) {
 	case errors.Is(err, os.ErrNotExist):
 		// A new collector: nothing was issued from this file.
 	case err != nil:
-		s.Close()
-		return nil, fmt.Errorf("collector: %w", err)
+		return nil, errors.Join(fmt.Errorf("collector: %w", err), s.Close())
 	default:
 		st, err := parseState(b)
 		if err != nil {
-			s.Close()
-			return nil, fmt.Errorf("%w (%s): check the file; it is never reset by itself", err, opt.State)
+			return nil, errors.Join(fmt.Errorf("%w (%s): check the file; it is never reset by itself", err, opt.State), s.Close())
 		}
 		if st.CollectorID != opt.CollectorID {
-			s.Close()
-			return nil, fmt.Errorf("collector: %s is the state of collector %d, not %d: check --collector-id and --state", opt.State, st.CollectorID, opt.CollectorID)
+			return nil, errors.Join(fmt.Errorf("collector: %s is the state of collector %d, not %d: check --collector-id and --state", opt.State, st.CollectorID, opt.CollectorID), s.Close())
 		}
 		if now := s.now(); st.Mark > now && st.Mark-now > opt.MaxFuture {
-			s.Close()
-			return nil, fmt.Errorf("collector: %s says IDs went up to %s, %d s ahead of this clock (%s): check the clock; if it is right, the file is not this collector's",
-				opt.State, time.Unix(int64(st.Mark), 0).UTC().Format(time.RFC3339), st.Mark-now, time.Unix(int64(now), 0).UTC().Format(time.RFC3339))
+			return nil, errors.Join(fmt.Errorf("collector: %s says IDs went up to %s, %d s ahead of this clock (%s): check the clock; if it is right, the file is not this collector's",
+				opt.State, time.Unix(int64(st.Mark), 0).UTC().Format(time.RFC3339), st.Mark-now, time.Unix(int64(now), 0).UTC().Format(time.RFC3339)), s.Close())
 		}
 		s.floor, s.mark = st.Mark, st.Mark
 	}

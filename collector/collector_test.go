@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 )
 
@@ -245,7 +246,7 @@ func TestOpen_Refusals(t *testing.T) {
 		t.Errorf("another collector's state: %v", err)
 	}
 	for i := range len(good) {
-		os.WriteFile(state, good[:i], 0o644)
+		testutil.Check(t, os.WriteFile(state, good[:i], 0o644))
 		s, err := Open(Options{CollectorID: 42, State: state, Clock: c.Now})
 		if err == nil {
 			s.Close()
@@ -259,14 +260,14 @@ func TestOpen_Refusals(t *testing.T) {
 		append([]byte("x"), good...),
 		[]byte(strings.Replace(string(good), "v1", "v9", 1)),
 	} {
-		os.WriteFile(state, bad, 0o644)
+		testutil.Check(t, os.WriteFile(state, bad, 0o644))
 		if _, err := Open(Options{CollectorID: 42, State: state, Clock: c.Now}); !errors.Is(err, ErrState) {
 			t.Errorf("damaged state %q: %v", bad, err)
 		}
 	}
 	// A mark far in the future: the clock, or the file, is wrong.
 	future := stateOf(42, uint32(t0.Unix())+2*DefaultMaxFuture)
-	os.WriteFile(state, future, 0o644)
+	testutil.Check(t, os.WriteFile(state, future, 0o644))
 	if _, err := Open(Options{CollectorID: 42, State: state, Clock: c.Now}); err == nil || !strings.Contains(err.Error(), "check the clock") {
 		t.Errorf("a mark in the future: %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/corpus/corpustest"
 	"github.com/backfill-dev/backfill/internal/pgtest"
+	"github.com/backfill-dev/backfill/internal/testutil"
 )
 
 // audit and keysearch read a PostgreSQL schema that run loaded as they
@@ -46,7 +47,7 @@ func TestAuditKeysearch_Postgres(t *testing.T) {
 		}
 	}
 	manifest := filepath.Join(dir, "m.tsv")
-	os.WriteFile(manifest, []byte(m.String()), 0o644)
+	testutil.Check(t, os.WriteFile(manifest, []byte(m.String()), 0o644))
 	codePQ, withParquet := call("audit", "--counter-bits", "20", "--pairs", "1000", "--json", dir+"/out", manifest)
 	codePG, withPG := call("audit", "--counter-bits", "20", "--pairs", "1000", "--json", "--sink", "postgres", "--dsn", dsn, manifest)
 	if codePQ != cli.ExitOK || codePG != cli.ExitOK || withPG != withParquet || !strings.Contains(withPG, `"reports":320`) {

@@ -88,7 +88,7 @@ EXIT STATUS
 // listed are the first by textname whenever there are no more than that.
 const keepPairs = 1000
 
-func runAudit(ctx context.Context, args []string, std cli.Stdio) error {
+func runAudit(ctx context.Context, args []string, std cli.Stdio) (err error) {
 	fs := cli.NewFlagSet("audit", auditHelp, std)
 	bitsArg, offArg := "28", "33"
 	var pairs, workers int
@@ -130,7 +130,7 @@ func runAudit(ctx context.Context, args []string, std cli.Stdio) error {
 		return err
 	}
 	if pg != nil {
-		defer pg.Close() // au.Reread reads it again
+		defer cli.CloseAlso(&err, pg) // au.Reread reads it again
 	}
 	if err := readAudit(ctx, std, pg, au, inputs, workers); err != nil {
 		return err

@@ -94,7 +94,9 @@ func runCheck(ctx context.Context, args []string, std cli.Stdio) error {
 			fmt.Fprintf(std.Out, "  %s\n", b)
 		}
 		fmt.Fprintf(std.Out, "measurements   %d\n", sum.Totals.Measurements)
-		sum.Totals.WriteText(std.Out)
+		if err := sum.Totals.WriteText(std.Out); err != nil {
+			return fmt.Errorf("write the summary: %w", err)
+		}
 	}
 	records := dst.Where("shards") + "/*/dead-letters/"
 	if len(p.InputRecords) > 0 {

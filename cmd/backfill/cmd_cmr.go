@@ -75,7 +75,7 @@ func runCMRTemporal(ctx context.Context, args []string, std cli.Stdio) error {
 	bad := 0
 	for _, name := range files {
 		if ctx.Err() != nil {
-			w.Flush()
+			_ = w.Flush() // the lines so far, as far as they go
 			return ctx.Err()
 		}
 		line, err := cmr.FileLine(name, cmr.Format(format), int64(maxSize))

@@ -100,10 +100,12 @@ func runDecode(ctx context.Context, args []string, std cli.Stdio) error {
 	case len(args) == 1 && args[0] == "-":
 		err = d.Lines(ctx, std.In)
 	case verify:
-		d.Decode([]byte(strings.Join(args, "\t")), "arguments")
+		err = d.Decode([]byte(strings.Join(args, "\t")), "arguments")
 	default:
 		for _, a := range args {
-			d.Decode([]byte(a), fmt.Sprintf("argument %q", a))
+			if err = d.Decode([]byte(a), fmt.Sprintf("argument %q", a)); err != nil {
+				break
+			}
 		}
 	}
 	if ferr := d.Flush(); err == nil && ferr != nil {

@@ -250,7 +250,7 @@ func (o *genOptions) generate(ctx context.Context) (corpus.Stats, error) {
 		if err != nil {
 			return corpus.Stats{}, err
 		}
-		defer os.RemoveAll(tmp)
+		defer func() { _ = os.RemoveAll(tmp) }() // a temporary tree: the system clears what is left
 		dir = tmp
 	}
 	st, err := corpus.Generate(dir, o.cfg)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -196,14 +197,14 @@ func runKeysearch(ctx context.Context, args []string, std cli.Stdio) error {
 // readCorpus reads the inputs twice: the shape of the corpus (its
 // timestamps and their reports), then the textnames of the reports that
 // share a timestamp. It returns how many inputs were rejected.
-func (o *keysearchOptions) readCorpus(ctx context.Context, std cli.Stdio) (*keysearch.Shape, *keysearch.Corpus, int64, error) {
+func (o *keysearchOptions) readCorpus(ctx context.Context, std cli.Stdio) (_ *keysearch.Shape, _ *keysearch.Corpus, _ int64, err error) {
 	o.in.read.Workers = o.workers
 	pg, err := o.in.openPostgres(ctx, std)
 	if err != nil {
 		return nil, nil, 0, err
 	}
 	if pg != nil {
-		defer pg.Close()
+		defer cli.CloseAlso(&err, pg)
 	}
 	// each reads every input once.
 	each := func(src *audit.Source, fn audit.Func) error {
@@ -234,12 +235,13 @@ func (o *keysearchOptions) readCorpus(ctx context.Context, std cli.Stdio) (*keys
 	}
 	shape := census.Shape()
 	corpus := keysearch.NewCorpus(shape)
+	var addErr error // a corpus too large to search; the search must not run on part of it
 	err = each(o.in.source("keysearch", io.Discard), func(_ audit.Place, textname []byte, n uint32) {
-		if t, err := ooid.ParseTextnameBytes(textname); err == nil {
-			corpus.Add(t.TS, textname, n)
+		if t, err := ooid.ParseTextnameBytes(textname); err == nil && addErr == nil {
+			addErr = corpus.Add(t.TS, textname, n)
 		}
 	})
-	return shape, corpus, src.Rejected, err
+	return shape, corpus, src.Rejected, errors.Join(err, addErr)
 }
 
 // policy is the search the flags ask for, with its progress lines.

@@ -120,7 +120,7 @@ func runLoad(ctx context.Context, args []string, std cli.Stdio) error {
 // loadPostgres loads the buckets of shard from the job's output dst into
 // the schema of pg (replacing buckets loaded from another input with
 // replace).
-func loadPostgres(ctx context.Context, std cli.Stdio, p plan.Plan, planFile string, shard int, dst store.Store, pg pgcopy.Options, replace bool) error {
+func loadPostgres(ctx context.Context, std cli.Stdio, p plan.Plan, planFile string, shard int, dst store.Store, pg pgcopy.Options, replace bool) (err error) {
 	src := scaleout.ShardOut(dst, shard)
 	if len(p.Names(shard)) == 0 {
 		fmt.Fprintf(std.Err, "backfill: shard %d of %s has no bucket; nothing to do\n", shard, planFile)
@@ -135,7 +135,7 @@ func loadPostgres(ctx context.Context, std cli.Stdio, p plan.Plan, planFile stri
 	if err != nil {
 		return err
 	}
-	defer o.Sink.Close()
+	defer cli.CloseAlso(&err, o.Sink)
 	if err := scaleout.LoadInto(ctx, src, p.Names(shard), o.Sink, replace); err != nil {
 		if ose := (*sink.OtherSourceError)(nil); errors.As(err, &ose) {
 			ose.Output = o.Dest

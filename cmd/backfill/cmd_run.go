@@ -236,7 +236,7 @@ func (o *runOptions) check() error {
 	return o.loadScheme()
 }
 
-func runRun(ctx context.Context, args []string, std cli.Stdio) error {
+func runRun(ctx context.Context, args []string, std cli.Stdio) (err error) {
 	o, err := parseRunFlags(args, std)
 	if err != nil {
 		return err
@@ -254,7 +254,7 @@ func runRun(ctx context.Context, args []string, std cli.Stdio) error {
 	if err != nil {
 		return err
 	}
-	defer out.Sink.Close()
+	defer cli.CloseAlso(&err, out.Sink)
 	sum, err := o.run(ctx, std, out, outStore)
 	if ose := (*sink.OtherSourceError)(nil); errors.As(err, &ose) {
 		ose.Output = out.Dest

@@ -64,7 +64,7 @@ func (p *pgFlags) options(std cli.Stdio) pgcopy.Options {
 		Log: func(format string, args ...any) { fmt.Fprintf(std.Err, "backfill: "+format+"\n", args...) }}
 }
 
-func runSchema(ctx context.Context, args []string, std cli.Stdio) error {
+func runSchema(ctx context.Context, args []string, std cli.Stdio) (err error) {
 	fs := cli.NewFlagSet("schema", schemaHelp, std)
 	var pf pgFlags
 	pf.register(fs, false)
@@ -84,7 +84,7 @@ func runSchema(ctx context.Context, args []string, std cli.Stdio) error {
 	if err != nil {
 		return err
 	}
-	defer s.Close()
+	defer cli.CloseAlso(&err, s)
 	fmt.Fprintf(std.Out, "schema %s ready (%s)\n", pgx.Identifier{pf.schema}.Sanitize(), s)
 	return nil
 }

@@ -150,7 +150,7 @@ func (o *stampOptions) check() error {
 	return nil
 }
 
-func runStamp(ctx context.Context, args []string, std cli.Stdio) error {
+func runStamp(ctx context.Context, args []string, std cli.Stdio) (err error) {
 	o, err := parseStampFlags(args, std)
 	if err != nil {
 		return err
@@ -162,7 +162,7 @@ func runStamp(ctx context.Context, args []string, std cli.Stdio) error {
 	if err != nil {
 		return err
 	}
-	defer s.Close()
+	defer cli.CloseAlso(&err, s)
 	switch {
 	case o.counting:
 		return s.WriteIDs(ctx, o.count, std.Out)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -68,11 +69,10 @@ func readStatus(ctx context.Context, std cli.Stdio, sinkName string, rest []stri
 			rep.Input, err = s.InputDeadLetters(ctx)
 		}
 		if err != nil {
-			s.Close()
-			return rep, nil, closeOut, err
+			return rep, nil, closeOut, errors.Join(err, s.Close())
 		}
 		rep.Output = s.String()
-		return rep, states, func() { s.Close() }, nil
+		return rep, states, func() { _ = s.Close() }, nil // the states are read; a connection ended badly changes nothing
 	}
 	out, err := location.Open(ctx, rest[0])
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/backfill-dev/backfill/internal/cli"
+	"github.com/backfill-dev/backfill/internal/testutil"
 )
 
 // cmr-temporal prints each file's stored and raw values; a file it
@@ -17,7 +18,7 @@ import (
 func TestCMRTemporal(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.cmr.xml")
-	os.WriteFile(bad, []byte("<Granule><LastUpdate>yesterday</LastUpdate></Granule>"), 0o644)
+	testutil.Check(t, os.WriteFile(bad, []byte("<Granule><LastUpdate>yesterday</LastUpdate></Granule>"), 0o644))
 	echo := "../../cumulus/cmr/testdata/MOD09GQ.A2016358.h13v04.006.2016360104606.cmr.xml"
 	var out, errb bytes.Buffer
 	err := run(context.Background(), []string{"cmr-temporal", echo, bad}, cli.Stdio{In: strings.NewReader(""), Out: &out, Err: &errb})

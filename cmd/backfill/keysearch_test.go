@@ -140,11 +140,11 @@ func TestKeysearch_Refused(t *testing.T) {
 	good := filepath.Join(dir, "s.txt")
 	s := ooid.DefaultScheme
 	b, _ := ooid.MarshalScheme(s)
-	os.WriteFile(good, b, 0o644)
+	testutil.Check(t, os.WriteFile(good, b, 0o644))
 	bad := filepath.Join(dir, "bad.txt")
-	os.WriteFile(bad, bytes.Replace(b, []byte("counter_bits 28"), []byte("counter_bits 24"), 1), 0o644)
+	testutil.Check(t, os.WriteFile(bad, bytes.Replace(b, []byte("counter_bits 28"), []byte("counter_bits 24"), 1), 0o644))
 	manifest := filepath.Join(dir, "m.tsv")
-	os.WriteFile(manifest, []byte("2012-12-05/20121205T071421Z-MM-AS18399-http_invalid_request_line-no_report_id-0.1.0-probe.yaml\t3\n"), 0o644)
+	testutil.Check(t, os.WriteFile(manifest, []byte("2012-12-05/20121205T071421Z-MM-AS18399-http_invalid_request_line-no_report_id-0.1.0-probe.yaml\t3\n"), 0o644))
 	for _, c := range []struct {
 		args []string
 		code int
@@ -169,7 +169,7 @@ func TestKeysearch_Refused(t *testing.T) {
 	}
 	// A width too narrow for one timestamp's measurements is a failure
 	// that names the smallest width that can work.
-	os.WriteFile(manifest, []byte("2012-12-05/20121205T071421Z-MM-AS18399-http_invalid_request_line-no_report_id-0.1.0-probe.yaml\t1500000\n"), 0o644)
+	testutil.Check(t, os.WriteFile(manifest, []byte("2012-12-05/20121205T071421Z-MM-AS18399-http_invalid_request_line-no_report_id-0.1.0-probe.yaml\t1500000\n"), 0o644))
 	if code, out := callIn("", "keysearch", "--out", dir+"/x", "--counter-bits", "20", manifest); code != cli.ExitFailure || !strings.Contains(out, "below 21 counter bits") {
 		t.Errorf("too narrow: exit %d\n%s", code, out)
 	}

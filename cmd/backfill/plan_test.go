@@ -17,6 +17,7 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/pgtest"
+	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/plan"
 	"github.com/backfill-dev/backfill/pipeline/scaleout"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
@@ -89,7 +90,7 @@ func TestPlan_ShardsMakeTheRun(t *testing.T) {
 	}
 	os.Unsetenv("JOB_COMPLETION_COUNT")
 	// A changed plan is refused.
-	os.WriteFile(dir+"/bad.json", bytes.Replace(data, []byte(`"shards": 3`), []byte(`"shards": 2`), 1), 0o644)
+	testutil.Check(t, os.WriteFile(dir+"/bad.json", bytes.Replace(data, []byte(`"shards": 3`), []byte(`"shards": 2`), 1), 0o644))
 	if code, msg := callIn("", "run", "-q", "--plan", dir+"/bad.json", "--shard", "0", "--out", dir+"/x"); code != cli.ExitUsage || !strings.Contains(msg, "checksum") {
 		t.Errorf("a changed plan: exit %d\n%s", code, msg)
 	}
@@ -97,7 +98,7 @@ func TestPlan_ShardsMakeTheRun(t *testing.T) {
 	// anything is written.
 	b := p.Buckets[0]
 	f, _ := filepath.Glob(filepath.Join(in, b.Name, "*.lz4"))
-	os.WriteFile(f[0], append(must(os.ReadFile(f[0])), 0), 0o644)
+	testutil.Check(t, os.WriteFile(f[0], append(must(os.ReadFile(f[0])), 0), 0o644))
 	code, msg := callIn("", "run", "-q", "--plan", planFile, "--shard", fmt.Sprint(b.Shard), "--out", dir+"/changed")
 	if code != cli.ExitUsage || !strings.Contains(msg, "bucket "+b.Name+" of "+in+" changed since the plan was made") {
 		t.Errorf("a changed bucket: exit %d\n%s", code, msg)

@@ -22,6 +22,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/s3test"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
+	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 )
 
@@ -117,8 +118,8 @@ func sameOutput(t *testing.T, want, got map[string][]byte, differentFingerprints
 		bucket := strings.SplitN(filepath.Base(n), ".", 2)[0]
 		if strings.HasPrefix(n, "ledger/") {
 			var a, b parquetfile.Ledger
-			json.Unmarshal(w, &a)
-			json.Unmarshal(g, &b)
+			testutil.Check(t, json.Unmarshal(w, &a))
+			testutil.Check(t, json.Unmarshal(g, &b))
 			a.Started, a.Finished, b.Started, b.Finished = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 			// Each names the input it was read from, the outputs' own.
 			if a.Source == "" || b.Source == "" {
@@ -279,7 +280,7 @@ func TestS3_KillAndResume(t *testing.T) {
 		if strings.HasSuffix(e.Name(), ".lz4") {
 			data, _ := store.ReadFile(t.Context(), src, "2017-06-02/"+e.Name())
 			data[len(data)/2] ^= 0xff
-			store.WriteFile(t.Context(), src, "2017-06-02/"+e.Name(), data)
+			testutil.Check(t, store.WriteFile(t.Context(), src, "2017-06-02/"+e.Name(), data))
 			break
 		}
 	}

@@ -97,14 +97,14 @@ func jsonValue(raw json.RawMessage) Value {
 		return Value{Kind: Bool, Str: string(raw)}
 	case '"':
 		var s string
-		json.Unmarshal(raw, &s)
+		_ = json.Unmarshal(raw, &s) // raw is a valid JSON string: the caller's document parsed
 		return str(s)
 	case '{':
 		return Value{Kind: Object}
 	case '[':
 		// String(array) joins its elements' strings with ","; null is "".
 		var elems []json.RawMessage
-		json.Unmarshal(raw, &elems)
+		_ = json.Unmarshal(raw, &elems) // raw is a valid JSON array: the caller's document parsed
 		parts := make([]string, len(elems))
 		for i, e := range elems {
 			switch v := jsonValue(e); v.Kind {

@@ -130,10 +130,10 @@ func each(doc []byte, line int, fn func(Item) error) error {
 	if len(t) > 0 && (t[0] == '[' || t[0] == '{') && json.Valid(t) {
 		var list []json.RawMessage
 		if t[0] == '[' {
-			json.Unmarshal(t, &list)
+			_ = json.Unmarshal(t, &list) // t is valid JSON (checked above)
 		} else {
 			var ev map[string]json.RawMessage
-			json.Unmarshal(t, &ev)
+			_ = json.Unmarshal(t, &ev) // t is valid JSON (checked above)
 			if recs, ok := ev["Records"]; ok && len(ev) == 1 {
 				if json.Unmarshal(recs, &list) != nil {
 					list = nil

@@ -53,17 +53,19 @@ func (s savepoints) run(ctx context.Context, sql string, args []any, read func(p
 	b.Queue("RELEASE SAVEPOINT statement")
 	br := s.tx.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
-		br.Close()
+		_ = br.Close() // its error is err
 		return err
 	}
 	err := read(br)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		br.Close()
-		s.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT statement; RELEASE SAVEPOINT statement")
+		_ = br.Close() // its error is err
+		if _, rerr := s.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT statement; RELEASE SAVEPOINT statement"); rerr != nil {
+			return errors.Join(err, rerr) // the transaction is lost with it
+		}
 		return err
 	}
 	if _, rerr := br.Exec(); rerr != nil {
-		br.Close()
+		_ = br.Close() // its error is rerr
 		return rerr
 	}
 	if cerr := br.Close(); cerr != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/backfill-dev/backfill/internal/cumulustest"
+	"github.com/backfill-dev/backfill/internal/testutil"
 )
 
 // The generated differential test: scenarios nobody picked, drawn from a
@@ -236,7 +237,9 @@ func (s genStep) smaller() []genStep {
 func clone(m map[string]any) map[string]any {
 	b, _ := json.Marshal(m)
 	var c map[string]any
-	json.Unmarshal(b, &c)
+	if err := json.Unmarshal(b, &c); err != nil {
+		panic(err) // what json.Marshal wrote
+	}
 	return c
 }
 
@@ -287,6 +290,7 @@ func (s genStep) step() step {
 
 // gen draws scenarios.
 type gen struct {
+	t    testing.TB
 	r    *rand.Rand
 	root string // the files root: each scenario's CMR and unsized files
 	real []map[string]any
@@ -301,7 +305,7 @@ type gen struct {
 }
 
 func newGen(t *testing.T, seed uint64, root string) *gen {
-	g := &gen{r: rand.New(rand.NewPCG(seed, 0x6772616e756c65)), root: root}
+	g := &gen{t: t, r: rand.New(rand.NewPCG(seed, 0x6772616e756c65)), root: root}
 	for _, f := range []string{"sync-granule.json", "post-to-cmr.json"} {
 		b, err := os.ReadFile(filepath.Join("testdata", f))
 		if err != nil {
@@ -318,7 +322,7 @@ func newGen(t *testing.T, seed uint64, root string) *gen {
 	if g.cmr, err = os.ReadFile(filepath.Join("..", "cmr", "testdata", "MOD09GQ.A2016358.h13v04.006.2016360104606.cmr.xml")); err != nil {
 		t.Fatal(err)
 	}
-	os.MkdirAll(filepath.Join(root, "protected"), 0o755)
+	testutil.Check(t, os.MkdirAll(filepath.Join(root, "protected"), 0o755))
 	return g
 }
 
@@ -333,8 +337,8 @@ func (g *gen) scenario(i int) []genStep {
 	g.p = fmt.Sprintf("s%04d-", i)
 	g.collection = oneOf(g, collections...)
 	for _, own := range []string{"", "g1-", "g2-", "g3-"} {
-		os.WriteFile(filepath.Join(g.root, "protected", g.p+own+"g.cmr.xml"), g.cmr, 0o644)
-		os.WriteFile(filepath.Join(g.root, "protected", g.p+own+"unsized.hdf"), make([]byte, 1000+i), 0o644)
+		testutil.Check(g.t, os.WriteFile(filepath.Join(g.root, "protected", g.p+own+"g.cmr.xml"), g.cmr, 0o644))
+		testutil.Check(g.t, os.WriteFile(filepath.Join(g.root, "protected", g.p+own+"unsized.hdf"), make([]byte, 1000+i), 0o644))
 	}
 	var out []genStep
 	for k := range 6 + g.r.IntN(7) {

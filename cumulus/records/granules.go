@@ -204,7 +204,9 @@ func (w *Writer) writeGranule(ctx context.Context, mc *msgContext, g any, execCI
 		return Failed, err
 	}
 	if _, hasFiles := rec["files"]; hasFiles && finalStatus[rec["status"]] {
-		w.writeFiles(ctx, id, rec, mc.errorText)
+		if err := w.writeFiles(ctx, id, rec, mc.errorText); err != nil {
+			return Failed, err
+		}
 	}
 	return Written, nil
 }
@@ -258,8 +260,10 @@ func upsertGranule(ctx context.Context, tx granuleTx, r row, rec map[string]any,
 
 // writeFiles is Cumulus's _writeGranuleFiles: every file upserted on its
 // own; when all succeed the granule's other files are deleted, else the
-// granule is marked failed with the error (not the message's error).
-func (w *Writer) writeFiles(ctx context.Context, granuleCID int64, rec map[string]any, errorText string) {
+// granule is marked failed with the error (not the message's error). Its
+// error is that of marking the granule failed, which fails the granule's
+// write as it does in Cumulus.
+func (w *Writer) writeFiles(ctx context.Context, granuleCID int64, rec map[string]any, errorText string) error {
 	files, _ := rec["files"].([]any)
 	kept := []int64{}
 	var failures []string
@@ -284,7 +288,7 @@ func (w *Writer) writeFiles(ctx context.Context, granuleCID int64, rec map[strin
 		// again message by message.
 		_, err := w.direct.Exec(ctx, filesSQL(rows, granuleCID))
 		if err == nil {
-			return
+			return nil
 		}
 		failures, rows = append(failures, err.Error()), nil
 	}
@@ -301,7 +305,7 @@ func (w *Writer) writeFiles(ctx context.Context, granuleCID int64, rec map[strin
 	if len(failures) == 0 {
 		_, err := w.q.Exec(ctx, "DELETE FROM files WHERE granule_cumulus_id = $1 AND cumulus_id <> ALL($2)", granuleCID, kept)
 		if err == nil {
-			return
+			return nil
 		}
 		failures = append(failures, err.Error())
 	}
@@ -310,7 +314,8 @@ func (w *Writer) writeFiles(ctx context.Context, granuleCID int64, rec map[strin
 		errs = append(errs, json.RawMessage(errorText))
 	}
 	errs = append(errs, errorEntry{Error: "Failed writing files to PostgreSQL.", Cause: "AggregateError: " + strings.Join(failures, "; ")})
-	w.q.Exec(ctx, "UPDATE granules SET status = 'failed', error = $2::jsonb WHERE cumulus_id = $1", granuleCID, mustJSON(map[string]any{"errors": mustJSON(errs)}))
+	_, err := w.q.Exec(ctx, "UPDATE granules SET status = 'failed', error = $2::jsonb WHERE cumulus_id = $1", granuleCID, mustJSON(map[string]any{"errors": mustJSON(errs)}))
+	return err
 }
 
 // allSafe tells whether the file rows cannot fail on their data, one by
@@ -406,6 +411,6 @@ func mustJSON(v any) string {
 	var b strings.Builder
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	enc.Encode(v)
+	_ = enc.Encode(v) // cannot fail: every value given is built here from decoded JSON
 	return strings.TrimSuffix(b.String(), "\n")
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/s3test"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
+	"github.com/backfill-dev/backfill/internal/testutil"
 )
 
 const t0 = int64(1700000000000) // workflow start of the first execution
@@ -75,9 +76,9 @@ func TestWrite_SameAsCumulus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.MkdirAll(filepath.Join(root, "protected"), 0o755)
-	os.WriteFile(filepath.Join(root, "protected", "g1.cmr.xml"), b, 0o644)
-	os.WriteFile(filepath.Join(root, "protected", "unsized.hdf"), make([]byte, 1234), 0o644)
+	testutil.Check(t, os.MkdirAll(filepath.Join(root, "protected"), 0o755))
+	testutil.Check(t, os.WriteFile(filepath.Join(root, "protected", "g1.cmr.xml"), b, 0o644))
+	testutil.Check(t, os.WriteFile(filepath.Join(root, "protected", "unsized.hdf"), make([]byte, 1234), 0o644))
 
 	g := func(id string, kv ...any) map[string]any {
 		m := map[string]any{"granuleId": id}
@@ -203,8 +204,8 @@ func TestWrite_CMRColumns(t *testing.T) {
 	}
 	// The buckets as a local folder, as an s3:// prefix, and as S3 itself.
 	local := t.TempDir()
-	os.MkdirAll(filepath.Join(local, "protected"), 0o755)
-	os.WriteFile(filepath.Join(local, "protected", "g1.cmr.xml"), b, 0o644)
+	testutil.Check(t, os.MkdirAll(filepath.Join(local, "protected"), 0o755))
+	testutil.Check(t, os.WriteFile(filepath.Join(local, "protected", "g1.cmr.xml"), b, 0o644))
 	s3test.Start(t, "protected", "files")
 	for _, loc := range []string{"s3://protected/g1.cmr.xml", "s3://files/root/protected/g1.cmr.xml"} {
 		parent, base := store.Split(loc)

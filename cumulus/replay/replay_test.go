@@ -19,6 +19,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/cumulustest"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/internal/testutil"
 )
 
 const t0 = 1700000000000.0
@@ -338,7 +339,7 @@ func TestWrite_RaceAcrossCollections(t *testing.T) {
 	for rows.Next() {
 		var id string
 		var c int
-		rows.Scan(&id, &c)
+		testutil.Check(t, rows.Scan(&id, &c))
 		t.Errorf("%s is held by %d collections", id, c)
 	}
 	rows.Close()

@@ -119,3 +119,12 @@ func ErrorText(err error) string {
 	}
 	return strings.Join(lines, "\nbackfill: ")
 }
+
+// CloseAlso closes c, and makes its error *err when *err is nil: for a
+// deferred Close whose failure (a lock not released, a connection not
+// ended cleanly) the command must report.
+func CloseAlso(err *error, c interface{ Close() error }) {
+	if cerr := c.Close(); *err == nil && cerr != nil {
+		*err = cerr
+	}
+}

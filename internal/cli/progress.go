@@ -55,7 +55,7 @@ func (p *Progress) Update(d Done) {
 	if p.bar != nil {
 		p.bar.ChangeMax64(max(d.BytesTotal, 1))
 		p.bar.Describe(fmt.Sprintf("bucket %d/%d, %d measurements; compressed input read", d.Buckets, d.BucketsTotal, d.Measurements))
-		p.bar.Set64(d.BytesIn)
+		_ = p.bar.Set64(d.BytesIn) // a bar that cannot be drawn is no reason to stop
 		return
 	}
 	if time.Since(p.last) >= 5*time.Second {

@@ -558,7 +558,7 @@ func (g *bucketGen) write(c *container) (indexRow, []Truth, error) {
 		sum := newTextSum()
 		if r.corrupt == KindNotInContainer {
 			// Listed by the index, absent from the tar.
-			r.write(sum, nil)
+			_ = r.write(sum, nil) // hashes do not fail
 			row.Texts = append(row.Texts, sum.text(r))
 			if lost {
 				t.Reasons = []string{c.corrupt}
@@ -603,7 +603,9 @@ func (g *bucketGen) write(c *container) (indexRow, []Truth, error) {
 			out = io.Discard
 		}
 		if pad := r.size % 512; pad != 0 {
-			out.Write(make([]byte, 512-pad))
+			if _, err := out.Write(make([]byte, 512-pad)); err != nil {
+				return row, nil, err
+			}
 		}
 		if (c.corrupt == KindLZ4Truncated || c.corrupt == KindLZ4Corrupt) && i == c.after {
 			// End the LZ4 block here: the damage strikes the next one.
@@ -624,7 +626,9 @@ func (g *bucketGen) write(c *container) (indexRow, []Truth, error) {
 	}
 	if c.tar {
 		// GNU tar's end: two zero blocks, padded to a 10240-byte record.
-		out.Write(make([]byte, 1024+(10240-(text.n+1024)%10240)%10240))
+		if _, err := out.Write(make([]byte, 1024+(10240-(text.n+1024)%10240)%10240)); err != nil {
+			return row, nil, err
+		}
 	}
 	if err := zw.Close(); err != nil {
 		return row, nil, err

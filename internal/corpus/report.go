@@ -66,26 +66,26 @@ func (r *report) blobKind(i int) int {
 
 // writeBlob writes measurement i's blob: a JSON line without its "\n",
 // or a YAML document with its markers.
-func (r *report) writeBlob(w io.Writer, i int) {
+func (r *report) writeBlob(w *countWriter, i int) {
 	switch r.blobKind(i) {
 	case blobTruncated:
-		w.Write(r.tmpl.blob[:len(r.tmpl.blob)/2])
+		w.put(r.tmpl.blob[:len(r.tmpl.blob)/2])
 	case blobHuge:
 		r.writeHuge(w)
 	case blobBadUTF8:
 		if r.kind == "json" {
-			w.Write(badUTF8JSON)
+			w.put(badUTF8JSON)
 		} else {
-			w.Write(badUTF8YAML)
+			w.put(badUTF8YAML)
 		}
 	case blobBad:
 		if r.kind == "json" {
-			w.Write(badJSON)
+			w.put(badJSON)
 		} else {
-			w.Write(badYAML)
+			w.put(badYAML)
 		}
 	default:
-		w.Write(r.tmpl.blob)
+		w.put(r.tmpl.blob)
 	}
 }
 
@@ -94,7 +94,7 @@ func (r *report) writeBlob(w io.Writer, i int) {
 func (r *report) write(w io.Writer, mark marks) error {
 	cw := &countWriter{w: w}
 	rng := rand.New(rand.NewPCG(r.seed, 7))
-	put := func(b []byte) { cw.Write(b) }
+	put := func(b []byte) { cw.put(b) }
 	if r.kind == "yaml" {
 		if r.quirks && rng.IntN(2) == 0 {
 			put(yamlBanner)
@@ -139,12 +139,12 @@ func (r *report) write(w io.Writer, mark marks) error {
 	return cw.err
 }
 
-func (r *report) writeHuge(w io.Writer) {
+func (r *report) writeHuge(w *countWriter) {
 	open, end := []byte(`{"body": "`), []byte(`"}`) // the line's "\n" is the caller's
 	if r.kind == "yaml" {
 		open, end = []byte("---\nbody: "), []byte("\n...\n")
 	}
-	w.Write(open)
+	w.put(open)
 	fill := make([]byte, 64<<10)
 	for i := range fill {
 		fill[i] = 'x'
@@ -155,23 +155,23 @@ func (r *report) writeHuge(w io.Writer) {
 	}
 	for left := size - int64(len(open)+len(end)); left > 0; {
 		k := min(left, int64(len(fill)))
-		w.Write(fill[:k])
+		w.put(fill[:k])
 		left -= k
 	}
-	w.Write(end)
+	w.put(end)
 }
 
 // measure sets r.size with a dry run.
 func (r *report) measure() {
 	cw := &countWriter{w: io.Discard}
-	r.write(cw, nil)
+	_ = r.write(cw, nil) // io.Discard does not fail
 	r.size = cw.n
 }
 
 // endOf returns the offset just after measurement i's terminator.
 func (r *report) endOf(i int) int64 {
 	var at int64 = -1
-	r.write(io.Discard, func(j int, _, end int64) {
+	_ = r.write(io.Discard, func(j int, _, end int64) { // io.Discard does not fail
 		if j == i {
 			at = end
 		}
@@ -216,3 +216,7 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	c.err = err
 	return n, err
 }
+
+// put writes p; the first error stays in c.err, which the writer of the
+// whole returns.
+func (c *countWriter) put(p []byte) { _, _ = c.Write(p) }

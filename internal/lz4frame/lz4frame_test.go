@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/pierrec/lz4/v4"
+
+	"github.com/backfill-dev/backfill/internal/testutil"
 )
 
 // HeaderChecksum gives the checksum byte the LZ4 writer puts in its frame
@@ -24,7 +26,7 @@ func TestHeaderChecksum(t *testing.T) {
 			t.Fatal(err)
 		}
 		zw.Write([]byte("x"))
-		zw.Close()
+		testutil.Check(t, zw.Close())
 		h := b.Bytes()
 		n := HeaderLen(h[4])
 		if got := HeaderChecksum(h[4 : n-1]); got != h[n-1] {

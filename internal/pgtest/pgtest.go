@@ -45,7 +45,7 @@ func AdminURL(t testing.TB) string {
 		}
 		t.Skipf("skipping: no Postgres server answers (%v); set %s to run Postgres tests (make test does)", err, EnvDatabase)
 	}
-	c.Close(ctx)
+	_ = c.Close(ctx) // only asked whether a server answers
 	return u
 }
 
@@ -84,7 +84,7 @@ func Exec(t testing.TB, dsn string, sql ...string) {
 	if err != nil {
 		t.Fatalf("connect %s: %v", redact(dsn), err)
 	}
-	defer c.Close(ctx)
+	defer func() { _ = c.Close(ctx) }() // the statements were checked one by one
 	for _, s := range sql {
 		if _, err := c.Exec(ctx, s); err != nil {
 			t.Fatalf("%s: %v", s, err)
@@ -101,7 +101,7 @@ func Connect(t testing.TB, dsn string) *pgx.Conn {
 	if err != nil {
 		t.Fatalf("connect %s: %v", redact(dsn), err)
 	}
-	t.Cleanup(func() { c.Close(context.Background()) })
+	t.Cleanup(func() { _ = c.Close(context.Background()) }) // a test connection, ended with its test
 	return c
 }
 

@@ -69,8 +69,8 @@ func StartServer(t testing.TB) *Server {
 		}
 	}
 	t.Cleanup(func() {
-		s.pgctl("-m", "immediate", "stop")
-		os.RemoveAll(dir)
+		_ = s.pgctl("-m", "immediate", "stop") // a server already gone is stopped
+		_ = os.RemoveAll(dir)                  // in the test's temporary folder
 	})
 	if out, err := s.cmd(filepath.Join(bin, "initdb"), "-D", s.data(), "-U", "postgres", "--auth=trust", "-E", "UTF8").CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
@@ -80,7 +80,7 @@ func StartServer(t testing.TB) *Server {
 		t.Fatal(err)
 	}
 	s.port = l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	_ = l.Close() // only a free port was wanted
 	s.Start()
 	return s
 }

@@ -207,7 +207,7 @@ func (s *Server) inject(next http.Handler) http.Handler {
 		case Status503:
 			w.Header().Set("Content-Type", "application/xml")
 			w.WriteHeader(http.StatusServiceUnavailable)
-			w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`))
+			_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`))
 		default:
 			next.ServeHTTP(&faultyWriter{ResponseWriter: w, f: f, done: r.Context().Done()}, r)
 		}

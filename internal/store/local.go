@@ -102,7 +102,7 @@ func (w *localWriter) Commit() error {
 		err = SyncDir(filepath.Dir(w.dst))
 	}
 	if err != nil {
-		os.Remove(w.Name())
+		_ = os.Remove(w.Name()) // the temporary file; err says why
 	}
 	return err
 }
@@ -112,7 +112,7 @@ func (w *localWriter) Abort() error {
 		return nil
 	}
 	w.done = true
-	w.Close()
+	_ = w.Close() // what was written is discarded
 	return os.Remove(w.Name())
 }
 
@@ -198,7 +198,7 @@ func (l *local) Holder(_ context.Context, name string) (Holder, bool) {
 	}
 	defer f.Close()
 	if syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB) == nil {
-		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) // closing f releases it too
 		return Holder{}, false
 	}
 	b := make([]byte, 32)
@@ -230,7 +230,7 @@ func WriteLocalFile(path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(f.Name())
+	defer func() { _ = os.Remove(f.Name()) }() // gone once renamed; else the temporary file
 	if _, err := f.Write(data); err != nil {
 		f.Close()
 		return err

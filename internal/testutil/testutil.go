@@ -28,3 +28,13 @@ func NeedTool(t testing.TB, name, what string) string {
 	}
 	return path
 }
+
+// Check fails t at once when err is not nil: for a test's own setup
+// (a file written, a row read), which must not fail in silence and leave
+// the test testing nothing.
+func Check(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/corpus"
 	"github.com/backfill-dev/backfill/internal/corpus/corpustest"
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
@@ -223,7 +224,7 @@ func writeIndex(t testing.TB, bucketDir string, lines []string) {
 	var b bytes.Buffer
 	zw := gzip.NewWriter(&b)
 	zw.Write([]byte(strings.Join(lines, "")))
-	zw.Close()
+	testutil.Check(t, zw.Close())
 	if err := os.WriteFile(filepath.Join(bucketDir, reader.IndexName), b.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +310,7 @@ func TestRun_AutoclavedBadInput(t *testing.T) {
 			p := filepath.Join(dir, reader.IndexName)
 			b, _ := os.ReadFile(p)
 			b[len(b)-8] ^= 0xff
-			os.WriteFile(p, b, 0o644)
+			testutil.Check(t, os.WriteFile(p, b, 0o644))
 		}, []want{{bucket + "/index.json.gz", "", deadletter.BadIndexRow}}, []want{{bucket + "/index.json.gz", "", deadletter.BadIndexRow}}},
 		{"index cut short", func(dir string) {
 			writeIndex(t, dir, base[:firstDatum+3])
@@ -355,12 +356,12 @@ func TestRun_AutoclavedBadInput(t *testing.T) {
 			for i := len(b) / 2; i < len(b)/2+16; i++ {
 				b[i] ^= 0x5a
 			}
-			os.WriteFile(p, b, 0o644)
+			testutil.Check(t, os.WriteFile(p, b, 0o644))
 		}, nil, []want{{tarFile, "", deadletter.LZ4Corrupt}}},
 		{"data file cut short", func(dir string) {
 			p := filepath.Join(dir, strings.TrimPrefix(tarFile, bucket+"/"))
 			st, _ := os.Stat(p)
-			os.Truncate(p, st.Size()-100)
+			testutil.Check(t, os.Truncate(p, st.Size()-100))
 		}, []want{{tarFile, "", deadletter.SizeMismatch}}, []want{{tarFile, "", deadletter.LZ4Truncated}}},
 	}
 	ref := runWith(t, job.Config{In: store.Local(clean), FromIndex: true})

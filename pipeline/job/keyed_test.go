@@ -11,6 +11,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/corpus"
 	"github.com/backfill-dev/backfill/internal/corpus/corpustest"
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/keysearch"
@@ -31,7 +32,7 @@ func keyedFor(t testing.TB, truth []corpus.Truth, seed string) ooid.Scheme {
 	c := keysearch.NewCorpus(census.Shape())
 	for _, tr := range truth {
 		if tn, err := ooid.ParseTextname(tr.Textname); err == nil && tr.Textname != "" {
-			c.Add(tn.TS, []byte(tr.Textname), uint32(tr.N))
+			testutil.Check(t, c.Add(tn.TS, []byte(tr.Textname), uint32(tr.N)))
 		}
 	}
 	tab, err := c.SearchTable(context.Background(), keysearch.Options{Bits: 20, Seed: seed, From: 0, To: 1 << 20})

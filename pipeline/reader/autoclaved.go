@@ -238,7 +238,7 @@ func (ar *AutoclavedReader) Read(ctx context.Context, b *Bucket, c Container, h 
 			failed = err
 		}
 	}
-	io.Copy(sums, file) // the rest of the file, for its checksums
+	_, _ = io.Copy(sums, file) // the rest of the file, for its checksums; a read error is file.failed, below
 	st := ContainerStats{BytesIn: ar.fc.FileOffset(), BytesOut: ar.fc.TextOffset()}
 	if failed != nil {
 		var fe *FrameError

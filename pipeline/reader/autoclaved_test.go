@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/backfill-dev/backfill/internal/corpus"
+	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 )
 
@@ -239,10 +240,10 @@ func cannedSample(t testing.TB) string {
 		{"2017-08-28/b.yaml", "---\nh: 1\n...\n---\na: 1\n...\n---\nb: ["},
 		{"2017-08-28/c.json", ""},
 	} {
-		tw.WriteHeader(&tar.Header{Name: m.name, Mode: 0o644, Size: int64(len(m.body)), Typeflag: tar.TypeReg})
+		testutil.Check(t, tw.WriteHeader(&tar.Header{Name: m.name, Mode: 0o644, Size: int64(len(m.body)), Typeflag: tar.TypeReg}))
 		tw.Write([]byte(m.body))
 	}
-	tw.Close()
+	testutil.Check(t, tw.Close())
 	for name, data := range map[string][]byte{"web_connectivity.02.tar.lz4": tb.Bytes(), "d.json.lz4": []byte("{\"d\": 1}\n")} {
 		if err := os.WriteFile(filepath.Join(dir, name), frame(t, data), 0o644); err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 )
 
@@ -71,7 +72,7 @@ func benchIndex(b *testing.B, files int) (string, int, int64) {
 	if err := w.Flush(); err != nil {
 		b.Fatal(err)
 	}
-	zw.Close()
+	testutil.Check(b, zw.Close())
 	f.Close()
 	return dir, datums, cw.n
 }

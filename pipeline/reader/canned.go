@@ -510,7 +510,7 @@ func (cr *ContainerReader) read(ctx context.Context, b *Bucket, c Container, h H
 		serr = &streamError{reason: deadletter.LZ4Truncated, err: errors.New("lz4: the file is empty")}
 		problem("", 0, serr.reason, serr.Error())
 	}
-	io.Copy(io.Discard, cr.bufIn) // the rest of the file, for its hashes
+	_, _ = io.Copy(io.Discard, cr.bufIn) // the rest of the file, for its hashes; a read error is f.failed, below
 	st := ContainerStats{BytesIn: cr.in.n, BytesOut: cr.out.n}
 	if serr != nil {
 		lost(serr.reason, fmt.Sprintf("lost: %s fails before this report (%v)", c.Name, serr.err))

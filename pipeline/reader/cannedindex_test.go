@@ -256,7 +256,7 @@ func TestCannedIndex_HostileRowMemory(t *testing.T) {
 		zw.Write(spaces)
 	}
 	zw.Write([]byte("\n" + strings.Join(rows[1:], "")))
-	zw.Close()
+	testutil.Check(t, zw.Close())
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)

@@ -172,7 +172,7 @@ func (l *frameLimiter) Read(p []byte) (int, error) {
 	}
 	if len(l.hdr) > 0 {
 		n := copy(p[:min(len(p), l.left)], l.hdr[len(l.hdr)-l.left:])
-		l.br.Discard(n)
+		_, _ = l.br.Discard(n) // n bytes were peeked: they are buffered
 		if l.left -= n; l.left == 0 {
 			l.hdr = nil
 		}

@@ -287,7 +287,7 @@ func ReadVerdicts(ctx context.Context, out store.Store) (map[string][]stamped.Ve
 // (the ledger entry last), rewriting those whose verdicts Check changed;
 // it returns how many it loaded. Shards load side by side, each under a
 // lock of its own.
-func Load(ctx context.Context, p plan.Plan, shard int, out store.Store) (int, error) {
+func Load(ctx context.Context, p plan.Plan, shard int, out store.Store) (_ int, err error) {
 	src := ShardOut(out, shard)
 	names := p.Names(shard)
 	if len(names) == 0 {
@@ -304,7 +304,7 @@ func Load(ctx context.Context, p plan.Plan, shard int, out store.Store) (int, er
 	if err != nil {
 		return 0, err
 	}
-	defer s.Close()
+	defer func() { err = errors.Join(err, s.Close()) }()
 	for _, b := range names {
 		l, err := s.CopyBucket(ctx, src, b)
 		if err != nil {
@@ -326,7 +326,7 @@ func Load(ctx context.Context, p plan.Plan, shard int, out store.Store) (int, er
 // The caller checks that the shard's map has completed first (Mapped).
 // Buckets dst holds from another input are not replaced, unless replace
 // (a *sink.OtherSourceError).
-func LoadInto(ctx context.Context, src store.Store, names []string, dst sink.Sink, replace bool) error {
+func LoadInto(ctx context.Context, src store.Store, names []string, dst sink.Sink, replace bool) (err error) {
 	if len(names) == 0 {
 		return nil
 	}
@@ -334,7 +334,7 @@ func LoadInto(ctx context.Context, src store.Store, names []string, dst sink.Sin
 	if err != nil {
 		return err
 	}
-	defer from.Close()
+	defer func() { err = errors.Join(err, from.Close()) }()
 	first, err := from.ReadLedger(ctx, names[0])
 	if err != nil {
 		return fmt.Errorf("bucket %s of %s: %w", names[0], src.Where("."), err)

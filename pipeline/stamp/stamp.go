@@ -126,7 +126,7 @@ func NewPlan(ctx context.Context, cfg Config) (Plan, error) {
 			return nil
 		})
 	}
-	g.Wait()
+	_ = g.Wait() // each goroutine keeps its error in errs
 	for i := range p.Buckets {
 		if errs[i] != nil {
 			return p, errs[i] // the first bucket's, whatever order they came in

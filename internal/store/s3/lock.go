@@ -172,7 +172,7 @@ func (l *s3Lock) renew() {
 			return
 		case <-t.C:
 			l.mu.Lock()
-			l.renewLocked(l.ctx)
+			_ = l.renewLocked(l.ctx) // a failed renewal marks the lock lost; the holder finds out at its next write
 			l.mu.Unlock()
 		}
 	}

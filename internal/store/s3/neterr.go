@@ -70,12 +70,12 @@ type stallConn struct {
 }
 
 func (c *stallConn) Read(b []byte) (int, error) {
-	c.Conn.SetReadDeadline(time.Now().Add(c.stall))
+	_ = c.Conn.SetReadDeadline(time.Now().Add(c.stall)) // a closed conn fails the Read itself
 	return c.Conn.Read(b)
 }
 
 func (c *stallConn) Write(b []byte) (int, error) {
-	c.Conn.SetWriteDeadline(time.Now().Add(c.stall))
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.stall)) // a closed conn fails the Write itself
 	return c.Conn.Write(b)
 }
 

@@ -89,13 +89,21 @@ func (w *s3Writer) multipart(k string, size int64) error {
 		})
 	}
 	if err := g.Wait(); err != nil {
-		s.c.AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{Bucket: &s.bucket, Key: &k, UploadId: up.UploadId})
+		s.abortUpload(ctx, k, up.UploadId)
 		return err
 	}
 	_, err = s.c.CompleteMultipartUpload(ctx, &awss3.CompleteMultipartUploadInput{Bucket: &s.bucket, Key: &k, UploadId: up.UploadId,
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: done}})
 	if err != nil {
-		s.c.AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{Bucket: &s.bucket, Key: &k, UploadId: up.UploadId})
+		s.abortUpload(ctx, k, up.UploadId)
 	}
 	return err
+}
+
+// abortUpload abandons a multipart upload that failed. Its own failure is
+// not reported, the upload's error is; the parts are then kept as an
+// incomplete upload until the bucket's lifecycle rule for those removes
+// them (docs/object-storage.md).
+func (s *Store) abortUpload(ctx context.Context, key string, id *string) {
+	_, _ = s.c.AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{Bucket: &s.bucket, Key: &key, UploadId: id})
 }

@@ -149,8 +149,7 @@ func OpenLocked(ctx context.Context, st store.Store, lockName string) (*Sink, er
 	if whole {
 		left, _ := st.ReadDir(ctx, store.TmpDir)
 		if err := st.RemoveAll(ctx, store.TmpDir); err != nil {
-			lock.Unlock()
-			return nil, err
+			return nil, errors.Join(err, lock.Unlock())
 		}
 		s.Cleared = len(left)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
@@ -144,7 +145,7 @@ func TestSink_AbortAndFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Report(&rs[0])
+	testutil.Check(t, w.Report(&rs[0]))
 	w.Abort()
 	for _, sub := range parquetfile.Dirs {
 		if ents, _ := os.ReadDir(filepath.Join(dir, sub)); len(ents) != 0 {

@@ -42,7 +42,7 @@ func (s *Sink) RecordFailure(ctx context.Context, m stamped.Meta, err error) {
 	}
 	b, _ := json.MarshalIndent(failure{Bucket: m.Bucket, Fingerprint: m.Fingerprint, Source: m.Source, CounterBits: m.Scheme.CounterBits,
 		SHA1Offset: m.Scheme.SHA1Offset, KeyTable: m.Scheme.Table, NdxPolicy: m.NdxPolicy, Error: err.Error(), Failed: time.Now().UTC()}, "", "  ")
-	store.WriteFile(ctx, s.st, s.path("ledger", m.Bucket, failedExt), append(b, '\n'))
+	_ = store.WriteFile(ctx, s.st, s.path("ledger", m.Bucket, failedExt), append(b, '\n')) // best effort: the run reports the failure itself
 }
 
 // State implements sink.Sink: ReadState, less the committed buckets one of

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/backfill-dev/backfill/internal/pgtest"
+	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
@@ -39,7 +40,7 @@ func commitBucket(b testing.TB, s sink.Sink, day string, rs []stamped.Report) {
 	}
 	var c stamped.Counts
 	for i := range rs {
-		w.Report(&rs[i])
+		testutil.Check(b, w.Report(&rs[i]))
 		c.Reports++
 		c.Measurements += int64(rs[i].N)
 	}
@@ -129,7 +130,7 @@ func BenchmarkLoad(b *testing.B) {
 	b.ReportMetric(100*tCSV.Seconds()/tSink.Seconds(), "pct_of_server_csv")
 	b.ReportMetric(100*tBin.Seconds()/tSink.Seconds(), "pct_of_server_binary")
 	var count int64
-	c.QueryRow(ctx, `SELECT count(*) FROM backfill.measurement_ids`).Scan(&count)
+	testutil.Check(b, c.QueryRow(ctx, `SELECT count(*) FROM backfill.measurement_ids`).Scan(&count))
 	if count != reports*per {
 		b.Fatalf("%d rows after the sink's load", count)
 	}

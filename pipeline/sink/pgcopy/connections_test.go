@@ -10,6 +10,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/corpus/corpustest"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
 	"github.com/backfill-dev/backfill/pipeline/stamp"
@@ -153,7 +154,7 @@ func TestLoad_WriteAheadMeetsTakenID(t *testing.T) {
 		<-bg.done
 		if mode == "bare" {
 			var committed int
-			hc.QueryRow(ctx, `SELECT count(*) FROM backfill.ledger WHERE status = 'committed'`).Scan(&committed)
+			testutil.Check(t, hc.QueryRow(ctx, `SELECT count(*) FROM backfill.ledger WHERE status = 'committed'`).Scan(&committed))
 			if bg.err == nil || !strings.Contains(bg.err.Error(), "duplicate key") || committed != 0 || logs.count("taken meanwhile") != 1 {
 				t.Errorf("ID taken with no report: run error %v, %d buckets committed; want a duplicate key error, none (%v)", bg.err, committed, logs.lines)
 			}

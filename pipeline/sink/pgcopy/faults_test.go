@@ -14,6 +14,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/corpus"
 	"github.com/backfill-dev/backfill/internal/corpus/corpustest"
 	"github.com/backfill-dev/backfill/internal/pgtest"
+	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
 )
@@ -310,14 +311,14 @@ func TestCancel_AbortsCopy(t *testing.T) {
 		t.Fatalf("run error %v, want context.Canceled", bg.err)
 	}
 	var active int
-	watch.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'backfill' AND datname = current_database()
-		AND query LIKE 'COPY%' AND state = 'active'`).Scan(&active)
+	testutil.Check(t, watch.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'backfill' AND datname = current_database()
+		AND query LIKE 'COPY%' AND state = 'active'`).Scan(&active))
 	if active != 0 {
 		t.Errorf("%d backfill sessions still copying", active)
 	}
 	var partial int
-	watch.QueryRow(context.Background(), `SELECT count(*) FROM (SELECT bucket FROM backfill.measurements GROUP BY bucket
-		EXCEPT SELECT bucket FROM backfill.ledger WHERE status = 'committed') x`).Scan(&partial)
+	testutil.Check(t, watch.QueryRow(context.Background(), `SELECT count(*) FROM (SELECT bucket FROM backfill.measurements GROUP BY bucket
+		EXCEPT SELECT bucket FROM backfill.ledger WHERE status = 'committed') x`).Scan(&partial))
 	if partial != 0 {
 		t.Errorf("%d buckets with rows and no ledger entry", partial)
 	}
@@ -361,7 +362,7 @@ func TestFault_FailsCleanly(t *testing.T) {
 		t.Fatalf("failed buckets in the ledger: %v", failed)
 	}
 	var stray int
-	watch.QueryRow(context.Background(), `SELECT count(*) FROM backfill.measurements WHERE bucket = $1::date`, failed[0][:10]).Scan(&stray)
+	testutil.Check(t, watch.QueryRow(context.Background(), `SELECT count(*) FROM backfill.measurements WHERE bucket = $1::date`, failed[0][:10]).Scan(&stray))
 	if stray != 0 {
 		t.Errorf("the failed bucket has %d rows", stray)
 	}

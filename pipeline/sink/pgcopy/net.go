@@ -36,5 +36,5 @@ func rollback(ctx context.Context, tx interface {
 }) {
 	rctx, cancel := afterEnd(ctx)
 	defer cancel()
-	tx.Rollback(rctx)
+	_ = tx.Rollback(rctx) // a rollback that fails drops the connection, which rolls back too
 }

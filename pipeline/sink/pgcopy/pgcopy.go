@@ -200,18 +200,15 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 			return createSchema(ctx, conn, s.schema, !opt.Bulk)
 		})
 		if err != nil {
-			s.Close()
-			return nil, err
+			return nil, errors.Join(err, s.Close())
 		}
 	}
 	if err := s.checkSchema(ctx); err != nil {
-		s.Close()
-		return nil, err
+		return nil, errors.Join(err, s.Close())
 	}
 	if opt.Bulk {
 		if err := s.retry(ctx, "preparing the bulk load", s.prepareBulk); err != nil {
-			s.Close()
-			return nil, err
+			return nil, errors.Join(err, s.Close())
 		}
 	}
 	return s, nil
@@ -265,7 +262,8 @@ func (s *Sink) endZombies(ctx context.Context, c *pgx.Conn) {
 	if len(pids) == 0 {
 		return
 	}
-	c.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+	// Best effort: a session left is ended by the server's own timeouts.
+	_, _ = c.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 		WHERE pid = ANY($1) AND usename = current_user AND application_name = 'backfill'`, pids)
 }
 
@@ -336,7 +334,7 @@ func (s *Sink) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), min(30*time.Second, s.opt.Timeout))
 		if c, err := pgx.ConnectConfig(ctx, s.cfg.Copy()); err == nil {
 			s.endZombies(ctx, c)
-			c.Close(ctx)
+			_ = c.Close(ctx) // a connection of its own, for that alone
 		}
 		cancel()
 	}
@@ -438,7 +436,8 @@ func (s *Sink) recordFailure(w *bucketWriter, failure error) {
 	if s.connect(ctx, slot) != nil {
 		return
 	}
-	(*slot).Exec(ctx, `INSERT INTO `+s.q("ledger")+` AS l (bucket, input_fingerprint, counter_bits, sha1_offset, ndx_policy,
+	// Best effort: the run reports the failure itself.
+	_, _ = (*slot).Exec(ctx, `INSERT INTO `+s.q("ledger")+` AS l (bucket, input_fingerprint, counter_bits, sha1_offset, ndx_policy,
 			status, error, started_at, finished_at, version, key_table, input)
 		VALUES ($1, $2, $3, $4, $5, 'failed', $6, $7, clock_timestamp(), $8, $9, $10)
 		ON CONFLICT (bucket) DO UPDATE SET status = 'failed', error = EXCLUDED.error, started_at = EXCLUDED.started_at,

@@ -488,8 +488,8 @@ func TestLoad_CrossBucketCollisionEitherOrder(t *testing.T) {
 			t.Errorf("order %v: %s rejected by %q with %d rows; want rejected by %s, no rows", order, loser, rejectedBy, rows, winner)
 		}
 		var dl int
-		c.QueryRow(context.Background(), `SELECT count(*) FROM backfill.dead_letters WHERE textname = $1 AND reason = 'collision' AND message LIKE '%' || $2 || '%'`,
-			loser, winner).Scan(&dl)
+		testutil.Check(t, c.QueryRow(context.Background(), `SELECT count(*) FROM backfill.dead_letters WHERE textname = $1 AND reason = 'collision' AND message LIKE '%' || $2 || '%'`,
+			loser, winner).Scan(&dl))
 		if dl != 1 {
 			t.Errorf("order %v: %d collision dead letters of %s naming %s", order, dl, loser, winner)
 		}
@@ -523,7 +523,7 @@ func TestSchema_RefusesDuplicateID(t *testing.T) {
 	}
 	for rows.Next() {
 		var s string
-		rows.Scan(&s)
+		testutil.Check(t, rows.Scan(&s))
 		indexes = append(indexes, s)
 	}
 	if err := rows.Err(); err != nil {
@@ -571,7 +571,7 @@ func TestLoad_2039Negative(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Report(&stamped.Report{Textname: name, Container: "c.tar.lz4", ID: id, N: 3})
+	testutil.Check(t, w.Report(&stamped.Report{Textname: name, Container: "c.tar.lz4", ID: id, N: 3}))
 	if _, err := w.Commit(ctx, stamped.Counts{Reports: 1, Measurements: 3}); err != nil {
 		t.Fatal(err)
 	}
@@ -587,7 +587,7 @@ func TestLoad_2039Negative(t *testing.T) {
 		t.Errorf("%d rows", len(got))
 	}
 	var hexID string
-	c.QueryRow(ctx, `SELECT lpad(to_hex(ooid), 16, '0') FROM backfill.measurement_ids WHERE ndx = 2`).Scan(&hexID)
+	testutil.Check(t, c.QueryRow(ctx, `SELECT lpad(to_hex(ooid), 16, '0') FROM backfill.measurement_ids WHERE ndx = 2`).Scan(&hexID))
 	if hexID != id.ID(2).String() {
 		t.Errorf("to_hex gives %s, want %s", hexID, id.ID(2))
 	}

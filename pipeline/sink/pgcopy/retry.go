@@ -59,13 +59,13 @@ func (s *Sink) retryWithin(ctx context.Context, what string, timeout time.Durati
 			if *slot != nil {
 				s.zombie((*slot).PgConn().PID())
 			}
-			closeConn(slot)
+			_ = closeConn(slot) // a connection that timed out: dropped
 		}
 		if !Retryable(err) {
 			return s.named(fmt.Errorf("%s: %w", what, err))
 		}
 		if *slot != nil && (*slot).PgConn().TxStatus() != 'I' {
-			closeConn(slot) // a connection left inside a failed transaction is not reused
+			_ = closeConn(slot) // a connection left inside a failed transaction is not reused
 		}
 		if attempt >= s.opt.Retries {
 			return s.named(fmt.Errorf("%s: giving up after %d attempts: %w", what, attempt+1, err))
