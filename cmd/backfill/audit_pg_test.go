@@ -17,6 +17,7 @@ import (
 // read the Parquet output of the same run: the same JSON, pair for pair,
 // and the same scheme file.
 func TestAuditKeysearch_Postgres(t *testing.T) {
+	t.Parallel()
 	skipUnderRace(t)
 	dir := t.TempDir()
 	if code, out := call("gen", "--out", dir+"/c", "--buckets", "2", "--reports", "80", "--min-measurements", "400",

@@ -31,6 +31,7 @@ import (
 // written to $WORK/PATH first. $WORK is a fresh folder and $PGDSN the URL
 // of a fresh database on the test server, wherever they appear.
 func TestCLI(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("testdata/cli/*.txtar")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no scenarios: %v", err)
@@ -183,6 +184,7 @@ func TestBinary(t *testing.T) {
 // TestDocsListCommands: every command has a section in docs/cli.md, a line in the
 // main help, and an EXIT STATUS section in its own help.
 func TestDocsListCommands(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile("../../docs/cli.md")
 	if err != nil {
 		t.Fatal(err)
@@ -210,6 +212,7 @@ func call(args ...string) (int, string) {
 // gen then run, in process: a damaged corpus completes with exit 3 and a
 // summary on stdout; a clean one exits 0; --resume skips what is done.
 func TestGenRun(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if code, out := call("gen", "--out", dir+"/bad", "--buckets", "2", "--reports", "60", "--can-size", "64KiB",
 		"--max-measurements", "2000", "--corrupt", "all=0.05", "--corrupt", "huge_blob=0.05", "--huge-blob", "2MiB", "--max-blob", "1MiB"); code != 0 || !strings.Contains(out, "ground truth") {
@@ -238,6 +241,7 @@ func TestGenRun(t *testing.T) {
 // manifests finds the same pairs, and the run rejected exactly the reports
 // that the policy rejects among those pairs.
 func TestAuditRun(t *testing.T) {
+	t.Parallel()
 	skipUnderRace(t)
 	dir := t.TempDir()
 	if code, out := call("gen", "--out", dir+"/c", "--buckets", "2", "--reports", "80", "--min-measurements", "400",
@@ -289,6 +293,7 @@ func TestAuditRun(t *testing.T) {
 // autoclaved data path and --from-index give the same measurements and
 // the same colliding pairs, and their measurement rows are identical.
 func TestAutoclavedCLI(t *testing.T) {
+	t.Parallel()
 	skipUnderRace(t)
 	dir := t.TempDir()
 	if code, out := call("gen", "--format", "both", "--out", dir+"/c", "--buckets", "2", "--reports", "60", "--min-measurements", "200",
@@ -349,6 +354,7 @@ func TestAutoclavedCLI(t *testing.T) {
 // A failure met by several writers at once (a full disk) is joined from
 // their errors; it is printed once.
 func TestExitCode_JoinedErrorOnce(t *testing.T) {
+	t.Parallel()
 	full := errors.New("write out/.tmp/x: no space left on device")
 	var stderr bytes.Buffer
 	if code := exitCode(errors.Join(full, full, errors.New("other")), &stderr); code != cli.ExitFailure {

@@ -16,6 +16,7 @@ import (
 // cmr-temporal prints each file's stored and raw values; a file it
 // cannot read is reported and the others still printed, exit 3.
 func TestCMRTemporal(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.cmr.xml")
 	testutil.Check(t, os.WriteFile(bad, []byte("<Granule><LastUpdate>yesterday</LastUpdate></Granule>"), 0o644))

@@ -17,6 +17,7 @@ import (
 // vectors, and of IDs from 2039 on (negative bigints), decodes to the
 // same line as its hex form, as an argument and from standard input.
 func TestDecode_Decimal(t *testing.T) {
+	t.Parallel()
 	f, err := os.Open("../../testdata/ooid_test_vectors.tsv")
 	if err != nil {
 		t.Fatal(err)
@@ -81,6 +82,7 @@ func decodeOut(t *testing.T, args []string, stdin string) string {
 // are hex; anything else a decimal, signed or unsigned; spaces around are
 // ignored.
 func TestParseAny_Rule(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   string
 		want uint64

@@ -88,6 +88,7 @@ func readRecords(t *testing.T, out string) []deadletter.Record {
 // --strict over notices; and a --resume over the committed output reports
 // the same counts and exits the same way.
 func TestRun_RejectsAndNotices(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	notices := genCorpus(t, dir+"/notices", "--corrupt", "empty_report=0.05", "--corrupt", "invalid_utf8=0.05",
 		"--corrupt", "lz4_content_size=0.3")
@@ -145,6 +146,7 @@ func equalSummary(a, b runSummary) bool {
 // run --in on a bucket folder equals the run on its parent restricted to
 // that bucket, file for file (the ledger's times aside).
 func TestRun_InBucketFolder(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	genCorpus(t, dir+"/c", "--corrupt", "all=0.03")
 	code1, _ := runJSON(t, "--in", dir+"/c/2017-06-02", "--out", dir+"/one")
@@ -178,6 +180,7 @@ func TestRun_InBucketFolder(t *testing.T) {
 // holder's PID, in process and as a separate process; the output is then
 // that of a single run, and no .tmp folder is left behind.
 func TestRun_OneWriterPerOutput(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
@@ -248,6 +251,7 @@ func TestRun_InterruptMessage(t *testing.T) {
 // The command that finishes an interrupted run never holds the password
 // of --dsn, in any form of connection string, and says it left it out.
 func TestResumeCommand_NoPassword(t *testing.T) {
+	t.Parallel()
 	const pw = "s3cretPW"
 	for _, tc := range []struct {
 		args []string
@@ -273,6 +277,7 @@ func TestResumeCommand_NoPassword(t *testing.T) {
 // files in OUT/.tmp; the next run removes them, says so, and its output is
 // that of a clean run.
 func TestRun_LeftoversOfADeadRun(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -80,6 +81,7 @@ func countFiles(t *testing.T, dir string) int {
 // with every good record written once and deleted, and every bad one in
 // failed-sqs: nothing lost. The rows equal a direct write's.
 func TestGranuleRecover_Kill(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	url := pgtest.NewDatabase(t)
@@ -205,7 +207,7 @@ func TestGranuleRecover_Kill(t *testing.T) {
 // there, granule-recover (SIGKILLed a few times and run again) empties
 // sqs/ into the database and failed-sqs/; the rows equal a direct write's.
 func TestGranuleRecover_S3Archive(t *testing.T) {
-	s3test.Start(t, "system")
+	srv := s3test.Start(t, "system")
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	url := pgtest.NewDatabase(t)
@@ -252,15 +254,33 @@ func TestGranuleRecover_S3Archive(t *testing.T) {
 		t.Fatalf("%d records archived in s3://system/arch, want %d", n, good+bad)
 	}
 	cumulustest.AddCollection(t, cumulustest.Pool(t, url), "LATER___1")
-	for i := range 3 {
+	// Three recovers killed mid-way: each at its k-th record deleted from
+	// the archive, the object gone and the answer not yet sent.
+	for _, k := range []int32{10, 25, 40} {
+		var deletes atomic.Int32
+		reached, killed := make(chan struct{}), make(chan struct{})
+		srv.OnDelete(func(string) {
+			if deletes.Add(1) == k {
+				reached <- struct{}{}
+				<-killed
+			}
+		})
 		cmd := exec.Command(bin, "granule-recover", "--dsn", url, "--archive", "s3://system/arch", "--batch", "5", "--concurrency", "2")
 		cmd.Env = os.Environ()
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(100+100*i) * time.Millisecond)
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		select {
+		case <-reached:
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			close(killed)
+			<-exited
+		case err := <-exited:
+			t.Fatalf("granule-recover ended (%v) after %d records deleted, before its kill at %d", err, deletes.Load(), k)
+		}
+		srv.OnDelete(nil)
 	}
 	code, out := run("granule-recover", "--dsn", url, "--archive", "s3://system/arch")
 	if !(code == 3 && strings.Contains(out, "failed again")) && !(code == 0 && strings.Contains(out, " 0 messages")) {

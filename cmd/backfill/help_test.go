@@ -14,6 +14,7 @@ import (
 // the default its help gives is the one the flag has: the defaults the
 // code takes from its constants and the help cannot drift apart.
 func TestHelp_Defaults(t *testing.T) {
+	t.Parallel()
 	for _, c := range commands() {
 		var outb, errb bytes.Buffer
 		if err := c.run(context.Background(), []string{"-h"}, cli.Stdio{In: strings.NewReader(""), Out: &outb, Err: &errb}); err != cli.ErrHelp {

@@ -24,6 +24,7 @@ import (
 // output), the run rejects nothing, and ooid and decode --verify agree
 // with the run's IDs.
 func TestKeysearchRun(t *testing.T) {
+	t.Parallel()
 	skipUnderRace(t)
 	dir := t.TempDir()
 	if code, out := call("gen", "--out", dir+"/c", "--buckets", "2", "--reports", "80", "--min-measurements", "400",
@@ -136,6 +137,7 @@ func callIn(stdin string, args ...string) (int, string) {
 }
 
 func TestKeysearch_Refused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	good := filepath.Join(dir, "s.txt")
 	s := ooid.DefaultScheme

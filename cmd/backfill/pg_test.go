@@ -172,6 +172,7 @@ func TestPostgres_KillAndResume(t *testing.T) {
 // Two processes at once, the buckets split between them, or both over
 // every bucket with --resume: the database is that of one clean load.
 func TestPostgres_TwoProcesses(t *testing.T) {
+	t.Parallel()
 	bin, in := buildBinary(t), genPG(t)
 	admin := pgtest.AdminURL(t)
 	clean := pgtest.CreateDatabase(t, admin)
@@ -210,6 +211,7 @@ func TestPostgres_TwoProcesses(t *testing.T) {
 
 // The password of --dsn appears nowhere in the output of a failed run.
 func TestPostgres_PasswordNotShown(t *testing.T) {
+	t.Parallel()
 	const secret = "n0t-F0r-y0ur-eyes"
 	dir := filepath.Join(t.TempDir(), "2017-06-01") // a bucket folder: the input is fine
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -257,6 +259,7 @@ func copying(t *testing.T, watch *pgx.Conn, dsn string, exited <-chan error, err
 
 // --connections must be 1 or more, and is for the PostgreSQL sink only.
 func TestPostgres_ConnectionsUsage(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "2017-06-01")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)

@@ -133,6 +133,7 @@ func outputFiles(files map[string][]byte) map[string][]byte {
 // each shard run on its own in a random order, checked and loaded shard by
 // shard in another: the output is the one-machine run's, byte for byte.
 func TestPlan_CheckLoadEqualsOneRun(t *testing.T) {
+	t.Parallel()
 	skipUnderRace(t)
 	dir := t.TempDir()
 	in := dir + "/c"
@@ -197,6 +198,7 @@ func TestPlan_CheckLoadEqualsOneRun(t *testing.T) {
 // --create-schema. The Parquet output is the one-machine run's
 // byte for byte, the tables the one-machine load's row for row.
 func TestPlan_ShardProcesses(t *testing.T) {
+	t.Parallel()
 	skipUnderRace(t)
 	bin := buildBinary(t)
 	dir := t.TempDir()

@@ -29,6 +29,7 @@ import (
 // rejects the others with their line numbers; --count prints N IDs; a
 // second run starts after the first's IDs.
 func TestStamp_FilterAndCount(t *testing.T) {
+	t.Parallel()
 	state := filepath.Join(t.TempDir(), "42.state")
 	in := "{\"a\":1}\n{ }\nnot json\n[1]\n{\"ooid\":\"x\"}\n{\"b\":{\"ooid\":1}}\n"
 	var out, errb bytes.Buffer
@@ -73,6 +74,7 @@ func TestStamp_FilterAndCount(t *testing.T) {
 // --rejects keeps every rejected line as read, the too-long ones too, and
 // appends on a second run; the good lines all get IDs.
 func TestStamp_Rejects(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	state, dead := filepath.Join(dir, "7.state"), filepath.Join(dir, "rejects.jsonl")
 	long := `{"x":"` + strings.Repeat("y", 200) + `"}`
@@ -167,6 +169,7 @@ var idLine = regexp.MustCompile(`(?m)^[0-9a-f]{16}$`)
 // issuing. (A run whose clock is more than --max-lead behind the mark
 // waits, and is killed before it issues anything.)
 func TestStamp_KillRestart(t *testing.T) {
+	t.Parallel()
 	bin := stampBinary(t)
 	dir := t.TempDir()
 	state := filepath.Join(dir, "42.state")
@@ -214,6 +217,7 @@ func TestStamp_KillRestart(t *testing.T) {
 // on the same state file is refused. The Python client of docs/collector.md
 // works against it. SIGTERM stops it gracefully.
 func TestStamp_HTTP(t *testing.T) {
+	t.Parallel()
 	bin := stampBinary(t)
 	state := filepath.Join(t.TempDir(), "42.state")
 	start := func(offset string) (*exec.Cmd, string, *bytes.Buffer) {

@@ -51,6 +51,7 @@ func (g *lineGen) Read(p []byte) (int, error) {
 // TestOOIDStream_Output checks every output line of a generated stream
 // against the library.
 func TestOOIDStream_Output(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	err := ooidStream(context.Background(), ooid.DefaultScheme, cli.Stdio{In: &lineGen{n: 20000, perReport: 37}, Out: &out, Err: io.Discard})
 	if err != nil {
@@ -125,6 +126,7 @@ func BenchmarkOOIDStream(b *testing.B) {
 // whole chunk, are rejected with their numbers; the lines around them, and a
 // last line without "\n", come out right and in order.
 func TestOOIDStream_LongLines(t *testing.T) {
+	t.Parallel()
 	const name = "2012-12-05/20121205T071421Z-MM-AS18399-http_invalid_request_line-no_report_id-0.1.0-probe.yaml"
 	var in strings.Builder
 	for i := range 5000 {

@@ -30,6 +30,7 @@ import (
 //	BACKFILL_GRANULE_DIFF=N       messages (default 216; make granule-diff: 5,000)
 //	BACKFILL_GRANULE_DIFF_SEED=S  the seed (default 1)
 func TestWrite_Generated(t *testing.T) {
+	t.Parallel()
 	n, seed := envInt(t, "BACKFILL_GRANULE_DIFF", 216), envInt(t, "BACKFILL_GRANULE_DIFF_SEED", 1)
 	root := t.TempDir()
 	g := newGen(t, uint64(seed), root)

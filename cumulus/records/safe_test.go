@@ -14,6 +14,7 @@ import (
 // written under a savepoint into the tables of CreateTables, and each
 // that fails must have been called unsafe.
 func TestSafeIn_NeverWrong(t *testing.T) {
+	t.Parallel()
 	needReference(t)
 	ctx := context.Background()
 	pool := cumulustest.Pool(t, ownDB(t))

@@ -8,6 +8,7 @@ import (
 
 // JSON.stringify(JSON.parse(text)) as Node prints it.
 func TestStringifyText(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		`{"b":1,"a":2}`: `{"b":1,"a":2}`,
 		`{"b":1,"2":"x","10":"y","1":"z","01":0}`: `{"1":"z","2":"x","10":"y","b":1,"01":0}`,

@@ -34,6 +34,7 @@ func catalog(t *testing.T, url string) string {
 // CreateTables makes the tables Cumulus's own migrations make: the same
 // columns, types, defaults, checks, keys and indexes.
 func TestCreateTables_SameAsCumulusMigrations(t *testing.T) {
+	t.Parallel()
 	needReference(t)
 	theirs, ours := catalog(t, cumulusDB(t)), catalog(t, ownDB(t))
 	if strings.Count(theirs, "\n") < 150 {

@@ -14,6 +14,7 @@ import (
 // not, hosts in any case, with ports (their scheme's default or not, as a
 // number or a string), paths, and hosts that are URLs themselves.
 func TestBuildProviderURL_SameAsCumulus(t *testing.T) {
+	t.Parallel()
 	needReference(t)
 	providers := []map[string]any{
 		{"protocol": "http", "host": "https://e4ftl01.cr.usgs.gov:40521"}, // LPDAAC_HTTPS
@@ -71,6 +72,7 @@ func pick2(rng *rand.Rand, xs ...int) int { return xs[rng.IntN(len(xs))] }
 // on the source's real forms and on parts drawn at random from slashes,
 // protocols, hosts that are URLs, queries and fragments.
 func TestURLJoin_SameAsURLJoin(t *testing.T) {
+	t.Parallel()
 	needReference(t)
 	cases := [][]string{
 		{"http://https//e4ftl01.cr.usgs.gov:40521", "granules/x", "a.hdf"},

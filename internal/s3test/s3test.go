@@ -27,9 +27,10 @@ type Server struct {
 	mu     sync.Mutex
 	faults []Fault
 	// Requests counts the requests served, by method.
-	requests sync.Map  // method → *atomic.Int64
-	puts     []Put     // under mu
-	onPut    func(Put) // under mu
+	requests sync.Map     // method → *atomic.Int64
+	puts     []Put        // under mu
+	onPut    func(Put)    // under mu
+	onDelete func(string) // under mu
 }
 
 // Put is a PUT the server answered with success.
@@ -155,6 +156,14 @@ func (s *Server) OnPut(fn func(Put)) {
 	s.onPut = fn
 }
 
+// OnDelete has fn called on every DELETE of one object served with
+// success, once the object is gone and before the client has its answer.
+func (s *Server) OnDelete(fn func(path string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onDelete = fn
+}
+
 // Requests returns the requests served with method.
 func (s *Server) Requests(method string) int64 {
 	v, _ := s.requests.LoadOrStore(method, new(atomic.Int64))
@@ -196,6 +205,14 @@ func (s *Server) inject(next http.Handler) http.Handler {
 				s.mu.Unlock()
 				if fn != nil {
 					fn(p)
+				}
+			}
+			if r.Method == http.MethodDelete && sw.status < 300 {
+				s.mu.Lock()
+				fn := s.onDelete
+				s.mu.Unlock()
+				if fn != nil {
+					fn(r.URL.Path)
 				}
 			}
 			return
