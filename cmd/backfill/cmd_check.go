@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -83,20 +82,12 @@ func runCheck(ctx context.Context, args []string, std cli.Stdio) error {
 	} else if err != nil {
 		return err
 	}
+	write := sum.WriteText
 	if asJSON {
-		b, _ := json.Marshal(sum)
-		fmt.Fprintf(std.Out, "%s\n", b)
-	} else {
-		st := sum.Stats
-		fmt.Fprintf(std.Out, "manifests      %d\nreports        %d\nshared ts      %d (largest group %d)\nrejected       %d\nchanged        %d verdicts, in %d buckets\n",
-			st.Manifests, st.Reports, st.Groups, st.Largest, st.Rejected, st.Changed, len(sum.Buckets))
-		for _, b := range sum.Buckets {
-			fmt.Fprintf(std.Out, "  %s\n", b)
-		}
-		fmt.Fprintf(std.Out, "measurements   %d\n", sum.Totals.Measurements)
-		if err := sum.Totals.WriteText(std.Out); err != nil {
-			return fmt.Errorf("write the summary: %w", err)
-		}
+		write = sum.WriteJSON
+	}
+	if err := write(std.Out); err != nil {
+		return fmt.Errorf("write the summary: %w", err)
 	}
 	records := dst.Where("shards") + "/*/dead-letters/"
 	if len(p.InputRecords) > 0 {

@@ -136,9 +136,6 @@ func SetFlags(fs *flag.FlagSet, names ...string) []string {
 	return out
 }
 
-// IsSet reports whether the flag name was set on the command line.
-func IsSet(fs *flag.FlagSet, name string) bool { return len(SetFlags(fs, name)) > 0 }
-
 // Made returns a flag set NewFlagSet made with the name, nil when none:
 // the help's tests read the flags a command registers from it.
 func Made(name string) *flag.FlagSet {

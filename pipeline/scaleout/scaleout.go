@@ -137,6 +137,27 @@ type CheckSummary struct {
 	Totals stamped.Tally `json:"totals"`
 }
 
+// WriteText writes the summary as check prints it.
+func (s CheckSummary) WriteText(w io.Writer) error {
+	fmt.Fprintf(w, "manifests      %d\nreports        %d\nshared ts      %d (largest group %d)\nrejected       %d\nchanged        %d verdicts, in %d buckets\n",
+		s.Manifests, s.Reports, s.Groups, s.Largest, s.Rejected, s.Changed, len(s.Buckets))
+	for _, b := range s.Buckets {
+		fmt.Fprintf(w, "  %s\n", b)
+	}
+	fmt.Fprintf(w, "measurements   %d\n", s.Totals.Measurements)
+	return s.Totals.WriteText(w)
+}
+
+// WriteJSON writes the summary as one JSON line.
+func (s CheckSummary) WriteJSON(w io.Writer) error {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
 // Check merges the report manifests of every shard of p under out, settles
 // the verdicts of the whole corpus and writes those that differ from their
 // shard's to out/verdicts.jsonl. Every shard must have committed every
