@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"github.com/pierrec/lz4/v4"
-
-	"github.com/backfill-dev/backfill/internal/testutil"
 )
 
 // HeaderChecksum gives the checksum byte the LZ4 writer puts in its frame
@@ -26,7 +24,7 @@ func TestHeaderChecksum(t *testing.T) {
 			t.Fatal(err)
 		}
 		zw.Write([]byte("x"))
-		testutil.Check(t, zw.Close())
+		_ = zw.Close() // claims 12345 bytes and was given one: its header is what is tested
 		h := b.Bytes()
 		n := HeaderLen(h[4])
 		if got := HeaderChecksum(h[4 : n-1]); got != h[n-1] {
