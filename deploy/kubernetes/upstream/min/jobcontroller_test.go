@@ -10,8 +10,10 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +21,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
@@ -50,6 +53,7 @@ type cluster struct {
 	procs map[string]*proc // by pod name
 	// started is called with each process started, for faults.
 	started func(*proc)
+	rv      atomic.Int64 // the last resourceVersion given
 }
 
 // proc is a pod's running container.
@@ -63,6 +67,28 @@ type proc struct {
 
 func newCluster(t *testing.T, bin string) *cluster {
 	c := &cluster{t: t, client: fake.NewSimpleClientset(), bin: bin, procs: map[string]*proc{}}
+	// Every write gives the object a new resourceVersion, as the API
+	// server does. The in-memory API leaves it as it is, and the Job
+	// controller takes an update whose resourceVersion did not change for
+	// a resync and drops it: a pod's Failed or Succeeded would then be
+	// seen only if something else made the controller sync the Job again.
+	// (This reactor is the last of the ones prepended here: the others
+	// hand it what they do not handle themselves, and bump on their own.)
+	objects := clienttesting.ObjectReaction(c.client.Tracker())
+	c.client.PrependReactor("*", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		switch a.GetVerb() {
+		case "create", "update":
+			c.bump(a.(interface{ GetObject() runtime.Object }).GetObject())
+		case "patch":
+			handled, o, err := objects(a)
+			if !handled || err != nil {
+				return handled, o, err
+			}
+			c.bump(o)
+			return true, o, c.client.Tracker().Update(a.GetResource(), o, a.GetNamespace())
+		}
+		return false, nil, nil
+	})
 	// The API server names pods from generateName; the in-memory one does
 	// not.
 	c.client.PrependReactor("create", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
@@ -91,6 +117,7 @@ func newCluster(t *testing.T, bin string) *cluster {
 			now := metav1.Now()
 			p.DeletionTimestamp = &now
 		}
+		c.bump(p)
 		return true, p, c.client.Tracker().Update(d.GetResource(), p, d.GetNamespace())
 	})
 	// A status update changes the status only, as the API server's status
@@ -117,6 +144,7 @@ func newCluster(t *testing.T, bin string) *cluster {
 		default:
 			return false, nil, nil
 		}
+		c.bump(cur)
 		return true, cur, c.client.Tracker().Update(u.GetResource(), cur, u.GetNamespace())
 	})
 	// The in-memory API does not replay what was written between an
@@ -166,6 +194,13 @@ func newCluster(t *testing.T, bin string) *cluster {
 		}
 	})
 	return c
+}
+
+// bump gives o the next resourceVersion.
+func (c *cluster) bump(o runtime.Object) {
+	if m, err := meta.Accessor(o); err == nil {
+		m.SetResourceVersion(strconv.FormatInt(c.rv.Add(1), 10))
+	}
 }
 
 // createJob creates j as the API server does (create in
