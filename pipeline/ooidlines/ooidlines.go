@@ -1,5 +1,7 @@
 // Package ooidlines computes the backfilled OOIDs of TEXTNAME<TAB>NDX lines
-// (`backfill ooid -`), streaming, on every core, in input order.
+// (`backfill ooid -`), streaming, on every core, in input order; and
+// decodes OOIDs, checking each against its textname and ndx on request
+// (`backfill decode`, Decoder).
 //
 // It is a three-stage pipeline: a reader cuts the input into chunks of
 // whole lines, workers compute the OOIDs of a chunk into its own output
