@@ -2,6 +2,7 @@ package reader
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -44,7 +45,8 @@ func (e *SliceError) Unwrap() error { return ErrSlice }
 // did: a blob starts with '{' and ends at the first "}\n"; anything else
 // where a blob should start (a blank line, say) is a broken frame, and a
 // last blob without its "}\n" is a truncated report. It reads in constant
-// memory whatever the size of a blob.
+// memory whatever the size of a blob: a blob that fits its buffer is found
+// there and given to Content in one piece; a longer one is streamed.
 type JSONSlicer struct {
 	r   *bufio.Reader
 	off int64
@@ -73,24 +75,81 @@ func (s *JSONSlicer) Next() (Blob, error) {
 	if s.done {
 		return Blob{}, io.EOF
 	}
-	first, err := s.r.ReadByte()
-	if errors.Is(err, io.EOF) {
+	buf, err := s.r.Peek(s.r.Buffered())
+	if len(buf) == 0 {
+		buf, err = s.r.Peek(1)
+	}
+	switch {
+	case len(buf) == 0 && errors.Is(err, io.EOF):
 		s.done = true
 		return Blob{}, io.EOF
-	}
-	if err != nil {
+	case len(buf) == 0:
 		return Blob{}, err
-	}
-	start := s.off
-	if first != '{' {
+	case buf[0] != '{':
 		s.done = true
-		return Blob{}, &SliceError{Reason: ReasonBrokenFrame, Offset: start, Detail: fmt.Sprintf("a document starts with %q, not '{'", first)}
+		return Blob{}, &SliceError{Reason: ReasonBrokenFrame, Offset: s.off, Detail: fmt.Sprintf("a document starts with %q, not '{'", buf[0])}
 	}
-	s.off++
-	if err := s.emit([]byte{'{'}); err != nil {
+	// The blob in the buffer: in what is buffered, else in a full buffer.
+	searched := 0
+	for {
+		if n := jsonEnd(buf, searched); n > 0 {
+			if err := s.emit(buf[:n]); err != nil {
+				return Blob{}, err
+			}
+			start := s.off
+			s.discard(n + 1)
+			return Blob{Offset: start, Size: int64(n)}, nil
+		}
+		switch {
+		case errors.Is(err, io.EOF):
+			s.done = true
+			return Blob{}, &SliceError{Reason: ReasonTruncatedReport, Offset: s.off, Detail: truncatedJSON}
+		case err != nil:
+			return Blob{}, err
+		case len(buf) == s.r.Size():
+			return s.stream()
+		}
+		searched = len(buf)
+		buf, err = s.r.Peek(s.r.Size())
+		if errors.Is(err, bufio.ErrBufferFull) {
+			err = nil
+		}
+	}
+}
+
+// jsonEnd is the length of the blob at the start of buf (the index of the
+// "\n" of its "}\n"), 0 when buf does not hold its end; the first from
+// bytes of buf are known to hold none.
+func jsonEnd(buf []byte, from int) int {
+	i := max(from, 1)
+	for {
+		j := bytes.IndexByte(buf[i:], '\n')
+		if j < 0 {
+			return 0
+		}
+		i += j
+		if buf[i-1] == '}' {
+			return i
+		}
+		i++
+	}
+}
+
+func (s *JSONSlicer) discard(n int) {
+	d, _ := s.r.Discard(n)
+	s.off += int64(d)
+}
+
+// stream reads the blob that starts at the reader's position ('{', as Next
+// checked) piece by piece: it is longer than the buffer, or the report
+// ends or fails inside it.
+func (s *JSONSlicer) stream() (Blob, error) {
+	start := s.off
+	prev := byte('{')
+	if err := s.emit(openBrace); err != nil {
 		return Blob{}, err
 	}
-	prev := byte('{')
+	s.discard(1)
 	for {
 		chunk, err := s.r.ReadSlice('\n')
 		if len(chunk) > 0 && chunk[len(chunk)-1] == '\n' {
@@ -107,7 +166,7 @@ func (s *JSONSlicer) Next() (Blob, error) {
 			}
 			// A newline inside the document: it goes on, and the newline is
 			// part of it.
-			if err := s.emit([]byte{'\n'}); err != nil {
+			if err := s.emit(newline); err != nil {
 				return Blob{}, err
 			}
 			prev = '\n'
@@ -125,12 +184,16 @@ func (s *JSONSlicer) Next() (Blob, error) {
 			continue
 		case errors.Is(err, io.EOF):
 			s.done = true
-			return Blob{}, &SliceError{Reason: ReasonTruncatedReport, Offset: start, Detail: "the last document has no closing \"}\\n\""}
+			return Blob{}, &SliceError{Reason: ReasonTruncatedReport, Offset: start, Detail: truncatedJSON}
 		default:
 			return Blob{}, err
 		}
 	}
 }
+
+var openBrace, newline = []byte{'{'}, []byte{'\n'}
+
+const truncatedJSON = "the last document has no closing \"}\\n\""
 
 func (s *JSONSlicer) emit(p []byte) error {
 	if s.Content == nil || len(p) == 0 {

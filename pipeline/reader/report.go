@@ -105,6 +105,7 @@ type ReportReader struct {
 	sha   hash.Hash
 	orig  hash.Hash // with OrigSHA1: the current blob's orig_sha1
 	hdr   []byte    // orig's state after the YAML header document
+	sum   []byte    // orig's sum
 	crc   hash.Hash32
 	count int64
 	blob  blobCheck
@@ -176,9 +177,18 @@ func (rr *ReportReader) Read(r io.Reader, kind Kind, onBlob func(Measurement), p
 		problem(deadletter.Record{Offset: off, Reason: reason, Message: msg})
 	}
 	for {
-		rr.blob.reset(header)
-		if rr.Datums && !header {
-			rr.blob.keep = int(min(maxBlob, 1<<40))
+		// What the checks below read of a blob: a YAML header whole, a
+		// YAML document that may be falsy, any blob that --ndx datums
+		// parses; nothing of a JSON line otherwise.
+		switch {
+		case header:
+			rr.blob.reset(MaxHeader)
+		case rr.Datums:
+			rr.blob.reset(int(min(maxBlob, 1<<40)))
+		case kind == KindYAML:
+			rr.blob.reset(falsyProbe)
+		default:
+			rr.blob.reset(0)
 		}
 		if rr.OrigSHA1 {
 			rr.orig.Reset()
@@ -190,19 +200,8 @@ func (rr *ReportReader) Read(r io.Reader, kind Kind, onBlob func(Measurement), p
 			}
 		}
 		b, err := next()
-		var cut *SliceError
-		switch {
-		case errors.Is(err, io.EOF):
-			if st.N == 0 {
-				flag(deadletter.EmptyReport, 0, "the report holds no measurements")
-			}
-			return rr.finish(tee, st)
-		case errors.As(err, &cut):
-			flag(cut.Reason, cut.Offset, fmt.Sprintf("%s; the %d measurements before it are kept", cut.Detail, st.N))
-			return rr.finish(tee, st)
-		case err != nil:
-			st, _ = rr.finish(nil, st)
-			return st, err
+		if err != nil {
+			return rr.end(err, tee, st, flag)
 		}
 		if header {
 			header = false
@@ -231,7 +230,8 @@ func (rr *ReportReader) Read(r io.Reader, kind Kind, onBlob func(Measurement), p
 		}
 		m := Measurement{Ndx: st.N, Blob: b}
 		if rr.OrigSHA1 {
-			rr.orig.Sum(m.OrigSHA1[:0])
+			rr.sum = rr.orig.Sum(rr.sum[:0]) // into m, m would live on the heap
+			copy(m.OrigSHA1[:], rr.sum)
 		}
 		st.N++
 		if st.N == 0 {
@@ -249,6 +249,25 @@ func (rr *ReportReader) Read(r io.Reader, kind Kind, onBlob func(Measurement), p
 			onBlob(m)
 		}
 	}
+}
+
+// end ends the report at the slicer's error: its end, a cut (a
+// dead-letter record, the measurements before it kept) or a failure of the
+// reader.
+func (rr *ReportReader) end(err error, tee io.Reader, st ReportStats, flag func(reason string, off int64, msg string)) (ReportStats, error) {
+	var cut *SliceError
+	switch {
+	case errors.Is(err, io.EOF):
+		if st.N == 0 {
+			flag(deadletter.EmptyReport, 0, "the report holds no measurements")
+		}
+		return rr.finish(tee, st)
+	case errors.As(err, &cut):
+		flag(cut.Reason, cut.Offset, fmt.Sprintf("%s; the %d measurements before it are kept", cut.Detail, st.N))
+		return rr.finish(tee, st)
+	}
+	st, _ = rr.finish(nil, st)
+	return st, err
 }
 
 // finish drains what the slicer left of the report into the hashes.
@@ -393,29 +412,31 @@ func short(doc []byte) bool {
 	return true
 }
 
-// blobCheck receives the bytes of one blob: it keeps its head (the whole
-// blob up to a limit) and checks it is UTF-8 across write boundaries.
+// blobCheck receives the bytes of one blob: it keeps the blob when it is
+// no longer than keep (the head is empty for a longer one, which no check
+// reads) and checks it is UTF-8 across write boundaries.
 type blobCheck struct {
 	head    []byte
 	keep    int
+	size    int
 	pending [utf8.UTFMax]byte
 	npend   int
 	bad     bool
 }
 
-func (c *blobCheck) reset(header bool) {
+// reset readies c for the next blob, kept when it is no longer than keep.
+func (c *blobCheck) reset(keep int) {
 	c.head = c.head[:0]
-	c.keep = falsyProbe
-	if header {
-		c.keep = MaxHeader
-	}
+	c.keep, c.size = keep, 0
 	c.npend, c.bad = 0, false
 }
 
 func (c *blobCheck) Write(p []byte) (int, error) {
 	n := len(p)
-	if room := c.keep - len(c.head); room > 0 {
-		c.head = append(c.head, p[:min(room, len(p))]...)
+	if c.size += n; c.size <= c.keep {
+		c.head = append(c.head, p...)
+	} else {
+		c.head = c.head[:0]
 	}
 	if c.bad {
 		return n, nil

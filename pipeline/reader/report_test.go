@@ -114,20 +114,32 @@ func TestReportReader_Rules(t *testing.T) {
 	}
 }
 
-// blobCheck agrees with utf8.Valid however the blob is cut into writes.
+// blobCheck agrees with utf8.Valid however the blob is cut into writes,
+// and keeps the whole blob when it is no longer than keep, nothing else.
 func TestBlobCheck_Boundaries(t *testing.T) {
 	for _, s := range []string{"aé€𝄞z", "a\xed\xa0\x80", "\xf0\x9d\x84", "\xef\xbf\xbd", "ab\xff", "\xc3"} {
-		for step := 1; step <= 4; step++ {
+		for step := 1; step <= len(s); step++ {
 			var c blobCheck
-			c.reset(false)
+			keep := 4
+			c.reset(keep)
 			for i := 0; i < len(s); i += step {
 				c.Write([]byte(s[i:min(i+step, len(s))]))
 			}
 			if c.valid() != utf8.ValidString(s) {
 				t.Errorf("%q in writes of %d: valid %v", s, step, c.valid())
 			}
+			if want := s[:len(s)*btoi(len(s) <= keep)]; string(c.head) != want {
+				t.Errorf("%q in writes of %d: kept %q, want %q", s, step, c.head, want)
+			}
 		}
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // lineOf streams one JSON line of n bytes without holding it.

@@ -16,7 +16,9 @@ import (
 // "...\n" (or fewer than four bytes left over) is a truncated report. The
 // header document is returned like any other: telling it apart, and
 // skipping documents that load as a falsy value, is the caller's business.
-// It reads in constant memory whatever the size of a document.
+// It reads in constant memory whatever the size of a document: one that
+// fits its buffer is found there and given to Content in one piece; a
+// longer one is streamed.
 type YAMLSlicer struct {
 	r   *bufio.Reader
 	off int64
@@ -86,8 +88,47 @@ func (s *YAMLSlicer) Next() (Blob, error) {
 	}
 }
 
-// document reads one blob from its "---\n" to its "\n...\n".
+// docEndLine is the end marker with the newline before it.
+var docEndLine = []byte("\n...\n")
+
+// document reads one blob from its "---\n" to its "\n...\n": in what is
+// buffered, else in a full buffer, else streamed.
 func (s *YAMLSlicer) document() (Blob, error) {
+	buf, err := s.r.Peek(s.r.Buffered())
+	// The "\n" of "---\n" may begin the end marker: "---\n...\n" is a
+	// whole (empty) document.
+	from := len(docStart) - 1
+	for {
+		if i := bytes.Index(buf[from:], docEndLine); i >= 0 {
+			n := from + i + len(docEndLine)
+			if err := s.emit(buf[:n]); err != nil {
+				return Blob{}, err
+			}
+			start := s.off
+			s.discard(n)
+			return Blob{Offset: start, Size: int64(n)}, nil
+		}
+		switch {
+		case errors.Is(err, io.EOF):
+			return Blob{}, s.cut(ReasonTruncatedReport, s.off, truncatedYAML)
+		case err != nil:
+			return Blob{}, err
+		case len(buf) == s.r.Size():
+			return s.stream()
+		}
+		from = max(from, len(buf)-len(docEndLine)+1)
+		buf, err = s.r.Peek(s.r.Size())
+		if errors.Is(err, bufio.ErrBufferFull) {
+			err = nil
+		}
+	}
+}
+
+const truncatedYAML = "the last document has no closing \"...\\n\""
+
+// stream reads the document that starts at the reader's position piece by
+// piece: it is longer than the buffer.
+func (s *YAMLSlicer) stream() (Blob, error) {
 	start := s.off
 	// The "\n" of "---\n" may begin the end marker: "---\n...\n" is a
 	// whole (empty) document, so every line after the first is checked.
@@ -110,7 +151,7 @@ func (s *YAMLSlicer) document() (Blob, error) {
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
 		case errors.Is(err, io.EOF):
-			return Blob{}, s.cut(ReasonTruncatedReport, start, "the last document has no closing \"...\\n\"")
+			return Blob{}, s.cut(ReasonTruncatedReport, start, truncatedYAML)
 		default:
 			return Blob{}, err
 		}
