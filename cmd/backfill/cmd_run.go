@@ -93,8 +93,8 @@ Flags:
 	--pg-schema NAME    schema of the tables (default backfill)
 	--create-schema     create the schema first where it is missing
 	--bulk              one-off migration into an empty schema: load without
-	                    the reports' indexes, build them at the end (same
-	                    end state; rerun with --bulk --resume if interrupted)
+	                    the indexes, build them at the end (same end
+	                    state; rerun with --bulk --resume if interrupted)
 	--skip-locked       skip buckets another run is loading instead of waiting
 	--retries N         tries again per bucket after a lost connection (default 5)
 	--retry-wait D      first wait before a retry (default 1s)

@@ -11,12 +11,14 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
-// BulkSink loads into tables without the reports' indexes and constraints
-// (the measurements keep their primary key: their rows come in key order),
-// one transaction per bucket, and builds them at Finish. The run settles the
-// collision verdicts (it is a sink.Rewriter), so the end state equals the
-// per-bucket path's. It needs an empty schema, or one whose bulk load
-// stopped before Finish (then --resume carries on).
+// BulkSink loads into tables without their indexes and constraints, the
+// measurements' primary key included, one transaction per bucket, one
+// bucket at a time, and builds them at Finish: a COPY into a table without
+// a key and a build of the key afterwards cost the server less than
+// keeping it up row by row. The run settles the collision verdicts (it is
+// a sink.Rewriter), so the end state equals the per-bucket path's. It
+// needs an empty schema, or one whose bulk load stopped before Finish
+// (then --resume carries on).
 type BulkSink struct{ *Sink }
 
 var _ sink.Rewriter = (*BulkSink)(nil)
@@ -53,6 +55,9 @@ func (s *Sink) prepareBulk(ctx context.Context, conn *pgx.Conn) error {
 }
 
 // Finish builds the indexes and constraints and analyzes the tables.
+// (Building the measurements' key beside the reports' indexes, on a second
+// connection, saves nothing: the key's build already keeps both cores of
+// a 2-core server busy.)
 func (b *BulkSink) Finish(ctx context.Context) error {
 	// Building an index is as long as the table is large, and silent: it
 	// is not bounded by Timeout (the keepalives still are).

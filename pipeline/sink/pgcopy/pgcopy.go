@@ -31,9 +31,9 @@
 //
 // # Bulk loads
 //
-// Options.Bulk loads into tables without the reports' indexes and
-// constraints (the measurements' primary key stays: rows come in key
-// order, which keeps it cheap) and builds them at Finish, for one-off
+// Options.Bulk loads into tables without their indexes and constraints
+// (the measurements' primary key too: building it at the end costs the
+// server less than keeping it up) and builds them at Finish, for one-off
 // migrations into an empty schema. The run then
 // settles the collision verdicts itself (the sink is a sink.Rewriter), as
 // for Parquet; the end state is that of the per-bucket path.
@@ -76,8 +76,8 @@ type Options struct {
 	// Resume skips, once its lock is taken, a bucket another run has
 	// committed meanwhile with the same input and scheme.
 	Resume bool
-	// Bulk loads into an empty schema with the reports' indexes and
-	// constraints built at Finish.
+	// Bulk loads into an empty schema with the indexes and constraints
+	// built at Finish.
 	Bulk bool
 	// Connections is how many buckets the sink commits at once, each in a
 	// transaction on a connection of its own; DefaultConnections when 0.

@@ -118,25 +118,21 @@ func tables(schema string) []string {
 type constraint struct {
 	table, name, ddl string
 	isConstraint     bool // else an index
-	// bulkKeeps: a bulk load keeps it. The measurements arrive in key
-	// order, bucket after bucket, so their primary key costs less kept
-	// up than built at the end (and it refuses a duplicate ID at once).
-	bulkKeeps bool
 }
 
 func constraints(schema string) []constraint {
 	q := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
 	return []constraint{
-		{"measurements", "measurements_pkey", `ALTER TABLE ` + q("measurements") + ` ADD CONSTRAINT measurements_pkey PRIMARY KEY (ooid)`, true, true},
-		{"reports", "reports_pkey", `ALTER TABLE ` + q("reports") + ` ADD CONSTRAINT reports_pkey PRIMARY KEY (bucket, seq)`, true, false},
+		{"measurements", "measurements_pkey", `ALTER TABLE ` + q("measurements") + ` ADD CONSTRAINT measurements_pkey PRIMARY KEY (ooid)`, true},
+		{"reports", "reports_pkey", `ALTER TABLE ` + q("reports") + ` ADD CONSTRAINT reports_pkey PRIMARY KEY (bucket, seq)`, true},
 		// The collision lookups: every report of a timestamp, rejected ones
 		// too. Few reports share a timestamp, so a btree finds them and
 		// their spans are compared row by row. (Two kept measurements never
 		// share an ID: measurements_pkey refuses it, whatever the reports.)
-		{"reports", "reports_ts", `CREATE INDEX IF NOT EXISTS reports_ts ON ` + q("reports") + ` (ts)`, false, false},
+		{"reports", "reports_ts", `CREATE INDEX IF NOT EXISTS reports_ts ON ` + q("reports") + ` (ts)`, false},
 		// The reports whose winner is in a given bucket.
 		{"reports", "reports_winner_bucket", `CREATE INDEX IF NOT EXISTS reports_winner_bucket ON ` + q("reports") +
-			` (left(rejected_by, 10)) WHERE rejected_by IS NOT NULL`, false, false},
+			` (left(rejected_by, 10)) WHERE rejected_by IS NOT NULL`, false},
 	}
 }
 
@@ -217,9 +213,6 @@ func buildConstraints(ctx context.Context, c *pgx.Conn, schema string, log func(
 // at the end.
 func dropConstraints(ctx context.Context, c *pgx.Conn, schema string) error {
 	for _, k := range constraints(schema) {
-		if k.bulkKeeps {
-			continue
-		}
 		table := pgx.Identifier{schema, k.table}.Sanitize()
 		s := `ALTER TABLE ` + table + ` DROP CONSTRAINT IF EXISTS ` + pgx.Identifier{k.name}.Sanitize()
 		if !k.isConstraint {
