@@ -215,6 +215,14 @@ type rawRow struct {
 }
 
 func parseCannedRow(line []byte) (CannedFile, error) {
+	if f, ok := parseCannedRowFast(line); ok {
+		return f, nil
+	}
+	return parseCannedRowJSON(line)
+}
+
+// parseCannedRowJSON reads any row, as JSON.
+func parseCannedRowJSON(line []byte) (CannedFile, error) {
 	var r rawRow
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.UseNumber()

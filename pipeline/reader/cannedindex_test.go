@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -270,4 +271,30 @@ func TestCannedIndex_HostileRowMemory(t *testing.T) {
 	if got := after.TotalAlloc - before.TotalAlloc; !testutil.RaceEnabled && got > MaxIndexRow+8<<20 {
 		t.Errorf("reading the index allocated %d MiB, want at most MaxIndexRow (%d MiB) and a little", got>>20, MaxIndexRow>>20)
 	}
+}
+
+// Rows the fast reader takes are read by the JSON one to the same file;
+// the sample index's rows are all taken.
+func FuzzCannedRowFast(f *testing.F) {
+	index, _ := sampleIndex(f)
+	for _, row := range strings.Split(strings.TrimSpace(index), "\n") {
+		if _, ok := parseCannedRowFast([]byte(row)); !ok {
+			f.Fatalf("the fast reader does not take a row as the canning step writes it: %s", row)
+		}
+		f.Add([]byte(row))
+	}
+	f.Add([]byte(`{"canned": [], "file_crc32": 1, "file_sha1": "q7tUjCvlf3DlMhRTHGmePYIq5zc=", "file_size": 2, "filename": "a.tar.lz4", "text_size": 3}`))
+	f.Fuzz(func(t *testing.T, row []byte) {
+		fast, ok := parseCannedRowFast(row)
+		if !ok {
+			return
+		}
+		full, err := parseCannedRowJSON(row)
+		if err != nil {
+			t.Fatalf("fast reader takes a row the JSON one refuses (%v): %q", err, row)
+		}
+		if !reflect.DeepEqual(fast, full) {
+			t.Fatalf("fast %+v, JSON %+v: %q", fast, full, row)
+		}
+	})
 }

@@ -7,8 +7,9 @@ import (
 	"io"
 	"io/fs"
 
-	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/klauspost/compress/gzip"
+
+	"github.com/backfill-dev/backfill/internal/store"
 )
 
 // index is a bucket's index file, opened once. Its raw bytes go to the
