@@ -99,8 +99,8 @@ func (s *YAMLSlicer) document() (Blob, error) {
 	// whole (empty) document.
 	from := len(docStart) - 1
 	for {
-		if i := bytes.Index(buf[from:], docEndLine); i >= 0 {
-			n := from + i + len(docEndLine)
+		if i := endMarker(buf, from); i >= 0 {
+			n := i + len(docEndLine)
 			if err := s.emit(buf[:n]); err != nil {
 				return Blob{}, err
 			}
@@ -122,6 +122,26 @@ func (s *YAMLSlicer) document() (Blob, error) {
 			err = nil
 		}
 	}
+}
+
+// endMarker is the index of the first "\n...\n" of buf that starts at
+// from or later, -1 when there is none. It looks for the dots: a YAML
+// report has about half as many as newlines, and a search for the marker
+// itself stops at every newline.
+func endMarker(buf []byte, from int) int {
+	i := from + 1 // the first dot of a marker that starts at from
+	for i+3 < len(buf) {
+		j := bytes.IndexByte(buf[i:len(buf)-3], '.')
+		if j < 0 {
+			return -1
+		}
+		i += j
+		if buf[i-1] == '\n' && buf[i+1] == '.' && buf[i+2] == '.' && buf[i+3] == '\n' {
+			return i - 1
+		}
+		i++
+	}
+	return -1
 }
 
 const truncatedYAML = "the last document has no closing \"...\\n\""
