@@ -99,13 +99,29 @@ func ExitCode(err error, stderr io.Writer, commands []string) int {
 	case errors.As(err, &usage):
 		fmt.Fprintf(stderr, "backfill: %v\n%s\n", err, usage.helpHint(commands))
 		return ExitUsage
-	case errors.As(err, &rejects):
+	case errors.As(err, &rejects) && !failedToo(err):
 		fmt.Fprintf(stderr, "backfill: %v\n", err)
 		return ExitRejects
 	default:
 		fmt.Fprintf(stderr, "backfill: %s\n", ErrorText(err))
 		return ExitFailure
 	}
+}
+
+// failedToo reports whether err joins a failure to a RejectsError (a Close
+// that failed after the rejects, say): the failure outranks them.
+func failedToo(err error) bool {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return false
+	}
+	for _, e := range j.Unwrap() {
+		var rejects *RejectsError
+		if !errors.As(e, &rejects) || failedToo(e) {
+			return true
+		}
+	}
+	return false
 }
 
 // ErrorText is the text of err with each line once: errors joined from
@@ -120,11 +136,11 @@ func ErrorText(err error) string {
 	return strings.Join(lines, "\nbackfill: ")
 }
 
-// CloseAlso closes c, and makes its error *err when *err is nil: for a
-// deferred Close whose failure (a lock not released, a connection not
-// ended cleanly) the command must report.
+// CloseAlso closes c and joins its error to *err: for a deferred Close
+// whose failure (a lock not released, a connection not ended cleanly) the
+// command must report, even after rejects (it then exits 1, not 3).
 func CloseAlso(err *error, c interface{ Close() error }) {
-	if cerr := c.Close(); *err == nil && cerr != nil {
-		*err = cerr
+	if cerr := c.Close(); cerr != nil {
+		*err = errors.Join(*err, cerr)
 	}
 }

@@ -40,6 +40,7 @@ func TestCount_Plural(t *testing.T) {
 }
 
 // TestExitCode: each kind of error has its status, and its text once.
+// CloseAlso's error after rejects is a failure.
 func TestExitCode(t *testing.T) {
 	for _, tc := range []struct {
 		err  error
@@ -52,10 +53,45 @@ func TestExitCode(t *testing.T) {
 		{Usagef("nosuch: x"), ExitUsage, "backfill: nosuch: x\nRun 'backfill help' for usage.\n"},
 		{&RejectsError{N: 2, What: "lines"}, ExitRejects, "backfill: 2 lines rejected\n"},
 		{errors.Join(errors.New("disk full"), errors.New("disk full")), ExitFailure, "backfill: disk full\n"},
+		// A failure after the rejects (a Close, say) outranks them, and
+		// both are said.
+		{errors.Join(&RejectsError{N: 2, What: "lines"}, errors.New("lock not released")), ExitFailure,
+			"backfill: 2 lines rejected\nbackfill: lock not released\n"},
+		{errors.Join(&RejectsError{N: 1, What: "lines"}), ExitRejects, "backfill: 1 line rejected\n"},
 	} {
 		var w bytes.Buffer
 		if got := ExitCode(tc.err, &w, []string{"run"}); got != tc.code || w.String() != tc.text {
 			t.Errorf("ExitCode(%v) = %d, %q; want %d, %q", tc.err, got, w.String(), tc.code, tc.text)
+		}
+	}
+}
+
+type closer struct{ err error }
+
+func (c closer) Close() error { return c.err }
+
+// CloseAlso keeps the command's error and adds the Close's: a failed Close
+// after rejects exits 1 and is said; a clean one leaves the rejects as
+// they are.
+func TestCloseAlso(t *testing.T) {
+	rejects := error(&RejectsError{N: 2, What: "lines"})
+	for _, tc := range []struct {
+		err, close error
+		code       int
+	}{
+		{nil, nil, ExitOK},
+		{nil, errors.New("lock not released"), ExitFailure},
+		{rejects, nil, ExitRejects},
+		{rejects, errors.New("lock not released"), ExitFailure},
+	} {
+		err := tc.err
+		CloseAlso(&err, closer{tc.close})
+		var w bytes.Buffer
+		if got := ExitCode(err, &w, nil); got != tc.code {
+			t.Errorf("%v then Close %v: exit %d, want %d", tc.err, tc.close, got, tc.code)
+		}
+		if tc.close != nil && !strings.Contains(w.String(), tc.close.Error()) {
+			t.Errorf("%v then Close %v: %q does not say the Close failed", tc.err, tc.close, w.String())
 		}
 	}
 }
