@@ -450,6 +450,31 @@ func TestLoad_BulkSameEndState(t *testing.T) {
 	if _, err := pgcopy.OpenBulk(context.Background(), l2.options()); err == nil || !strings.Contains(err.Error(), "empty schema") {
 		t.Errorf("bulk load into a loaded schema: %v", err)
 	}
+	// Into an empty schema made beforehand (backfill schema, then run
+	// --bulk): the measurements' key is dropped for the load too, and
+	// built at the end like the others.
+	if err := pgcopy.CreateSchema(t.Context(), c, "made"); err != nil {
+		t.Fatal(err)
+	}
+	l3 := loader{t: t, dsn: dsn, schema: "made", scheme: narrow}
+	bs3, err := pgcopy.OpenBulk(context.Background(), l3.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bs3.Close()
+	if got := idx("made"); strings.Contains(got, "measurements_pkey") {
+		t.Errorf("a bulk load keeps the measurements' key up:\n%s", got)
+	}
+	if _, err := job.Run(context.Background(), job.Config{In: store.Local(in), Workers: 2, Scheme: narrow, MaxBlob: maxBlob, Version: "test"}, bs3); err != nil {
+		t.Fatal(err)
+	}
+	if err := bs3.Finish(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sameState(t, "bulk into a schema made beforehand", want, dumpPostgres(t, dsn, "made"))
+	if a, b := idx("made"), idx("perbucket"); a != b {
+		t.Errorf("bulk indexes (schema made beforehand):\n%s\nper-bucket indexes:\n%s", a, b)
+	}
 }
 
 // Two colliding reports in different buckets, loaded in either order: the
