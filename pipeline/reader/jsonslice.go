@@ -141,8 +141,8 @@ func (s *JSONSlicer) discard(n int) {
 }
 
 // stream reads the blob that starts at the reader's position ('{', as Next
-// checked) piece by piece: it is longer than the buffer, or the report
-// ends or fails inside it.
+// checked) piece by piece: it is longer than the buffer (and the report
+// may end or fail inside it).
 func (s *JSONSlicer) stream() (Blob, error) {
 	start := s.off
 	prev := byte('{')

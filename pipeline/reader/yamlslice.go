@@ -147,7 +147,8 @@ func endMarker(buf []byte, from int) int {
 const truncatedYAML = "the last document has no closing \"...\\n\""
 
 // stream reads the document that starts at the reader's position piece by
-// piece: it is longer than the buffer.
+// piece: it is longer than the buffer (and the report may end or fail
+// inside it).
 func (s *YAMLSlicer) stream() (Blob, error) {
 	start := s.off
 	// The "\n" of "---\n" may begin the end marker: "---\n...\n" is a
