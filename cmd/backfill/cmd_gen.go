@@ -18,6 +18,7 @@ import (
 
 const genHelp = `Usage: backfill gen --out DIR [flags]
        backfill gen --profile ooni2018 --manifest-only [--out FILE] [--seed N]
+       backfill gen --profile ooni2018 --format autoclaved --index-only --out DIR [--every K] [--seed N]
 
 Write a synthetic corpus of OONI canned buckets into DIR, byte-faithful to
 the real format (GNU tar with LongLink headers in LZ4 frames as the lz4 CLI
@@ -48,6 +49,16 @@ the five largest reports of ooni-uuid, the three report_id forms
 uploaded again into a later bucket. It goes to --out FILE or standard
 output; its statistics go to standard error.
 
+With --profile ooni2018 --format autoclaved --index-only, gen writes the
+same reports as the autoclaved indexes of their buckets, and no data:
+DIR/YYYY-MM-DD/index.json.gz for each of the 2,026 buckets (or every K-th
+with --every K), with every file, frame, report, datum and badblob row as
+the autoclaving step wrote them (tar files of one test's reports, cut at
+64 MiB of text, frames of 256 KiB; one blob in 50,000 a badblob), and
+DIR/manifest.tsv, the manifest of the reports written. Sizes, offsets and
+hashes are made up: backfill run --from-index gives the IDs from such
+indexes alone, and backfill audit DIR/manifest.tsv its verdicts.
+
 Flags:
 
 	--out DIR               where to write, a folder or s3://bucket/prefix (required, but for a manifest)
@@ -55,6 +66,9 @@ Flags:
 	--profile NAME          ooni2018: the full-scale manifest (needs
 	                        --manifest-only)
 	--manifest-only         write the report manifest only
+	--index-only            write the autoclaved indexes only (--profile
+	                        ooni2018 --format autoclaved)
+	--every K               with --index-only: every K-th bucket (default 1)
 	--seed N                random seed (default 1)
 	--start DATE            first bucket (default 2017-06-01)
 	--buckets N             number of buckets (default 3)
@@ -95,6 +109,7 @@ Examples:
 	backfill gen --out corpus --buckets 10 --reports 2000 --corrupt all=0.01
 	backfill gen --out corpus --corrupt huge_blob=0.01 --huge-blob 2MiB --max-blob 1MiB
 	backfill gen --profile ooni2018 --manifest-only --out corpus.tsv
+	backfill gen --profile ooni2018 --format autoclaved --index-only --out ooni2018
 
 EXIT STATUS
 
@@ -108,6 +123,8 @@ type genOptions struct {
 	cfg                    corpus.Config
 	out, start, profile    string
 	manifestOnly, quiet    bool
+	indexOnly              bool
+	every                  int
 	canSize, huge, maxBlob units.Size
 	maxTemplate            units.Size
 	setHuge                bool // --huge-blob was given
@@ -123,6 +140,8 @@ func parseGenFlags(args []string, std cli.Stdio) (*genOptions, error) {
 	fs.StringVar(&cfg.Format, "format", corpus.FormatCanned, "")
 	fs.StringVar(&o.profile, "profile", "", "")
 	fs.BoolVar(&o.manifestOnly, "manifest-only", false, "")
+	fs.BoolVar(&o.indexOnly, "index-only", false, "")
+	fs.IntVar(&o.every, "every", 1, "")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "")
 	fs.StringVar(&o.start, "start", cfg.Start.Format("2006-01-02"), "")
 	fs.IntVar(&cfg.Buckets, "buckets", cfg.Buckets, "")
@@ -207,12 +226,16 @@ func runGen(ctx context.Context, args []string, std cli.Stdio) error {
 		return err
 	}
 	switch {
-	case o.profile == "" && o.manifestOnly:
-		return cli.Usagef("gen: --manifest-only needs --profile ooni2018")
+	case o.profile == "" && (o.manifestOnly || o.indexOnly):
+		return cli.Usagef("gen: --manifest-only and --index-only need --profile ooni2018")
 	case o.profile != "" && o.profile != "ooni2018":
 		return cli.Usagef("gen: unknown profile %q (there is ooni2018)", o.profile)
+	case o.indexOnly && (o.manifestOnly || o.cfg.Format != corpus.FormatAutoclaved || o.out == "" || o.every < 1):
+		return cli.Usagef("gen: --index-only writes autoclaved indexes into a folder: --format autoclaved --out DIR, --every 1 or more, no --manifest-only")
+	case o.indexOnly:
+		return genIndexes(o, std)
 	case o.profile != "" && !o.manifestOnly:
-		return cli.Usagef("gen: --profile ooni2018 writes a manifest only: add --manifest-only")
+		return cli.Usagef("gen: --profile ooni2018 writes a manifest or indexes only: add --manifest-only, or --format autoclaved --index-only")
 	case o.profile != "":
 		return genManifest(o.out, o.cfg.Seed, std)
 	case o.out == "":
@@ -275,6 +298,26 @@ func genManifest(out string, seed uint64, std cli.Stdio) error {
 		return err
 	}
 	fmt.Fprint(std.Err, st)
+	return nil
+}
+
+// genIndexes writes the ooni2018 corpus as autoclaved indexes into the
+// local folder --out.
+func genIndexes(o *genOptions, std cli.Stdio) error {
+	var progress func(corpus.IndexStats)
+	if !o.quiet {
+		p := cli.NewLines(std.Err)
+		defer p.Finish()
+		progress = func(st corpus.IndexStats) {
+			p.Update(fmt.Sprintf("backfill: gen: %d buckets, %d reports, %d measurements", st.Buckets, st.Reports, st.Measurements))
+		}
+	}
+	st, err := corpus.WriteOONI2018Indexes(o.out, o.cfg.Seed, o.every, progress)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(std.Out, "buckets        %d\nfiles          %d\nreports        %d\nmeasurements   %d (%d badblobs)\nindexes        %s compressed, describing %s of text\nmanifest       %s\n",
+		st.Buckets, st.Files, st.Reports, st.Measurements, st.Badblobs, units.Bytes(st.IndexBytes), units.Bytes(st.TextBytes), o.out+"/"+corpus.ManifestName)
 	return nil
 }
 

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/backfill-dev/backfill/internal/cli"
+	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
+)
+
+// The full-scale corpus as autoclaved indexes, at 1/100 (every 100th of
+// its 2,026 buckets, about 1.45 M measurements), as docs/full-scale.md runs
+// it whole: run --from-index gives every measurement of the manifest its
+// ID and no other; 1,000 IDs drawn at random equal backfill ooid's of their
+// textname and ndx; and the collision verdicts equal audit's on the same
+// manifest, at the 20-bit offset where it finds the most pairs, and under
+// a 24-bit keyed scheme from keysearch.
+func TestOONI2018Indexes_OnePercent(t *testing.T) {
+	t.Parallel()
+	skipUnderRace(t)
+	dir := t.TempDir()
+	ix := filepath.Join(dir, "ix")
+	if code, out := call("gen", "--profile", "ooni2018", "--format", "autoclaved", "--index-only", "--every", "100", "--out", ix, "-q"); code != 0 {
+		t.Fatalf("gen: exit %d\n%s", code, out)
+	}
+	manifest := filepath.Join(ix, "manifest.tsv")
+	want, total := readManifest(t, manifest)
+	if len(want) < 30000 || total < 1e6 {
+		t.Fatalf("the 1/100 manifest holds %d reports, %d measurements", len(want), total)
+	}
+
+	// Every measurement of the manifest, and only those.
+	out := filepath.Join(dir, "out")
+	code, js := call("run", "--in", ix, "--from-index", "-q", "--json", "--out", out)
+	var sum struct {
+		Reports, Measurements, Rejects int64
+		Notices                        map[string]int64 `json:"notices_by_reason"`
+	}
+	if err := json.Unmarshal([]byte(js), &sum); code != cli.ExitOK || err != nil {
+		t.Fatalf("run: exit %d, %v\n%s", code, err, js)
+	}
+	if sum.Reports != int64(len(want)) || sum.Measurements != total || sum.Rejects != 0 {
+		t.Errorf("run: %d reports, %d measurements, %d rejects; the manifest has %d and %d", sum.Reports, sum.Measurements, sum.Rejects, len(want), total)
+	}
+	if len(sum.Notices) != 1 || sum.Notices[deadletter.MissingContainer] == 0 {
+		t.Errorf("notices %v: want one missing_container per data file, nothing else", sum.Notices)
+	}
+	rows := readAllMeasurements(t, out)
+	seen := map[string]int32{}
+	ids := make(map[int64]bool, len(rows))
+	for _, r := range rows {
+		seen[r.Textname]++
+		if ids[r.OOID] {
+			t.Fatalf("ID %016x given twice (%s %d)", uint64(r.OOID), r.Textname, r.Ndx)
+		}
+		ids[r.OOID] = true
+	}
+	if int64(len(rows)) != total || len(seen) != len(want) {
+		t.Fatalf("%d rows of %d reports, want %d of %d", len(rows), len(seen), total, len(want))
+	}
+	for name, n := range seen {
+		if uint32(n) != want[name] {
+			t.Fatalf("%s: %d rows, the manifest says %d", name, n, want[name])
+		}
+	}
+
+	// A random sample, against backfill ooid.
+	rng := rand.New(rand.NewPCG(1, 2))
+	var in strings.Builder
+	var sample []parquetfile.Measurement
+	for range 1000 {
+		r := rows[rng.IntN(len(rows))]
+		sample = append(sample, r)
+		fmt.Fprintf(&in, "%s\t%d\n", r.Textname, r.Ndx)
+	}
+	code, got := callIn(in.String(), "ooid", "-")
+	lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
+	if code != 0 || len(lines) != len(sample) {
+		t.Fatalf("ooid: exit %d, %d lines for %d", code, len(lines), len(sample))
+	}
+	for i, r := range sample {
+		if want := fmt.Sprintf("%016x\t%s\t%d", uint64(r.OOID), r.Textname, r.Ndx); lines[i] != want {
+			t.Fatalf("row %d: the run wrote %s, backfill ooid says %s", i, want, lines[i])
+		}
+	}
+
+	// The verdicts: where audit finds the most pairs at 20 bits.
+	code, a := call("audit", "--json", "--counter-bits", "20", "--sha1-offset", "all", "--pairs", "1000", manifest)
+	var aud struct{ Results []auditResult }
+	if err := json.Unmarshal([]byte(a), &aud); code != 0 || err != nil {
+		t.Fatalf("audit: exit %d, %v\n%s", code, err, a)
+	}
+	best := slices.MaxFunc(aud.Results, func(x, y auditResult) int { return len(x.Pairs) - len(y.Pairs) })
+	if len(best.Pairs) == 0 {
+		t.Fatal("audit finds no pair at 20 bits at any offset: the verdicts would not be tested")
+	}
+	var losers []string
+	for _, p := range best.Pairs {
+		losers = append(losers, max(p.A, p.B)) // the textname that sorts first keeps its IDs
+	}
+	checkVerdicts(t, ix, filepath.Join(dir, "narrow"), losers, "--counter-bits", "20", "--sha1-offset", strconv.Itoa(best.Offset))
+
+	// A 24-bit keyed scheme: keysearch finds one without a collision, and
+	// the run under it agrees.
+	scheme := filepath.Join(dir, "scheme.txt")
+	if code, out := call("keysearch", "--counter-bits", "24", "--out", scheme, manifest); code != 0 {
+		t.Fatalf("keysearch: exit %d\n%s", code, out)
+	}
+	checkVerdicts(t, ix, filepath.Join(dir, "keyed"), nil, "--scheme", scheme)
+}
+
+// auditResult is one result of audit --json.
+type auditResult struct {
+	Offset int `json:"sha1_offset"`
+	Pairs  []struct{ A, B string }
+}
+
+// checkVerdicts runs --from-index over ix with the scheme flags into out,
+// and checks that the reports it rejects as collision losers are losers.
+func checkVerdicts(t *testing.T, ix, out string, losers []string, scheme ...string) {
+	t.Helper()
+	code, js := call(append([]string{"run", "--in", ix, "--from-index", "-q", "--json", "--out", out}, scheme...)...)
+	if code != cli.ExitOK && code != cli.ExitRejects {
+		t.Fatalf("run %v: exit %d\n%s", scheme, code, js)
+	}
+	var got []string
+	files, _ := filepath.Glob(filepath.Join(out, "dead-letters", "*.jsonl"))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(string(data)) {
+			var d deadletter.Record
+			if err := json.Unmarshal([]byte(line), &d); err != nil {
+				t.Fatal(err)
+			}
+			if d.Reason == deadletter.Collision {
+				got = append(got, d.Textname)
+			}
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(losers)
+	losers = slices.Compact(losers)
+	if !slices.Equal(got, losers) {
+		t.Errorf("run %v rejects %v; audit's pairs make %v the losers", scheme, got, losers)
+	}
+}
+
+// readManifest reads TEXTNAME<TAB>N lines.
+func readManifest(t *testing.T, path string) (map[string]uint32, int64) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m := map[string]uint32{}
+	var total int64
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		name, n, _ := strings.Cut(sc.Text(), "\t")
+		v, err := strconv.ParseUint(n, 10, 32)
+		if err != nil {
+			t.Fatalf("manifest line %q", sc.Text())
+		}
+		m[name] = uint32(v)
+		total += int64(v)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return m, total
+}
+
+// readAllMeasurements reads every measurement row of a Parquet output.
+func readAllMeasurements(t *testing.T, out string) []parquetfile.Measurement {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(out, "measurements", "*.parquet"))
+	var rows []parquetfile.Measurement
+	for _, f := range files {
+		ms, err := parquetfile.ReadMeasurements(t.Context(), store.Local(out), "measurements/"+filepath.Base(f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, ms...)
+	}
+	return rows
+}
