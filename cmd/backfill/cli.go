@@ -35,6 +35,7 @@ func commands() []command {
 		{name: "audit", help: auditHelp, run: runAudit},
 		{name: "plan", help: planHelp, run: runPlan},
 		{name: "check", help: checkHelp, run: runCheck},
+		{name: "verify", help: verifyHelp, run: runVerify},
 		{name: "load", help: loadHelp, run: runLoad},
 		{name: "keysearch", help: keysearchHelp, run: runKeysearch},
 		{name: "gen", help: genHelp, run: runGen},

@@ -15,6 +15,7 @@ Commands:
 	audit        count OOID collisions per counter width and SHA-1 offset
 	plan         split an input's buckets into shards for runs on several machines
 	check        settle the collision verdicts of a plan's shards
+	verify       prove an output's IDs from the output alone, and print their digests
 	load         load a shard of a plan into the job's output, with the verdicts
 	keysearch    find a keyed ID scheme with no collisions at a counter width
 	gen          write a synthetic corpus (or manifest) with its ground truth
@@ -36,6 +37,7 @@ Examples:
 
 	backfill gen --out corpus && backfill run --in corpus --out out
 	backfill status out --in corpus
+	backfill verify out
 	backfill audit --counter-bits 20..28 --offsets all corpus.tsv
 	backfill keysearch --counter-bits 24 --out scheme24.txt corpus.tsv
 	backfill ooid 2012-12-05/20121205T071421Z-MM-AS18399-http_invalid_request_line-no_report_id-0.1.0-probe.yaml 0 1

@@ -24,7 +24,7 @@ import (
 // ID and no other; 1,000 IDs drawn at random equal backfill ooid's of their
 // textname and ndx; and the collision verdicts equal audit's on the same
 // manifest, at the 20-bit offset where it finds the most pairs, and under
-// a 24-bit keyed scheme from keysearch.
+// a 24-bit keyed scheme from keysearch. backfill verify proves each output.
 func TestOONI2018Indexes_OnePercent(t *testing.T) {
 	t.Parallel()
 	skipUnderRace(t)
@@ -117,6 +117,19 @@ func TestOONI2018Indexes_OnePercent(t *testing.T) {
 		t.Fatalf("keysearch: exit %d\n%s", code, out)
 	}
 	checkVerdicts(t, ix, filepath.Join(dir, "keyed"), nil, "--scheme", scheme)
+
+	// verify proves each output from itself; a keyed one with its scheme
+	// file only.
+	for _, v := range [][]string{{out}, {filepath.Join(dir, "narrow")}, {"--scheme", scheme, filepath.Join(dir, "keyed")}} {
+		code, js := call(append([]string{"verify", "--json"}, v...)...)
+		var res struct{ Measurements, Rejected int64 }
+		if err := json.Unmarshal([]byte(js), &res); code != 0 || err != nil || res.Measurements+res.Rejected == 0 {
+			t.Errorf("verify %v: exit %d, %v\n%s", v, code, err, js)
+		}
+	}
+	if code, o := callIn("", "verify", filepath.Join(dir, "keyed")); code != 1 || !strings.Contains(o, "--scheme FILE") {
+		t.Errorf("verify of a keyed output without its scheme file: exit %d\n%s", code, o)
+	}
 }
 
 // auditResult is one result of audit --json.

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/backfill-dev/backfill/internal/pgtest"
+	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
+)
+
+// verify passes a run's output, with the digests the server computes
+// from the same IDs loaded into PostgreSQL (sha256 over string_agg); and
+// each damage of a measurement row (changed, dropped, doubled, moved to
+// another ndx) or of a verdict fails it with exit 1, naming the row or
+// report.
+func TestVerify(t *testing.T) {
+	t.Parallel()
+	skipUnderRace(t)
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in"), filepath.Join(dir, "out")
+	if code, o := call("gen", "--out", in, "--buckets", "2", "--reports", "120", "--time-slots", "3", "--seed", "3", "-q"); code != 0 {
+		t.Fatalf("gen: exit %d\n%s", code, o)
+	}
+	if code, o := call("run", "--in", in, "--counter-bits", "20", "-q", "--out", out); code != 0 && code != 3 {
+		t.Fatalf("run: exit %d\n%s", code, o)
+	}
+	code, js := call("verify", "--json", out)
+	var res struct {
+		Rejected int
+		Digest   string
+		Buckets  []struct {
+			Bucket, Digest string
+			Rejected       int
+		}
+	}
+	if err := json.Unmarshal([]byte(js), &res); code != 0 || err != nil || len(res.Buckets) != 2 {
+		t.Fatalf("verify: exit %d, %v\n%s", code, err, js)
+	}
+	if res.Rejected == 0 {
+		t.Fatal("no rejected report: the verdicts would not be tested")
+	}
+
+	// The digests, from the server.
+	dsn := pgtest.NewDatabase(t)
+	if code, o := call("run", "--in", in, "--counter-bits", "20", "-q", "--sink", "postgres", "--create-schema", "--dsn", dsn); code != 0 && code != 3 {
+		t.Fatalf("run --sink postgres: exit %d\n%s", code, o)
+	}
+	c := pgtest.Connect(t, dsn)
+	whole := sha256.New()
+	for _, b := range res.Buckets {
+		var d string
+		err := c.QueryRow(context.Background(), `SELECT encode(sha256(convert_to(string_agg(lpad(to_hex(ooid), 16, '0') || E'\n', '' ORDER BY ooid), 'UTF8')), 'hex')
+			FROM backfill.measurements WHERE bucket = $1::date`, b.Bucket).Scan(&d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d != b.Digest {
+			t.Errorf("bucket %s: verify's digest %s, the server's %s", b.Bucket, b.Digest, d)
+		}
+		fmt.Fprintf(whole, "%s %s\n", b.Bucket, d)
+	}
+	if d := hex.EncodeToString(whole.Sum(nil)); d != res.Digest {
+		t.Errorf("output digest %s, from the server's %s", res.Digest, d)
+	}
+
+	// Damaged copies of the bucket with a rejected report.
+	bucket := res.Buckets[0].Bucket
+	if res.Buckets[0].Rejected == 0 {
+		bucket = res.Buckets[1].Bucket
+	}
+	rows, err := parquetfile.ReadMeasurements(t.Context(), store.Local(out), "measurements/"+bucket+".parquet")
+	if err != nil || len(rows) < 10 {
+		t.Fatalf("%d rows, %v", len(rows), err)
+	}
+	reports, err := parquetfile.ReadReports(t.Context(), store.Local(out), "reports/"+bucket+".parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := append([]parquetfile.Measurement(nil), rows...)
+	changed[7].OOID++
+	moved := append([]parquetfile.Measurement(nil), rows...) // row 7 made a second row 8
+	if moved[7].Textname != moved[8].Textname {
+		t.Fatal("rows 7 and 8 are of two reports")
+	}
+	moved[7].Ndx, moved[7].OOID = moved[8].Ndx, moved[8].OOID
+	kept := append([]parquetfile.Report(nil), reports...)
+	for i := range kept {
+		kept[i].RejectedBy = ""
+	}
+	for _, tc := range []struct {
+		name    string
+		rows    []parquetfile.Measurement
+		reports []parquetfile.Report
+		want    string
+	}{
+		{"changed", changed, nil, "row 7 ("},
+		{"dropped", append(append([]parquetfile.Measurement(nil), rows[:7]...), rows[8:]...), nil, "measurement rows, the report has"},
+		{"doubled", append(append([]parquetfile.Measurement(nil), rows...), rows[7]), nil, "has two rows"},
+		{"moved", moved, nil, "has two rows"},
+		{"verdict", nil, kept, "kept, but its IDs overlap"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := filepath.Join(t.TempDir(), "out")
+			if err := os.CopyFS(bad, os.DirFS(out)); err != nil {
+				t.Fatal(err)
+			}
+			if tc.rows != nil {
+				writeParquet(t, filepath.Join(bad, "measurements", bucket+".parquet"), tc.rows)
+			}
+			if tc.reports != nil {
+				writeParquet(t, filepath.Join(bad, "reports", bucket+".parquet"), tc.reports)
+			}
+			code, o := callIn("", "verify", bad)
+			if code != 1 || !strings.Contains(o, "backfill: verify: "+bad+"/measurements/"+bucket+".parquet: ") || !strings.Contains(o, tc.want) {
+				t.Errorf("exit %d, %q; want exit 1 naming the file and %q", code, o, tc.want)
+			}
+		})
+	}
+}
+
+func writeParquet[T any](t *testing.T, path string, rows []T) {
+	t.Helper()
+	if err := parquet.WriteFile(path, rows); err != nil {
+		t.Fatal(err)
+	}
+}
