@@ -4,13 +4,14 @@
 // bucket order. It knows nothing of sinks: `run` loads what it stamps
 // (package load), `audit` counts it.
 //
-// Three kinds of goroutine share the work, under one errgroup:
+// Four kinds of goroutine share the work, under one errgroup:
 //
-//	feeder ──containers──▶ workers (N) ──result per container──▶ emitter ──▶ emit
-//	   └──────────────────── buckets, in order ───────────────────▶ ┘
+//	opener ──buckets, opened──▶ feeder ──containers──▶ workers (N) ──result per container──▶ emitter ──▶ emit
+//	                              └──────────────────── buckets, in order ───────────────────▶ ┘
 //
-// The feeder opens one bucket at a time (listing its folder and reading its
-// index once) and queues its containers; each worker reads a container
+// The opener opens up to N buckets at once, ahead (listing each folder and
+// reading its index once), and hands them on in order; the feeder queues
+// each bucket's containers; each worker reads a container
 // with its own reader.Readers; the emitter takes the buckets in name order
 // and each bucket's containers in name order, so what it emits does not
 // depend on the number of workers. A semaphore bounds the containers
@@ -166,11 +167,36 @@ func Run(ctx context.Context, cfg Config, plan Plan, emit func(*stamped.Bucket) 
 	jobs := make(chan *bucketJob, 2)
 	sem := make(chan struct{}, 2*workers+2)
 
+	// The opener opens up to workers buckets ahead of the feeder, at once
+	// (reading an index is the whole work of --from-index), and hands them
+	// on in order.
+	opened := make(chan chan *bucketJob, workers)
+	g.Go(func() error { // opener
+		defer close(opened)
+		for _, name := range names {
+			f := make(chan *bucketJob, 1)
+			select {
+			case opened <- f:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			g.Go(func() error {
+				f <- open(ctx, cfg, in, canned, name)
+				return nil
+			})
+		}
+		return nil
+	})
 	g.Go(func() error { // feeder
 		defer close(tasks)
 		defer close(jobs)
-		for _, name := range names {
-			j := open(ctx, cfg, in, canned, name)
+		for f := range opened {
+			var j *bucketJob
+			select {
+			case j = <-f:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 			if j.err != nil {
 				return j.err
 			}
