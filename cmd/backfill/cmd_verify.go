@@ -4,22 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/store/location"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
-	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
 	"github.com/backfill-dev/backfill/pipeline/verify"
 )
 
 const verifyHelp = `Usage: backfill verify [--scheme FILE] [--json] OUT
-       backfill verify --sink postgres [--dsn URL] [--pg-schema NAME] [--scheme FILE] [--json]
 
-Prove, from the output of backfill run alone (a Parquet output folder OUT,
-a path or s3://bucket/prefix, or the tables of a PostgreSQL schema), that
-its IDs are right, and print a digest of them that can be published beside
-the data:
+Prove, from the output OUT of backfill run alone (a Parquet output folder,
+a path or s3://bucket/prefix), that its IDs are right, and print a digest
+of them that can be published beside the data:
 
   - every measurement row's ID is the one the scheme the output records
     gives its textname and ndx (a keyed scheme's keys come from its scheme
@@ -33,8 +29,8 @@ the data:
     output, which finds any two that overlap.
 
 It reads the committed buckets of the ledger, in order, one at a time,
-and stops at the first thing wrong, naming the bucket's file (or table),
-the row (from 0, in the file's order) or the report, and what is wrong.
+and stops at the first thing wrong, naming the bucket's file, the row
+(from 0, in the file's order) or the report, and what is wrong.
 
 The digest of a bucket is the SHA-256 of its IDs written as 16 lowercase
 hex digits a line, sorted; the digest of the output is the SHA-256 of the
@@ -44,19 +40,10 @@ with DuckDB:
 	duckdb -noheader -list -c "SELECT printf('%016x', ooid) FROM
 	  'OUT/measurements/2017-06-01.parquet' ORDER BY ooid" | sha256sum
 
-or with psql:
-
-	psql -Atc "SELECT lpad(to_hex(ooid), 16, '0') FROM backfill.measurements
-	  WHERE bucket = '2017-06-01' ORDER BY ooid" | sha256sum
-
 It takes no lock: verify an output no run is writing.
 
 Flags:
 
-	--sink NAME     parquet (default: OUT is a folder) or postgres
-	--dsn URL       PostgreSQL connection string; the PG* environment
-	                variables fill in what it leaves out
-	--pg-schema NAME  schema of the tables (default backfill)
 	--scheme FILE   the scheme file of a keyed scheme (backfill keysearch
 	                writes them); the output records the key table's name
 	--json          one JSON object: the scheme, each bucket's counts and
@@ -74,22 +61,11 @@ func runVerify(ctx context.Context, args []string, std cli.Stdio) error {
 	fs := cli.NewFlagSet("verify", verifyHelp, std)
 	schemeFile := fs.String("scheme", "", "")
 	asJSON := fs.Bool("json", false, "")
-	sinkName := fs.String("sink", "parquet", "")
-	var pf pgFlags
-	pf.register(fs, false)
 	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	pgOnly := cli.SetFlags(fs, "dsn", "pg-schema")
-	switch {
-	case *sinkName != "parquet" && *sinkName != "postgres":
-		return cli.Usagef("verify: --sink must be parquet or postgres")
-	case *sinkName == "postgres" && len(rest) > 0:
-		return cli.Usagef("verify: --sink postgres verifies a schema: name no folder")
-	case *sinkName == "parquet" && len(pgOnly) > 0:
-		return cli.Usagef("verify: %s %s for --sink postgres", strings.Join(pgOnly, ", "), cli.Plural(len(pgOnly), "is", "are"))
-	case *sinkName == "parquet" && len(rest) != 1:
+	if len(rest) != 1 {
 		return cli.Usagef("verify: name one output folder")
 	}
 	var keyed *ooid.Scheme
@@ -100,12 +76,11 @@ func runVerify(ctx context.Context, args []string, std cli.Stdio) error {
 		}
 		keyed = &s
 	}
-	src, closeSrc, err := verifySource(ctx, *sinkName, rest, pf, std)
+	st, err := location.Open(ctx, rest[0])
 	if err != nil {
 		return err
 	}
-	defer closeSrc()
-	res, err := verify.Run(ctx, src, keyed, nil)
+	res, err := verify.Run(ctx, &verify.Parquet{St: st}, keyed, nil)
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}
@@ -118,20 +93,4 @@ func runVerify(ctx context.Context, args []string, std cli.Stdio) error {
 	fmt.Fprintf(std.Out, "output      %d buckets, %d reports (%d rejected), %d measurements under %s\ndigest      sha256:%s\n",
 		len(res.Buckets), res.Reports, res.Rejected, res.Measurements, res.Scheme, res.Digest)
 	return nil
-}
-
-// verifySource opens the output named: a Parquet folder, or a schema.
-func verifySource(ctx context.Context, sinkName string, rest []string, pf pgFlags, std cli.Stdio) (verify.Source, func(), error) {
-	if sinkName == "postgres" {
-		s, err := pgcopy.Open(ctx, pf.options(std))
-		if err != nil {
-			return nil, nil, err
-		}
-		return &verify.Postgres{Sink: s}, func() { _ = s.Close() }, nil // read only: a connection ended badly changes nothing
-	}
-	st, err := location.Open(ctx, rest[0])
-	if err != nil {
-		return nil, nil, err
-	}
-	return &verify.Parquet{St: st}, func() {}, nil
 }

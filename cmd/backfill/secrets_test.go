@@ -60,7 +60,6 @@ func TestNoPassword_OnEveryFailurePath(t *testing.T) {
 		return [][]string{
 			{"run", "-q", "--in", in, "--sink", "postgres", "--dsn", dsn}, // schema missing, or no server
 			{"status", "--sink", "postgres", "--dsn", dsn},
-			{"verify", "--sink", "postgres", "--dsn", dsn},
 			{"schema", "--dsn", dsn, "--pg-schema", "bad\"name"},
 			{"load", "--plan", filepath.Join(dir, "plan.json"), "--out", filepath.Join(dir, "job"), "--shard", "0", "--sink", "postgres", "--dsn", dsn},
 			{"audit", "--sink", "postgres", "--dsn", dsn},

@@ -19,10 +19,10 @@ import (
 )
 
 // verify passes a run's output, with the digests the server computes
-// from the same IDs loaded into PostgreSQL (sha256 over string_agg), and
-// the schema with the same digests; each damage of a measurement row
-// (changed, dropped, doubled, moved to another ndx) or of a verdict fails
-// it with exit 1, naming the row or report, in Parquet and in the schema.
+// from the same IDs loaded into PostgreSQL (sha256 over string_agg); and
+// each damage of a measurement row (changed, dropped, doubled, moved to
+// another ndx) or of a verdict fails it with exit 1, naming the row or
+// report.
 func TestVerify(t *testing.T) {
 	t.Parallel()
 	skipUnderRace(t)
@@ -71,14 +71,6 @@ func TestVerify(t *testing.T) {
 	}
 	if d := hex.EncodeToString(whole.Sum(nil)); d != res.Digest {
 		t.Errorf("output digest %s, from the server's %s", res.Digest, d)
-	}
-	// The schema holds the same IDs: verify proves it with the same digest.
-	if code, o := call("verify", "--sink", "postgres", "--dsn", dsn); code != 0 || !strings.Contains(o, "digest      sha256:"+res.Digest) {
-		t.Errorf("verify --sink postgres: exit %d\n%s", code, o)
-	}
-	pgtest.Exec(t, dsn, `UPDATE backfill.measurements SET ooid = ooid + 1 WHERE ooid = (SELECT max(ooid) FROM backfill.measurements)`)
-	if code, o := callIn("", "verify", "--sink", "postgres", "--dsn", dsn); code != 1 || !strings.Contains(o, ": the ID is ") {
-		t.Errorf("verify of a changed row in PostgreSQL: exit %d\n%s", code, o)
 	}
 
 	// Damaged copies of the bucket with a rejected report.

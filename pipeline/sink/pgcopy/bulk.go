@@ -127,9 +127,8 @@ func (s *Sink) commitBulk(ctx context.Context, conn *pgx.Conn, w *bucketWriter, 
 	return c, tx.Commit(ctx)
 }
 
-// Buckets lists the committed buckets (it implements sink.Rewriter for a
-// BulkSink).
-func (b *Sink) Buckets(ctx context.Context) ([]string, error) {
+// Buckets implements sink.Rewriter.
+func (b *BulkSink) Buckets(ctx context.Context) ([]string, error) {
 	var out []string
 	err := b.retry(ctx, "listing buckets", func(ctx context.Context, conn *pgx.Conn) error {
 		rows, err := conn.Query(ctx, `SELECT bucket::text FROM `+b.q("ledger")+` WHERE status = 'committed' ORDER BY bucket`)
@@ -142,9 +141,8 @@ func (b *Sink) Buckets(ctx context.Context) ([]string, error) {
 	return out, err
 }
 
-// Manifest reads a committed bucket's meta and reports, rejected ones
-// included (it implements sink.Rewriter for a BulkSink).
-func (b *Sink) Manifest(ctx context.Context, bucket string) (stamped.Meta, []stamped.ManifestEntry, error) {
+// Manifest implements sink.Rewriter.
+func (b *BulkSink) Manifest(ctx context.Context, bucket string) (stamped.Meta, []stamped.ManifestEntry, error) {
 	var m stamped.Meta
 	var out []stamped.ManifestEntry
 	err := b.retry(ctx, "reading bucket "+bucket, func(ctx context.Context, conn *pgx.Conn) error {

@@ -34,28 +34,3 @@ func (s *Sink) EachReport(ctx context.Context, fn func(textname []byte, n uint32
 	}
 	return s.clean(rows.Err())
 }
-
-// EachMeasurement calls fn for every measurement row of a bucket, in the
-// table's order, with its report's textname (valid during the call only).
-// Nothing is retried: fn may have seen part of the rows.
-func (s *Sink) EachMeasurement(ctx context.Context, bucket string, fn func(id int64, textname []byte, ndx int32) error) error {
-	rows, err := s.conn.Query(ctx, `SELECT m.ooid, r.textname, m.ndx FROM `+s.q("measurements")+` m
-		JOIN `+s.q("reports")+` r ON r.bucket = m.bucket AND r.seq = m.report
-		WHERE m.bucket = $1::date`, bucket)
-	if err != nil {
-		return s.clean(err)
-	}
-	defer rows.Close()
-	var name []byte
-	var id int64
-	var ndx int32
-	for rows.Next() {
-		if err := rows.Scan(&id, &name, &ndx); err != nil {
-			return s.clean(err)
-		}
-		if err := fn(id, name, ndx); err != nil {
-			return err
-		}
-	}
-	return s.clean(rows.Err())
-}
