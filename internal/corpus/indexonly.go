@@ -68,7 +68,7 @@ func WriteOONI2018Indexes(dir string, seed uint64, every int, progress func(Inde
 		_, err := GenerateOONI2018Manifest(pw, seed)
 		pw.CloseWithError(err)
 	}()
-	defer pr.Close()
+	defer func() { _ = pr.Close() }() // on an early return, stops the generator (its error is the pipe's)
 	sc := bufio.NewScanner(pr)
 	var bucket []indexReport
 	date, n := "", 0
