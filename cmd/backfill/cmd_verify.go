@@ -11,7 +11,7 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/verify"
 )
 
-const verifyHelp = `Usage: backfill verify [--scheme FILE] [--json] OUT
+const verifyHelp = `Usage: backfill verify [--scheme FILE] [--json] [-q] OUT
 
 Prove, from the output OUT of backfill run alone (a Parquet output folder,
 a path or s3://bucket/prefix), that its IDs are right, and print a digest
@@ -48,6 +48,7 @@ Flags:
 	                writes them); the output records the key table's name
 	--json          one JSON object: the scheme, each bucket's counts and
 	                digest, the totals and the output's digest
+	-q              no progress output
 
 EXIT STATUS
 
@@ -61,6 +62,7 @@ func runVerify(ctx context.Context, args []string, std cli.Stdio) error {
 	fs := cli.NewFlagSet("verify", verifyHelp, std)
 	schemeFile := fs.String("scheme", "", "")
 	asJSON := fs.Bool("json", false, "")
+	quiet := fs.Bool("q", false, "")
 	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
@@ -80,7 +82,16 @@ func runVerify(ctx context.Context, args []string, std cli.Stdio) error {
 	if err != nil {
 		return err
 	}
-	res, err := verify.Run(ctx, &verify.Parquet{St: st}, keyed, nil)
+	var done func(verify.Bucket)
+	if !*quiet {
+		p, n := cli.NewLines(std.Err), 0
+		defer p.Finish()
+		done = func(b verify.Bucket) {
+			n++
+			p.Update(fmt.Sprintf("backfill: verify: %d buckets verified, the last %s", n, b.Date))
+		}
+	}
+	res, err := verify.Run(ctx, &verify.Parquet{St: st}, keyed, done)
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}

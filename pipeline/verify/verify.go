@@ -101,6 +101,9 @@ func Run(ctx context.Context, src Source, keyed *ooid.Scheme, done func(Bucket))
 	if err != nil {
 		return res, err
 	}
+	if len(buckets) == 0 {
+		return res, &Failure{Where: src.Where("*"), Row: -1, What: "the output holds no committed bucket: there is nothing to verify"}
+	}
 	v := &verifier{src: src, seed: maphash.MakeSeed()}
 	whole := sha256.New()
 	for _, b := range buckets {
@@ -144,6 +147,9 @@ type verifier struct {
 func (v *verifier) useScheme(bucket string, s ooid.Scheme, keyed *ooid.Scheme) (ooid.Scheme, error) {
 	fail := func(what string) error { return &Failure{Where: v.src.Where(bucket), Row: -1, What: what} }
 	if !v.set {
+		if keyed != nil && !s.Keyed() {
+			return s, fail(fmt.Sprintf("the output's scheme is %s, not keyed: no scheme file is needed", s))
+		}
 		if s.Keyed() {
 			if keyed == nil || !keyed.Equal(s) {
 				return s, fail(fmt.Sprintf("the output's scheme is %s: its IDs are recomputed with its scheme file (--scheme FILE)", s))

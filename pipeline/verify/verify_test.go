@@ -128,3 +128,27 @@ search:
 		}
 	}
 }
+
+// An output with nothing committed proves nothing, and a scheme file for
+// an output that is not keyed is refused: both fail.
+func TestRun_NothingOrWrongScheme(t *testing.T) {
+	empty := &memory{scheme: ooid.DefaultScheme}
+	empty.buckets = map[string][]Report{}
+	if _, err := Run(t.Context(), emptySource{empty}, nil, nil); err == nil || !strings.Contains(err.Error(), "no committed bucket") {
+		t.Errorf("empty output: %v", err)
+	}
+	table, err := ooid.NewKeyTable("test", 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyed := ooid.KeyedScheme(24, table)
+	m := output(t, ooid.DefaultScheme, map[string][]Report{"2017-06-01": nil, "2017-06-02": nil})
+	if _, err := Run(t.Context(), m, &keyed, nil); err == nil || !strings.Contains(err.Error(), "not keyed") {
+		t.Errorf("a scheme file for an output that is not keyed: %v", err)
+	}
+}
+
+// emptySource lists no bucket.
+type emptySource struct{ *memory }
+
+func (emptySource) Buckets(context.Context) ([]string, error) { return nil, nil }
