@@ -105,13 +105,14 @@ func TestPostgres_KillAndResume(t *testing.T) {
 		cmd := pgRun(bin, in, dsn, "--resume")
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
+		since := time.Now()
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
 		var err error
-		if copying(t, watch, dsn, exited, &err) {
+		if copying(t, watch, dsn, since, exited, &err) {
 			time.Sleep(time.Duration(rng.Int64N(int64(full/4) + 1)))
 			cmd.Process.Signal(syscall.SIGKILL)
 			err = <-exited
@@ -139,13 +140,14 @@ func TestPostgres_KillAndResume(t *testing.T) {
 	cmd := pgRun(bin, in, dsn)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	since := time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	var werr error
-	if !copying(t, watch, dsn, exited, &werr) {
+	if !copying(t, watch, dsn, since, exited, &werr) {
 		t.Fatalf("the run ended (exit %d) before its first COPY: nothing to interrupt\n%s", exitOf(werr), stderr.String())
 	}
 	cmd.Process.Signal(syscall.SIGINT)
@@ -229,10 +231,12 @@ func TestPostgres_PasswordNotShown(t *testing.T) {
 	}
 }
 
-// copying waits until the server shows a COPY into the database of dsn, and
-// reports true, or until the run ends first, and reports false with the
-// run's error in *err.
-func copying(t *testing.T, watch *pgx.Conn, dsn string, exited <-chan error, err *error) bool {
+// copying waits until the server shows a COPY into the database of dsn
+// from a session started since (the run's, not that of a run killed
+// before it, which the server may not have ended yet), and reports true,
+// or until the run ends first, and reports false with the run's error in
+// *err.
+func copying(t *testing.T, watch *pgx.Conn, dsn string, since time.Time, exited <-chan error, err *error) bool {
 	t.Helper()
 	u, perr := url.Parse(dsn)
 	if perr != nil {
@@ -247,7 +251,7 @@ func copying(t *testing.T, watch *pgx.Conn, dsn string, exited <-chan error, err
 		}
 		var n int
 		if qerr := watch.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = $1 AND state = 'active' AND query ILIKE 'copy %'`, db).Scan(&n); qerr != nil {
+			WHERE datname = $1 AND state = 'active' AND query ILIKE 'copy %' AND backend_start >= $2`, db, since).Scan(&n); qerr != nil {
 			t.Fatal(qerr)
 		}
 		if n > 0 {

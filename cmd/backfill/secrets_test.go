@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/pgtest"
@@ -115,13 +116,14 @@ func TestNoPassword_OnEveryFailurePath(t *testing.T) {
 		cmd := exec.Command(buildBinary(t), "run", "-q", "--workers", "1", "--in", in, "--sink", "postgres", "--dsn", dsn, "--create-schema")
 		var stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &written, &stderr
+		since := time.Now()
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
 		var werr error
-		if copying(t, watch, db, exited, &werr) {
+		if copying(t, watch, db, since, exited, &werr) {
 			cmd.Process.Signal(syscall.SIGINT)
 			werr = <-exited
 		}
