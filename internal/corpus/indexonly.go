@@ -47,8 +47,9 @@ const (
 // wrote (file, frame, report, datum, badblob and their ends, sort_keys
 // JSON), over tar files of the reports of one test each, cut at 64 MiB of
 // text, flushed in frames of FrameFlush bytes. Sizes, offsets and hashes
-// are made up (deterministically, from the textnames): nothing can check
-// them against data, and backfill run --from-index reads none.
+// are made up (drawn from a generator seeded by each file's name, so the
+// same seed writes the same bytes): nothing can check them against data,
+// and backfill run --from-index reads none.
 func WriteOONI2018Indexes(dir string, seed uint64, every int, progress func(IndexStats)) (IndexStats, error) {
 	var st IndexStats
 	if every < 1 {
