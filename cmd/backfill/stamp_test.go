@@ -220,9 +220,12 @@ func TestStamp_HTTP(t *testing.T) {
 	t.Parallel()
 	bin := stampBinary(t)
 	state := filepath.Join(t.TempDir(), "42.state")
-	start := func(offset string) (*exec.Cmd, string, *bytes.Buffer) {
+	// start starts a server; rest waits for its stderr to end (the server
+	// exited) and returns what it said after its first line. Wait closes
+	// the pipe: it comes after rest.
+	start := func(offset string) (cmd *exec.Cmd, url string, rest func() string) {
 		t.Helper()
-		cmd := exec.Command(bin, "stamp", "--collector-id", "42", "--state", state, "--listen", "127.0.0.1:0",
+		cmd = exec.Command(bin, "stamp", "--collector-id", "42", "--state", state, "--listen", "127.0.0.1:0",
 			"--lease", "2", "--max-lead", "3600", "--clock-offset", offset)
 		stderr, err := cmd.StderrPipe()
 		if err != nil {
@@ -240,19 +243,21 @@ func TestStamp_HTTP(t *testing.T) {
 		if !ok {
 			t.Fatalf("the server said %q", sc.Text())
 		}
-		rest := &bytes.Buffer{}
+		var said bytes.Buffer
+		done := make(chan struct{})
 		go func() {
+			defer close(done)
 			for sc.Scan() {
-				rest.WriteString(sc.Text() + "\n")
+				said.WriteString(sc.Text() + "\n")
 			}
 		}()
-		return cmd, strings.TrimSuffix(url, "/ids"), rest
+		return cmd, strings.TrimSuffix(url, "/ids"), func() string { <-done; return said.String() }
 	}
 	var mu sync.Mutex
 	var got []string
 	rng := rand.New(rand.NewPCG(5, 6))
 	for round := range 100 {
-		cmd, url, _ := start([]string{"0s", "-1h", "0s", "-90s", "0s", "3s"}[round%6])
+		cmd, url, rest := start([]string{"0s", "-1h", "0s", "-90s", "0s", "3s"}[round%6])
 		var wg sync.WaitGroup
 		for range 4 {
 			wg.Go(func() {
@@ -282,6 +287,7 @@ func TestStamp_HTTP(t *testing.T) {
 		}
 		time.Sleep(time.Duration(10+rng.IntN(60)) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
+		rest()
 		cmd.Wait()
 		wg.Wait()
 	}
@@ -309,11 +315,12 @@ func TestStamp_HTTP(t *testing.T) {
 		t.Errorf("the Python client's 20 IDs are not 20 new ones (%d → %d)", n, k)
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
+	said := rest()
 	if err := cmd.Wait(); err != nil {
-		t.Errorf("SIGTERM: %v\n%s", err, rest.String())
+		t.Errorf("SIGTERM: %v\n%s", err, said)
 	}
-	if !strings.Contains(rest.String(), "stopped") {
-		t.Errorf("no graceful stop:\n%s", rest.String())
+	if !strings.Contains(said, "stopped") {
+		t.Errorf("no graceful stop:\n%s", said)
 	}
 }
 
