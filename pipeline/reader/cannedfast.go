@@ -33,14 +33,7 @@ func parseCannedRowFast(line []byte) (CannedFile, bool) {
 	} else {
 		s.want("{")
 	}
-	s.want(`"file_crc32": `)
-	f.CRC32 = s.crc()
-	s.want(`, "file_sha1": `)
-	f.SHA1 = s.sha1()
-	s.want(`, "file_size": `)
-	f.Size = s.size()
-	s.want(`, "filename": `)
-	f.Filename = s.str()
+	f.CRC32, f.SHA1, f.Size, f.Filename = s.sums("file")
 	if f.Tar {
 		s.want(`, "text_size": `)
 		f.TextSize = s.size()
@@ -87,16 +80,22 @@ func (s *rowScan) want(p string) {
 // S}: the rest of a member of a tar row's "canned", or of an as-is row.
 func (s *rowScan) text() Text {
 	var t Text
-	s.want(`"text_crc32": `)
-	t.CRC32 = s.crc()
-	s.want(`, "text_sha1": `)
-	t.SHA1 = s.sha1()
-	s.want(`, "text_size": `)
-	t.Size = s.size()
-	s.want(`, "textname": `)
-	t.Textname = s.str()
+	t.CRC32, t.SHA1, t.Size, t.Textname = s.sums("text")
 	s.want("}")
 	return t
+}
+
+// sums reads "KIND_crc32": N, "KIND_sha1": S, "KIND_size": N,
+// "KINDname": S, KIND being file or text.
+func (s *rowScan) sums(kind string) (crc int32, sha [20]byte, size int64, name string) {
+	s.want(`"` + kind + `_crc32": `)
+	crc = s.crc()
+	s.want(`, "` + kind + `_sha1": `)
+	sha = s.sha1()
+	s.want(`, "` + kind + `_size": `)
+	size = s.size()
+	s.want(`, "` + kind + `name": `)
+	return crc, sha, size, s.str()
 }
 
 // str reads a string of printable ASCII without escapes.

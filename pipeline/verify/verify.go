@@ -135,8 +135,7 @@ func Run(ctx context.Context, src Source, keyed *ooid.Scheme, done func(Bucket))
 type verifier struct {
 	src    Source
 	scheme ooid.Scheme
-	set    bool
-	index  *collisions.Index
+	index  *collisions.Index // nil until the first bucket's scheme is known
 	seed   maphash.Seed
 	names  []uint64 // by ref: the hash of each report's textname, in textname order
 	last   string   // the last textname added
@@ -146,7 +145,7 @@ type verifier struct {
 // output is one ID space) and gives a keyed scheme its keys.
 func (v *verifier) useScheme(bucket string, s ooid.Scheme, keyed *ooid.Scheme) (ooid.Scheme, error) {
 	fail := func(what string) error { return &Failure{Where: v.src.Where(bucket), Row: -1, What: what} }
-	if !v.set {
+	if v.index == nil {
 		if keyed != nil && !s.Keyed() {
 			return s, fail(fmt.Sprintf("the output's scheme is %s, not keyed: no scheme file is needed", s))
 		}
@@ -159,8 +158,7 @@ func (v *verifier) useScheme(bucket string, s ooid.Scheme, keyed *ooid.Scheme) (
 		if err := s.Validate(); err != nil {
 			return s, fail(fmt.Sprintf("the output records the scheme %s: %v", s, err))
 		}
-		v.scheme, v.set = s, true
-		v.index = collisions.NewIndex(s.CounterBits)
+		v.scheme, v.index = s, collisions.NewIndex(s.CounterBits)
 		return s, nil
 	}
 	if !s.Equal(v.scheme) {
