@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	_ "embed"
+	"flag"
 	"fmt"
 	"strings"
 
+	"github.com/backfill-dev/backfill/docs"
 	"github.com/backfill-dev/backfill/internal/cli"
 )
 
@@ -21,33 +23,38 @@ func mainHelp() string {
 	return strings.TrimLeft(s, "\n")
 }
 
+// newFlags returns the flag set of command name, whose -h prints the
+// command's section of the command reference (docs/cli.md) with the flags.
+func newFlags(name string, std cli.Stdio) *flag.FlagSet {
+	return cli.NewFlagSet(name, docs.Help(name), std)
+}
+
 type command struct {
 	name string
-	help string // full help text, with EXIT STATUS
 	run  func(ctx context.Context, args []string, std cli.Stdio) error
 }
 
 func commands() []command {
 	return []command{
-		{name: "run", help: runHelp, run: runRun},
-		{name: "schema", help: schemaHelp, run: runSchema},
-		{name: "status", help: statusHelp, run: runStatus},
-		{name: "audit", help: auditHelp, run: runAudit},
-		{name: "plan", help: planHelp, run: runPlan},
-		{name: "check", help: checkHelp, run: runCheck},
-		{name: "verify", help: verifyHelp, run: runVerify},
-		{name: "load", help: loadHelp, run: runLoad},
-		{name: "keysearch", help: keysearchHelp, run: runKeysearch},
-		{name: "gen", help: genHelp, run: runGen},
-		{name: "ooid", help: ooidHelp, run: runOOID},
-		{name: "stamp", help: stampHelp, run: runStamp},
-		{name: "decode", help: decodeHelp, run: runDecode},
-		{name: "granule-id", help: granuleHelp, run: runGranuleID},
-		{name: "cmr-temporal", help: cmrHelp, run: runCMRTemporal},
-		{name: "granule-write", help: granuleWriteHelp, run: runGranuleWrite},
-		{name: "granule-recover", help: granuleRecoverHelp, run: runGranuleRecover},
-		{name: "granule-schema", help: granuleSchemaHelp, run: runGranuleSchema},
-		{name: "version", help: versionHelp, run: runVersion},
+		{name: "run", run: runRun},
+		{name: "schema", run: runSchema},
+		{name: "status", run: runStatus},
+		{name: "audit", run: runAudit},
+		{name: "plan", run: runPlan},
+		{name: "check", run: runCheck},
+		{name: "verify", run: runVerify},
+		{name: "load", run: runLoad},
+		{name: "keysearch", run: runKeysearch},
+		{name: "gen", run: runGen},
+		{name: "ooid", run: runOOID},
+		{name: "stamp", run: runStamp},
+		{name: "decode", run: runDecode},
+		{name: "granule-id", run: runGranuleID},
+		{name: "cmr-temporal", run: runCMRTemporal},
+		{name: "granule-write", run: runGranuleWrite},
+		{name: "granule-recover", run: runGranuleRecover},
+		{name: "granule-schema", run: runGranuleSchema},
+		{name: "version", run: runVersion},
 	}
 }
 
@@ -67,8 +74,10 @@ func run(ctx context.Context, args []string, std cli.Stdio) error {
 			return nil
 		}
 		for _, c := range commands() {
-			if c.name == rest[0] {
-				fmt.Fprint(std.Out, c.help)
+			if c.name == rest[0] { // the help of -h, with the flags listed
+				if err := c.run(ctx, []string{"-h"}, std); err != cli.ErrHelp {
+					return err
+				}
 				return nil
 			}
 		}

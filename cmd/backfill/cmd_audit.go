@@ -13,97 +13,26 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
 )
 
-const auditHelp = `Usage: backfill audit [flags] INPUT...
-       backfill audit --sink postgres [--dsn URL] [--pg-schema NAME] [flags]
-
-Count the OOID collisions of a corpus before loading it: for each counter
-width and SHA-1 offset asked for, the number of report pairs whose IDs
-overlap, the measurements of the reports involved, and the first pairs.
-Collisions are found exactly, never estimated.
-
-An INPUT is one of:
-
-	FILE        a report manifest: TEXTNAME<TAB>N lines ("-" for stdin),
-	            as backfill gen --profile ooni2018 --manifest-only writes
-	DIR         the output folder of backfill run: its report manifests
-	            (reports/*.parquet, rejected reports included)
-	DIR         a folder of bucket folders (canned or autoclaved), or one
-	            bucket folder: the reports are read and their
-	            measurements counted as backfill run does; with
-	            --from-index, autoclaved buckets are counted from their
-	            index alone, which reads no data
-
-With --sink postgres, the report manifests of the committed buckets of a
-PostgreSQL schema that backfill run loaded (rejected reports included),
-as from a Parquet output folder.
-
-Flags:
-
-	--counter-bits LIST   counter widths: N, N..M or N,M,... in 20..28
-	                      (default 28)
-	--sha1-offset LIST    SHA-1 hex window offsets: N, N..M, N,M,... in
-	                      0..33, or all (default 33); --offsets is the same
-	--scheme FILE         audit the scheme of a scheme file (backfill
-	                      keysearch writes them) instead of the widths
-	                      and offsets above
-	--pairs N             pairs to list per result (default 10); the counts
-	                      are never cut
-	--predict             print beside each result the probability of no
-	                      collision that the ooid-hash-prob notebook's model
-	                      predicts from the corpus's shared timestamps
-	--json                one JSON object on stdout
-	--workers N           goroutines hashing a manifest, or containers
-	                      read at once for bucket folders (default: the
-	                      number of CPUs)
-	--sink postgres       read the reports of a PostgreSQL schema
-	--dsn URL             PostgreSQL connection string; the PG* environment
-	                      variables fill in what it leaves out
-	--pg-schema NAME      schema of the tables (default ` + pgcopy.DefaultSchema + `)
-	--format F            bucket layout: auto (default), canned or autoclaved
-	--from-index          autoclaved buckets: count from the index alone
-	--ndx POLICY          blobs (default) or datums, as for backfill run
-
-One scheme is checked with the sharded bitmap backfill run uses; several are
-checked in one pass that hashes each textname once. Manifest files and
-PostgreSQL are read twice (the second time to name the pairs), so memory
-does not hold the textnames; other inputs keep them. A manifest file is
-parsed and hashed on every worker.
-
-Examples:
-
-	backfill gen --profile ooni2018 --manifest-only --out corpus.tsv
-	backfill audit --predict corpus.tsv
-	backfill audit --counter-bits 20..28 --offsets all --json corpus.tsv
-	backfill audit out/
-
-EXIT STATUS
-
-	0    audited; every input line or report was taken
-	1    failure
-	2    usage error
-	3    audited, but some inputs were rejected (listed on stderr)
-`
-
 // keepPairs is how many pairs per scheme the auditor keeps, so the pairs
 // listed are the first by textname whenever there are no more than that.
 const keepPairs = 1000
 
 func runAudit(ctx context.Context, args []string, std cli.Stdio) (err error) {
-	fs := cli.NewFlagSet("audit", auditHelp, std)
+	fs := newFlags("audit", std)
 	bitsArg, offArg := "28", "33"
 	var pairs, workers int
 	var predict, asJSON bool
-	fs.StringVar(&bitsArg, "counter-bits", bitsArg, "")
-	fs.StringVar(&offArg, "sha1-offset", offArg, "")
+	fs.StringVar(&bitsArg, "counter-bits", bitsArg, "counter widths `LIST`: N, N..M or N,M,... in 20..28")
+	fs.StringVar(&offArg, "sha1-offset", offArg, "SHA-1 hex window offsets `LIST`: N, N..M, N,M,... in 0..33, or all (--offsets is the same flag)")
 	fs.StringVar(&offArg, "offsets", offArg, "")
-	fs.IntVar(&pairs, "pairs", 10, "")
-	fs.BoolVar(&predict, "predict", false, "")
-	fs.BoolVar(&asJSON, "json", false, "")
-	fs.IntVar(&workers, "workers", runtime.NumCPU(), "")
+	fs.IntVar(&pairs, "pairs", 10, "`N` pairs to list per result; the counts are never cut")
+	fs.BoolVar(&predict, "predict", false, "print beside each result the probability of no collision that the ooid-hash-prob notebook's model predicts from the corpus's shared timestamps")
+	fs.BoolVar(&asJSON, "json", false, "one JSON object on stdout")
+	fs.IntVar(&workers, "workers", runtime.NumCPU(), "`N` goroutines hashing a manifest, or containers read at once for bucket folders (default: the number of CPUs)")
 	var in inputFlags
 	in.register(fs)
 	var schemePath string
-	fs.StringVar(&schemePath, "scheme", "", "")
+	fs.StringVar(&schemePath, "scheme", "", "audit the scheme of the scheme `FILE` (backfill keysearch writes them) instead of widths and offsets")
 	inputs, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err

@@ -20,129 +20,6 @@ import (
 	"github.com/backfill-dev/backfill/internal/store/location"
 )
 
-const granuleWriteHelp = `Usage: backfill granule-write [flags] INPUT...
-
-Write the database records of NASA Cumulus workflow messages as Cumulus
-v21's message path (sfEventSqsToDbRecords) writes them: the execution, the
-PDR, and each granule with its files and execution join row, under the
-same write constraints, into a database with Cumulus's tables (made by
-Cumulus's migrations, or by backfill granule-schema).
-
-An INPUT is a file, a folder (its files at any depth, in name order,
-hidden ones left out) or "-" for standard input. A file holds JSON lines
-or one JSON document; each value is a Cumulus message, an EventBridge
-"Step Functions Execution Status Change" event, an SQS record whose body
-holds either (nested at any depth), a Dead Letter Archive record, or a
-Lambda SQS event {"Records": [...]} or an array of any of these.
-
-A granule that the write constraints keep out (an older or superseded
-write) is dropped without error and counted. A message that fails (bad
-JSON, not a Cumulus message, a schema error, an unknown collection or
-provider, a granule ID another collection holds, ...) is written to the
-Dead Letter Archive under --archive as Cumulus's DLA records are:
-
-	DIR/dead-letter-archive/sqs/<YYYY-MM-DD>/<executionName>-<uuid>
-
-and reported on standard error with its input position; granule-recover
-replays the archive. Messages are written in batches of --batch per
-transaction, --concurrency batches at a time; the verdict of each message
-and each granule is its own, as if it were written alone.
-
-What differs from Cumulus: nothing is published to SNS and nothing is
-indexed in Elasticsearch; the execution's start and stop dates come from
-the event (detail.startDate, detail.stopDate), or from the message's
-workflow_start_time and workflow_stop_time, not from Step Functions; a
-FAILED event's message is detail.output when present, else detail.input
-(Cumulus rebuilds the failed step's message from the execution history);
-remote messages ("replace") and CMR files are read from --files-root.
-
-Flags:
-
-	--dsn URL            connection string (default: the PG* variables)
-	--pg-schema NAME     schema of Cumulus's tables (default: the
-	                     connection's search_path)
-	--archive DIR        root of the Dead Letter Archive, a folder or
-	                     s3://bucket/prefix (default .)
-	--files-root DIR     where the S3 buckets are: s3:// for S3 itself,
-	                     or a folder (or s3:// prefix) that stands for
-	                     them, DIR/<bucket>/<key> (CMR files, unsized
-	                     files, remote messages); without it, none are
-	                     read
-	--batch N            messages per transaction (default 100)
-	--concurrency N      transactions at once (default 4)
-	--pg-timeout D       bound on each try of a batch: past it the try is
-	                     dropped with its connection and made again, as the
-	                     database refusing it is (default 10m0s)
-	--region R           AWS region of execution URLs (default us-east-1)
-
-Examples:
-
-	backfill granule-schema --dsn postgres:///cumulus
-	backfill granule-write --dsn postgres:///cumulus --archive dla --files-root buckets messages/
-	aws sqs receive-message ... | jq -c '.Messages[]' | backfill granule-write -
-
-EXIT STATUS
-
-	0    every message written (granules dropped by the constraints included)
-	1    failure (database unavailable after retries, unreadable input)
-	2    usage error
-	3    some messages failed and are in the archive (each one reported)
-	130  interrupted
-`
-
-const granuleRecoverHelp = `Usage: backfill granule-recover [flags]
-
-Replay the Dead Letter Archive under --archive through the same writer as
-granule-write, as Cumulus's recovery does: every record of
-DIR/dead-letter-archive/sqs/ is written; a record written is deleted, one
-that fails again is moved to DIR/dead-letter-archive/failed-sqs/<date>/
-(the date of the record's time, else today's) and reported. Killed at any
-moment and run again, every record ends written or moved: a record leaves
-sqs/ only after its write has committed, or after its copy under
-failed-sqs/ is stored (a kill between the two leaves both).
-
-Flags:
-
-	--dsn URL            connection string (default: the PG* variables)
-	--pg-schema NAME     schema of Cumulus's tables (default: the
-	                     connection's search_path)
-	--archive DIR        root of the Dead Letter Archive, a folder or
-	                     s3://bucket/prefix (default .)
-	--files-root DIR     where the S3 buckets are (as for granule-write)
-	--batch N            records per transaction (default 100)
-	--concurrency N      transactions at once (default 4)
-	--pg-timeout D       bound on each try of a batch: past it the try is
-	                     dropped with its connection and made again, as the
-	                     database refusing it is (default 10m0s)
-	--region R           AWS region of execution URLs (default us-east-1)
-
-EXIT STATUS
-
-	0    every record written
-	1    failure (database unavailable after retries)
-	2    usage error
-	3    some records failed again and were moved to failed-sqs
-	130  interrupted
-`
-
-const granuleSchemaHelp = `Usage: backfill granule-schema [--dsn URL] [--pg-schema NAME]
-
-Create, where they are missing, the tables of Cumulus v21's database that
-granule-write uses (collections, providers, async_operations, executions,
-pdrs, granules, files, granules_executions) as Cumulus's own migrations
-define them: the same columns, types, defaults, checks, keys and indexes.
-For databases Cumulus did not create; on one it did, there is nothing to
-do. With --pg-schema, the schema is created if missing and the tables go
-there. Collections and providers are Cumulus's configuration: insert the
-ones your messages name before writing.
-
-EXIT STATUS
-
-	0    the tables are ready
-	1    failure (connection, permissions)
-	2    usage error
-`
-
 // cumulusFlags are the flags of granule-write and granule-recover.
 type cumulusFlags struct {
 	dsn, schema, archive, filesRoot, region string
@@ -151,14 +28,14 @@ type cumulusFlags struct {
 }
 
 func (c *cumulusFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.dsn, "dsn", "", "")
-	fs.StringVar(&c.schema, "pg-schema", "", "")
-	fs.StringVar(&c.archive, "archive", ".", "")
-	fs.StringVar(&c.filesRoot, "files-root", "", "")
-	fs.StringVar(&c.region, "region", "", "")
-	fs.IntVar(&c.batch, "batch", 100, "")
-	fs.IntVar(&c.concurrency, "concurrency", 4, "")
-	fs.DurationVar(&c.timeout, "pg-timeout", 10*time.Minute, "")
+	fs.StringVar(&c.dsn, "dsn", "", "connection string `URL` (default: the PG* variables)")
+	fs.StringVar(&c.schema, "pg-schema", "", "schema `NAME` of Cumulus's tables (default: the connection's search_path)")
+	fs.StringVar(&c.archive, "archive", ".", "root `DIR` of the Dead Letter Archive, a folder or s3://bucket/prefix")
+	fs.StringVar(&c.filesRoot, "files-root", "", "where the S3 buckets are: s3:// for S3 itself, or a folder (or s3:// prefix) `DIR` that stands for them, DIR/<bucket>/<key> (CMR files, unsized files, remote messages); without it, none are read")
+	fs.StringVar(&c.region, "region", "", "AWS region `R` of execution URLs (default: us-east-1)")
+	fs.IntVar(&c.batch, "batch", 100, "`N` messages (or records) per transaction")
+	fs.IntVar(&c.concurrency, "concurrency", 4, "`N` transactions at once")
+	fs.DurationVar(&c.timeout, "pg-timeout", 10*time.Minute, "bound `D` on each try of a batch: past it the try is dropped with its connection and made again, as the database refusing it is")
 }
 
 func (c *cumulusFlags) check(cmd string) error {
@@ -212,7 +89,7 @@ func (c *cumulusFlags) setup(ctx context.Context, cmd string, std cli.Stdio) (*p
 }
 
 func runGranuleWrite(ctx context.Context, args []string, std cli.Stdio) error {
-	fs := cli.NewFlagSet("granule-write", granuleWriteHelp, std)
+	fs := newFlags("granule-write", std)
 	var c cumulusFlags
 	c.register(fs)
 	inputs, err := cli.ParseFlags(fs, args)
@@ -247,7 +124,7 @@ func runGranuleWrite(ctx context.Context, args []string, std cli.Stdio) error {
 }
 
 func runGranuleRecover(ctx context.Context, args []string, std cli.Stdio) error {
-	fs := cli.NewFlagSet("granule-recover", granuleRecoverHelp, std)
+	fs := newFlags("granule-recover", std)
 	var c cumulusFlags
 	c.register(fs)
 	rest, err := cli.ParseFlags(fs, args)
@@ -296,10 +173,10 @@ func report(std cli.Stdio, cmd string, st replay.Stats, w *records.Writer) {
 }
 
 func runGranuleSchema(ctx context.Context, args []string, std cli.Stdio) error {
-	fs := cli.NewFlagSet("granule-schema", granuleSchemaHelp, std)
+	fs := newFlags("granule-schema", std)
 	var dsn, schema string
-	fs.StringVar(&dsn, "dsn", "", "")
-	fs.StringVar(&schema, "pg-schema", "", "")
+	fs.StringVar(&dsn, "dsn", "", "connection string `URL` (default: the PG* variables)")
+	fs.StringVar(&schema, "pg-schema", "", "schema `NAME` to create the tables in (default: the connection's search_path)")
 	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err

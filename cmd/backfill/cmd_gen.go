@@ -16,108 +16,6 @@ import (
 	"github.com/backfill-dev/backfill/internal/units"
 )
 
-const genHelp = `Usage: backfill gen --out DIR [flags]
-       backfill gen --profile ooni2018 --manifest-only [--out FILE] [--seed N]
-       backfill gen --profile ooni2018 --format autoclaved --index-only --out DIR [--every K] [--seed N]
-
-Write a synthetic corpus of OONI canned buckets into DIR, byte-faithful to
-the real format (GNU tar with LongLink headers in LZ4 frames as the lz4 CLI
-writes them, as-is .lz4 reports, index.json.gz with sort_keys JSON, base64
-SHA-1 and signed CRC-32), built from real OONI samples. The same flags and
-seed always write the same bytes.
-
-With --format autoclaved, DIR holds the autoclaved form of the same
-reports instead (OONI's later layout: the same file names, tar members of
-normalised JSON lines, each file a chain of LZ4 frames flushed at 256 KiB,
-and index.json.gz listing every frame, report, datum and badblob); with
---format both, DIR/canned and DIR/autoclaved hold the two forms. The
-container kinds of --corrupt damage the canned form only, and the
-autoclaved form leaves out what autoclaving could not have made
-(not_in_container and bad_yaml_header reports).
-
-DIR/ground-truth.jsonl (per form) says, for every report (and every damaged
-container), how many measurements a correct run gives IDs to and which
-dead-letter reasons it must record.
-
-With --profile ooni2018 --manifest-only, gen writes no data but a report
-manifest (TEXTNAME<TAB>N lines, the input of backfill audit) at the scale of
-the real OONI corpus up to 2018-06-20: 3.6 M reports, 147 M measurements,
-316,084 timestamps shared by 753,235 reports holding 40,440,216
-measurements (at most 20 per timestamp), timestamps 0x50bef44d..0x5b29a005,
-the five largest reports of ooni-uuid, the three report_id forms
-(timestamped ids whose time may differ from the filename's), and reports
-uploaded again into a later bucket. It goes to --out FILE or standard
-output; its statistics go to standard error.
-
-With --profile ooni2018 --format autoclaved --index-only, gen writes the
-same reports as the autoclaved indexes of their buckets, and no data:
-DIR/YYYY-MM-DD/index.json.gz for each of the 2,026 buckets (or every K-th
-with --every K), with every file, frame, report, datum and badblob row as
-the autoclaving step wrote them (tar files of one test's reports, cut at
-64 MiB of text, frames of 256 KiB; one blob in 50,000 a badblob), and
-DIR/manifest.tsv, the manifest of the reports written. Sizes, offsets and
-hashes are made up: backfill run --from-index gives the IDs from such
-indexes alone, and backfill audit DIR/manifest.tsv its verdicts.
-
-Flags:
-
-	--out DIR               where to write, a folder or s3://bucket/prefix (required, but for a manifest)
-	--format FORMAT         canned (default), autoclaved or both
-	--profile NAME          ooni2018: the full-scale manifest (needs
-	                        --manifest-only)
-	--manifest-only         write the report manifest only
-	--index-only            write the autoclaved indexes only (--profile
-	                        ooni2018 --format autoclaved)
-	--every K               with --index-only: every K-th bucket (default 1)
-	--seed N                random seed (default 1)
-	--start DATE            first bucket (default 2017-06-01)
-	--buckets N             number of buckets (default 3)
-	--reports N             reports per bucket (default 200)
-	--json-fraction F       share of JSON reports, the rest YAML (default 0.6)
-	--min-measurements N    measurements per report follow a Pareto law
-	                        with this minimum (default 10)
-	--alpha A               and this shape (default 1.2): most reports have
-	                        tens, a few tens of thousands
-	--max-measurements N    cap (default 1000003, the real maximum)
-	--max-template SIZE     build reports only from the real samples whose
-	                        measurement is at most SIZE (default 0: all of
-	                        them, 0.6 to 65 KiB); 1KiB gives small
-	                        measurements, as most real ones are
-	--can-size SIZE         tar slices stay under SIZE (default 64MiB)
-	--time-slots N          draw report times from N evenly spaced seconds of
-	                        each bucket's 36 hours (default 0: any second), so
-	                        that reports share timestamps and small counter
-	                        widths collide
-	--corrupt KIND=RATE     damage inputs of KIND at RATE (0..1); repeat the
-	                        flag; KIND "all" sets every kind but huge_blob,
-	                        which writes --huge-blob bytes per blob and is
-	                        only made when named. Report kinds:
-	                        bad_textname truncated_report broken_frame
-	                        bad_yaml_header empty_report invalid_utf8 huge_blob
-	                        not_in_index not_in_container badblob; container
-	                        kinds:
-	                        lz4_truncated lz4_corrupt lz4_content_size
-	                        tar_truncated
-	--huge-blob SIZE        size of a huge_blob measurement (default: 1MiB
-	                        over --max-blob, the least that is flagged)
-	--max-blob SIZE         the run's --max-blob the truth assumes (default 64MiB)
-	-q                      no progress output
-
-Examples:
-
-	backfill gen --out corpus
-	backfill gen --out corpus --buckets 10 --reports 2000 --corrupt all=0.01
-	backfill gen --out corpus --corrupt huge_blob=0.01 --huge-blob 2MiB --max-blob 1MiB
-	backfill gen --profile ooni2018 --manifest-only --out corpus.tsv
-	backfill gen --profile ooni2018 --format autoclaved --index-only --out ooni2018
-
-EXIT STATUS
-
-	0    success
-	1    failure
-	2    usage error
-`
-
 // genOptions are gen's flags.
 type genOptions struct {
 	cfg                    corpus.Config
@@ -131,32 +29,32 @@ type genOptions struct {
 }
 
 func parseGenFlags(args []string, std cli.Stdio) (*genOptions, error) {
-	fs := cli.NewFlagSet("gen", genHelp, std)
+	fs := newFlags("gen", std)
 	o := &genOptions{cfg: corpus.DefaultConfig()}
 	cfg := &o.cfg
 	o.canSize, o.huge, o.maxBlob = units.Size(cfg.CanSize), units.Size(cfg.HugeBlob), units.Size(cfg.MaxBlob)
 	cfg.Corrupt = map[string]float64{}
-	fs.StringVar(&o.out, "out", "", "")
-	fs.StringVar(&cfg.Format, "format", corpus.FormatCanned, "")
-	fs.StringVar(&o.profile, "profile", "", "")
-	fs.BoolVar(&o.manifestOnly, "manifest-only", false, "")
-	fs.BoolVar(&o.indexOnly, "index-only", false, "")
-	fs.IntVar(&o.every, "every", 1, "")
-	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "")
-	fs.StringVar(&o.start, "start", cfg.Start.Format("2006-01-02"), "")
-	fs.IntVar(&cfg.Buckets, "buckets", cfg.Buckets, "")
-	fs.IntVar(&cfg.Reports, "reports", cfg.Reports, "")
-	fs.Float64Var(&cfg.JSONFraction, "json-fraction", cfg.JSONFraction, "")
-	fs.IntVar(&cfg.MinMeasurements, "min-measurements", cfg.MinMeasurements, "")
-	fs.Float64Var(&cfg.Alpha, "alpha", cfg.Alpha, "")
-	fs.IntVar(&cfg.MaxMeasurements, "max-measurements", cfg.MaxMeasurements, "")
-	fs.Var(&o.maxTemplate, "max-template", "")
-	fs.Var(&o.canSize, "can-size", "")
-	fs.IntVar(&cfg.TimeSlots, "time-slots", 0, "")
-	fs.Var(&o.huge, "huge-blob", "")
-	fs.Var(&o.maxBlob, "max-blob", "")
-	fs.BoolVar(&o.quiet, "q", false, "")
-	fs.Func("corrupt", "", func(s string) error { return addCorruption(cfg.Corrupt, s) })
+	fs.StringVar(&o.out, "out", "", "where to write, a folder or s3://bucket/prefix `DIR` (required, but for a manifest)")
+	fs.StringVar(&cfg.Format, "format", corpus.FormatCanned, "`FORMAT`: canned, autoclaved or both")
+	fs.StringVar(&o.profile, "profile", "", "`NAME`: ooni2018, the full-scale corpus (with --manifest-only or --index-only)")
+	fs.BoolVar(&o.manifestOnly, "manifest-only", false, "write the report manifest only")
+	fs.BoolVar(&o.indexOnly, "index-only", false, "write the autoclaved indexes only (--profile ooni2018 --format autoclaved)")
+	fs.IntVar(&o.every, "every", 1, "with --index-only: every `K`-th bucket")
+	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "random seed `N`")
+	fs.StringVar(&o.start, "start", cfg.Start.Format("2006-01-02"), "first bucket `DATE`")
+	fs.IntVar(&cfg.Buckets, "buckets", cfg.Buckets, "number of buckets `N`")
+	fs.IntVar(&cfg.Reports, "reports", cfg.Reports, "`N` reports per bucket")
+	fs.Float64Var(&cfg.JSONFraction, "json-fraction", cfg.JSONFraction, "share `F` of JSON reports, the rest YAML")
+	fs.IntVar(&cfg.MinMeasurements, "min-measurements", cfg.MinMeasurements, "measurements per report follow a Pareto law with this minimum `N`")
+	fs.Float64Var(&cfg.Alpha, "alpha", cfg.Alpha, "and this shape `A`: most reports have tens, a few tens of thousands")
+	fs.IntVar(&cfg.MaxMeasurements, "max-measurements", cfg.MaxMeasurements, "cap `N` (the default is the real maximum)")
+	fs.Var(&o.maxTemplate, "max-template", "build reports only from the real samples whose measurement is at most `SIZE` (0: all of them, 0.6 to 65 KiB); 1KiB gives small measurements, as most real ones are")
+	fs.Var(&o.canSize, "can-size", "tar slices stay under `SIZE`")
+	fs.IntVar(&cfg.TimeSlots, "time-slots", 0, "draw report times from `N` evenly spaced seconds of each bucket's 36 hours (0: any second), so that reports share timestamps and small counter widths collide")
+	fs.Var(&o.huge, "huge-blob", "`SIZE`: the size of a huge_blob measurement (default: 1MiB over --max-blob, the least that is flagged)")
+	fs.Var(&o.maxBlob, "max-blob", "the run's --max-blob `SIZE` the truth assumes")
+	fs.BoolVar(&o.quiet, "q", false, "no progress output")
+	fs.Func("corrupt", "`KIND=RATE`: damage inputs of KIND at RATE (0..1); repeat the flag; KIND all sets every kind but huge_blob, which writes --huge-blob bytes per blob and is only made when named. Report kinds: "+strings.Join(corpus.ReportKinds, " ")+"; container kinds: "+strings.Join(corpus.ContainerKinds, " "), func(s string) error { return addCorruption(cfg.Corrupt, s) })
 	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return nil, err

@@ -15,78 +15,6 @@ import (
 	"github.com/backfill-dev/backfill/internal/cli"
 )
 
-const granuleHelp = `Usage: backfill granule-id --collection-id C [--hash-length N] [--include-timestamp] ID...
-       backfill granule-id [--collection-id C] [--hash-length N] [--include-timestamp] -
-       backfill granule-id --payload FILE|- [--config FILE|JSON] [--hash-length N] [--include-timestamp]
-       backfill granule-id --risk [--hash-length N] [--ingests N]
-       backfill granule-id --risk --simulate --hash-length N [--ingests N] [--trials N] [--seed N]
-
-Make NASA Cumulus unique granule IDs, byte-identical to Cumulus v21
-generateUniqueGranuleId: "<ID>_<hash>", where hash is the MD5 of the UTF-8
-collection ID (with --include-timestamp: "<collectionId>_<nanoseconds>"),
-base64url without padding, every '_' removed, cut to N characters. The ID
-itself is not hashed: without the timestamp, every ID of a collection gets
-the same suffix.
-
-With IDs as arguments, print one unique ID per line.
-
-With "-", read "ID<TAB>COLLECTION_ID" lines (or "ID" lines, with
---collection-id) from standard input and write
-"UNIQUE_ID<TAB>ID<TAB>COLLECTION_ID" lines, streaming. A bad line (invalid
-UTF-8, no collection, extra fields) is reported on standard error with its
-line number and the rest are processed.
-
-With --payload, apply the AddUniqueGranuleId task to a JSON payload
-{"granules": [...], ...} and print the result as JSON: every other payload
-key and granule field is kept; granules with a producerGranuleId pass
-unchanged; the others get producerGranuleId = their granuleId and a unique
-granuleId, with collectionId, or "<dataType>___<version>" when collectionId
-is empty. The task config (--config FILE, a JSON object) is read as the task
-reads it: hashLength is Number(hashLength) || 8, includeTimestampHashKey
-defaults to false; --hash-length and --include-timestamp override it. A
-payload with a bad granule is rejected whole, each bad granule reported.
-
-With --risk, print for each hash length (default 6..9) the probability that
---ingests same-ID ingests with timestamped hashes produce a duplicate: the
-Cumulus documentation's figure 1 - exp(-n^2/2d) with d = 64^N, the exact
-birthday probability for 64^N, and the exact probability for the 63
-symbols the suffix really uses ('_' is removed), which is higher. With
---simulate, measure that rate instead over --trials runs of real
-timestamped IDs.
-
-Flags:
-
-	--collection-id C     collection ID for IDs given without one
-	--hash-length N       suffix length, 1..22 (default 8; --risk: 6..9)
-	--include-timestamp   hash "<collectionId>_<nanoseconds>": IDs differ on
-	                      every call, even within one nanosecond
-	--payload FILE        JSON payload for the AddUniqueGranuleId task ("-": stdin)
-	--config FILE|JSON    the task config {"hashLength":…, "includeTimestampHashKey":…}:
-	                      a file, or the JSON object itself
-	--risk                print collision probabilities
-	--ingests N           same-ID ingests for --risk (default 10000)
-	--simulate            with --risk: measure the rate with real IDs
-	--trials N            simulation runs (default 10000)
-	--seed N              seed of the simulated collection IDs (default 1)
-
-Examples:
-
-	backfill granule-id --collection-id MOD09GQ___006 MOD09GQ.A2017224.h09v02.006.2017227165020
-	  MOD09GQ.A2017224.h09v02.006.2017227165020_wJJ69jjW
-	printf 'granule1\tcollection1\n' | backfill granule-id --hash-length 6 -
-	  granule1_kKuTyw	granule1	collection1
-	backfill granule-id --payload payload.json --config '{"hashLength": 6}'
-	backfill granule-id --risk --ingests 10000
-
-EXIT STATUS
-
-	0    success
-	1    failure (e.g. unreadable file, standard output closed)
-	2    usage error (including a hash length outside 1..22)
-	3    some IDs, lines or the payload were rejected
-	130  interrupted
-`
-
 type granuleConfig struct {
 	collectionID     string
 	hashLength       int
@@ -101,18 +29,18 @@ type granuleConfig struct {
 }
 
 func runGranuleID(ctx context.Context, args []string, std cli.Stdio) error {
-	fs := cli.NewFlagSet("granule-id", granuleHelp, std)
+	fs := newFlags("granule-id", std)
 	var c granuleConfig
-	fs.StringVar(&c.collectionID, "collection-id", "", "collection `ID`")
-	fs.IntVar(&c.hashLength, "hash-length", granule.DefaultHashLength, "suffix length `N`")
-	fs.BoolVar(&c.includeTimestamp, "include-timestamp", false, "hash a timestamp too")
-	fs.StringVar(&c.payload, "payload", "", "AddUniqueGranuleId payload `FILE`")
-	fs.StringVar(&c.config, "config", "", "task config `FILE` or JSON")
+	fs.StringVar(&c.collectionID, "collection-id", "", "collection `ID` for IDs given without one")
+	fs.IntVar(&c.hashLength, "hash-length", granule.DefaultHashLength, "suffix length `N`, 1..22 (--risk: 6..9)")
+	fs.BoolVar(&c.includeTimestamp, "include-timestamp", false, "hash \"<collectionId>_<nanoseconds>\": IDs differ on every call, even within one nanosecond")
+	fs.StringVar(&c.payload, "payload", "", "JSON payload `FILE` for the AddUniqueGranuleId task (\"-\": stdin)")
+	fs.StringVar(&c.config, "config", "", "`FILE|JSON`: the task config {\"hashLength\":…, \"includeTimestampHashKey\":…}, a file or the JSON object itself")
 	fs.BoolVar(&c.risk, "risk", false, "print collision probabilities")
-	fs.BoolVar(&c.simulate, "simulate", false, "measure collisions with real IDs")
-	fs.Float64Var(&c.ingests, "ingests", 10000, "same-ID ingests `N`")
+	fs.BoolVar(&c.simulate, "simulate", false, "with --risk: measure the rate with real IDs")
+	fs.Float64Var(&c.ingests, "ingests", 10000, "same-ID ingests `N` for --risk")
 	fs.IntVar(&c.trials, "trials", 10000, "simulation runs `N`")
-	fs.Uint64Var(&c.seed, "seed", 1, "simulation seed `N`")
+	fs.Uint64Var(&c.seed, "seed", 1, "seed `N` of the simulated collection IDs")
 	args, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err

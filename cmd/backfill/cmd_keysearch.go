@@ -15,79 +15,7 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/audit"
 	"github.com/backfill-dev/backfill/pipeline/keysearch"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
-	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
 )
-
-const keysearchHelp = `Usage: backfill keysearch --out FILE [flags] INPUT...
-       backfill keysearch --out FILE --sink postgres [--dsn URL] [--pg-schema NAME] [flags]
-
-Find a keyed ID scheme under which the corpus has no colliding OOIDs at the
-counter width asked for, and write it as a scheme file for run, audit, ooid
-and decode --verify (--scheme FILE).
-
-A keyed scheme takes a report's counter base from SipHash-2-4 of its
-textname under a 128-bit key, modulo 2^bits. Key I of a family is the
-first 16 bytes of SHA-256("backfill-ooid-key" 0x00 SEED 0x00 I), so a key
-is named by its seed and index. The search tries the indexes from --from
-up and keeps the first one under which no two reports collide; the same
-seed and input always give the same key, and a search split by index
-range over several machines finds the same first key (take the smallest
-found). Where one key cannot be expected to work (the width is narrow for
-the corpus), a key table keeps key --from as the default and gives each
-timestamp whose reports collide under it the first key that separates
-them.
-
-Only reports that share a timestamp with another can collide, so only
-those are kept: the inputs are read twice, once to find the shared
-timestamps, once to keep their textnames. A trial stops at its first
-collision, trying the groups most likely to collide first.
-
-The INPUTs are those of backfill audit: report manifests (TEXTNAME<TAB>N
-lines), run output folders, and bucket folders (canned or autoclaved); or,
-with --sink postgres, the reports of a PostgreSQL schema run loaded.
-
-Flags:
-
-	--out FILE          the scheme file to write (required)
-	--counter-bits N    counter width, 20..28 (default 24)
-	--seed S            the key family, 1..64 printable characters
-	                    (default backfill)
-	--from N            the first key index tried (default 0)
-	--to N              the key indexes tried end before N
-	                    (default 1099511627776, that is 2^40)
-	--table MODE        auto (default): a single key unless more than
-	                    --max-trials keys are expected or tried, then a
-	                    key table; never; always
-	--max-trials N      see --table; also the most keys tried for one
-	                    timestamp of a table (default 16777216)
-	--workers N         keys tried at once (default: the number of CPUs)
-	--json              one JSON object on stdout
-	-q                  no progress lines on standard error
-	--format F          bucket layout: auto (default), canned or
-	                    autoclaved
-	--sink postgres     read the reports of a PostgreSQL schema
-	--dsn URL           PostgreSQL connection string; the PG* environment
-	                    variables fill in what it leaves out
-	--pg-schema NAME    schema of the tables (default ` + pgcopy.DefaultSchema + `)
-	--from-index        autoclaved buckets: count from the index alone
-	--ndx POLICY        blobs (default) or datums, as for backfill run
-
-Examples:
-
-	backfill gen --profile ooni2018 --manifest-only --out corpus.tsv
-	backfill keysearch --counter-bits 24 --out scheme24.txt corpus.tsv
-	backfill audit --scheme scheme24.txt corpus.tsv
-	backfill run --scheme scheme24.txt --in buckets/ --out out/
-
-EXIT STATUS
-
-	0    the scheme file was written
-	1    failure; no key in the range works, or the width is too narrow
-	     for the corpus (the smallest width that can work is printed)
-	2    usage error
-	3    written, but some inputs were rejected (listed on stderr)
-	130  interrupted
-`
 
 // keysearchOptions are keysearch's flags.
 type keysearchOptions struct {
@@ -100,18 +28,18 @@ type keysearchOptions struct {
 }
 
 func parseKeysearchFlags(args []string, std cli.Stdio) (*keysearchOptions, error) {
-	fs := cli.NewFlagSet("keysearch", keysearchHelp, std)
+	fs := newFlags("keysearch", std)
 	o := &keysearchOptions{}
-	fs.StringVar(&o.out, "out", "", "")
-	fs.IntVar(&o.bits, "counter-bits", 24, "")
-	fs.StringVar(&o.seed, "seed", "backfill", "")
-	fs.Uint64Var(&o.from, "from", 0, "")
-	fs.Uint64Var(&o.to, "to", 1<<40, "")
-	fs.StringVar(&o.table, "table", "auto", "")
-	fs.Uint64Var(&o.maxTrials, "max-trials", 1<<24, "")
-	fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "")
-	fs.BoolVar(&o.asJSON, "json", false, "")
-	fs.BoolVar(&o.quiet, "q", false, "")
+	fs.StringVar(&o.out, "out", "", "the scheme `FILE` to write (required)")
+	fs.IntVar(&o.bits, "counter-bits", 24, "counter width `N`, 20..28")
+	fs.StringVar(&o.seed, "seed", "backfill", "the key family `S`, 1..64 printable characters")
+	fs.Uint64Var(&o.from, "from", 0, "the first key index `N` tried")
+	fs.Uint64Var(&o.to, "to", 1<<40, "the key indexes tried end before `N` (default 2^40)")
+	fs.StringVar(&o.table, "table", "auto", "`MODE`: auto, a single key unless more than --max-trials keys are expected or tried, then a key table; never; always")
+	fs.Uint64Var(&o.maxTrials, "max-trials", 1<<24, "see --table; also the most keys `N` tried for one timestamp of a table")
+	fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "`N` keys tried at once (default: the number of CPUs)")
+	fs.BoolVar(&o.asJSON, "json", false, "one JSON object on stdout")
+	fs.BoolVar(&o.quiet, "q", false, "no progress lines on standard error")
 	o.in.register(fs)
 	var err error
 	if o.inputs, err = cli.ParseFlags(fs, args); err != nil {

@@ -16,62 +16,19 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
 )
 
-const loadHelp = `Usage: backfill load --plan FILE --out OUT [--shard I]
-       backfill load --plan FILE --out OUT --sink postgres [--dsn URL] [--pg-schema NAME] [--create-schema] [--shard I]
-
-Load the buckets of one shard of a plan into the job's output OUT, once
-backfill check has written OUT/verdicts.jsonl: each bucket's files are
-copied from OUT/shards/I (the ledger entry last), and the buckets whose
-verdicts changed are rewritten with them, as a single run would have
-written them. The shard is --shard, or JOB_COMPLETION_INDEX as a
-Kubernetes Indexed Job sets it. Loading a shard again gives the same
-files; shards load side by side, each under its own lock.
-
-With --sink postgres, each bucket of the shard is loaded from
-OUT/shards/I into PostgreSQL in its own transaction, as run --sink
-postgres loads it: the database settles the verdicts across buckets and
-shards itself (check is not needed), and the tables end as a one-machine
-run leaves them.
-
-Flags:
-
-	--plan FILE    the plan of backfill plan
-	--out OUT      the job's output (a folder or s3://bucket/prefix)
-	--shard I      the shard to load (default: JOB_COMPLETION_INDEX)
-	--sink NAME    parquet (default: into OUT) or postgres
-	--dsn URL      PostgreSQL connection string (the PG* variables fill in
-	               what it leaves out)
-	--pg-schema NAME  schema of the tables (default backfill)
-	--create-schema   create the tables when they are missing
-	--replace         replace buckets the schema holds from another input
-	                  (without it the load refuses, exit 1)
-	--retries N    tries again per bucket after a lost connection (default 5)
-	--retry-wait D first wait before a retry (default 1s)
-	--pg-timeout D bound on each try of a bucket; past it the try is
-	               dropped with its connection and retried (default 10m0s)
-	--connections N   buckets loaded at once (default 2)
-
-EXIT STATUS
-
-	0    the shard was loaded (the corpus's rejects are check's to report)
-	1    failure (the store, the database): running it again may mend it
-	2    usage error, or a phase out of order: the shard's map, or check,
-	     has not completed; running it again does not mend that
-`
-
 func runLoad(ctx context.Context, args []string, std cli.Stdio) error {
-	fs := cli.NewFlagSet("load", loadHelp, std)
+	fs := newFlags("load", std)
 	var planFile, out, sinkName string
 	var createSchema, replace bool
 	var pf pgFlags
 	pf.register(fs, true)
 	shard := -1
-	fs.StringVar(&planFile, "plan", "", "")
-	fs.StringVar(&out, "out", "", "")
-	fs.StringVar(&sinkName, "sink", "parquet", "")
-	fs.BoolVar(&createSchema, "create-schema", false, "")
-	fs.BoolVar(&replace, "replace", false, "")
-	fs.IntVar(&shard, "shard", -1, "")
+	fs.StringVar(&planFile, "plan", "", "the plan `FILE` of backfill plan")
+	fs.StringVar(&out, "out", "", "the job's output `OUT` (a folder or s3://bucket/prefix)")
+	fs.StringVar(&sinkName, "sink", "parquet", "`NAME`: parquet (into OUT) or postgres")
+	fs.BoolVar(&createSchema, "create-schema", false, "create the tables when they are missing")
+	fs.BoolVar(&replace, "replace", false, "replace buckets the schema holds from another input (without it the load refuses, exit 1)")
+	fs.IntVar(&shard, "shard", -1, "the shard `I` to load (default: JOB_COMPLETION_INDEX)")
 	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err

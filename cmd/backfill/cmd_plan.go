@@ -16,45 +16,13 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/stamp"
 )
 
-const planHelp = `Usage: backfill plan --in DIR --shards N [--out FILE]
-
-Split the buckets under DIR (a folder or s3://bucket/prefix) into N
-shards balanced by bytes, for runs on N machines (a Kubernetes Indexed
-Job: backfill run --plan FILE, each pod its shard). The plan is JSON,
-versioned and checksummed; it records each bucket's size and listing
-fingerprint, so a shard refuses to run on buckets that changed since.
-
-A bucket's shard is chosen by rendezvous hashing of its name, capped at
-5% above the mean shard: the same listing always gives the same plan,
-no shard holds more than the larger of 1.05 times the mean and the mean
-plus the largest bucket, and adding a day moves few other buckets.
-
-Flags:
-
-	--in DIR       the folder of bucket folders (local or s3://)
-	--shards N     the number of shards (1 or more)
-	--out FILE     where to write the plan, a path or an s3:// URL
-	               (default: standard output)
-
-Examples:
-
-	backfill plan --in s3://ooni-data/canned --shards 64 --out s3://me/plan.json
-	backfill run --plan s3://me/plan.json --out s3://me/ooids   # JOB_COMPLETION_INDEX picks the shard
-
-EXIT STATUS
-
-	0    the plan was written
-	1    failure (the input cannot be listed)
-	2    usage error
-`
-
 func runPlan(ctx context.Context, args []string, std cli.Stdio) error {
-	fs := cli.NewFlagSet("plan", planHelp, std)
+	fs := newFlags("plan", std)
 	var in, out string
 	var shards int
-	fs.StringVar(&in, "in", "", "")
-	fs.StringVar(&out, "out", "", "")
-	fs.IntVar(&shards, "shards", 0, "")
+	fs.StringVar(&in, "in", "", "the folder of bucket folders `DIR` (local or s3://)")
+	fs.StringVar(&out, "out", "", "where to write the plan, a path or an s3:// URL `FILE` (default: standard output)")
+	fs.IntVar(&shards, "shards", 0, "the number of shards `N` (1 or more)")
 	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err

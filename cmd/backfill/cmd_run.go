@@ -22,135 +22,6 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/stamp"
 )
 
-const runHelp = `Usage: backfill run --in DIR --out DIR [flags] [BUCKET...]
-       backfill run --in DIR --sink postgres [--dsn URL] [flags] [BUCKET...]
-
-Backfill OOIDs onto every measurement of the OONI buckets in DIR (folders
-named YYYY-MM-DD holding *.tar.lz4, *.lz4 and index.json.gz), canned or
-autoclaved, or only of the BUCKETs named. DIR may also be one bucket
-folder. Another folder in DIR that holds bucket files (*.lz4,
-index.json.gz) is not read and is a reject (misnamed_bucket: 2017-6-3,
-2017-06-03.bak); one that holds none is a notice; both are kept in
-OUT/input-dead-letters.jsonl. A DIR with no bucket folder is a usage error. Per bucket it writes, under --out:
-
-	measurements/BUCKET.parquet  ooid (INT64), textname, ndx (INT32), bucket_date
-	reports/BUCKET.parquet       textname, ts, ts_source, counter_base, n, ...
-	dead-letters/BUCKET.jsonl    every rejected or flagged input, with its
-	                             bucket, file, textname, offset, reason,
-	                             kind (reject or notice), message
-	ledger/BUCKET.json           the commit record: input fingerprint, scheme,
-	                             counts
-
-The layout of each bucket is told from its index (--format auto). Canned
-containers are decompressed and their reports sliced. Autoclaved files are
-decompressed frame by frame and checked against their index's frame, report
-and datum rows; with --from-index they are not read at all: every
-(textname, ndx) comes from the index's rows, the fast way to stamp or audit
-the whole corpus. Both ways give the same IDs. An index's orig_sha1s are
-hashes of the raw blobs, which only the canned form holds: --canned compares
-every autoclaved file with the canned file of the same name, report by
-report and measurement by measurement. --ndx datums numbers the
-measurements that parse only (the old MetaDB numbering): badblobs get no ID
-and a dead-letter record, where by default they are counted like any other.
-
-Each file appears atomically; the ledger entry is written last. The output
-does not depend on --workers. One run writes to an output folder at a
-time (OUT/.lock); a second one fails at once, naming the first one's PID.
-A progress bar goes to standard error on a terminal, a line every few
-seconds otherwise; the summary goes to standard output.
-
-Every record of the dead-letter archive is a reject (an input lost, or a
-report or measurement left without IDs) or a notice (recorded, nothing
-lost: an empty report, a checksum that differs, a container read without
-its index row). The summary counts both, by reason; with --resume it
-covers the buckets skipped too, as their ledger records them.
-
-With --sink postgres each bucket is one transaction into the tables of
---pg-schema (see ` + "`backfill help schema`" + ` and the README): the bucket's old rows
-are replaced, its rows COPYed, the ledger marked, then it commits. A bucket
-another run is loading is waited for (or skipped with --skip-locked).
-Collisions are settled in the database against every committed bucket,
-whichever run loaded it. --connections buckets are loaded at once: each
-writes its rows first and takes the schema's verdict lock only to check
-that they collide with nothing committed (a bucket whose rows do collide
-is settled under the lock). A lost connection or server restart rolls the
-bucket back; it is tried again --retries times, waiting --retry-wait, then
-twice as long each time (at most 30s); then the run fails with status 1.
-
-Flags:
-
-	--in DIR            the folder of bucket folders, or one bucket folder
-	                    (required but for --plan); a path or s3://bucket/prefix
-	--out DIR           the output folder (required for --sink parquet); a
-	                    path or s3://bucket/prefix
-	--plan FILE         run one shard of a plan (backfill plan): its input,
-	                    its buckets; refused when they changed since planning
-	--shard I           the shard of --plan (default: JOB_COMPLETION_INDEX,
-	                    as a Kubernetes Indexed Job sets it)
-	--sink NAME         parquet (default) or postgres
-	--dsn URL           PostgreSQL connection string; the PG* environment
-	                    variables fill in what it leaves out
-	--pg-schema NAME    schema of the tables (default backfill)
-	--create-schema     create the schema first where it is missing
-	--bulk              one-off migration into an empty schema: load without
-	                    the indexes, build them at the end (same end
-	                    state; rerun with --bulk --resume if interrupted)
-	--skip-locked       skip buckets another run is loading instead of waiting
-	--retries N         tries again per bucket after a lost connection (default 5)
-	--retry-wait D      first wait before a retry (default 1s)
-	--pg-timeout D      bound on each try of a bucket (and each other
-	                    exchange with the server): a try past it is dropped
-	                    with its connection and retried (default 10m0s)
-	--connections N     buckets committed at once, each on a connection of
-	                    its own (default 2; --bulk uses one)
-	--format F          bucket layout: auto (default, told per bucket), canned
-	                    or autoclaved
-	--from-index        autoclaved buckets: IDs from the index alone, no data
-	                    read (canned buckets are read as usual)
-	--ndx POLICY        blobs (default: badblobs count) or datums
-	--canned DIR        autoclaved buckets: compare each file with its canned
-	                    form in DIR/BUCKET (same file names): each report's
-	                    and measurement's orig_sha1, the sizes and the
-	                    cutoffs; a difference is a canned_mismatch record,
-	                    the IDs stay the index's
-	--workers N         containers read at once (default: the number of CPUs)
-	--resume            skip buckets committed with the same input and scheme
-	--replace           replace buckets the output holds from another input
-	                    folder (without it the run refuses, exit 1)
-	--counter-bits N    counter width, 20..28 (default 28)
-	--sha1-offset N     SHA-1 hex window offset, 0..33 (default 33)
-	--scheme FILE       the ID scheme of a scheme file (backfill keysearch
-	                    writes them) instead of the two flags above
-	--max-blob SIZE     flag measurements over SIZE bytes (default 64MiB)
-	--verify            check every report's and file's SHA-1 against the
-	                    index too (sizes and CRC-32s always are), the LZ4
-	                    checksums of every container (else only of those
-	                    the index does not list, or that fail), and parse
-	                    every autoclaved datum as JSON; about half the CPU
-	                    time of a run (--verify-sha1 is the same flag); an
-	                    orig_sha1 is checked with --canned
-	--strict            exit 3 for notices too, not only for rejects
-	--json              print the summary as JSON
-	-q                  no progress output
-
-Examples:
-
-	backfill gen --out corpus && backfill run --in corpus --out out
-	backfill run --in /data/canned --out out --resume 2017-06-01 2017-06-02
-	backfill run --in corpus --sink postgres --dsn postgres://me@db/ooni --create-schema
-
-EXIT STATUS
-
-	0    completed; every input has its IDs (notices may have been recorded)
-	1    failure: the buckets committed so far are whole, the others absent
-	2    usage error; with --plan also a plan that does not fit (its
-	     buckets changed, the shard count differs)
-	3    completed, with rejects (with --strict: or notices); see the
-	     dead-letter archive. Not with --plan: a shard that completed
-	     exits 0 whatever it recorded, and backfill check sums them
-	130  interrupted: committed buckets are whole; rerun with --resume
-`
-
 // runOptions are run's flags.
 type runOptions struct {
 	cfg                                   job.Config
@@ -166,32 +37,32 @@ type runOptions struct {
 }
 
 func parseRunFlags(args []string, std cli.Stdio) (*runOptions, error) {
-	fs := cli.NewFlagSet("run", runHelp, std)
+	fs := newFlags("run", std)
 	o := &runOptions{cfg: job.Config{Scheme: ooid.DefaultScheme, Version: buildVersion()}, shard: -1, maxBlob: units.Size(reader.DefaultMaxBlob)}
 	cfg := &o.cfg
 	o.pg.register(fs, true)
-	fs.StringVar(&o.sink, "sink", "parquet", "")
-	fs.BoolVar(&o.createSchema, "create-schema", false, "")
-	fs.BoolVar(&o.bulk, "bulk", false, "")
-	fs.BoolVar(&o.skipLocked, "skip-locked", false, "")
-	fs.StringVar(&o.inLoc, "in", "", "")
-	fs.StringVar(&o.out, "out", "", "")
-	fs.StringVar(&o.planFile, "plan", "", "")
-	fs.IntVar(&o.shard, "shard", -1, "")
-	fs.IntVar(&cfg.Workers, "workers", runtime.NumCPU(), "")
-	fs.BoolVar(&cfg.Resume, "resume", false, "")
-	fs.BoolVar(&cfg.Replace, "replace", false, "")
+	fs.StringVar(&o.sink, "sink", "parquet", "`NAME`: parquet or postgres")
+	fs.BoolVar(&o.createSchema, "create-schema", false, "create the schema first where it is missing")
+	fs.BoolVar(&o.bulk, "bulk", false, "one-off migration into an empty schema: load without the indexes, build them at the end (same end state; rerun with --bulk --resume if interrupted)")
+	fs.BoolVar(&o.skipLocked, "skip-locked", false, "skip buckets another run is loading instead of waiting")
+	fs.StringVar(&o.inLoc, "in", "", "the folder of bucket folders, or one bucket folder, a path or s3://bucket/prefix `DIR` (required but for --plan)")
+	fs.StringVar(&o.out, "out", "", "the output folder `DIR`, a path or s3://bucket/prefix (required for --sink parquet)")
+	fs.StringVar(&o.planFile, "plan", "", "run one shard of the plan `FILE` (backfill plan): its input, its buckets; refused when they changed since planning")
+	fs.IntVar(&o.shard, "shard", -1, "the shard `I` of --plan (default: JOB_COMPLETION_INDEX, as a Kubernetes Indexed Job sets it)")
+	fs.IntVar(&cfg.Workers, "workers", runtime.NumCPU(), "`N` containers read at once (default: the number of CPUs)")
+	fs.BoolVar(&cfg.Resume, "resume", false, "skip buckets committed with the same input and scheme")
+	fs.BoolVar(&cfg.Replace, "replace", false, "replace buckets the output holds from another input folder (without it the run refuses, exit 1)")
 	fs.BoolVar(&cfg.VerifySHA1, "verify-sha1", false, "")
-	fs.BoolVar(&cfg.VerifySHA1, "verify", false, "")
+	fs.BoolVar(&cfg.VerifySHA1, "verify", false, "check every report's and file's SHA-1 against the index too (sizes and CRC-32s always are), every LZ4 checksum, and parse every autoclaved datum as JSON: about half the CPU time of a run (--verify-sha1 is the same flag)")
 	cfg.Format, cfg.Ndx = reader.FormatAuto, reader.NdxBlobs
-	fs.Var(&cfg.Format, "format", "")
-	fs.BoolVar(&cfg.FromIndex, "from-index", false, "")
-	fs.Var(&cfg.Ndx, "ndx", "")
-	fs.StringVar(&o.cannedLoc, "canned", "", "")
-	fs.Var(&o.maxBlob, "max-blob", "")
-	fs.BoolVar(&o.asJSON, "json", false, "")
-	fs.BoolVar(&o.quiet, "q", false, "")
-	fs.BoolVar(&o.strict, "strict", false, "")
+	fs.Var(&cfg.Format, "format", "bucket layout `F`: auto (told per bucket), canned or autoclaved")
+	fs.BoolVar(&cfg.FromIndex, "from-index", false, "autoclaved buckets: IDs from the index alone, no data read")
+	fs.Var(&cfg.Ndx, "ndx", "`POLICY`: blobs (badblobs count) or datums (badblobs get no ID and a dead-letter record)")
+	fs.StringVar(&o.cannedLoc, "canned", "", "autoclaved buckets: compare each file with its canned form in `DIR`/BUCKET, report by report and measurement by measurement (orig_sha1s, sizes, cutoffs); a difference is a canned_mismatch record")
+	fs.Var(&o.maxBlob, "max-blob", "flag measurements over `SIZE` bytes")
+	fs.BoolVar(&o.asJSON, "json", false, "print the summary as JSON")
+	fs.BoolVar(&o.quiet, "q", false, "no progress output")
+	fs.BoolVar(&o.strict, "strict", false, "exit 3 for notices too, not only for rejects")
 	o.loadScheme = schemeFlags(fs, &cfg.Scheme)
 	var err error
 	if o.buckets, err = cli.ParseFlags(fs, args); err != nil {

@@ -12,33 +12,6 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
 )
 
-const schemaHelp = `Usage: backfill schema [--dsn URL] [--pg-schema NAME]
-
-Create the PostgreSQL schema of ` + "`backfill run --sink postgres`" + ` where it is
-missing: its tables (measurements, reports, dead_letters, ledger), indexes,
-constraints and the view measurement_ids. It is idempotent, and it completes
-a bulk load (run --bulk) that stopped before building its indexes.
-
-The connection comes from --dsn (a postgres:// URL or key=value string) and
-the standard PG* environment variables (PGHOST, PGPORT, PGUSER, PGPASSWORD,
-PGDATABASE, ...) for what it leaves out. The password never appears in
-messages. A schema made by an older version is upgraded: missing columns
-are added, and the GiST index and exclusion constraint it kept on reports
-are replaced by a btree on ts.
-
-Flags:
-
-	--dsn URL          connection string (default: the PG* variables)
-	--pg-schema NAME   schema of the tables (default backfill); any name is
-	                   quoted as an identifier
-
-EXIT STATUS
-
-	0    the schema is ready
-	1    failure (connection, permissions)
-	2    usage error
-`
-
 // pgFlags are the connection flags of run and schema.
 type pgFlags struct {
 	dsn, schema string
@@ -49,13 +22,13 @@ type pgFlags struct {
 }
 
 func (p *pgFlags) register(fs *flag.FlagSet, retries bool) {
-	fs.StringVar(&p.dsn, "dsn", "", "")
-	fs.StringVar(&p.schema, "pg-schema", pgcopy.DefaultSchema, "")
+	fs.StringVar(&p.dsn, "dsn", "", "PostgreSQL connection string `URL` (or key=value string); the PG* environment variables fill in what it leaves out")
+	fs.StringVar(&p.schema, "pg-schema", pgcopy.DefaultSchema, "schema `NAME` of the tables, quoted as an identifier")
 	if retries {
-		fs.IntVar(&p.retries, "retries", pgcopy.DefaultRetries, "")
-		fs.DurationVar(&p.retryWait, "retry-wait", pgcopy.DefaultRetryWait, "")
-		fs.DurationVar(&p.timeout, "pg-timeout", pgcopy.DefaultTimeout, "")
-		fs.IntVar(&p.connections, "connections", pgcopy.DefaultConnections, "")
+		fs.IntVar(&p.retries, "retries", pgcopy.DefaultRetries, "tries again `N` times per bucket after a lost connection")
+		fs.DurationVar(&p.retryWait, "retry-wait", pgcopy.DefaultRetryWait, "first wait `D` before a retry, then twice as long each time (at most 30s)")
+		fs.DurationVar(&p.timeout, "pg-timeout", pgcopy.DefaultTimeout, "bound `D` on each try of a bucket (and each other exchange with the server): a try past it is dropped with its connection and retried")
+		fs.IntVar(&p.connections, "connections", pgcopy.DefaultConnections, "`N` buckets committed at once, each on a connection of its own (--bulk uses one)")
 	}
 }
 
@@ -65,7 +38,7 @@ func (p *pgFlags) options(std cli.Stdio) pgcopy.Options {
 }
 
 func runSchema(ctx context.Context, args []string, std cli.Stdio) (err error) {
-	fs := cli.NewFlagSet("schema", schemaHelp, std)
+	fs := newFlags("schema", std)
 	var pf pgFlags
 	pf.register(fs, false)
 	rest, err := cli.ParseFlags(fs, args)

@@ -16,70 +16,6 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 )
 
-const stampHelp = `Usage: backfill stamp --collector-id N --state FILE [flags]
-       backfill stamp --collector-id N --state FILE --count N
-       backfill stamp --collector-id N --state FILE --listen ADDR
-
-Issue collector-stamped OOIDs (ts:32 collector:8 counter:24) that never
-repeat, across restarts and clock steps. The state FILE records how far
-the IDs went (a high-water second, made durable before any ID past it is
-handed out, a lease of seconds at a time); a new run issues only seconds
-after it. One process per state file; a state file of another collector,
-cut short or damaged, or whose mark is far ahead of the clock, is refused,
-never reset. When the clock steps back, IDs go on in the last second
-used; when a second's 2^24 IDs are used up, in the next one, never more
-than --max-lead seconds ahead of the clock (past it, stamp waits, or with
---fail-ahead fails).
-
-Without --count or --listen, stamp is a filter: it reads JSON lines (one
-measurement object each) from standard input and writes the same lines
-with an "ooid" field added (16 hex digits), in order, streaming. A line
-that is not a JSON object, already has an "ooid", or is longer than
---max-line, is reported on standard error with its number and reason and
-gets no ID; with --rejects FILE the line itself, as read, is appended to
-FILE, so that nothing is lost.
-
-With --count N, it prints N IDs, one per line.
-
-With --listen ADDR, it serves IDs over HTTP until SIGINT or SIGTERM, then
-stops gracefully: GET or POST /ids?n=K answers {"ids":["…",…]} with K
-IDs (1..100000, default 1), in increasing order. A client gets
---http-timeout to send its request and as long to take the answer, and an
-idle kept-alive connection is closed after four times that: a slow or
-silent client cannot hold the server.
-
-Flags:
-
-	--collector-id N    this collector's id, 0..239 (0x00..0xEF) (required)
-	--state FILE        the state file (required; created for a new collector)
-	--count N           print N IDs and exit
-	--listen ADDR       serve IDs over HTTP on ADDR (host:port)
-	--http-timeout D    with --listen: the time a client has to send its
-	                    request, and to read the answer (default 30s)
-	--lease N           seconds reserved by each durable mark (default 10)
-	--max-lead N        seconds the IDs may run ahead of the clock (default 60)
-	--fail-ahead        fail instead of waiting past --max-lead
-	--rejects FILE      append the lines rejected by the filter to FILE
-	--max-line SIZE     reject lines over SIZE bytes (default 64MiB)
-	--clock-offset D    shift the clock by D, for tests of clock steps
-	                    (default 0s)
-
-Examples:
-
-	backfill stamp --collector-id 42 --state /var/lib/backfill/42.state --rejects rejected.jsonl < in.jsonl > out.jsonl
-	backfill stamp --collector-id 42 --state 42.state --count 3
-	backfill stamp --collector-id 42 --state 42.state --listen 127.0.0.1:8642
-	curl '127.0.0.1:8642/ids?n=1000'
-
-EXIT STATUS
-
-	0    success
-	1    failure (the state file is held, refused or cannot be written)
-	2    usage error
-	3    some input lines were rejected
-	130  interrupted
-`
-
 // stampOptions are stamp's flags.
 type stampOptions struct {
 	opt               collector.Options
@@ -96,19 +32,19 @@ type stampOptions struct {
 }
 
 func parseStampFlags(args []string, std cli.Stdio) (*stampOptions, error) {
-	fs := cli.NewFlagSet("stamp", stampHelp, std)
+	fs := newFlags("stamp", std)
 	o := &stampOptions{maxLine: units.Size(64 << 20)}
-	fs.IntVar(&o.id, "collector-id", 0, "")
-	fs.StringVar(&o.opt.State, "state", "", "")
-	fs.Int64Var(&o.count, "count", 0, "")
-	fs.StringVar(&o.listen, "listen", "", "")
-	fs.DurationVar(&o.httpTimeout, "http-timeout", 30*time.Second, "")
-	fs.UintVar(&o.lease, "lease", collector.DefaultLease, "")
-	fs.UintVar(&o.lead, "max-lead", collector.DefaultMaxLead, "")
-	fs.BoolVar(&o.opt.FailAhead, "fail-ahead", false, "")
-	fs.DurationVar(&o.offset, "clock-offset", 0, "")
-	fs.StringVar(&o.rejects, "rejects", "", "")
-	fs.Var(&o.maxLine, "max-line", "")
+	fs.IntVar(&o.id, "collector-id", 0, "this collector's id `N`, 0..239 (0x00..0xEF) (required)")
+	fs.StringVar(&o.opt.State, "state", "", "the state `FILE` (required; created for a new collector)")
+	fs.Int64Var(&o.count, "count", 0, "print `N` IDs and exit")
+	fs.StringVar(&o.listen, "listen", "", "serve IDs over HTTP on `ADDR` (host:port)")
+	fs.DurationVar(&o.httpTimeout, "http-timeout", 30*time.Second, "with --listen: the time `D` a client has to send its request, and to read the answer")
+	fs.UintVar(&o.lease, "lease", collector.DefaultLease, "`N` seconds reserved by each durable mark")
+	fs.UintVar(&o.lead, "max-lead", collector.DefaultMaxLead, "`N` seconds the IDs may run ahead of the clock")
+	fs.BoolVar(&o.opt.FailAhead, "fail-ahead", false, "fail instead of waiting past --max-lead")
+	fs.DurationVar(&o.offset, "clock-offset", 0, "shift the clock by `D`, for tests of clock steps")
+	fs.StringVar(&o.rejects, "rejects", "", "append the lines rejected by the filter to `FILE`")
+	fs.Var(&o.maxLine, "max-line", "reject lines over `SIZE` bytes")
 	var err error
 	if o.rest, err = cli.ParseFlags(fs, args); err != nil {
 		return nil, err

@@ -17,45 +17,6 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/status"
 )
 
-const statusHelp = `Usage: backfill status OUT [--in DIR] [--json]
-       backfill status --sink postgres [--dsn URL] [--pg-schema NAME] [--in DIR] [--json]
-
-Show what an output holds, from its ledger: the Parquet output folder OUT
-of backfill run, or the tables of a PostgreSQL schema. Per bucket: its
-status (committed, or failed with its error), the scheme it was made
-under, its reports and measurements, and its rejects and notices; then
-the rejects and notices of all buckets by reason. For a Parquet folder it
-also says whether a run is writing to it now (and its PID).
-
-With --in DIR (the input of the runs), it also says what
-backfill run --resume would still do: the buckets of DIR that are not
-committed, failed, or committed from other input (their files changed
-since).
-
-It reads and never writes; a run may go on meanwhile.
-
-Flags:
-
-	--sink NAME         parquet (default: OUT is a folder) or postgres
-	--dsn URL           PostgreSQL connection string; the PG* environment
-	                    variables fill in what it leaves out
-	--pg-schema NAME    schema of the tables (default ` + pgcopy.DefaultSchema + `)
-	--in DIR            the folder of bucket folders the runs read
-	--json              one JSON object instead of the table
-
-Examples:
-
-	backfill status out
-	backfill status out --in corpus --json
-	backfill status --sink postgres --dsn postgres://me@db/ooni
-
-EXIT STATUS
-
-	0    the status was shown
-	1    failure (the output cannot be read)
-	2    usage error
-`
-
 // readStatus reads the state of the output: a Parquet folder (the one of
 // rest) or a PostgreSQL schema; closeOut releases what it opened.
 func readStatus(ctx context.Context, std cli.Stdio, sinkName string, rest []string, pf pgFlags) (rep status.Output, states []stamped.State, closeOut func(), err error) {
@@ -95,14 +56,14 @@ func readStatus(ctx context.Context, std cli.Stdio, sinkName string, rest []stri
 }
 
 func runStatus(ctx context.Context, args []string, std cli.Stdio) error {
-	fs := cli.NewFlagSet("status", statusHelp, std)
+	fs := newFlags("status", std)
 	var sinkName, in string
 	var asJSON bool
 	var pf pgFlags
 	pf.register(fs, false)
-	fs.StringVar(&sinkName, "sink", "parquet", "")
-	fs.StringVar(&in, "in", "", "")
-	fs.BoolVar(&asJSON, "json", false, "")
+	fs.StringVar(&sinkName, "sink", "parquet", "`NAME`: parquet (OUT is a folder) or postgres")
+	fs.StringVar(&in, "in", "", "the folder of bucket folders `DIR` the runs read")
+	fs.BoolVar(&asJSON, "json", false, "one JSON object instead of the table")
 	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err

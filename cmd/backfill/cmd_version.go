@@ -10,22 +10,6 @@ import (
 	"github.com/backfill-dev/backfill/internal/cli"
 )
 
-const versionHelp = `Usage: backfill version [--json]
-
-Print the version of backfill, from its build: the module version (or the
-one make build stamps), the VCS revision and its time (with "+dirty" when
-the tree had changes), the Go version and the OS/architecture.
-
-	--json     one JSON object
-
-backfill --version is the same.
-
-EXIT STATUS
-
-	0    success
-	2    usage error
-`
-
 // buildInfo is what the version command says.
 type buildInfo struct {
 	Version  string `json:"version"`
@@ -37,8 +21,8 @@ type buildInfo struct {
 }
 
 func runVersion(_ context.Context, args []string, std cli.Stdio) error {
-	fs := cli.NewFlagSet("version", versionHelp, std)
-	asJSON := fs.Bool("json", false, "")
+	fs := newFlags("version", std)
+	asJSON := fs.Bool("json", false, "one JSON object")
 	args, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err

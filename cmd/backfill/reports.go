@@ -26,10 +26,10 @@ type inputFlags struct {
 
 func (f *inputFlags) register(fs *flag.FlagSet) {
 	f.read.Format, f.read.Read.Ndx = reader.FormatAuto, reader.NdxBlobs
-	fs.Var(&f.read.Format, "format", "")
-	fs.BoolVar(&f.read.Read.FromIndex, "from-index", false, "")
-	fs.Var(&f.read.Read.Ndx, "ndx", "")
-	fs.StringVar(&f.sink, "sink", "", "")
+	fs.Var(&f.read.Format, "format", "bucket layout `F`: auto, canned or autoclaved")
+	fs.BoolVar(&f.read.Read.FromIndex, "from-index", false, "autoclaved buckets: count from the index alone")
+	fs.Var(&f.read.Read.Ndx, "ndx", "`POLICY`: blobs or datums, as for backfill run")
+	fs.StringVar(&f.sink, "sink", "", "`postgres`: read the reports of a PostgreSQL schema")
 	f.pg.register(fs, false)
 }
 

@@ -16,7 +16,7 @@ import (
 	"strings"
 )
 
-// Exit statuses; see the EXIT STATUS section of the command's help.
+// Exit statuses; each command's help lists the ones it uses.
 const (
 	ExitOK          = 0
 	ExitFailure     = 1

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"strings"
 	"testing"
 	"time"
@@ -101,5 +102,35 @@ func TestShellQuote(t *testing.T) {
 		if got := ShellQuote(in); got != want {
 			t.Errorf("ShellQuote(%q) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// TestHelp_FlagList: the flags go after the line "Flags:", sorted, with
+// their argument, usage wrapped in one column, and default; a flag with no
+// usage (another name of one) is left out, and a help without the line is
+// printed as it is.
+func TestHelp_FlagList(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.Int("workers", 4, "`N` containers read at once")
+	fs.Bool("q", false, "no progress output")
+	fs.String("alias", "", "")
+	fs.String("out", "", "the output folder `DIR`, a path or s3://bucket/prefix, which is long enough to be wrapped onto a second line")
+	fs.Duration("wait", 0, "first wait `D`")
+	fs.String("size", "64MiB", "flag measurements over `SIZE` bytes, the whole of it, past which the default must not be cut (x)")
+	got := Help(fs, "Usage: x\n\nFlags:\n\nExit status:\n")
+	want := "Usage: x\n\nFlags:\n\n" +
+		"\t--out DIR    the output folder DIR, a path or s3://bucket/prefix, which is\n" +
+		"\t             long enough to be wrapped onto a second line\n" +
+		"\t-q           no progress output\n" +
+		"\t--size SIZE  flag measurements over SIZE bytes, the whole of it, past\n" +
+		"\t             which the default must not be cut (x) (default 64MiB)\n" +
+		"\t--wait D     first wait D\n" +
+		"\t--workers N  containers read at once (default 4)\n" +
+		"\nExit status:\n"
+	if got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+	if got := Help(fs, "no flags line\n"); got != "no flags line\n" {
+		t.Errorf("a help without the line: %q", got)
 	}
 }

@@ -20,7 +20,9 @@ type helpOut struct {
 }
 
 // NewFlagSet returns a flag set whose -h prints help to standard output
-// (as git, go and restic do: backfill run -h | less), and exits 0.
+// (as git, go and restic do: backfill run -h | less), and exits 0. The
+// help's flags are listed from the flag set itself, after its line
+// "Flags:" (see Help): a flag is described where it is registered, once.
 func NewFlagSet(name, help string, std Stdio) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // ParseFlags says what went wrong, once
@@ -45,7 +47,7 @@ func ParseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				if h, ok := flagHelp.Load(fs); ok {
-					fmt.Fprint(h.(helpOut).w, h.(helpOut).text)
+					fmt.Fprint(h.(helpOut).w, Help(fs, h.(helpOut).text))
 				}
 				return nil, ErrHelp
 			}
@@ -147,4 +149,80 @@ func Made(name string) *flag.FlagSet {
 		return true
 	})
 	return fs
+}
+
+// flagsMark is the line of a help text after which Help lists the flags.
+const flagsMark = "\nFlags:\n\n"
+
+// Help returns help with the flags of fs listed after its line "Flags:",
+// sorted by name, one paragraph each: --name ARG, then the usage wrapped,
+// then the default unless the usage says it or it is the zero value. ARG
+// is the usage's first `quoted` word; one that opens the usage is left out
+// of the text ("`N` buckets at once": --connections N, "buckets at
+// once"). A flag whose usage is empty is another name of one listed, which
+// that one's usage names.
+func Help(fs *flag.FlagSet, help string) string {
+	at := strings.Index(help, flagsMark)
+	if at < 0 {
+		return help
+	}
+	at += len(flagsMark)
+	type entry struct{ name, usage string }
+	var list []entry
+	col := 0
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Usage == "" {
+			return
+		}
+		arg, usage := flag.UnquoteUsage(f)
+		if rest, ok := strings.CutPrefix(f.Usage, "`"+arg+"`"); ok {
+			usage = strings.TrimLeft(rest, ": ")
+		}
+		name := "-" + f.Name
+		if len(f.Name) > 1 {
+			name = "-" + name
+		}
+		if arg != "" { // a bool flag's is empty
+			name += " " + arg
+		}
+		if d := f.DefValue; d != "" && d != "0" && d != "0s" && d != "false" && !strings.Contains(usage, "(default") {
+			usage += " (default\x00" + d + ")" // kept on one line
+		}
+		list = append(list, entry{name, usage})
+		col = max(col, len(name)+2)
+	})
+	var b strings.Builder
+	b.WriteString(help[:at])
+	for _, e := range list {
+		writeFlag(&b, e.name, e.usage, min(col, 24))
+	}
+	b.WriteString("\n")
+	b.WriteString(help[at:])
+	return b.String()
+}
+
+// writeFlag writes one flag's paragraph: the name, then the usage wrapped
+// in the column col after the tab (below the name when it is too wide).
+func writeFlag(b *strings.Builder, name, usage string, col int) {
+	const width = 74 // the last column of the usage, after the tab
+	b.WriteString("\t" + name)
+	pad := col - len(name)
+	if pad < 2 {
+		b.WriteString("\n\t")
+		pad = col
+	}
+	b.WriteString(strings.Repeat(" ", pad))
+	n := col
+	for i, w := range strings.Fields(usage) {
+		if i > 0 && n+1+len(w) > width {
+			b.WriteString("\n\t" + strings.Repeat(" ", col))
+			n = col
+		} else if i > 0 {
+			b.WriteString(" ")
+			n++
+		}
+		b.WriteString(strings.ReplaceAll(w, "\x00", " "))
+		n += len(w)
+	}
+	b.WriteString("\n")
 }
