@@ -89,55 +89,33 @@ func (c *cumulusFlags) setup(ctx context.Context, cmd string, std cli.Stdio) (*p
 }
 
 func runGranuleWrite(ctx context.Context, args []string, std cli.Stdio) error {
-	fs := newFlags("granule-write", std)
-	var c cumulusFlags
-	c.register(fs)
-	inputs, err := cli.ParseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(inputs) == 0 {
-		return cli.Usagef("granule-write: no input given (a file, a folder or - for standard input)")
-	}
-	if err := c.check("granule-write"); err != nil {
-		return err
-	}
-	pool, w, opt, err := c.setup(ctx, "granule-write", std)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	root, err := location.Open(ctx, c.archive)
-	if err != nil {
-		return err
-	}
-	arch := dla.New(root)
-	st, err := replay.Write(ctx, inputs, std.In, w, arch, opt)
-	report(std, "granule-write", st, w)
-	if err != nil {
-		return err
-	}
-	if st.Archived > 0 {
-		return &cli.RejectsError{N: st.Archived, What: "messages", Verb: "failed and " + cli.Plural(st.Archived, "is", "are") + " in the archive under " + c.archive}
-	}
-	return nil
+	return replayMessages(ctx, "granule-write", args, std)
 }
 
 func runGranuleRecover(ctx context.Context, args []string, std cli.Stdio) error {
-	fs := newFlags("granule-recover", std)
+	return replayMessages(ctx, "granule-recover", args, std)
+}
+
+// replayMessages runs granule-write (the messages of the inputs) or
+// granule-recover (those of the archive) through the writer.
+func replayMessages(ctx context.Context, cmd string, args []string, std cli.Stdio) error {
+	fs := newFlags(cmd, std)
 	var c cumulusFlags
 	c.register(fs)
-	rest, err := cli.ParseFlags(fs, args)
-	if err != nil {
+	inputs, err := cli.ParseFlags(fs, args)
+	recovering := cmd == "granule-recover"
+	switch {
+	case err != nil:
+		return err
+	case !recovering && len(inputs) == 0:
+		return cli.Usagef("granule-write: no input given (a file, a folder or - for standard input)")
+	case recovering && len(inputs) > 0:
+		return cli.Usagef("granule-recover: unexpected argument %q (the archive is --archive)", inputs[0])
+	}
+	if err := c.check(cmd); err != nil {
 		return err
 	}
-	if len(rest) > 0 {
-		return cli.Usagef("granule-recover: unexpected argument %q (the archive is --archive)", rest[0])
-	}
-	if err := c.check("granule-recover"); err != nil {
-		return err
-	}
-	pool, w, opt, err := c.setup(ctx, "granule-recover", std)
+	pool, w, opt, err := c.setup(ctx, cmd, std)
 	if err != nil {
 		return err
 	}
@@ -146,30 +124,31 @@ func runGranuleRecover(ctx context.Context, args []string, std cli.Stdio) error 
 	if err != nil {
 		return err
 	}
-	arch := dla.New(root)
-	st, err := replay.Recover(ctx, arch, w, opt)
-	report(std, "granule-recover", st, w)
-	if err != nil {
-		return err
+	var st replay.Stats
+	if recovering {
+		st, err = replay.Recover(ctx, dla.New(root), w, opt)
+	} else {
+		st, err = replay.Write(ctx, inputs, std.In, w, dla.New(root), opt)
 	}
-	if st.Archived > 0 {
-		return &cli.RejectsError{N: st.Archived, What: "records", Verb: "failed again and " + cli.Plural(st.Archived, "was", "were") + " moved to failed-sqs"}
-	}
-	return nil
-}
-
-// report prints what became of the messages.
-func report(std cli.Stdio, cmd string, st replay.Stats, w *records.Writer) {
 	fmt.Fprintf(std.Err, "backfill: %s: %s: %d written, %d failed; %s: %d written, %d written with status failed (a final status that fails the schema, as Cumulus does), %d dropped by the write constraints, %d failed to write",
 		cmd, cli.Count(st.Messages, "message", "messages"), st.OK, st.Archived, cli.Plural(st.Granules, "granule", "granules"),
 		st.GranulesWritten, st.GranulesMarked, st.GranulesDropped, st.GranulesFailed)
-	if cmd == "granule-recover" {
+	if recovering {
 		fmt.Fprintf(std.Err, "; %s deleted from the archive", cli.Count(st.Deleted, "record", "records"))
 	}
 	if n := w.Fallbacks(); n > 0 {
 		fmt.Fprintf(std.Err, "; %s written one message at a time", cli.Count(n, "batch", "batches"))
 	}
 	fmt.Fprintln(std.Err)
+	switch {
+	case err != nil:
+		return err
+	case st.Archived > 0 && recovering:
+		return &cli.RejectsError{N: st.Archived, What: "records", Verb: "failed again and " + cli.Plural(st.Archived, "was", "were") + " moved to failed-sqs"}
+	case st.Archived > 0:
+		return &cli.RejectsError{N: st.Archived, What: "messages", Verb: "failed and " + cli.Plural(st.Archived, "is", "are") + " in the archive under " + c.archive}
+	}
+	return nil
 }
 
 func runGranuleSchema(ctx context.Context, args []string, std cli.Stdio) error {

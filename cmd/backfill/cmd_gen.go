@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -54,7 +53,7 @@ func parseGenFlags(args []string, std cli.Stdio) (*genOptions, error) {
 	fs.Var(&o.huge, "huge-blob", "`SIZE`: the size of a huge_blob measurement (default: 1MiB over --max-blob, the least that is flagged)")
 	fs.Var(&o.maxBlob, "max-blob", "the run's --max-blob `SIZE` the truth assumes")
 	fs.BoolVar(&o.quiet, "q", false, "no progress output")
-	fs.Func("corrupt", "`KIND=RATE`: damage inputs of KIND at RATE (0..1); repeat the flag; KIND all sets every kind but huge_blob, which writes --huge-blob bytes per blob and is only made when named. Report kinds: "+strings.Join(corpus.ReportKinds, " ")+"; container kinds: "+strings.Join(corpus.ContainerKinds, " "), func(s string) error { return addCorruption(cfg.Corrupt, s) })
+	fs.Func("corrupt", "`KIND=RATE`: damage inputs of KIND at RATE (0..1); repeat the flag; KIND all sets every kind but huge_blob, which writes --huge-blob bytes per blob and is only made when named. Report kinds: "+strings.Join(corpus.ReportKinds, " ")+"; container kinds: "+strings.Join(corpus.ContainerKinds, " "), func(s string) error { return corpus.AddCorruption(cfg.Corrupt, s) })
 	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return nil, err
@@ -66,29 +65,6 @@ func parseGenFlags(args []string, std cli.Stdio) (*genOptions, error) {
 	return o, nil
 }
 
-// addCorruption adds --corrupt KIND=RATE (KIND all: every kind but
-// huge_blob) to rates.
-func addCorruption(rates map[string]float64, s string) error {
-	kind, rate, ok := strings.Cut(s, "=")
-	r, err := strconv.ParseFloat(rate, 64)
-	if !ok || err != nil || r < 0 || r > 1 {
-		return fmt.Errorf("want KIND=RATE with RATE in 0..1, got %q", s)
-	}
-	kinds := []string{kind}
-	if kind == "all" {
-		kinds = nil
-		for _, k := range append(append([]string(nil), corpus.ReportKinds...), corpus.ContainerKinds...) {
-			if k != corpus.KindHugeBlob {
-				kinds = append(kinds, k)
-			}
-		}
-	}
-	for _, k := range kinds {
-		rates[k] = r
-	}
-	return nil
-}
-
 // check checks the flags and completes the generator's configuration.
 func (o *genOptions) check() error {
 	cfg := &o.cfg
@@ -96,24 +72,12 @@ func (o *genOptions) check() error {
 	if cfg.Start, err = time.Parse("2006-01-02", o.start); err != nil {
 		return cli.Usagef("gen: --start: %v", err)
 	}
-	if cfg.Buckets < 1 || cfg.Reports < 0 || cfg.MinMeasurements < 1 || cfg.Alpha <= 0 || cfg.MaxMeasurements < 1 ||
-		cfg.JSONFraction < 0 || cfg.JSONFraction > 1 || o.canSize < 1 || o.huge < 16 || cfg.TimeSlots < 0 {
-		return cli.Usagef("gen: a count, size or fraction is out of range")
-	}
 	cfg.CanSize, cfg.HugeBlob, cfg.MaxBlob, cfg.MaxTemplate = int64(o.canSize), int64(o.huge), int64(o.maxBlob), int(o.maxTemplate)
-	switch cfg.Format {
-	case corpus.FormatCanned, corpus.FormatAutoclaved, corpus.FormatBoth:
-	default:
-		return cli.Usagef("gen: --format %q: want canned, autoclaved or both", cfg.Format)
-	}
-	for k := range cfg.Corrupt {
-		if !corpus.IsKind(k) {
-			return cli.Usagef("gen: unknown corruption kind %q; the kinds are all, %s", k,
-				strings.Join(append(append([]string(nil), corpus.ReportKinds...), corpus.ContainerKinds...), ", "))
-		}
-	}
 	if !o.setHuge {
 		cfg.HugeBlob = cfg.MaxBlob + 1<<20
+	}
+	if err := cfg.Check(); err != nil {
+		return cli.Usagef("gen: %v", err)
 	}
 	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/store"
@@ -85,26 +84,14 @@ func readPlan(ctx context.Context, cmd, loc string) (plan.Plan, error) {
 	return p, nil
 }
 
-// shardIndex is shard, or when it is negative JOB_COMPLETION_INDEX, checked
-// against the plan and JOB_COMPLETION_COUNT.
+// shardIndex is the shard of the plan p for cmd: shard, or
+// JOB_COMPLETION_INDEX when it is negative.
 func shardIndex(cmd string, p plan.Plan, shard int) (int, error) {
-	if shard < 0 {
-		idx, ok := os.LookupEnv("JOB_COMPLETION_INDEX")
-		if !ok {
-			return 0, cli.Usagef("%s: --plan needs --shard, or JOB_COMPLETION_INDEX in the environment", cmd)
-		}
-		var err error
-		if shard, err = strconv.Atoi(idx); err != nil {
-			return 0, cli.Usagef("%s: JOB_COMPLETION_INDEX=%q is not a shard number", cmd, idx)
-		}
+	i, err := p.Shard(shard, os.LookupEnv)
+	if err != nil {
+		return 0, cli.Usagef("%s: %v", cmd, err)
 	}
-	if n, ok := os.LookupEnv("JOB_COMPLETION_COUNT"); ok && n != strconv.Itoa(p.Shards) {
-		return 0, cli.Usagef("%s: the plan has %d shards and JOB_COMPLETION_COUNT is %s: the Job's completions must be the plan's shards", cmd, p.Shards, n)
-	}
-	if shard < 0 || shard >= p.Shards {
-		return 0, cli.Usagef("%s: shard %d is not one of the plan's 0..%d", cmd, shard, p.Shards-1)
-	}
-	return shard, nil
+	return i, nil
 }
 
 // planShard reads the plan at loc and returns it, the shard (from

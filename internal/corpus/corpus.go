@@ -31,6 +31,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash"
 	"hash/crc32"
@@ -39,7 +40,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -297,14 +300,50 @@ func (t *truthFile) close() error {
 	return t.f.Close()
 }
 
-// IsKind reports whether kind is a corruption kind.
-func IsKind(kind string) bool {
-	for _, k := range append(ReportKinds[:len(ReportKinds):len(ReportKinds)], ContainerKinds...) {
-		if k == kind {
-			return true
+// Check checks the configuration's counts, sizes, format and corruption
+// kinds.
+func (c Config) Check() error {
+	if c.Buckets < 1 || c.Reports < 0 || c.MinMeasurements < 1 || c.Alpha <= 0 || c.MaxMeasurements < 1 ||
+		c.JSONFraction < 0 || c.JSONFraction > 1 || c.CanSize < 1 || c.HugeBlob < 16 || c.TimeSlots < 0 {
+		return errors.New("a count, size or fraction is out of range")
+	}
+	switch c.Format {
+	case "", FormatCanned, FormatAutoclaved, FormatBoth:
+	default:
+		return fmt.Errorf("format %q: want canned, autoclaved or both", c.Format)
+	}
+	for k := range c.Corrupt {
+		if !IsKind(k) {
+			return fmt.Errorf("unknown corruption kind %q; the kinds are all, %s", k, strings.Join(kinds(), ", "))
 		}
 	}
-	return false
+	return nil
+}
+
+// AddCorruption adds KIND=RATE to rates; KIND all stands for every kind
+// but huge_blob, which is only made when named.
+func AddCorruption(rates map[string]float64, s string) error {
+	kind, rate, ok := strings.Cut(s, "=")
+	r, err := strconv.ParseFloat(rate, 64)
+	if !ok || err != nil || r < 0 || r > 1 {
+		return fmt.Errorf("want KIND=RATE with RATE in 0..1, got %q", s)
+	}
+	names := []string{kind}
+	if kind == "all" {
+		names = slices.DeleteFunc(kinds(), func(k string) bool { return k == KindHugeBlob })
+	}
+	for _, k := range names {
+		rates[k] = r
+	}
+	return nil
+}
+
+// kinds returns the report kinds, then the container kinds.
+func kinds() []string { return slices.Concat(ReportKinds, ContainerKinds) }
+
+// IsKind reports whether kind is a corruption kind.
+func IsKind(kind string) bool {
+	return slices.Contains(kinds(), kind)
 }
 
 type bucketGen struct {

@@ -190,3 +190,26 @@ func Parse(data []byte) (Plan, error) {
 	}
 	return p, nil
 }
+
+// Shard returns shard, or when it is negative the shard of a Kubernetes
+// Indexed Job's pod: JOB_COMPLETION_INDEX, as lookup (os.LookupEnv) reads
+// it. The Job's JOB_COMPLETION_COUNT, when set, must be the plan's shards.
+func (p Plan) Shard(shard int, lookup func(string) (string, bool)) (int, error) {
+	if shard < 0 {
+		idx, ok := lookup("JOB_COMPLETION_INDEX")
+		if !ok {
+			return 0, errors.New("--plan needs --shard, or JOB_COMPLETION_INDEX in the environment")
+		}
+		var err error
+		if shard, err = strconv.Atoi(idx); err != nil {
+			return 0, fmt.Errorf("JOB_COMPLETION_INDEX=%q is not a shard number", idx)
+		}
+	}
+	if n, ok := lookup("JOB_COMPLETION_COUNT"); ok && n != strconv.Itoa(p.Shards) {
+		return 0, fmt.Errorf("the plan has %d shards and JOB_COMPLETION_COUNT is %s: the Job's completions must be the plan's shards", p.Shards, n)
+	}
+	if shard < 0 || shard >= p.Shards {
+		return 0, fmt.Errorf("shard %d is not one of the plan's 0..%d", shard, p.Shards-1)
+	}
+	return shard, nil
+}
