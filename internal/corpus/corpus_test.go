@@ -220,3 +220,36 @@ func TestGenerate_MaxTemplate(t *testing.T) {
 		t.Error("a bound no sample meets was accepted")
 	}
 }
+
+// TestConfigCheck_Corruption: --corrupt all=RATE sets every kind but
+// huge_blob; a rate outside 0..1, an unknown kind, a format and a count
+// out of range are refused.
+func TestConfigCheck_Corruption(t *testing.T) {
+	rates := map[string]float64{}
+	if err := corpus.AddCorruption(rates, "all=0.5"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rates[corpus.KindHugeBlob]; ok || len(rates) != len(corpus.ReportKinds)+len(corpus.ContainerKinds)-1 {
+		t.Errorf("all=0.5 set %v", rates)
+	}
+	for _, bad := range []string{"badblob=2", "badblob", "badblob=x"} {
+		if corpus.AddCorruption(map[string]float64{}, bad) == nil {
+			t.Errorf("corpus.AddCorruption(%q) took it", bad)
+		}
+	}
+	cfg := corpus.DefaultConfig()
+	if err := cfg.Check(); err != nil {
+		t.Fatalf("the default config: %v", err)
+	}
+	for name, mend := range map[string]func(*corpus.Config){
+		"kind":    func(c *corpus.Config) { c.Corrupt = map[string]float64{"nosuch": 1} },
+		"format":  func(c *corpus.Config) { c.Format = "zip" },
+		"buckets": func(c *corpus.Config) { c.Buckets = 0 },
+	} {
+		c := corpus.DefaultConfig()
+		mend(&c)
+		if c.Check() == nil {
+			t.Errorf("a config with a bad %s passed", name)
+		}
+	}
+}

@@ -113,3 +113,32 @@ func TestPlan_Parse(t *testing.T) {
 		t.Errorf("a plan of a relative input is read: %v", err)
 	}
 }
+
+// TestShard: a shard given wins; without one, JOB_COMPLETION_INDEX picks
+// it; a Job whose completions are not the plan's shards, an index that is
+// not a number or not a shard, and no index at all are refused.
+func TestShard(t *testing.T) {
+	p := plan.Plan{Shards: 4}
+	for _, tc := range []struct {
+		shard int
+		env   map[string]string
+		want  int
+		err   string
+	}{
+		{shard: 2, want: 2},
+		{shard: -1, env: map[string]string{"JOB_COMPLETION_INDEX": "3"}, want: 3},
+		{shard: -1, env: map[string]string{"JOB_COMPLETION_INDEX": "1", "JOB_COMPLETION_COUNT": "4"}, want: 1},
+		{shard: -1, err: "--shard, or JOB_COMPLETION_INDEX"},
+		{shard: -1, env: map[string]string{"JOB_COMPLETION_INDEX": "x"}, err: "not a shard number"},
+		{shard: -1, env: map[string]string{"JOB_COMPLETION_INDEX": "4"}, err: "not one of the plan's 0..3"},
+		{shard: 1, env: map[string]string{"JOB_COMPLETION_COUNT": "5"}, err: "completions must be the plan's shards"},
+	} {
+		got, err := p.Shard(tc.shard, func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
+		switch {
+		case tc.err == "" && (err != nil || got != tc.want):
+			t.Errorf("Shard(%d, %v) = %d, %v; want %d", tc.shard, tc.env, got, err, tc.want)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("Shard(%d, %v) = %d, %v; want an error with %q", tc.shard, tc.env, got, err, tc.err)
+		}
+	}
+}
