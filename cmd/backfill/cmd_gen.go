@@ -76,7 +76,9 @@ func (o *genOptions) check() error {
 	if !o.setHuge {
 		cfg.HugeBlob = cfg.MaxBlob + 1<<20
 	}
-	if err := cfg.Check(); err != nil {
+	if err := cfg.Check(); errors.Is(err, corpus.ErrFormat) {
+		return cli.Usagef("gen: --%v", err)
+	} else if err != nil {
 		return cli.Usagef("gen: %v", err)
 	}
 	return nil

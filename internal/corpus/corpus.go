@@ -300,6 +300,9 @@ func (t *truthFile) close() error {
 	return t.f.Close()
 }
 
+// ErrFormat is the error of a format that is none of the formats.
+var ErrFormat = errors.New("format")
+
 // Check checks the configuration's counts, sizes, format and corruption
 // kinds.
 func (c Config) Check() error {
@@ -310,7 +313,7 @@ func (c Config) Check() error {
 	switch c.Format {
 	case "", FormatCanned, FormatAutoclaved, FormatBoth:
 	default:
-		return fmt.Errorf("format %q: want canned, autoclaved or both", c.Format)
+		return fmt.Errorf("%w %q: want canned, autoclaved or both", ErrFormat, c.Format)
 	}
 	for k := range c.Corrupt {
 		if !IsKind(k) {
