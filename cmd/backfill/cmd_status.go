@@ -8,52 +8,11 @@ import (
 	"strings"
 
 	"github.com/backfill-dev/backfill/internal/cli"
-	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
-	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
-	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
+	"github.com/backfill-dev/backfill/pipeline/output"
 	"github.com/backfill-dev/backfill/pipeline/stamp"
-	"github.com/backfill-dev/backfill/pipeline/stamped"
 	"github.com/backfill-dev/backfill/pipeline/status"
 )
-
-// readStatus reads the state of the output: a Parquet folder (the one of
-// rest) or a PostgreSQL schema; closeOut releases what it opened.
-func readStatus(ctx context.Context, std cli.Stdio, sinkName string, rest []string, pf pgFlags) (rep status.Output, states []stamped.State, closeOut func(), err error) {
-	closeOut = func() {}
-	if sinkName == "postgres" {
-		s, err := pgcopy.Open(ctx, pf.options(std))
-		if err != nil {
-			return rep, nil, closeOut, err
-		}
-		if states, err = s.State(ctx); err == nil {
-			rep.Input, err = s.InputDeadLetters(ctx)
-		}
-		if err != nil {
-			return rep, nil, closeOut, errors.Join(err, s.Close())
-		}
-		rep.Output = s.String()
-		return rep, states, func() { _ = s.Close() }, nil // the states are read; a connection ended badly changes nothing
-	}
-	out, err := location.Open(ctx, rest[0])
-	if err != nil {
-		return rep, nil, closeOut, err
-	}
-	if !store.IsDir(ctx, out, ".") {
-		return rep, nil, closeOut, cli.Usagef("status: %s is not a folder", rest[0])
-	}
-	if states, err = parquetfile.ReadState(ctx, out); err != nil {
-		return rep, nil, closeOut, err
-	}
-	if rep.Input, err = parquetfile.ReadInputDeadLetters(ctx, out); err != nil {
-		return rep, nil, closeOut, err
-	}
-	rep.Output = "Parquet in " + store.Abs(rest[0])
-	if pid, locked := parquetfile.Holder(ctx, out); locked {
-		rep.WriterPID = max(pid, -1)
-	}
-	return rep, states, closeOut, nil
-}
 
 func runStatus(ctx context.Context, args []string, std cli.Stdio) error {
 	fs := newFlags("status", std)
@@ -89,11 +48,18 @@ func runStatus(ctx context.Context, args []string, std cli.Stdio) error {
 			return inputError("status", err)
 		}
 	}
-	rep, states, closeOut, err := readStatus(ctx, std, sinkName, rest, pf)
-	if err != nil {
+	cfg := output.Config{Postgres: sinkName == "postgres", PG: pf.options(std)}
+	if !cfg.Postgres {
+		if cfg.Folder, err = location.Open(ctx, rest[0]); err != nil {
+			return err
+		}
+	}
+	rep, states, err := output.ReadState(ctx, cfg)
+	if errors.Is(err, output.ErrNotFolder) {
+		return cli.Usagef("status: %s is not a folder", rest[0])
+	} else if err != nil {
 		return err
 	}
-	defer closeOut()
 	rep.Fill(states)
 	if in != "" {
 		rep.Resume = status.Resume(ctx, input, states)

@@ -1,0 +1,50 @@
+package output
+
+import (
+	"context"
+	"errors"
+
+	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
+	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
+	"github.com/backfill-dev/backfill/pipeline/stamped"
+	"github.com/backfill-dev/backfill/pipeline/status"
+)
+
+// ErrNotFolder is the error of a Parquet output that is not a folder.
+var ErrNotFolder = errors.New("not a folder")
+
+// ReadState reads what the output of cfg holds, for status: its buckets'
+// states and the input's own records; for a Parquet folder also the PID
+// of a run writing to it now. It takes no lock and writes nothing.
+func ReadState(ctx context.Context, cfg Config) (rep status.Output, states []stamped.State, err error) {
+	if cfg.Postgres {
+		s, err := pgcopy.Open(ctx, cfg.PG)
+		if err != nil {
+			return rep, nil, err
+		}
+		if states, err = s.State(ctx); err == nil {
+			rep.Input, err = s.InputDeadLetters(ctx)
+		}
+		if err != nil {
+			return rep, nil, errors.Join(err, s.Close())
+		}
+		rep.Output = s.String()
+		_ = s.Close() // the states are read; a connection ended badly changes nothing
+		return rep, states, nil
+	}
+	if !store.IsDir(ctx, cfg.Folder, ".") {
+		return rep, nil, ErrNotFolder
+	}
+	if states, err = parquetfile.ReadState(ctx, cfg.Folder); err != nil {
+		return rep, nil, err
+	}
+	if rep.Input, err = parquetfile.ReadInputDeadLetters(ctx, cfg.Folder); err != nil {
+		return rep, nil, err
+	}
+	rep.Output = "Parquet in " + store.Abs(cfg.Folder.Where("."))
+	if pid, locked := parquetfile.Holder(ctx, cfg.Folder); locked {
+		rep.WriterPID = max(pid, -1)
+	}
+	return rep, states, nil
+}
