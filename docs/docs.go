@@ -17,14 +17,15 @@ var cliMD string
 const FlagsMark = "Flags:"
 
 var (
-	link = regexp.MustCompile(`\[([^\]]+)\]\([^)]+\)`)
+	link = regexp.MustCompile(`\[([^\]]+)\]\(([^)]+)\)`)
 	bold = regexp.MustCompile(`\*\*([^*]+)\*\*`)
 )
 
 // Help returns the section of cli.md headed "### `backfill NAME`" as
 // plain text, "" when there is none. The first code block is the usage
-// ("Usage: backfill ..."), later ones are indented by a tab; links keep
-// their text, and backquotes and bold marks are dropped. The line
+// ("Usage: backfill ..."), later ones are indented by a tab; a link to a
+// page beside cli.md names it as docs/PAGE, other links keep their text,
+// and backquotes and bold marks are dropped. The line
 // FlagsMark goes before the paragraph "Exit status:", or at the end.
 func Help(name string) string {
 	head := "### `backfill " + name + "`\n"
@@ -65,7 +66,7 @@ func Help(name string) string {
 			b.WriteString("Usage: backfill " + name + "\n\n")
 			usage = 2
 		}
-		l = link.ReplaceAllString(l, "$1")
+		l = link.ReplaceAllStringFunc(l, linkText)
 		l = bold.ReplaceAllString(l, "$1")
 		b.WriteString(strings.ReplaceAll(l, "`", "") + "\n")
 	}
@@ -73,4 +74,19 @@ func Help(name string) string {
 		b.WriteString("\n" + FlagsMark + "\n\n")
 	}
 	return b.String()
+}
+
+// linkText is a Markdown link as plain text: [x.md](x.md) is docs/x.md,
+// [text](x.md#part) is "text (docs/x.md)", [text](url) is text.
+func linkText(l string) string {
+	m := link.FindStringSubmatch(l)
+	text, target := m[1], m[2]
+	page, _, _ := strings.Cut(target, "#")
+	switch {
+	case !strings.HasSuffix(page, ".md") || strings.Contains(page, "/"):
+		return text
+	case text == target || text == page:
+		return "docs/" + page
+	}
+	return text + " (docs/" + page + ")"
 }

@@ -24,6 +24,9 @@ func TestHelp_Render(t *testing.T) {
 			t.Errorf("help of plan holds the Markdown %q", mark)
 		}
 	}
+	if h := Help("run"); !strings.Contains(h, "docs/formats.md") || !strings.Contains(h, "docs/design.md §3") {
+		t.Errorf("help of run names the pages it links to otherwise:\n%s", h)
+	}
 	if Help("nosuch") != "" {
 		t.Error("a command with no section has a help")
 	}
