@@ -5,11 +5,11 @@
 // ranges [base, base+n) modulo 2^bits overlap (docs/design.md §3). Three tools
 // work on that fact:
 //
-//   - [Index] holds the IDs of every report added to it in a sharded
-//     RoaringBitmap (roaring64) and answers, as a report is added, whether
-//     any of its IDs were taken and by which reports. Safe for concurrent
-//     use: a shard is chosen by the timestamp, so adders rarely wait on
-//     each other.
+//   - [Index] holds the IDs of every report added to it as the reports'
+//     ranges, by timestamp, and answers, as a report is added, which
+//     reports added before share an ID with it: it compares the report
+//     with those of its timestamp alone. Safe for concurrent use: a shard
+//     is chosen by the timestamp, so adders rarely wait on each other.
 //   - [Resolver] applies the policy on top of an Index: of two colliding
 //     reports, the one whose textname sorts first keeps its IDs.
 //   - [Sweep] evaluates many schemes (counter widths × SHA-1 offsets) in
@@ -18,22 +18,24 @@
 //
 // # Memory
 //
-// The Index keeps a 32-bit roaring bitmap per sixteen seconds that hold a
-// report (run containers: a report's consecutive counters are one run, two
-// when they wrap around) and 16 bytes per report for the interval list that
-// names the other report of a collision. Measured on the full-scale
-// synthetic corpus (3.6 M reports on 3.2 M distinct timestamps): 390 MB of
-// live heap, about 110 bytes per report, and about twice that in the
-// process at Go's default GC target. A Resolver adds the textnames (about
-// 120 bytes per report) and 20 bytes per report. The Auditor keeps 32 bytes
-// per report. None of it grows with the number of measurements.
+// The Index keeps 20 bytes per report (its range, its reference and the
+// link to the report before it under the same timestamp) and 4/3 to 8/3
+// table slots of 8 bytes per timestamp. A Resolver adds 28 bytes
+// per report (the range again, a tag, a verdict, where its textname is)
+// and keeps the textnames themselves in memory up to 8 MiB, in a
+// temporary file beyond (read back only to order two colliding reports and
+// to name a winner). BenchmarkResolverMemory measures about 80 bytes of
+// live heap per report at 2^20 reports, under a quarter of the 352 the
+// bitmap index and in-memory textnames took; at the full archive's 3.6 M
+// reports, under 300 MB. The Auditor keeps 32 bytes per report. None of it
+// grows with the number of measurements.
 package collisions
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sync"
-
-	"github.com/RoaringBitmap/roaring/v2/roaring64"
 
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 )
@@ -89,23 +91,29 @@ func RangeOf(r ooid.ReportIDs, n uint32) Range {
 
 const shardBits = 12
 
-// Index is a set of reports' IDs. The zero value is not usable; call
-// [NewIndex].
+// Index is a set of reports' IDs, kept as the reports' ranges: for each
+// timestamp, the ranges added under it, newest first. Two ranges can share
+// an ID only under the same timestamp, so adding one compares it with
+// those alone. The zero value is not usable; call [NewIndex].
 type Index struct {
 	bits   int
 	shards []shard
 }
 
+// A shard holds the timestamps that hash to it: an open-addressing table
+// from a timestamp to its newest entry, and the entries, each linked to
+// the one added before it under the same timestamp.
 type shard struct {
 	mu    sync.Mutex
-	ids   *roaring64.Bitmap // every ID added
-	probe *roaring64.Bitmap // scratch: the IDs of the range being added
-	ents  []entry           // every range added, to name the other report
+	slots []uint64 // ts<<32 | (entry+1); 0 is a free slot
+	used  int
+	ents  []entry
 }
 
 type entry struct {
 	Range
-	ref uint32
+	ref  uint32
+	prev int32 // the entry added before under the same timestamp, or -1
 }
 
 // NewIndex returns an empty index for counters of bits bits.
@@ -119,25 +127,34 @@ func NewIndex(bits int) *Index {
 // Bits returns the counter width of the index.
 func (x *Index) Bits() int { return x.bits }
 
-// A shard holds the timestamps of one value of ts>>4 hashed: sixteen
-// neighbouring seconds share a 32-bit roaring bitmap inside roaring64.
-func (x *Index) shard(ts uint32) *shard {
-	return &x.shards[((ts>>4)*0x9E3779B1)>>(32-shardBits)]
+func hashTS(ts uint32) uint64 { return uint64(ts) * 0x9E3779B97F4A7C15 }
+
+func (x *Index) shard(ts uint32) *shard { return &x.shards[hashTS(ts)>>(64-shardBits)] }
+
+// slot returns the slot of ts: the one that holds it, or the free one
+// where it goes.
+func (s *shard) slot(ts uint32) int {
+	mask := len(s.slots) - 1
+	for i := int(hashTS(ts)>>20) & mask; ; i = (i + 1) & mask {
+		if v := s.slots[i]; v == 0 || uint32(v>>32) == ts {
+			return i
+		}
+	}
 }
 
-// segments returns the range as at most two [lo, hi) spans of the key
-// space (the second when it wraps around 2^bits). A key is ts<<28|counter:
-// the OOID without its constant 0xF nibble, so that roaring64, which keeps
-// one 32-bit bitmap per value of the high 32 bits, keeps one per sixteen
-// seconds rather than one per second, which takes a quarter of the memory.
-func (x *Index) segments(r Range) [][2]uint64 {
-	hi := uint64(r.TS) << 28
-	first, second, wraps := r.Spans(x.bits)
-	out := [][2]uint64{{hi + uint64(first[0]), hi + uint64(first[1])}}
-	if wraps {
-		out = append(out, [2]uint64{hi + uint64(second[0]), hi + uint64(second[1])})
+// grow doubles the table (it starts at 16 slots) once it is three
+// quarters full.
+func (s *shard) grow() {
+	if 4*(s.used+1) <= 3*len(s.slots) {
+		return
 	}
-	return out
+	old := s.slots
+	s.slots = make([]uint64, max(16, 2*len(old)))
+	for _, v := range old {
+		if v != 0 {
+			s.slots[s.slot(uint32(v>>32))] = v
+		}
+	}
 }
 
 // Add adds the IDs of a report and returns the references of the reports
@@ -156,41 +173,71 @@ func (x *Index) add(r Range, ref uint32, hits []uint32) []uint32 {
 	s := x.shard(r.TS)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r.N > 0 {
-		segs := x.segments(r)
-		if s.ids == nil {
-			s.ids, s.probe = roaring64.New(), roaring64.New()
-		} else {
-			s.probe.Clear()
-			for _, g := range segs {
-				s.probe.AddRange(g[0], g[1])
-			}
-			if s.ids.Intersects(s.probe) {
-				for _, e := range s.ents {
-					if e.Overlaps(r, x.bits) {
-						hits = append(hits, e.ref)
-					}
-				}
-			}
-		}
-		for _, g := range segs {
-			s.ids.AddRange(g[0], g[1])
+	s.grow()
+	i := s.slot(r.TS)
+	prev := int32(-1)
+	if v := s.slots[i]; v != 0 {
+		prev = int32(uint32(v)) - 1
+	} else {
+		s.used++
+	}
+	from := len(hits)
+	for e := prev; e >= 0; e = s.ents[e].prev {
+		if s.ents[e].Overlaps(r, x.bits) {
+			hits = append(hits, s.ents[e].ref)
 		}
 	}
-	s.ents = append(s.ents, entry{r, ref})
+	slices.Reverse(hits[from:]) // oldest first
+	s.ents = append(s.ents, entry{Range: r, ref: ref, prev: prev})
+	s.slots[i] = uint64(r.TS)<<32 | uint64(len(s.ents))
 	return hits
 }
 
 // Cardinality returns the number of distinct IDs in the index.
 func (x *Index) Cardinality() uint64 {
 	var n uint64
+	var spans [][2]uint32
 	for i := range x.shards {
 		s := &x.shards[i]
 		s.mu.Lock()
-		if s.ids != nil {
-			n += s.ids.GetCardinality()
+		for _, v := range s.slots {
+			if v == 0 {
+				continue
+			}
+			spans = spans[:0]
+			for e := int32(uint32(v)) - 1; e >= 0; e = s.ents[e].prev {
+				if s.ents[e].N == 0 {
+					continue
+				}
+				first, second, wraps := s.ents[e].Spans(x.bits)
+				spans = append(spans, first)
+				if wraps {
+					spans = append(spans, second)
+				}
+			}
+			n += union(spans)
 		}
 		s.mu.Unlock()
+	}
+	return n
+}
+
+// union returns the number of values the half-open spans cover.
+func union(spans [][2]uint32) uint64 {
+	slices.SortFunc(spans, func(a, b [2]uint32) int { return cmp.Compare(a[0], b[0]) })
+	var n uint64
+	var end uint32
+	for i, sp := range spans {
+		lo := sp[0]
+		if i > 0 && lo < end {
+			lo = end
+		}
+		if sp[1] > lo {
+			n += uint64(sp[1] - lo)
+		}
+		if i == 0 || sp[1] > end {
+			end = sp[1]
+		}
 	}
 	return n
 }

@@ -18,7 +18,7 @@ import "fmt"
 // A Resolver is not safe for concurrent use.
 type Resolver struct {
 	idx    *Index
-	names  []string
+	names  names
 	ranges []Range
 	tags   []uint32
 	winner []int32 // ref of the first-sorting colliding report that sorts before, or -1
@@ -34,8 +34,8 @@ func NewResolver(bits int) *Resolver { return &Resolver{idx: NewIndex(bits)} }
 // onto itself must be rejected by the caller before it gets here; Add
 // ignores the self-overlap.
 func (r *Resolver) Add(name string, rg Range, tag uint32) (ref uint32, changed []uint32) {
-	ref = uint32(len(r.names))
-	r.names = append(r.names, name)
+	ref = uint32(r.names.len())
+	r.names.add(name)
 	r.ranges = append(r.ranges, rg)
 	r.tags = append(r.tags, tag)
 	r.winner = append(r.winner, -1)
@@ -63,17 +63,17 @@ func (r *Resolver) Add(name string, rg Range, tag uint32) (ref uint32, changed [
 
 // before reports whether a keeps its IDs over b.
 func (r *Resolver) before(a, b uint32) bool {
-	if r.names[a] != r.names[b] {
-		return r.names[a] < r.names[b]
+	if na, nb := r.names.get(a), r.names.get(b); na != nb {
+		return na < nb
 	}
 	return a < b
 }
 
 // Len returns the number of reports added.
-func (r *Resolver) Len() int { return len(r.names) }
+func (r *Resolver) Len() int { return r.names.len() }
 
 // Name returns the textname of a report.
-func (r *Resolver) Name(ref uint32) string { return r.names[ref] }
+func (r *Resolver) Name(ref uint32) string { return r.names.get(ref) }
 
 // Range returns the range of a report.
 func (r *Resolver) Range(ref uint32) Range { return r.ranges[ref] }
@@ -99,3 +99,11 @@ func Message(winner string, wr, lr Range, bits int) string {
 
 // Bits returns the counter width.
 func (r *Resolver) Bits() int { return r.idx.Bits() }
+
+// Err returns the first error of the file the textnames go to once they
+// are many: past it, verdicts and names may be wrong, and the caller must
+// fail.
+func (r *Resolver) Err() error { return r.names.err }
+
+// Close releases the textnames' file. The Resolver is not used after.
+func (r *Resolver) Close() error { return r.names.close() }

@@ -1,8 +1,11 @@
 package collisions
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -136,5 +139,56 @@ func TestResolverSameName(t *testing.T) {
 	}
 	if _, ok := r.Winner(a); ok {
 		t.Error("the first copy lost")
+	}
+}
+
+// TestResolver_TextnamesSpilled: with the textnames in the resolver's file
+// (a few hundred bytes kept in memory), every verdict and name is the
+// policy's, as with all of them in memory.
+func TestResolver_TextnamesSpilled(t *testing.T) {
+	defer func(n int) { spillAt = n }(spillAt)
+	spillAt = 300
+	rng := rand.New(rand.NewPCG(5, 6))
+	names, rgs := randomReports(rng, 3000, 200, 3000, func(i int) string {
+		return fmt.Sprintf("2018-06-%02d/20180620T0029%02dZ-DE-AS%d-probe.json", 1+i%28, i%60, rng.IntN(1e6))
+	})
+	const bits = 20
+	order := rng.Perm(len(names))
+	got := resolve(names, rgs, bits, order)
+	want := referenceVerdicts(names, rgs, bits)
+	if len(want) < 50 {
+		t.Fatalf("only %d reports lose: the set does not collide enough", len(want))
+	}
+	sameVerdicts(t, "spilled", got, want)
+
+	r := NewResolver(bits)
+	for _, i := range order {
+		r.Add(names[i], rgs[i], 0)
+	}
+	if r.names.f == nil || r.names.memStart == 0 {
+		t.Fatal("the textnames were not spilled")
+	}
+	for ref, i := range order {
+		if r.Name(uint32(ref)) != names[i] {
+			t.Fatalf("ref %d reads %q, want %q", ref, r.Name(uint32(ref)), names[i])
+		}
+	}
+	if err := errors.Join(r.Err(), r.Close()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestResolver_TextnamesFileFails: a textnames' file that cannot be made
+// is an error the caller sees, not verdicts made without the names.
+func TestResolver_TextnamesFileFails(t *testing.T) {
+	defer func(n int) { spillAt = n }(spillAt)
+	spillAt = 100
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
+	r := NewResolver(20)
+	for i := range 10 {
+		r.Add(fmt.Sprintf("2018-06-01/20180601T000000Z-DE-AS%d-%060d-probe.json", i, i), Range{TS: 1, Base: uint32(i), N: 1}, 0)
+	}
+	if err := r.Err(); err == nil || !strings.Contains(err.Error(), "textnames") {
+		t.Errorf("Err() = %v, want the textnames' file's error", err)
 	}
 }

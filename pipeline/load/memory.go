@@ -2,6 +2,7 @@ package load
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -28,15 +29,15 @@ type Memory struct {
 	scheme    ooid.Scheme
 	s         sink.Rewriter
 	res       *collisions.Resolver
-	buckets   []string // by tag
-	persisted []string // by ref: the winner the sink holds ("" none)
+	buckets   []string          // by tag
+	persisted map[uint32]string // by ref: the winner the sink holds, where there is one
 }
 
 var _ Settler = (*Memory)(nil)
 
 // NewMemory returns the in-memory Settler of s.
 func NewMemory(scheme ooid.Scheme, s sink.Rewriter) *Memory {
-	return &Memory{scheme: scheme, s: s, res: collisions.NewResolver(scheme.CounterBits)}
+	return &Memory{scheme: scheme, s: s, res: collisions.NewResolver(scheme.CounterBits), persisted: map[uint32]string{}}
 }
 
 // Start loads the committed buckets that are not among names (sorted).
@@ -76,10 +77,19 @@ func (v *Memory) Keep(ctx context.Context, bucket string) error {
 		if err != nil {
 			return fmt.Errorf("bucket %s: committed report %s: %w", bucket, r.Textname, err)
 		}
-		v.res.Add(r.Textname, collisions.RangeOf(id, r.N), tag)
-		v.persisted = append(v.persisted, r.RejectedBy)
+		ref, _ := v.res.Add(r.Textname, collisions.RangeOf(id, r.N), tag)
+		v.persist(ref, r.RejectedBy)
 	}
-	return nil
+	return v.res.Err()
+}
+
+// persist records the winner the sink holds for ref ("" none).
+func (v *Memory) persist(ref uint32, winner string) {
+	if winner == "" {
+		delete(v.persisted, ref)
+		return
+	}
+	v.persisted[ref] = winner
 }
 
 // Settle adds the bucket's reports, rewrites the committed buckets whose
@@ -92,7 +102,6 @@ func (v *Memory) Settle(ctx context.Context, b *stamped.Bucket) ([]deadletter.Re
 		r := &b.Reports[i]
 		var changed []uint32
 		refs[i], changed = v.res.Add(r.Textname, collisions.RangeOf(r.ID, r.N), tag)
-		v.persisted = append(v.persisted, "")
 		for _, c := range changed {
 			if v.res.Tag(c) != tag {
 				others = append(others, c)
@@ -105,7 +114,10 @@ func (v *Memory) Settle(ctx context.Context, b *stamped.Bucket) ([]deadletter.Re
 	msgs := make([]string, len(b.Reports))
 	for i := range b.Reports {
 		b.Reports[i].RejectedBy, msgs[i] = v.winner(refs[i])
-		v.persisted[refs[i]] = b.Reports[i].RejectedBy
+		v.persist(refs[i], b.Reports[i].RejectedBy)
+	}
+	if err := v.res.Err(); err != nil {
+		return nil, err
 	}
 	return collisionRecords(b, msgs), nil
 }
@@ -145,11 +157,15 @@ func (v *Memory) sync(ctx context.Context, refs []uint32) error {
 			w, msg := v.winner(ref)
 			vs = append(vs, stamped.Verdict{Textname: v.res.Name(ref), RejectedBy: w, Message: msg})
 		}
+		if err := v.res.Err(); err != nil {
+			return err // the textnames could not be read back
+		}
 		if err := v.s.Reassign(ctx, v.scheme, v.buckets[t], vs); err != nil {
 			return fmt.Errorf("bucket %s: recording collision verdicts: %w", v.buckets[t], err)
 		}
 		for _, ref := range byBucket[t] {
-			v.persisted[ref], _ = v.winner(ref)
+			w, _ := v.winner(ref)
+			v.persist(ref, w)
 		}
 	}
 	return nil
@@ -159,10 +175,14 @@ func (v *Memory) sync(ctx context.Context, refs []uint32) error {
 // the output is known, verdicts that differ (buckets committed by runs
 // that did not see each other, a winner whose bucket changed) are set
 // right.
+//
+// It then releases the resolver's textnames' file; a run that fails
+// before it leaves that to the process's end (the file has no name).
 func (v *Memory) Finish(ctx context.Context) error {
 	refs := make([]uint32, v.res.Len())
 	for i := range refs {
 		refs[i] = uint32(i)
 	}
-	return v.sync(ctx, refs)
+	err := v.sync(ctx, refs)
+	return errors.Join(err, v.res.Err(), v.res.Close())
 }

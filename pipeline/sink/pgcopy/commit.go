@@ -81,7 +81,10 @@ func (s *Sink) writeAhead(ctx context.Context, tx pgx.Tx, w *bucketWriter, c sta
 	}
 	res, refs, ranges := ownReports(w)
 	bits := w.m.Scheme.CounterBits
-	winners, msgs := verdicts(res, refs, ranges, bits)
+	winners, msgs, err := verdicts(res, refs, ranges, bits)
+	if cerr := res.Close(); err != nil || cerr != nil {
+		return c, false, errors.Join(err, cerr)
+	}
 	out = adjustCounts(c, w.reports, winners)
 	err = s.writeRows(ctx, tx, w, winners, msgs)
 	if err == nil {

@@ -44,6 +44,7 @@ type storedKey struct {
 func (s *Sink) settle(ctx context.Context, tx pgx.Tx, w *bucketWriter) ([]string, []string, error) {
 	bits := w.m.Scheme.CounterBits
 	res, refs, ranges := ownReports(w)
+	defer func() { _ = res.Close() }() // its textnames are read
 	hit, err := s.colliders(ctx, tx, ranges, bits)
 	if err != nil {
 		return nil, nil, err
@@ -88,7 +89,10 @@ func (s *Sink) settle(ctx context.Context, tx pgx.Tx, w *bucketWriter) ([]string
 		ref[k], _ = res.Add(all[k].textname, all[k].rg, 1)
 	}
 
-	winners, msgs := verdicts(res, refs, ranges, bits)
+	winners, msgs, err := verdicts(res, refs, ranges, bits)
+	if err != nil {
+		return nil, nil, err
+	}
 	for _, k := range keys {
 		if !decide[k] {
 			continue
@@ -109,7 +113,7 @@ func (s *Sink) settle(ctx context.Context, tx pgx.Tx, w *bucketWriter) ([]string
 			return nil, nil, err
 		}
 	}
-	return winners, msgs, nil
+	return winners, msgs, res.Err()
 }
 
 // ownReports returns a Resolver holding the bucket's reports (group 0),
@@ -128,7 +132,7 @@ func ownReports(w *bucketWriter) (*collisions.Resolver, []uint32, []collisions.R
 // verdicts returns, for each of the bucket's reports (refs in res, with
 // their ranges), its winner's textname ("" when it keeps its IDs) and its
 // collision message.
-func verdicts(res *collisions.Resolver, refs []uint32, ranges []collisions.Range, bits int) (winners, msgs []string) {
+func verdicts(res *collisions.Resolver, refs []uint32, ranges []collisions.Range, bits int) (winners, msgs []string, err error) {
 	winners, msgs = make([]string, len(refs)), make([]string, len(refs))
 	for i, ref := range refs {
 		if wr, ok := res.Winner(ref); ok {
@@ -136,7 +140,7 @@ func verdicts(res *collisions.Resolver, refs []uint32, ranges []collisions.Range
 			msgs[i] = collisions.Message(res.Name(wr), res.Range(wr), ranges[i], bits)
 		}
 	}
-	return winners, msgs
+	return winners, msgs, res.Err()
 }
 
 const storedColumns = `r.bucket::text, r.seq, r.textname, r.ts, r.counter_base, r.n, coalesce(r.rejected_by, ''), r.container, r."offset"`
