@@ -20,15 +20,15 @@
 //
 // The Index keeps 20 bytes per report (its range, its reference and the
 // link to the report before it under the same timestamp) and 4/3 to 8/3
-// table slots of 8 bytes per timestamp. A Resolver adds 28 bytes
-// per report (the range again, a tag, a verdict, where its textname is)
-// and keeps the textnames themselves in memory up to 8 MiB, in a
-// temporary file beyond (read back only to order two colliding reports and
-// to name a winner). BenchmarkResolverMemory measures about 80 bytes of
-// live heap per report at 2^20 reports, under a quarter of the 352 the
-// bitmap index and in-memory textnames took; at the full archive's 3.6 M
-// reports, under 300 MB. The Auditor keeps 32 bytes per report. None of it
-// grows with the number of measurements.
+// table slots of 8 bytes per timestamp. A Resolver's index keeps no range
+// (8 bytes per report); the Resolver adds 28 (the range, a tag, a verdict,
+// where its textname is) and keeps the textnames themselves in memory up
+// to 8 MiB, in a temporary file beyond (read back only to order two
+// colliding reports and to name a winner). BenchmarkResolverMemory
+// measures about 66 bytes of live heap per report at 2^20 reports, under a
+// fifth of the 352 the bitmap index and in-memory textnames took; at the
+// full archive's 3.6 M reports, about 230 MB. The Auditor keeps 32 bytes
+// per report. None of it grows with the number of measurements.
 package collisions
 
 import (
@@ -98,6 +98,9 @@ const shardBits = 12
 type Index struct {
 	bits   int
 	shards []shard
+	// rangeOf, when set, returns the range of a ref: the index then keeps
+	// no range of its own (a Resolver keeps them all, by ref).
+	rangeOf func(ref uint32) Range
 }
 
 // A shard holds the timestamps that hash to it: an open-addressing table
@@ -108,10 +111,10 @@ type shard struct {
 	slots []uint64 // ts<<32 | (entry+1); 0 is a free slot
 	used  int
 	ents  []entry
+	rgs   []Range // by entry, unless the index has rangeOf
 }
 
 type entry struct {
-	Range
 	ref  uint32
 	prev int32 // the entry added before under the same timestamp, or -1
 }
@@ -122,6 +125,14 @@ func NewIndex(bits int) *Index {
 		panic(fmt.Sprintf("collisions: %d counter bits", bits))
 	}
 	return &Index{bits: bits, shards: make([]shard, 1<<shardBits)}
+}
+
+// rangeAt returns the range of entry e of shard s.
+func (x *Index) rangeAt(s *shard, e int32) Range {
+	if x.rangeOf != nil {
+		return x.rangeOf(s.ents[e].ref)
+	}
+	return s.rgs[e]
 }
 
 // Bits returns the counter width of the index.
@@ -183,12 +194,15 @@ func (x *Index) add(r Range, ref uint32, hits []uint32) []uint32 {
 	}
 	from := len(hits)
 	for e := prev; e >= 0; e = s.ents[e].prev {
-		if s.ents[e].Overlaps(r, x.bits) {
+		if x.rangeAt(s, e).Overlaps(r, x.bits) {
 			hits = append(hits, s.ents[e].ref)
 		}
 	}
 	slices.Reverse(hits[from:]) // oldest first
-	s.ents = append(s.ents, entry{Range: r, ref: ref, prev: prev})
+	s.ents = append(s.ents, entry{ref: ref, prev: prev})
+	if x.rangeOf == nil {
+		s.rgs = append(s.rgs, r)
+	}
 	s.slots[i] = uint64(r.TS)<<32 | uint64(len(s.ents))
 	return hits
 }
@@ -206,10 +220,11 @@ func (x *Index) Cardinality() uint64 {
 			}
 			spans = spans[:0]
 			for e := int32(uint32(v)) - 1; e >= 0; e = s.ents[e].prev {
-				if s.ents[e].N == 0 {
+				rg := x.rangeAt(s, e)
+				if rg.N == 0 {
 					continue
 				}
-				first, second, wraps := s.ents[e].Spans(x.bits)
+				first, second, wraps := rg.Spans(x.bits)
 				spans = append(spans, first)
 				if wraps {
 					spans = append(spans, second)

@@ -26,7 +26,11 @@ type Resolver struct {
 }
 
 // NewResolver returns an empty resolver for counters of bits bits.
-func NewResolver(bits int) *Resolver { return &Resolver{idx: NewIndex(bits)} }
+func NewResolver(bits int) *Resolver {
+	r := &Resolver{idx: NewIndex(bits)}
+	r.idx.rangeOf = func(ref uint32) Range { return r.ranges[ref] }
+	return r
+}
 
 // Add adds a report, tagged with a number of the caller's (its bucket,
 // say), and returns its reference and the references of the reports whose
