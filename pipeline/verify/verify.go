@@ -215,9 +215,19 @@ func (v *verifier) bucket(ctx context.Context, b string, scheme ooid.Scheme) (Bu
 			bk.Rejected++
 		}
 	}
-	// The rows: each kept report's ndx 0..n-1 once, each ID its own.
-	var seen []uint64
-	var out []int64
+	// The rows: each kept report's ndx 0..n-1 once, each ID its own. An ID
+	// is its report's ndx (checked as each row is read), and no two kept
+	// reports share one (checked above): two rows with one ID are one
+	// measurement twice. The IDs are sized for the rows the reports
+	// announce, so a bucket of millions of rows is not copied as it grows.
+	var expect uint64
+	for _, r := range reports {
+		if r.RejectedBy == "" {
+			expect += uint64(r.N)
+		}
+	}
+	count := make([]uint32, len(reports))
+	out := make([]int64, 0, min(expect, 1<<26))
 	err = v.src.Rows(ctx, b, func(i int64, row Row) error {
 		fail := func(what string) error {
 			return &Failure{Where: where, Row: i, Textname: row.Textname, Ndx: row.Ndx, What: what}
@@ -234,23 +244,19 @@ func (v *verifier) bucket(ctx context.Context, b string, scheme ooid.Scheme) (Bu
 		if want := ids[ri].ID(uint32(row.Ndx)).Int64(); row.OOID != want {
 			return fail(fmt.Sprintf("the ID is %016x, the scheme gives %016x", uint64(row.OOID), uint64(want)))
 		}
-		seen = append(seen, uint64(ri)<<32|uint64(row.Ndx))
+		count[ri]++
 		out = append(out, row.OOID)
 		return nil
 	})
 	if err != nil {
 		return bk, err
 	}
-	slices.Sort(seen)
-	for i := 1; i < len(seen); i++ {
-		if seen[i] == seen[i-1] {
-			r := reports[seen[i]>>32]
-			return bk, &Failure{Where: where, Row: -1, Textname: r.Textname, What: fmt.Sprintf("measurement %d has two rows", uint32(seen[i]))}
+	slices.Sort(out)
+	for i := 1; i < len(out); i++ {
+		if out[i] == out[i-1] {
+			ri, ndx := owner(reports, ids, scheme, out[i])
+			return bk, &Failure{Where: where, Row: -1, Textname: reports[ri].Textname, What: fmt.Sprintf("measurement %d has two rows", ndx)}
 		}
-	}
-	count := make([]uint32, len(reports))
-	for _, k := range seen {
-		count[k>>32]++
 	}
 	for i, r := range reports {
 		if r.RejectedBy == "" && count[i] != r.N {
@@ -260,6 +266,18 @@ func (v *verifier) bucket(ctx context.Context, b string, scheme ooid.Scheme) (Bu
 	bk.Measurements = int64(len(out))
 	bk.Digest = digest(out)
 	return bk, nil
+}
+
+// owner returns the kept report whose measurement has the ID, and its ndx.
+func owner(reports []Report, ids []ooid.ReportIDs, scheme ooid.Scheme, id int64) (int, uint32) {
+	mask := uint32(1)<<uint(scheme.CounterBits) - 1
+	for ri, r := range reports {
+		ndx := (uint32(id) - ids[ri].CounterBase()) & mask
+		if r.RejectedBy == "" && ndx < r.N && ids[ri].ID(ndx).Int64() == id {
+			return ri, ndx
+		}
+	}
+	return 0, 0 // not reached: every ID read is its report's
 }
 
 // digest is the SHA-256 of the IDs as 16 lowercase hex digits a line,
