@@ -59,16 +59,9 @@ func (p *Parquet) Reports(ctx context.Context, bucket string) ([]Report, error) 
 
 // Rows implements Source.
 func (p *Parquet) Rows(ctx context.Context, bucket string, fn func(int64, Row) error) error {
-	rows, err := parquetfile.ReadMeasurements(ctx, p.St, "measurements/"+bucket+".parquet")
-	if err != nil {
-		return err
-	}
-	for i, r := range rows {
-		if err := fn(int64(i), Row{OOID: r.OOID, Textname: r.Textname, Ndx: r.Ndx}); err != nil {
-			return err
-		}
-	}
-	return nil
+	return parquetfile.EachMeasurement(ctx, p.St, "measurements/"+bucket+".parquet", func(i int64, r parquetfile.Measurement) error {
+		return fn(i, Row{OOID: r.OOID, Textname: r.Textname, Ndx: r.Ndx})
+	})
 }
 
 // Where implements Source.

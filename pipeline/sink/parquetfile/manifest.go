@@ -118,39 +118,48 @@ func ReadMeasurements(ctx context.Context, st store.Store, name string) ([]Measu
 	return readRows[Measurement](ctx, st, name)
 }
 
+// EachMeasurement calls fn with each row of the measurements/B.parquet
+// file name of the output st and its number (from 0), in the file's order,
+// a few thousand rows in memory at a time; it stops at fn's first error.
+func EachMeasurement(ctx context.Context, st store.Store, name string, fn func(i int64, m Measurement) error) error {
+	r, closeFile, total, err := openRows[Measurement](ctx, st, name)
+	if err != nil {
+		return err
+	}
+	defer closeFile()
+	buf := make([]Measurement, 4096)
+	var i int64
+	for i < total {
+		n, err := r.Read(buf)
+		for _, m := range buf[:n] {
+			if err := fn(i, m); err != nil {
+				return err
+			}
+			i++
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return fmt.Errorf("%s: %w", st.Where(name), err)
+		}
+	}
+	if i != total {
+		return fmt.Errorf("%s: %d of %d rows read", st.Where(name), i, total)
+	}
+	return nil
+}
+
 // wholeRead bounds the objects read whole into memory before their
 // Parquet footer is parsed.
 const wholeRead = 256 << 20
 
 func readRows[T any](ctx context.Context, st store.Store, name string) ([]T, error) {
-	f, err := st.Open(ctx, name)
+	r, closeFile, total, err := openRows[T](ctx, st, name)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	ra, ok := f.(io.ReaderAt)
-	if !ok {
-		return nil, fmt.Errorf("%s: not readable at offsets", st.Where(name))
-	}
-	if store.ETag(info) != "" && info.Size() <= wholeRead {
-		// An object: one streamed read instead of a GET per page.
-		data, err := io.ReadAll(f)
-		if err != nil {
-			return nil, err
-		}
-		ra = bytes.NewReader(data)
-	}
-	pf, err := parquet.OpenFile(ra, info.Size())
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", st.Where(name), err)
-	}
-	r := parquet.NewGenericReader[T](pf)
-	defer r.Close()
-	rows := make([]T, pf.NumRows())
+	defer closeFile()
+	rows := make([]T, total)
 	n, err := r.Read(rows)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%s: %w", st.Where(name), err)
@@ -159,6 +168,41 @@ func readRows[T any](ctx context.Context, st store.Store, name string) ([]T, err
 		return nil, fmt.Errorf("%s: %d of %d rows read", st.Where(name), n, len(rows))
 	}
 	return rows, nil
+}
+
+// openRows opens the Parquet file name of st for reading rows of T, and
+// returns the reader, what closes it and the file, and the number of rows.
+func openRows[T any](ctx context.Context, st store.Store, name string) (*parquet.GenericReader[T], func(), int64, error) {
+	f, err := st.Open(ctx, name)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, 0, err
+	}
+	ra, ok := f.(io.ReaderAt)
+	if !ok {
+		f.Close()
+		return nil, nil, 0, fmt.Errorf("%s: not readable at offsets", st.Where(name))
+	}
+	if store.ETag(info) != "" && info.Size() <= wholeRead {
+		// An object: one streamed read instead of a GET per page.
+		data, err := io.ReadAll(f)
+		if err != nil {
+			f.Close()
+			return nil, nil, 0, err
+		}
+		ra = bytes.NewReader(data)
+	}
+	pf, err := parquet.OpenFile(ra, info.Size())
+	if err != nil {
+		f.Close()
+		return nil, nil, 0, fmt.Errorf("%s: %w", st.Where(name), err)
+	}
+	r := parquet.NewGenericReader[T](pf)
+	return r, func() { r.Close(); f.Close() }, pf.NumRows(), nil
 }
 
 // ReadDeadLetters reads the dead-letters/B.jsonl file name of the output
