@@ -76,8 +76,9 @@ func Help(name string) string {
 	return b.String()
 }
 
-// linkText is a Markdown link as plain text: [x.md](x.md) is docs/x.md,
-// [text](x.md#part) is "text (docs/x.md)", [text](url) is text.
+// linkText is a Markdown link as plain text: [ooid.md](ooid.md) is
+// docs/ooid.md, [the rule](design.md#rule) is "the rule (docs/design.md)",
+// a link elsewhere is its text.
 func linkText(l string) string {
 	m := link.FindStringSubmatch(l)
 	text, target := m[1], m[2]
