@@ -137,7 +137,7 @@ func EachMeasurement(ctx context.Context, st store.Store, name string, fn func(i
 			}
 			i++
 		}
-		if errors.Is(err, io.EOF) {
+		if errors.Is(err, io.EOF) || err == nil && n == 0 { // no row is ever read again
 			break
 		} else if err != nil {
 			return fmt.Errorf("%s: %w", st.Where(name), err)
