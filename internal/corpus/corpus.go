@@ -192,13 +192,8 @@ func Generate(dir string, cfg Config) (Stats, error) {
 			return st, fmt.Errorf("corpus: no JSON or no YAML sample of at most %d bytes", cfg.MaxTemplate)
 		}
 	}
-	if cfg.Buckets < 0 || cfg.Reports < 0 || cfg.CanSize <= 0 || cfg.MinMeasurements < 1 || cfg.Alpha <= 0 {
-		return st, fmt.Errorf("corpus: bad config %+v", cfg)
-	}
-	for k, r := range cfg.Corrupt {
-		if !IsKind(k) || r < 0 || r > 1 {
-			return st, fmt.Errorf("corpus: corruption %s=%g: unknown kind or rate outside [0, 1]", k, r)
-		}
+	if err := cfg.Check(); err != nil {
+		return st, fmt.Errorf("corpus: %w", err)
 	}
 	var roots []string // canned, autoclaved; "" for a form not written
 	switch cfg.Format {
@@ -304,7 +299,7 @@ func (t *truthFile) close() error {
 var ErrFormat = errors.New("format")
 
 // Check checks the configuration's counts, sizes, format and corruption
-// kinds.
+// kinds and rates; Generate refuses a configuration it fails.
 func (c Config) Check() error {
 	if c.Buckets < 1 || c.Reports < 0 || c.MinMeasurements < 1 || c.Alpha <= 0 || c.MaxMeasurements < 1 ||
 		c.JSONFraction < 0 || c.JSONFraction > 1 || c.CanSize < 1 || c.HugeBlob < 16 || c.TimeSlots < 0 {
@@ -315,9 +310,12 @@ func (c Config) Check() error {
 	default:
 		return fmt.Errorf("%w %q: want canned, autoclaved or both", ErrFormat, c.Format)
 	}
-	for k := range c.Corrupt {
+	for k, r := range c.Corrupt {
 		if !IsKind(k) {
 			return fmt.Errorf("unknown corruption kind %q; the kinds are all, %s", k, strings.Join(kinds(), ", "))
+		}
+		if r < 0 || r > 1 {
+			return fmt.Errorf("corruption %s=%g: the rate is outside [0, 1]", k, r)
 		}
 	}
 	return nil

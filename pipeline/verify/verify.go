@@ -280,14 +280,13 @@ func owner(reports []Report, ids []ooid.ReportIDs, scheme ooid.Scheme, id int64)
 	return 0, 0 // not reached: every ID read is its report's
 }
 
-// digest is the SHA-256 of the IDs as 16 lowercase hex digits a line,
-// sorted.
-func digest(ids []int64) string {
-	slices.Sort(ids)
+// digest is the SHA-256 of the IDs, sorted, as 16 lowercase hex digits a
+// line.
+func digest(sorted []int64) string {
 	h := sha256.New()
 	var raw [8]byte
 	line := make([]byte, 0, 17)
-	for _, id := range ids {
+	for _, id := range sorted {
 		binary.BigEndian.PutUint64(raw[:], uint64(id))
 		line = append(hex.AppendEncode(line[:0], raw[:]), '\n')
 		_, _ = h.Write(line) // a hash does not fail
