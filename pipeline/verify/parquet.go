@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
@@ -10,11 +11,16 @@ import (
 )
 
 // Parquet is the output folder of a run to Parquet, local or on S3: its
-// committed buckets (those of its ledger). It takes no lock: verify an
-// output no run is writing.
+// committed buckets (those of its ledger), a file of reports and one of
+// measurements each. It takes no lock: verify an output no run is writing.
 type Parquet struct {
-	St     store.Store
-	states map[string]stamped.State
+	St      store.Store
+	states  map[string]stamped.State
+	buckets []string
+	// The place of each textname among the reports of the bucket read
+	// last: a measurement row names its report by textname.
+	placesOf string
+	places   map[string]int
 }
 
 var _ Source = (*Parquet)(nil)
@@ -25,15 +31,14 @@ func (p *Parquet) Buckets(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.states = map[string]stamped.State{}
-	var out []string
+	p.states, p.buckets = map[string]stamped.State{}, nil
 	for _, s := range states {
 		if s.Status == stamped.StatusCommitted {
 			p.states[s.Meta.Bucket] = s
-			out = append(out, s.Meta.Bucket)
+			p.buckets = append(p.buckets, s.Meta.Bucket)
 		}
 	}
-	return out, nil
+	return p.buckets, nil
 }
 
 // Scheme implements Source.
@@ -48,23 +53,51 @@ func (p *Parquet) Reports(ctx context.Context, bucket string) ([]Report, error) 
 		return nil, err
 	}
 	out := make([]Report, len(rows))
+	p.placesOf, p.places = bucket, make(map[string]int, len(rows))
 	for i, r := range rows {
 		out[i] = Report{Textname: r.Textname, N: uint32(r.N), RejectedBy: r.RejectedBy}
 		if r.N < 0 || r.N > 1<<32-1 {
 			out[i].N = 1<<32 - 1 // no counter holds it: verify says so
 		}
+		if _, ok := p.places[r.Textname]; !ok {
+			p.places[r.Textname] = i
+		}
 	}
 	return out, nil
 }
 
+// PerBucket implements Source: each bucket has a file of its own.
+func (p *Parquet) PerBucket() bool { return true }
+
 // Rows implements Source.
-func (p *Parquet) Rows(ctx context.Context, bucket string, fn func(int64, Row) error) error {
-	return parquetfile.EachMeasurement(ctx, p.St, "measurements/"+bucket+".parquet", func(i int64, r parquetfile.Measurement) error {
-		return fn(i, Row{OOID: r.OOID, Textname: r.Textname, Ndx: r.Ndx})
-	})
+func (p *Parquet) Rows(ctx context.Context, first, end int, fn func(Row) error) error {
+	for bi := first; bi < end; bi++ {
+		b := p.buckets[bi]
+		if p.placesOf != b {
+			if _, err := p.Reports(ctx, b); err != nil {
+				return err
+			}
+		}
+		err := parquetfile.EachMeasurement(ctx, p.St, "measurements/"+b+".parquet", func(i int64, m parquetfile.Measurement) error {
+			place, ok := p.places[m.Textname]
+			if !ok {
+				place = -1
+			}
+			return fn(Row{Bucket: bi, Report: place, Ndx: m.Ndx, OOID: m.OOID, Pos: i, Textname: m.Textname})
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Where implements Source.
 func (p *Parquet) Where(bucket string) string {
 	return p.St.Where("measurements/" + bucket + ".parquet")
+}
+
+// RowAt implements Source.
+func (p *Parquet) RowAt(r Row) string {
+	return fmt.Sprintf("%s: row %d (%s, ndx %d)", p.Where(p.buckets[r.Bucket]), r.Pos, r.Textname, r.Ndx)
 }

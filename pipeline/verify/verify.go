@@ -16,6 +16,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/maphash"
+	"math/bits"
 	"slices"
 	"strings"
 
@@ -32,9 +33,14 @@ type Report struct {
 
 // Row is a measurement row of an output.
 type Row struct {
-	OOID     int64
+	Bucket int   // its bucket: an index into the list Source.Buckets gave; -1 for a bucket not in it
+	Report int   // its report: an index into its bucket's Source.Reports; -1 for none
+	Ndx    int32 // its ndx and ID, as the output holds them
+	OOID   int64
+	// Where the row is, for messages: its number in its bucket's rows,
+	// and its textname where the output holds one.
+	Pos      int64
 	Textname string
-	Ndx      int32
 }
 
 // Source is an output: its buckets, in order, and for each the scheme it
@@ -42,12 +48,21 @@ type Row struct {
 type Source interface {
 	Buckets(ctx context.Context) ([]string, error)
 	Scheme(ctx context.Context, bucket string) (ooid.Scheme, error)
+	// Reports returns the bucket's reports, in the order its rows name
+	// them (Row.Report).
 	Reports(ctx context.Context, bucket string) ([]Report, error)
-	// Rows calls fn with every measurement row of the bucket, numbered
-	// from 0 in the order the output holds them.
-	Rows(ctx context.Context, bucket string, fn func(i int64, r Row) error) error
-	// Where names the rows of a bucket in messages: a file, a table.
+	// Rows calls fn with every measurement row of the buckets first to
+	// end-1 (indexes into the list Buckets gave), in any order. A source
+	// that is not PerBucket is asked once, for every bucket, after every
+	// bucket's reports, and gives every row it holds.
+	Rows(ctx context.Context, first, end int, fn func(Row) error) error
+	// PerBucket says that Rows reads only the buckets asked for: verify
+	// then reads each bucket's rows after its reports and forgets it.
+	PerBucket() bool
+	// Where names a bucket's reports in messages: a file, a table.
 	Where(bucket string) string
+	// RowAt names a row in messages.
+	RowAt(r Row) string
 }
 
 // Bucket is what one bucket holds.
@@ -69,32 +84,24 @@ type Result struct {
 	Digest       string   `json:"digest"`
 }
 
-// Failure is the first thing verify finds wrong. Row is the measurement
-// row (-1 for a report's failure).
+// Failure is the first thing verify finds wrong: where (a file or table,
+// and the row or report) and what.
 type Failure struct {
-	Where    string
-	Row      int64
-	Textname string
-	Ndx      int32
-	What     string
+	At   string
+	What string
 }
 
-func (f *Failure) Error() string {
-	if f.Row < 0 {
-		return fmt.Sprintf("%s: report %s: %s", f.Where, f.Textname, f.What)
-	}
-	return fmt.Sprintf("%s: row %d (%s, ndx %d): %s", f.Where, f.Row, f.Textname, f.Ndx, f.What)
-}
+func (f *Failure) Error() string { return f.At + ": " + f.What }
 
 // Digest is how the digests are made, for a reader who recomputes them:
 // a bucket's is the SHA-256 of its IDs as 16 lowercase hex digits a line,
 // sorted; the output's, of the lines "BUCKET DIGEST" in bucket order.
 const Digest = "sha256 of the IDs as 16 lowercase hex digits a line, sorted (per bucket); sha256 of the lines \"BUCKET DIGEST\" (whole output)"
 
-// Run verifies the output of src bucket by bucket, calling done after each,
-// and returns what it holds or the first *Failure (any other error is
-// src's). A keyed scheme needs its keys: keyed, when not nil, is the
-// scheme file's scheme.
+// Run verifies the output of src, calling done after each bucket, and
+// returns what it holds or the first *Failure (any other error is src's).
+// A keyed scheme needs its keys: keyed, when not nil, is the scheme file's
+// scheme.
 func Run(ctx context.Context, src Source, keyed *ooid.Scheme, done func(Bucket)) (Result, error) {
 	var res Result
 	buckets, err := src.Buckets(ctx)
@@ -102,22 +109,16 @@ func Run(ctx context.Context, src Source, keyed *ooid.Scheme, done func(Bucket))
 		return res, err
 	}
 	if len(buckets) == 0 {
-		return res, &Failure{Where: src.Where("*"), Row: -1, What: "the output holds no committed bucket: there is nothing to verify"}
+		return res, &Failure{At: src.Where("*"), What: "the output holds no committed bucket: there is nothing to verify"}
 	}
-	v := &verifier{src: src, seed: maphash.MakeSeed()}
+	v := &verifier{src: src, seed: maphash.MakeSeed(), buckets: buckets, held: make([]*held, len(buckets))}
 	whole := sha256.New()
-	for _, b := range buckets {
-		scheme, err := src.Scheme(ctx, b)
+	finish := func(i int) error {
+		bk, err := v.finish(ctx, i)
 		if err != nil {
-			return res, err
+			return err
 		}
-		if scheme, err = v.useScheme(b, scheme, keyed); err != nil {
-			return res, err
-		}
-		bk, err := v.bucket(ctx, b, scheme)
-		if err != nil {
-			return res, err
-		}
+		v.held[i] = nil
 		fmt.Fprintf(whole, "%s %s\n", bk.Date, bk.Digest)
 		res.Buckets = append(res.Buckets, bk)
 		res.Reports += bk.Reports
@@ -126,6 +127,38 @@ func Run(ctx context.Context, src Source, keyed *ooid.Scheme, done func(Bucket))
 		if done != nil {
 			done(bk)
 		}
+		return nil
+	}
+	for i, b := range buckets {
+		scheme, err := src.Scheme(ctx, b)
+		if err != nil {
+			return res, err
+		}
+		if scheme, err = v.useScheme(b, scheme, keyed); err != nil {
+			return res, err
+		}
+		if err := v.reports(ctx, i, scheme); err != nil {
+			return res, err
+		}
+		if src.PerBucket() {
+			if err := src.Rows(ctx, i, i+1, v.row); err != nil {
+				return res, err
+			}
+			if err := finish(i); err != nil {
+				return res, err
+			}
+		}
+	}
+	if !src.PerBucket() {
+		v.index, v.names = nil, nil // every verdict is checked
+		if err := src.Rows(ctx, 0, len(buckets), v.row); err != nil {
+			return res, err
+		}
+		for i := range buckets {
+			if err := finish(i); err != nil {
+				return res, err
+			}
+		}
 	}
 	res.Scheme = v.scheme.String()
 	res.Digest = hex.EncodeToString(whole.Sum(nil))
@@ -133,18 +166,39 @@ func Run(ctx context.Context, src Source, keyed *ooid.Scheme, done func(Bucket))
 }
 
 type verifier struct {
-	src    Source
-	scheme ooid.Scheme
-	index  *collisions.Index // nil until the first bucket's scheme is known
-	seed   maphash.Seed
-	names  []uint64 // by ref: the hash of each report's textname, in textname order
-	last   string   // the last textname added
+	src     Source
+	buckets []string
+	held    []*held // by bucket: what its rows are checked against, until its digest is made
+	scheme  ooid.Scheme
+	index   *collisions.Index // nil until the first bucket's scheme is known
+	seed    maphash.Seed
+	names   []uint64 // by ref: the hash of each report's textname, in textname order
+	last    string   // the last textname added
 }
+
+// held is what a bucket's rows are checked against: its reports, in the
+// order its rows name them, and a bit for each measurement of its kept
+// reports, set when its row is read.
+type held struct {
+	reports      []report
+	seen         []uint64
+	measurements uint32 // of its kept reports
+	rejected     int
+}
+
+// report is a report's IDs: the measurements of a kept one are bits off
+// to off+n-1 of its bucket's set.
+type report struct{ ts, base, n, off uint32 }
+
+// rejected is the off of a rejected report.
+const rejected = ^uint32(0)
+
+func (r report) id(ndx, mask uint32) int64 { return ooid.NewBackfilledID(r.ts, (r.base+ndx)&mask).Int64() }
 
 // useScheme checks that every bucket has the scheme of the first (an
 // output is one ID space) and gives a keyed scheme its keys.
 func (v *verifier) useScheme(bucket string, s ooid.Scheme, keyed *ooid.Scheme) (ooid.Scheme, error) {
-	fail := func(what string) error { return &Failure{Where: v.src.Where(bucket), Row: -1, What: what} }
+	fail := func(what string) error { return &Failure{At: v.src.Where(bucket), What: what} }
 	if v.index == nil {
 		if keyed != nil && !s.Keyed() {
 			return s, fail(fmt.Sprintf("the output's scheme is %s, not keyed: no scheme file is needed", s))
@@ -167,37 +221,40 @@ func (v *verifier) useScheme(bucket string, s ooid.Scheme, keyed *ooid.Scheme) (
 	return v.scheme, nil
 }
 
-// bucket verifies one bucket.
-func (v *verifier) bucket(ctx context.Context, b string, scheme ooid.Scheme) (Bucket, error) {
-	where := v.src.Where(b)
+// reports checks the verdicts of bucket i's reports and holds their IDs.
+func (v *verifier) reports(ctx context.Context, i int, scheme ooid.Scheme) error {
+	b := v.buckets[i]
 	reports, err := v.src.Reports(ctx, b)
 	if err != nil {
-		return Bucket{}, err
+		return err
 	}
 	// The verdicts, in textname order over the whole output: a bucket's
 	// textnames start with its date.
-	slices.SortFunc(reports, func(x, y Report) int { return strings.Compare(x.Textname, y.Textname) })
-	bk := Bucket{Date: b, Reports: len(reports)}
-	byName := make(map[string]int, len(reports))
-	ids := make([]ooid.ReportIDs, len(reports))
-	for i, r := range reports {
-		fail := func(what string) error { return &Failure{Where: where, Row: -1, Textname: r.Textname, What: what} }
+	order := make([]int, len(reports))
+	for j := range order {
+		order[j] = j
+	}
+	slices.SortFunc(order, func(x, y int) int { return strings.Compare(reports[x].Textname, reports[y].Textname) })
+	h := &held{reports: make([]report, len(reports))}
+	var measurements uint64
+	for _, j := range order {
+		r := reports[j]
+		fail := func(what string) error { return &Failure{At: v.src.Where(b) + ": report " + r.Textname, What: what} }
 		switch {
 		case !strings.HasPrefix(r.Textname, b+"/"):
-			return bk, fail("its textname is not in bucket " + b)
+			return fail("its textname is not in bucket " + b)
 		case r.Textname <= v.last:
-			return bk, fail("listed twice, or out of the order of the buckets")
+			return fail("listed twice, or out of the order of the buckets")
 		}
 		v.last = r.Textname
 		id, err := scheme.Report(r.Textname)
 		if err != nil {
-			return bk, fail(err.Error())
+			return fail(err.Error())
 		}
 		rg := collisions.RangeOf(id, r.N)
 		if rg.SelfOverlaps(scheme.CounterBits) {
-			return bk, fail(fmt.Sprintf("%d measurements: more than the %d-bit counter holds", r.N, scheme.CounterBits))
+			return fail(fmt.Sprintf("%d measurements: more than the %d-bit counter holds", r.N, scheme.CounterBits))
 		}
-		ids[i], byName[r.Textname] = id, i
 		ref := uint32(len(v.names))
 		v.names = append(v.names, maphash.String(v.seed, r.Textname))
 		// The reports added before sort before it: the first of those it
@@ -205,79 +262,111 @@ func (v *verifier) bucket(ctx context.Context, b string, scheme ooid.Scheme) (Bu
 		hits := v.index.Add(rg, ref)
 		switch {
 		case len(hits) == 0 && r.RejectedBy != "":
-			return bk, fail("rejected by " + r.RejectedBy + ", but its IDs overlap no report that sorts before it")
+			return fail("rejected by " + r.RejectedBy + ", but its IDs overlap no report that sorts before it")
 		case len(hits) > 0 && r.RejectedBy == "":
-			return bk, fail(fmt.Sprintf("kept, but its IDs overlap those of %d report(s) that sort before it", len(hits)))
+			return fail(fmt.Sprintf("kept, but its IDs overlap those of %d report(s) that sort before it", len(hits)))
 		case len(hits) > 0 && maphash.String(v.seed, r.RejectedBy) != v.names[slices.Min(hits)]:
-			return bk, fail("rejected by " + r.RejectedBy + ", which is not the first report that sorts before it and shares its IDs")
+			return fail("rejected by " + r.RejectedBy + ", which is not the first report that sorts before it and shares its IDs")
 		}
+		h.reports[j] = report{ts: id.TS, base: id.CounterBase(), n: r.N, off: rejected}
 		if r.RejectedBy != "" {
-			bk.Rejected++
+			h.rejected++
+			continue
+		}
+		// No two kept reports share an ID (checked above), so a bucket
+		// of 2^32 measurements or more would have more than the IDs of
+		// its second.
+		if measurements+uint64(r.N) > 1<<32-1 {
+			return fail("the bucket has more measurements than IDs of one second")
+		}
+		h.reports[j].off = uint32(measurements)
+		measurements += uint64(r.N)
+	}
+	h.seen, h.measurements = make([]uint64, (measurements+63)/64), uint32(measurements)
+	v.held[i] = h
+	return nil
+}
+
+// row checks a measurement row: its report is a kept report of its
+// bucket, its ndx one of the report's, its ID the one the scheme gives,
+// and no row before it had that measurement.
+func (v *verifier) row(r Row) error {
+	if r.Bucket < 0 || r.Bucket >= len(v.held) || v.held[r.Bucket] == nil {
+		return v.failRow(r, "its bucket is not one of the output's committed buckets")
+	}
+	h := v.held[r.Bucket]
+	if r.Report < 0 || r.Report >= len(h.reports) {
+		return v.failRow(r, "no report of the bucket has this textname")
+	}
+	rp := h.reports[r.Report]
+	switch {
+	case rp.off == rejected:
+		return v.failRow(r, "its report was rejected and keeps no measurement")
+	case r.Ndx < 0 || uint32(r.Ndx) >= rp.n:
+		return v.failRow(r, fmt.Sprintf("ndx out of its report's %d measurements", rp.n))
+	}
+	if want := rp.id(uint32(r.Ndx), v.scheme.Mask()); r.OOID != want {
+		return v.failRow(r, fmt.Sprintf("the ID is %016x, the scheme gives %016x", uint64(r.OOID), uint64(want)))
+	}
+	bit := rp.off + uint32(r.Ndx)
+	if h.seen[bit/64]&(1<<(bit%64)) != 0 {
+		return v.failRow(r, fmt.Sprintf("measurement %d has two rows", r.Ndx))
+	}
+	h.seen[bit/64] |= 1 << (bit % 64)
+	return nil
+}
+
+// failRow is the failure of a row, named with its textname.
+func (v *verifier) failRow(r Row, what string) error {
+	if r.Textname == "" && r.Bucket >= 0 && r.Bucket < len(v.buckets) && r.Report >= 0 {
+		if reports, err := v.src.Reports(context.Background(), v.buckets[r.Bucket]); err == nil && r.Report < len(reports) {
+			r.Textname = reports[r.Report].Textname
 		}
 	}
-	// The rows: each kept report's ndx 0..n-1 once, each ID its own. An ID
-	// is its report's ndx (checked as each row is read), and no two kept
-	// reports share one (checked above): two rows with one ID are one
-	// measurement twice. The IDs are sized for the rows the reports
-	// announce, so a bucket of millions of rows is not copied as it grows.
-	var expect uint64
-	for _, r := range reports {
-		if r.RejectedBy == "" {
-			expect += uint64(r.N)
+	return &Failure{At: v.src.RowAt(r), What: what}
+}
+
+// finish checks that every measurement of bucket i's kept reports had its
+// row, and makes the bucket's digest from their IDs.
+func (v *verifier) finish(ctx context.Context, i int) (Bucket, error) {
+	h, b := v.held[i], v.buckets[i]
+	bk := Bucket{Date: b, Reports: len(h.reports), Rejected: h.rejected}
+	mask := v.scheme.Mask()
+	ids := make([]int64, 0, h.measurements)
+	for j, r := range h.reports {
+		if r.off == rejected {
+			continue
+		}
+		if n := count(h.seen, r.off, r.n); n != r.n {
+			name := fmt.Sprintf("the report at %d", j)
+			if reports, err := v.src.Reports(ctx, b); err == nil && j < len(reports) {
+				name = reports[j].Textname
+			}
+			return bk, &Failure{At: v.src.Where(b) + ": report " + name, What: fmt.Sprintf("%d measurement rows, the report has %d", n, r.n)}
+		}
+		for ndx := range r.n {
+			ids = append(ids, r.id(ndx, mask))
 		}
 	}
-	count := make([]uint32, len(reports))
-	out := make([]int64, 0, min(expect, 1<<26))
-	err = v.src.Rows(ctx, b, func(i int64, row Row) error {
-		fail := func(what string) error {
-			return &Failure{Where: where, Row: i, Textname: row.Textname, Ndx: row.Ndx, What: what}
-		}
-		ri, ok := byName[row.Textname]
-		switch {
-		case !ok:
-			return fail("no report of the bucket has this textname")
-		case reports[ri].RejectedBy != "":
-			return fail("its report was rejected (by " + reports[ri].RejectedBy + ") and keeps no measurement")
-		case row.Ndx < 0 || uint32(row.Ndx) >= reports[ri].N:
-			return fail(fmt.Sprintf("ndx out of its report's %d measurements", reports[ri].N))
-		}
-		if want := ids[ri].ID(uint32(row.Ndx)).Int64(); row.OOID != want {
-			return fail(fmt.Sprintf("the ID is %016x, the scheme gives %016x", uint64(row.OOID), uint64(want)))
-		}
-		count[ri]++
-		out = append(out, row.OOID)
-		return nil
-	})
-	if err != nil {
-		return bk, err
-	}
-	slices.Sort(out)
-	for i := 1; i < len(out); i++ {
-		if out[i] == out[i-1] {
-			ri, ndx := owner(reports, ids, scheme, out[i])
-			return bk, &Failure{Where: where, Row: -1, Textname: reports[ri].Textname, What: fmt.Sprintf("measurement %d has two rows", ndx)}
-		}
-	}
-	for i, r := range reports {
-		if r.RejectedBy == "" && count[i] != r.N {
-			return bk, &Failure{Where: where, Row: -1, Textname: r.Textname, What: fmt.Sprintf("%d measurement rows, the report has %d", count[i], r.N)}
-		}
-	}
-	bk.Measurements = int64(len(out))
-	bk.Digest = digest(out)
+	slices.Sort(ids)
+	bk.Measurements = int64(len(ids))
+	bk.Digest = digest(ids)
 	return bk, nil
 }
 
-// owner returns the kept report whose measurement has the ID, and its ndx.
-func owner(reports []Report, ids []ooid.ReportIDs, scheme ooid.Scheme, id int64) (int, uint32) {
-	mask := uint32(1)<<uint(scheme.CounterBits) - 1
-	for ri, r := range reports {
-		ndx := (uint32(id) - ids[ri].CounterBase()) & mask
-		if r.RejectedBy == "" && ndx < r.N && ids[ri].ID(ndx).Int64() == id {
-			return ri, ndx
+// count returns how many of bits off to off+n-1 are set.
+func count(set []uint64, off, n uint32) uint32 {
+	var c int
+	for b := uint64(off); b < uint64(off)+uint64(n); {
+		w := set[b/64] >> (b % 64)
+		take := min(64-b%64, uint64(off)+uint64(n)-b)
+		if take < 64 {
+			w &= 1<<take - 1
 		}
+		c += bits.OnesCount64(w)
+		b += take
 	}
-	return 0, 0 // not reached: every ID read is its report's
+	return uint32(c)
 }
 
 // digest is the SHA-256 of the IDs, sorted, as 16 lowercase hex digits a

@@ -2,7 +2,10 @@ package verify
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,37 +14,47 @@ import (
 )
 
 // memory is an output held in memory: its rows are every kept report's
-// measurements, made with the scheme.
+// measurements, made with the scheme. It reads every row in one pass, as
+// the PostgreSQL source does, unless perBucket.
 type memory struct {
-	scheme  ooid.Scheme
-	buckets map[string][]Report
-	rows    map[string][]Row
+	scheme    ooid.Scheme
+	buckets   map[string][]Report
+	rows      map[string][]Row
+	perBucket bool
 }
 
-func (m *memory) Buckets(context.Context) ([]string, error) {
-	return []string{"2017-06-01", "2017-06-02"}, nil
-}
+var days = []string{"2017-06-01", "2017-06-02"}
+
+func (m *memory) Buckets(context.Context) ([]string, error)           { return days, nil }
 func (m *memory) Scheme(context.Context, string) (ooid.Scheme, error) { return m.scheme, nil }
 func (m *memory) Reports(_ context.Context, b string) ([]Report, error) {
 	return append([]Report(nil), m.buckets[b]...), nil
 }
-func (m *memory) Rows(_ context.Context, b string, fn func(int64, Row) error) error {
-	for i, r := range m.rows[b] {
-		if err := fn(int64(i), r); err != nil {
-			return err
+func (m *memory) PerBucket() bool { return m.perBucket }
+func (m *memory) Rows(_ context.Context, first, end int, fn func(Row) error) error {
+	if !m.perBucket {
+		first, end = 0, len(days)
+	}
+	for _, b := range days[first:end] {
+		for _, r := range m.rows[b] {
+			if err := fn(r); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 func (m *memory) Where(b string) string { return "mem/" + b }
+func (m *memory) RowAt(r Row) string {
+	return fmt.Sprintf("mem: row %d of bucket %d (%s, ndx %d)", r.Pos, r.Bucket, r.Textname, r.Ndx)
+}
 
-// output makes an output of reports "BUCKET/name<TAB>n" whose verdicts are
-// given (loser -> winner).
+// output makes an output of the reports whose verdicts are given.
 func output(t *testing.T, scheme ooid.Scheme, reports map[string][]Report) *memory {
 	t.Helper()
 	m := &memory{scheme: scheme, buckets: reports, rows: map[string][]Row{}}
-	for b, rs := range reports {
-		for _, r := range rs {
+	for bi, b := range days {
+		for ri, r := range reports[b] {
 			if r.RejectedBy != "" {
 				continue
 			}
@@ -50,7 +63,7 @@ func output(t *testing.T, scheme ooid.Scheme, reports map[string][]Report) *memo
 				t.Fatal(err)
 			}
 			for ndx := range r.N {
-				m.rows[b] = append(m.rows[b], Row{OOID: id.ID(ndx).Int64(), Textname: r.Textname, Ndx: int32(ndx)})
+				m.rows[b] = append(m.rows[b], Row{Bucket: bi, Report: ri, Ndx: int32(ndx), OOID: id.ID(ndx).Int64(), Pos: int64(len(m.rows[b]))})
 			}
 		}
 	}
@@ -123,7 +136,7 @@ search:
 		r := good()
 		damage(r)
 		_, err := Run(t.Context(), output(t, scheme, r), nil, nil)
-		if f := (*Failure)(nil); !errors.As(err, &f) || f.Row != -1 {
+		if f := (*Failure)(nil); !errors.As(err, &f) || !strings.Contains(f.At, ": report ") {
 			t.Errorf("%s: %v, want a report's failure", name, err)
 		}
 	}
@@ -152,3 +165,63 @@ func TestRun_NothingOrWrongScheme(t *testing.T) {
 type emptySource struct{ *memory }
 
 func (emptySource) Buckets(context.Context) ([]string, error) { return nil, nil }
+
+// Each damage of the rows fails, naming the row or the report, whether the
+// rows are read bucket by bucket or all in one pass: a row changed,
+// dropped, doubled, moved onto another ndx, kept for a rejected report, or
+// in a bucket that is not committed.
+func TestRows_Damaged(t *testing.T) {
+	name := func(b string, i int) string {
+		return fmt.Sprintf("%s/20170601T00000%dZ-IT-AS1-web_connectivity-20170601T00000%dZ_AS1_%s-0.2.0-probe.json", b, i, i, strings.Repeat("x", 48))
+	}
+	good := func() map[string][]Report {
+		return map[string][]Report{
+			days[0]: {{Textname: name(days[0], 2), N: 3}, {Textname: name(days[0], 1), N: 4}},
+			days[1]: {{Textname: name(days[1], 1), N: 5}},
+		}
+	}
+	for _, perBucket := range []bool{true, false} {
+		m := output(t, ooid.DefaultScheme, good())
+		m.perBucket = perBucket
+		res, err := Run(t.Context(), m, nil, nil)
+		if err != nil || res.Measurements != 12 || len(res.Buckets) != 2 {
+			t.Fatalf("perBucket %v: %+v, %v", perBucket, res, err)
+		}
+		// The digest is of the IDs the rows hold, recomputed here.
+		var ids []int64
+		for _, r := range m.rows[days[1]] {
+			ids = append(ids, r.OOID)
+		}
+		slices.Sort(ids)
+		var lines strings.Builder
+		for _, id := range ids {
+			fmt.Fprintf(&lines, "%016x\n", uint64(id))
+		}
+		if want := fmt.Sprintf("%x", sha256.Sum256([]byte(lines.String()))); res.Buckets[1].Digest != want {
+			t.Errorf("perBucket %v: digest %s, want %s", perBucket, res.Buckets[1].Digest, want)
+		}
+		for _, tc := range []struct {
+			name   string
+			damage func(m *memory)
+			want   string
+		}{
+			{"changed", func(m *memory) { m.rows[days[0]][4].OOID++ }, "row 4 of bucket 0 (" + name(days[0], 1) + ", ndx 1): the ID is "},
+			{"dropped", func(m *memory) { m.rows[days[1]] = m.rows[days[1]][1:] }, "report " + name(days[1], 1) + ": 4 measurement rows, the report has 5"},
+			{"doubled", func(m *memory) { m.rows[days[1]] = append(m.rows[days[1]], m.rows[days[1]][2]) }, "measurement 2 has two rows"},
+			{"moved", func(m *memory) { m.rows[days[0]][0].Ndx, m.rows[days[0]][0].OOID = 1, m.rows[days[0]][1].OOID }, "measurement 1 has two rows"},
+			{"rejected", func(m *memory) {
+				m.buckets[days[0]][0].RejectedBy = name(days[0], 1)
+			}, "rejected by"},
+			{"no bucket", func(m *memory) { m.rows[days[1]][0].Bucket = -1 }, "its bucket is not one of the output's committed buckets"},
+			{"no report", func(m *memory) { m.rows[days[1]][0].Report = 3 }, "no report of the bucket has this textname"},
+		} {
+			m := output(t, ooid.DefaultScheme, good())
+			m.perBucket = perBucket
+			tc.damage(m)
+			_, err := Run(t.Context(), m, nil, nil)
+			if f := (*Failure)(nil); !errors.As(err, &f) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("perBucket %v, %s: %v, want a failure with %q", perBucket, tc.name, err, tc.want)
+			}
+		}
+	}
+}
