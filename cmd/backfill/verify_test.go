@@ -73,6 +73,49 @@ func TestVerify(t *testing.T) {
 		t.Errorf("output digest %s, from the server's %s", res.Digest, d)
 	}
 
+	// The same proof from the schema. Each damage of a copy of it (a row
+	// changed, dropped, doubled; a verdict; a report's seq; a bucket
+	// no longer committed whose rows are left) fails, naming the table.
+	code, pjs := call("verify", "--sink", "postgres", "--dsn", dsn, "--json")
+	var pres struct {
+		Rejected int
+		Digest   string
+	}
+	if err := json.Unmarshal([]byte(pjs), &pres); code != 0 || err != nil || pres.Digest != res.Digest || pres.Rejected != res.Rejected {
+		t.Fatalf("verify --sink postgres: exit %d, %v, %+v; the Parquet output's digest is %s\n%s", code, err, pres, res.Digest, pjs)
+	}
+	first := `(bucket, report, ndx) = (SELECT bucket, report, ndx FROM %[1]s.measurements ORDER BY bucket, report, ndx LIMIT 1)`
+	for i, tc := range []struct{ name, sql, want string }{
+		{"changed", `UPDATE %[1]s.measurements SET ooid = ooid # 1024 WHERE ` + first, `"{d}"."measurements", the row of bucket ` + res.Buckets[0].Bucket + `, report 0 (` + res.Buckets[0].Bucket + `/`},
+		{"dropped", `DELETE FROM %[1]s.measurements WHERE ` + first, "measurement rows, the report has"},
+		{"doubled", `INSERT INTO %[1]s.measurements SELECT * FROM %[1]s.measurements WHERE ` + first, "has two rows"},
+		{"verdict", `UPDATE %[1]s.reports SET rejected_by = NULL`, "kept, but its IDs overlap"},
+		{"seq", `DELETE FROM %[1]s.reports WHERE seq = 1`, "where 1 was due"},
+		{"not committed", `UPDATE %[1]s.ledger SET status = 'failed', error = 'x' WHERE bucket = '` + res.Buckets[1].Bucket + `'`, "its bucket is not one of the output's committed buckets"},
+	} {
+		t.Run("postgres "+tc.name, func(t *testing.T) {
+			d := fmt.Sprintf("damaged%d", i)
+			if code, o := call("schema", "--dsn", dsn, "--pg-schema", d); code != 0 {
+				t.Fatalf("schema: exit %d\n%s", code, o)
+			}
+			for _, q := range []string{
+				`ALTER TABLE %[1]s.measurements DROP CONSTRAINT measurements_pkey`,
+				`INSERT INTO %[1]s.ledger SELECT * FROM backfill.ledger`,
+				`INSERT INTO %[1]s.reports SELECT * FROM backfill.reports`,
+				`INSERT INTO %[1]s.measurements SELECT * FROM backfill.measurements`,
+				tc.sql,
+			} {
+				if _, err := c.Exec(t.Context(), fmt.Sprintf(q, d)); err != nil {
+					t.Fatalf("%s: %v", fmt.Sprintf(q, d), err)
+				}
+			}
+			code, o := callIn("", "verify", "--sink", "postgres", "--dsn", dsn, "--pg-schema", d)
+			if want := strings.ReplaceAll(tc.want, "{d}", d); code != 1 || !strings.HasPrefix(o, "backfill: verify: ") || !strings.Contains(o, `"`+d+`".`) || !strings.Contains(o, want) {
+				t.Errorf("exit %d, %q; want exit 1 naming the table and %q", code, o, want)
+			}
+		})
+	}
+
 	// Damaged copies of the bucket with a rejected report.
 	bucket := res.Buckets[0].Bucket
 	if res.Buckets[0].Rejected == 0 {

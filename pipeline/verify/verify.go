@@ -14,6 +14,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"math/bits"
@@ -89,6 +90,7 @@ type Result struct {
 type Failure struct {
 	At   string
 	What string
+	row  *Row // a row whose textname is yet to be found
 }
 
 func (f *Failure) Error() string { return f.At + ": " + f.What }
@@ -142,7 +144,7 @@ func Run(ctx context.Context, src Source, keyed *ooid.Scheme, done func(Bucket))
 		}
 		if src.PerBucket() {
 			if err := src.Rows(ctx, i, i+1, v.row); err != nil {
-				return res, err
+				return res, v.named(ctx, err)
 			}
 			if err := finish(i); err != nil {
 				return res, err
@@ -152,7 +154,7 @@ func Run(ctx context.Context, src Source, keyed *ooid.Scheme, done func(Bucket))
 	if !src.PerBucket() {
 		v.index, v.names = nil, nil // every verdict is checked
 		if err := src.Rows(ctx, 0, len(buckets), v.row); err != nil {
-			return res, err
+			return res, v.named(ctx, err)
 		}
 		for i := range buckets {
 			if err := finish(i); err != nil {
@@ -316,14 +318,28 @@ func (v *verifier) row(r Row) error {
 	return nil
 }
 
-// failRow is the failure of a row, named with its textname.
+// failRow is the failure of a row. A row the output names by its
+// report's place gets its textname once Rows has returned (named).
 func (v *verifier) failRow(r Row, what string) error {
-	if r.Textname == "" && r.Bucket >= 0 && r.Bucket < len(v.buckets) && r.Report >= 0 {
-		if reports, err := v.src.Reports(context.Background(), v.buckets[r.Bucket]); err == nil && r.Report < len(reports) {
-			r.Textname = reports[r.Report].Textname
-		}
+	if r.Textname == "" && r.Bucket >= 0 && r.Report >= 0 {
+		return &Failure{At: v.src.RowAt(r), What: what, row: &r}
 	}
 	return &Failure{At: v.src.RowAt(r), What: what}
+}
+
+// named gives the failure of a row named by its report's place the
+// report's textname, read again.
+func (v *verifier) named(ctx context.Context, err error) error {
+	var f *Failure
+	if !errors.As(err, &f) || f.row == nil {
+		return err
+	}
+	r := *f.row
+	if reports, rerr := v.src.Reports(ctx, v.buckets[r.Bucket]); rerr == nil && r.Report < len(reports) {
+		r.Textname = reports[r.Report].Textname
+		return &Failure{At: v.src.RowAt(r), What: f.What}
+	}
+	return err
 }
 
 // finish checks that every measurement of bucket i's kept reports had its

@@ -463,3 +463,6 @@ type redacted struct {
 
 func (r *redacted) Error() string { return r.msg }
 func (r *redacted) Unwrap() error { return r.err }
+
+// Table names a table of the schema, quoted as SQL takes it.
+func (s *Sink) Table(name string) string { return s.q(name) }
