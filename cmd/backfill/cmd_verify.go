@@ -3,13 +3,18 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
+	"runtime"
 	"strings"
 
 	"github.com/backfill-dev/backfill/internal/cli"
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
+	"github.com/backfill-dev/backfill/pipeline/reader"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
+	"github.com/backfill-dev/backfill/pipeline/stamp"
 	"github.com/backfill-dev/backfill/pipeline/verify"
 )
 
@@ -19,6 +24,8 @@ func runVerify(ctx context.Context, args []string, std cli.Stdio) error {
 	pf.register(fs, false)
 	sinkName := fs.String("sink", "parquet", "`NAME`: parquet (OUT is a folder) or postgres (a schema)")
 	schemeFile := fs.String("scheme", "", "the scheme `FILE` of a keyed scheme (backfill keysearch writes them); the output records the key table's name")
+	var in madeFrom
+	in.register(fs)
 	asJSON := fs.Bool("json", false, "one JSON object: the scheme, each bucket's counts and digest, the totals and the output's digest")
 	quiet := fs.Bool("q", false, "no progress output")
 	rest, err := cli.ParseFlags(fs, args)
@@ -36,13 +43,18 @@ func runVerify(ctx context.Context, args []string, std cli.Stdio) error {
 	case *sinkName == "postgres" && len(rest) > 0:
 		return cli.Usagef("verify: with --sink postgres the output is --dsn and --pg-schema, not %q", rest[0])
 	}
-	var keyed *ooid.Scheme
+	var opt verify.Options
 	if *schemeFile != "" {
 		s, err := ooid.LoadScheme(*schemeFile)
 		if err != nil {
 			return cli.Usagef("verify: --scheme: %v", err)
 		}
-		keyed = &s
+		opt.Keyed = &s
+	}
+	if opt.Input, err = in.open(ctx, std); err != nil {
+		return err
+	} else if opt.Input != nil {
+		defer opt.Input.Close()
 	}
 	var src verify.Source
 	if *sinkName == "postgres" {
@@ -59,16 +71,15 @@ func runVerify(ctx context.Context, args []string, std cli.Stdio) error {
 		}
 		src = &verify.Parquet{St: st}
 	}
-	var done func(verify.Bucket)
 	if !*quiet {
 		p, n := cli.NewLines(std.Err), 0
 		defer p.Finish()
-		done = func(b verify.Bucket) {
+		opt.Done = func(b verify.Bucket) {
 			n++
 			p.Update(fmt.Sprintf("backfill: verify: %d buckets verified, the last %s", n, b.Date))
 		}
 	}
-	res, err := verify.Run(ctx, src, keyed, done)
+	res, err := verify.Run(ctx, src, opt)
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}
@@ -81,4 +92,52 @@ func runVerify(ctx context.Context, args []string, std cli.Stdio) error {
 	fmt.Fprintf(std.Out, "output      %d buckets, %d reports (%d rejected), %d measurements under %s\ndigest      sha256:%s\n",
 		len(res.Buckets), res.Reports, res.Rejected, res.Measurements, res.Scheme, res.Digest)
 	return nil
+}
+
+// madeFrom are verify's flags of the input an output was made from,
+// read as run read it.
+type madeFrom struct {
+	loc       string
+	fromIndex bool
+	ndx       reader.Ndx
+	format    reader.Format
+	workers   int
+}
+
+func (f *madeFrom) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.loc, "in", "", "the folder of bucket folders `DIR` the output was made from: the output must have its every bucket and report, with their counts, and no other")
+	fs.BoolVar(&f.fromIndex, "from-index", false, "with --in: autoclaved buckets' reports from the index alone, as run --from-index reads them")
+	f.ndx, f.format = reader.NdxBlobs, reader.FormatAuto
+	fs.Var(&f.ndx, "ndx", "with --in: the `POLICY` the run counted measurements by, blobs or datums")
+	fs.Var(&f.format, "format", "with --in: bucket layout `F`: auto, canned or autoclaved")
+	fs.IntVar(&f.workers, "workers", runtime.NumCPU(), "with --in: `N` containers read at once (default: the number of CPUs)")
+}
+
+// open starts reading the input, nil without --in. A misnamed folder in it
+// holds reports no output can have: it fails.
+func (f *madeFrom) open(ctx context.Context, std cli.Stdio) (*verify.Input, error) {
+	if f.loc == "" {
+		return nil, nil
+	}
+	fsys, err := location.Open(ctx, f.loc)
+	if err != nil {
+		return nil, cli.Usagef("verify: --in %v", err)
+	}
+	in, err := stamp.ResolveInput(ctx, fsys, nil)
+	if err != nil {
+		return nil, inputError("verify", err)
+	}
+	if len(in.Misnamed) > 0 {
+		return nil, fmt.Errorf("verify: --in: %s", in.Misnamed[0].Say(in.Dir))
+	}
+	for _, name := range in.Ignored {
+		fmt.Fprintf(std.Err, "backfill: notice: %s is not a bucket folder (its name is not a date YYYY-MM-DD); skipped\n", in.Dir.Where(name))
+	}
+	cfg := stamp.Config{In: in.Dir, Buckets: in.Buckets, Workers: f.workers, Scheme: ooid.DefaultScheme, Format: f.format,
+		Read: reader.ReadOptions{Ndx: f.ndx, FromIndex: f.fromIndex}, Source: store.Abs(in.Dir.Where("."))}
+	input, err := verify.ReadInput(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("verify: --in: %w", err)
+	}
+	return input, nil
 }

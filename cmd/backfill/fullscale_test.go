@@ -118,10 +118,10 @@ func TestOONI2018Indexes_OnePercent(t *testing.T) {
 	}
 	checkVerdicts(t, ix, filepath.Join(dir, "keyed"), nil, "--scheme", scheme)
 
-	// verify proves each output from itself; a keyed one with its scheme
-	// file only.
+	// verify proves each output from itself, and complete against the
+	// indexes; a keyed one with its scheme file only.
 	for _, v := range [][]string{{out}, {filepath.Join(dir, "narrow")}, {"--scheme", scheme, filepath.Join(dir, "keyed")}} {
-		code, js := call(append([]string{"verify", "--json"}, v...)...)
+		code, js := call(append([]string{"verify", "--json", "--in", ix, "--from-index"}, v...)...)
 		var res struct{ Measurements, Rejected int64 }
 		if err := json.Unmarshal([]byte(js), &res); code != 0 || err != nil || res.Measurements+res.Rejected == 0 {
 			t.Errorf("verify %v: exit %d, %v\n%s", v, code, err, js)

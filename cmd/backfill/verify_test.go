@@ -50,6 +50,28 @@ func TestVerify(t *testing.T) {
 		t.Fatal("no rejected report: the verdicts would not be tested")
 	}
 
+	// Complete against its input; not against another input, nor when a
+	// bucket of the input is missing.
+	if code, o := call("verify", "-q", "--in", in, out); code != 0 {
+		t.Fatalf("verify --in: exit %d\n%s", code, o)
+	}
+	other := filepath.Join(dir, "other")
+	if code, o := call("gen", "--out", other, "--buckets", "3", "--reports", "120", "--time-slots", "3", "--seed", "4", "-q"); code != 0 {
+		t.Fatalf("gen: exit %d\n%s", code, o)
+	}
+	if code, o := callIn("", "verify", "-q", "--in", other, out); code != 1 || !strings.Contains(o, "the input "+other+" has no such report") {
+		t.Errorf("verify --in another input: exit %d\n%s", code, o)
+	}
+	if err := os.Rename(filepath.Join(other, "2017-06-03"), filepath.Join(in, "2017-06-03")); err != nil {
+		t.Fatal(err)
+	}
+	if code, o := callIn("", "verify", "-q", "--in", in, out); code != 1 || !strings.Contains(o, "bucket 2017-06-03 of the input "+in+" is not among the output's committed buckets") {
+		t.Errorf("verify --in an input with one more bucket: exit %d\n%s", code, o)
+	}
+	if err := os.RemoveAll(filepath.Join(in, "2017-06-03")); err != nil {
+		t.Fatal(err)
+	}
+
 	// The digests, from the server.
 	dsn := pgtest.NewDatabase(t)
 	if code, o := call("run", "--in", in, "--counter-bits", "20", "-q", "--sink", "postgres", "--create-schema", "--dsn", dsn); code != 0 && code != 3 {
@@ -76,7 +98,7 @@ func TestVerify(t *testing.T) {
 	// The same proof from the schema. Each damage of a copy of it (a row
 	// changed, dropped, doubled; a verdict; a report's seq; a bucket
 	// no longer committed whose rows are left) fails, naming the table.
-	code, pjs := call("verify", "--sink", "postgres", "--dsn", dsn, "--json")
+	code, pjs := call("verify", "--sink", "postgres", "--dsn", dsn, "--json", "--in", in)
 	var pres struct {
 		Rejected int
 		Digest   string

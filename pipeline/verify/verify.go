@@ -100,11 +100,20 @@ func (f *Failure) Error() string { return f.At + ": " + f.What }
 // sorted; the output's, of the lines "BUCKET DIGEST" in bucket order.
 const Digest = "sha256 of the IDs as 16 lowercase hex digits a line, sorted (per bucket); sha256 of the lines \"BUCKET DIGEST\" (whole output)"
 
-// Run verifies the output of src, calling done after each bucket, and
-// returns what it holds or the first *Failure (any other error is src's).
-// A keyed scheme needs its keys: keyed, when not nil, is the scheme file's
-// scheme.
-func Run(ctx context.Context, src Source, keyed *ooid.Scheme, done func(Bucket)) (Result, error) {
+// Options say what else Run checks and tells.
+type Options struct {
+	// Keyed is the scheme file's scheme: a keyed scheme needs its keys.
+	Keyed *ooid.Scheme
+	// Input, when set, is the input the output was made from: the output
+	// must be complete against it.
+	Input *Input
+	// Done is called after each bucket.
+	Done func(Bucket)
+}
+
+// Run verifies the output of src and returns what it holds or the first
+// *Failure (any other error is src's or the input's).
+func Run(ctx context.Context, src Source, opt Options) (Result, error) {
 	var res Result
 	buckets, err := src.Buckets(ctx)
 	if err != nil {
@@ -113,7 +122,7 @@ func Run(ctx context.Context, src Source, keyed *ooid.Scheme, done func(Bucket))
 	if len(buckets) == 0 {
 		return res, &Failure{At: src.Where("*"), What: "the output holds no committed bucket: there is nothing to verify"}
 	}
-	v := &verifier{src: src, seed: maphash.MakeSeed(), buckets: buckets, held: make([]*held, len(buckets))}
+	v := &verifier{src: src, in: opt.Input, seed: maphash.MakeSeed(), buckets: buckets, held: make([]*held, len(buckets))}
 	whole := sha256.New()
 	finish := func(i int) error {
 		bk, err := v.finish(ctx, i)
@@ -126,8 +135,8 @@ func Run(ctx context.Context, src Source, keyed *ooid.Scheme, done func(Bucket))
 		res.Reports += bk.Reports
 		res.Rejected += bk.Rejected
 		res.Measurements += bk.Measurements
-		if done != nil {
-			done(bk)
+		if opt.Done != nil {
+			opt.Done(bk)
 		}
 		return nil
 	}
@@ -136,7 +145,7 @@ func Run(ctx context.Context, src Source, keyed *ooid.Scheme, done func(Bucket))
 		if err != nil {
 			return res, err
 		}
-		if scheme, err = v.useScheme(b, scheme, keyed); err != nil {
+		if scheme, err = v.useScheme(b, scheme, opt.Keyed); err != nil {
 			return res, err
 		}
 		if err := v.reports(ctx, i, scheme); err != nil {
@@ -149,6 +158,11 @@ func Run(ctx context.Context, src Source, keyed *ooid.Scheme, done func(Bucket))
 			if err := finish(i); err != nil {
 				return res, err
 			}
+		}
+	}
+	if opt.Input != nil {
+		if err := opt.Input.end(src.Where("*")); err != nil {
+			return res, err
 		}
 	}
 	if !src.PerBucket() {
@@ -169,6 +183,7 @@ func Run(ctx context.Context, src Source, keyed *ooid.Scheme, done func(Bucket))
 
 type verifier struct {
 	src     Source
+	in      *Input // nil for none
 	buckets []string
 	held    []*held // by bucket: what its rows are checked against, until its digest is made
 	scheme  ooid.Scheme
@@ -229,6 +244,11 @@ func (v *verifier) reports(ctx context.Context, i int, scheme ooid.Scheme) error
 	reports, err := v.src.Reports(ctx, b)
 	if err != nil {
 		return err
+	}
+	if v.in != nil {
+		if err := v.in.complete(v.src.Where(b), b, reports); err != nil {
+			return err
+		}
 	}
 	// The verdicts, in textname order over the whole output: a bucket's
 	// textnames start with its date.

@@ -125,7 +125,7 @@ search:
 			"2017-06-02": {{Textname: c.textname, N: n, RejectedBy: b.textname}},
 		}
 	}
-	if _, err := Run(t.Context(), output(t, scheme, good()), nil, nil); err != nil {
+	if _, err := Run(t.Context(), output(t, scheme, good()), Options{}); err != nil {
 		t.Fatalf("the right verdicts: %v", err)
 	}
 	for name, damage := range map[string]func(map[string][]Report){
@@ -135,7 +135,7 @@ search:
 	} {
 		r := good()
 		damage(r)
-		_, err := Run(t.Context(), output(t, scheme, r), nil, nil)
+		_, err := Run(t.Context(), output(t, scheme, r), Options{})
 		if f := (*Failure)(nil); !errors.As(err, &f) || !strings.Contains(f.At, ": report ") {
 			t.Errorf("%s: %v, want a report's failure", name, err)
 		}
@@ -147,7 +147,7 @@ search:
 func TestRun_NothingOrWrongScheme(t *testing.T) {
 	empty := &memory{scheme: ooid.DefaultScheme}
 	empty.buckets = map[string][]Report{}
-	if _, err := Run(t.Context(), emptySource{empty}, nil, nil); err == nil || !strings.Contains(err.Error(), "no committed bucket") {
+	if _, err := Run(t.Context(), emptySource{empty}, Options{}); err == nil || !strings.Contains(err.Error(), "no committed bucket") {
 		t.Errorf("empty output: %v", err)
 	}
 	table, err := ooid.NewKeyTable("test", 0, nil)
@@ -156,7 +156,7 @@ func TestRun_NothingOrWrongScheme(t *testing.T) {
 	}
 	keyed := ooid.KeyedScheme(24, table)
 	m := output(t, ooid.DefaultScheme, map[string][]Report{"2017-06-01": nil, "2017-06-02": nil})
-	if _, err := Run(t.Context(), m, &keyed, nil); err == nil || !strings.Contains(err.Error(), "not keyed") {
+	if _, err := Run(t.Context(), m, Options{Keyed: &keyed}); err == nil || !strings.Contains(err.Error(), "not keyed") {
 		t.Errorf("a scheme file for an output that is not keyed: %v", err)
 	}
 }
@@ -183,7 +183,7 @@ func TestRows_Damaged(t *testing.T) {
 	for _, perBucket := range []bool{true, false} {
 		m := output(t, ooid.DefaultScheme, good())
 		m.perBucket = perBucket
-		res, err := Run(t.Context(), m, nil, nil)
+		res, err := Run(t.Context(), m, Options{})
 		if err != nil || res.Measurements != 12 || len(res.Buckets) != 2 {
 			t.Fatalf("perBucket %v: %+v, %v", perBucket, res, err)
 		}
@@ -218,10 +218,47 @@ func TestRows_Damaged(t *testing.T) {
 			m := output(t, ooid.DefaultScheme, good())
 			m.perBucket = perBucket
 			tc.damage(m)
-			_, err := Run(t.Context(), m, nil, nil)
+			_, err := Run(t.Context(), m, Options{})
 			if f := (*Failure)(nil); !errors.As(err, &f) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("perBucket %v, %s: %v, want a failure with %q", perBucket, tc.name, err, tc.want)
 			}
 		}
+	}
+}
+
+// An output is complete against its input when each bucket has the
+// input's reports with their counts, and no other; every difference
+// fails, naming the report or the bucket.
+func TestInput_Complete(t *testing.T) {
+	input := func(buckets ...inputBucket) *Input {
+		in := &Input{Where: "in", buckets: make(chan inputBucket, len(buckets)), cancel: func() {}}
+		for _, b := range buckets {
+			in.buckets <- b
+		}
+		close(in.buckets)
+		return in
+	}
+	a, b := Report{Textname: "2017-06-01/a", N: 3}, Report{Textname: "2017-06-01/b", N: 4}
+	for _, tc := range []struct {
+		name   string
+		in     []inputBucket
+		output []Report
+		want   string
+	}{
+		{"same", []inputBucket{{"2017-06-01", []Report{a, b}}}, []Report{b, a}, ""},
+		{"missing", []inputBucket{{"2017-06-01", []Report{a, b}}}, []Report{a}, "report 2017-06-01/b: the input has it, with 4 measurements; the output does not"},
+		{"extra", []inputBucket{{"2017-06-01", []Report{b}}}, []Report{a, b}, "report 2017-06-01/a: the input in has no such report"},
+		{"count", []inputBucket{{"2017-06-01", []Report{a, {Textname: b.Textname, N: 5}}}}, []Report{a, b}, "report 2017-06-01/b: 4 measurements; the input has 5"},
+		{"bucket before", []inputBucket{{"2017-05-31", nil}, {"2017-06-01", []Report{a}}}, []Report{a}, "bucket 2017-05-31 of the input in is not among"},
+		{"no bucket", nil, []Report{a}, "the input in has no bucket 2017-06-01"},
+	} {
+		err := input(tc.in...).complete("out", "2017-06-01", tc.output)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	in := input(inputBucket{"2017-06-02", nil})
+	if err := in.end("out"); err == nil || !strings.Contains(err.Error(), "bucket 2017-06-02 of the input in is not among") {
+		t.Errorf("a bucket left at the end: %v", err)
 	}
 }
