@@ -32,16 +32,8 @@ func runVerify(ctx context.Context, args []string, std cli.Stdio) error {
 	if err != nil {
 		return err
 	}
-	pgOnly := cli.SetFlags(fs, "dsn", "pg-schema")
-	switch {
-	case *sinkName != "parquet" && *sinkName != "postgres":
-		return cli.Usagef("verify: --sink must be parquet or postgres")
-	case *sinkName == "parquet" && len(rest) != 1:
-		return cli.Usagef("verify: name one output folder (or --sink postgres)")
-	case *sinkName == "parquet" && len(pgOnly) > 0:
-		return cli.Usagef("verify: %s %s for --sink postgres", strings.Join(pgOnly, ", "), cli.Plural(len(pgOnly), "is", "are"))
-	case *sinkName == "postgres" && len(rest) > 0:
-		return cli.Usagef("verify: with --sink postgres the output is --dsn and --pg-schema, not %q", rest[0])
+	if err := checkVerifyArgs(fs, *sinkName, rest); err != nil {
+		return err
 	}
 	var opt verify.Options
 	if *schemeFile != "" {
@@ -56,21 +48,11 @@ func runVerify(ctx context.Context, args []string, std cli.Stdio) error {
 	} else if opt.Input != nil {
 		defer opt.Input.Close()
 	}
-	var src verify.Source
-	if *sinkName == "postgres" {
-		s, err := pgcopy.Open(ctx, pf.options(std))
-		if err != nil {
-			return err
-		}
-		defer func() { _ = s.Close() }() // read only: nothing is lost with the connection
-		src = &verify.Postgres{S: s}
-	} else {
-		st, err := location.Open(ctx, rest[0])
-		if err != nil {
-			return err
-		}
-		src = &verify.Parquet{St: st}
+	src, closeSrc, err := verifySource(ctx, std, *sinkName == "postgres", pf, rest)
+	if err != nil {
+		return err
 	}
+	defer closeSrc()
 	if !*quiet {
 		p, n := cli.NewLines(std.Err), 0
 		defer p.Finish()
@@ -92,6 +74,40 @@ func runVerify(ctx context.Context, args []string, std cli.Stdio) error {
 	fmt.Fprintf(std.Out, "output      %d buckets, %d reports (%d rejected), %d measurements under %s\ndigest      sha256:%s\n",
 		len(res.Buckets), res.Reports, res.Rejected, res.Measurements, res.Scheme, res.Digest)
 	return nil
+}
+
+// checkVerifyArgs refuses a sink other than parquet or postgres, and an
+// output named both ways or neither.
+func checkVerifyArgs(fs *flag.FlagSet, sinkName string, rest []string) error {
+	pgOnly := cli.SetFlags(fs, "dsn", "pg-schema")
+	switch {
+	case sinkName != "parquet" && sinkName != "postgres":
+		return cli.Usagef("verify: --sink must be parquet or postgres")
+	case sinkName == "parquet" && len(rest) != 1:
+		return cli.Usagef("verify: name one output folder (or --sink postgres)")
+	case sinkName == "parquet" && len(pgOnly) > 0:
+		return cli.Usagef("verify: %s %s for --sink postgres", strings.Join(pgOnly, ", "), cli.Plural(len(pgOnly), "is", "are"))
+	case sinkName == "postgres" && len(rest) > 0:
+		return cli.Usagef("verify: with --sink postgres the output is --dsn and --pg-schema, not %q", rest[0])
+	}
+	return nil
+}
+
+// verifySource opens the output to verify: a PostgreSQL schema, or the
+// folder named on the command line.
+func verifySource(ctx context.Context, std cli.Stdio, postgres bool, pf pgFlags, rest []string) (verify.Source, func(), error) {
+	if postgres {
+		s, err := pgcopy.Open(ctx, pf.options(std))
+		if err != nil {
+			return nil, nil, err
+		}
+		return &verify.Postgres{S: s}, func() { _ = s.Close() }, nil // read only: nothing is lost with the connection
+	}
+	st, err := location.Open(ctx, rest[0])
+	if err != nil {
+		return nil, nil, err
+	}
+	return &verify.Parquet{St: st}, func() {}, nil
 }
 
 // madeFrom are verify's flags of the input an output was made from,

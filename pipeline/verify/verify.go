@@ -1,12 +1,24 @@
 // Package verify proves, from an output alone, that its IDs are what the
 // scheme it records gives and that no ID is given twice (backfill verify):
-// every measurement row's ID is recomputed from its textname and ndx; every
+// every measurement row's ID is recomputed from its report and ndx; every
 // kept report has its measurements 0..n-1, each once, and a rejected one
 // none; every report's verdict is the one docs/design.md §3 gives (a report
 // loses to the first-sorting report whose IDs overlap its own, and only
-// then), over the whole output; and it computes a digest of the ID set per
-// bucket and for the whole output, which anyone can recompute with
+// then), over the whole output; optionally, the output is complete against
+// the input it was made from (Input); and it computes a digest of the ID
+// set per bucket and for the whole output, which anyone can recompute with
 // standard tools (Digest says how).
+//
+// A bucket's reports are read first: their verdicts are checked, and each
+// kept report's IDs held (its time, counter base and count) with a bit for
+// each of its measurements. Rows may then come in any order: each is
+// checked against its report's IDs and sets its bit, and a bit set twice
+// is a measurement with two rows. Once every row is in, a bucket with every
+// bit set has exactly its kept reports' IDs, so its digest is made from
+// them. A Parquet output is read a bucket at a time; a PostgreSQL schema's
+// measurements table has no index on bucket, so it is read once, after
+// every bucket's reports: about 16 bytes a report and a bit a measurement
+// are held for the whole output then.
 package verify
 
 import (
