@@ -108,6 +108,7 @@ func (o *runOptions) check() error {
 }
 
 func runRun(ctx context.Context, args []string, std cli.Stdio) (err error) {
+	cli.LimitHeap()
 	o, err := parseRunFlags(args, std)
 	if err != nil {
 		return err

@@ -19,6 +19,7 @@ import (
 )
 
 func runVerify(ctx context.Context, args []string, std cli.Stdio) error {
+	cli.LimitHeap()
 	fs := newFlags("verify", std)
 	var pf pgFlags
 	pf.register(fs, false)
