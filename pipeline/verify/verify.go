@@ -222,7 +222,9 @@ type report struct{ ts, base, n, off uint32 }
 // rejected is the off of a rejected report.
 const rejected = ^uint32(0)
 
-func (r report) id(ndx, mask uint32) int64 { return ooid.NewBackfilledID(r.ts, (r.base+ndx)&mask).Int64() }
+func (r report) id(ndx, mask uint32) int64 {
+	return ooid.NewBackfilledID(r.ts, (r.base+ndx)&mask).Int64()
+}
 
 // useScheme checks that every bucket has the scheme of the first (an
 // output is one ID space) and gives a keyed scheme its keys.

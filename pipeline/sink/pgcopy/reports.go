@@ -70,8 +70,12 @@ func (s *Sink) BucketReports(ctx context.Context, bucket string) ([]StoredReport
 // the order the table holds them (one sequential read, no sort, no
 // index): its bucket as days since 2000-01-01 (see Day), its report's seq,
 // its ndx and its ID. Nothing is retried: fn may have seen part of the
-// rows.
+// rows. It takes the sink's first connection: call it from one goroutine,
+// with no other call under way.
 func (s *Sink) EachMeasurement(ctx context.Context, fn func(day, report, ndx int32, ooid int64) error) error {
+	if err := s.connect(ctx, &s.conn); err != nil { // a retry before may have closed it
+		return s.named(err)
+	}
 	r := &copyRows{fn: fn}
 	_, err := s.conn.PgConn().CopyTo(ctx, r, `COPY `+s.q("measurements")+` (bucket, report, ndx, ooid) TO STDOUT (FORMAT binary)`)
 	switch {
