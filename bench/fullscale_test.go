@@ -73,7 +73,8 @@ func BenchmarkFullScale(b *testing.B) {
 	pq := toolStep(b, "Parquet", bin, "run", "--in", ix, "--from-index", "-q", "--out", out)
 	pq.ratio, pq.of = pq.wall.Seconds()/floor.wall.Seconds(), "the floor's wall time"
 	add(pq)
-	add(toolStep(b, "verify of the Parquet output", bin, "verify", "-q", "--in", ix, "--from-index", out))
+	pqProof := toolStep(b, "verify of the Parquet output", bin, "verify", "-q", "--in", ix, "--from-index", out)
+	add(pqProof)
 	os.RemoveAll(out)
 
 	bulkDB, dropBulk := freshDatabase(b, admin)
@@ -105,8 +106,15 @@ func BenchmarkFullScale(b *testing.B) {
 	pb := toolStep(b, "per bucket", bin, "run", "--in", ix, "--from-index", "-q", "--sink", "postgres", "--create-schema", "--dsn", pbDB)
 	pb.ratio, pb.of = base.wall.Seconds()/pb.wall.Seconds(), "the baseline's rows/s"
 	add(pb)
-	add(toolStep(b, "verify of the per-bucket schema", bin, "verify", "-q", "--in", ix, "--from-index", "--sink", "postgres", "--dsn", pbDB))
+	pgProof := toolStep(b, "verify of the per-bucket schema", bin, "verify", "-q", "--in", ix, "--from-index", "--sink", "postgres", "--dsn", pbDB)
+	add(pgProof)
 	dropPB()
+	// The two outputs hold one ID set.
+	if p, q := digest(b, pqProof.out), digest(b, pgProof.out); p != q {
+		b.Errorf("the Parquet output's digest is %s, the schema's %s", p, q)
+	} else {
+		b.Logf("both outputs' digest: %s", p)
+	}
 
 	var table strings.Builder
 	fmt.Fprintf(&table, "\n%d measurements\n%-34s %9s %11s %9s %9s %10s  %s\n", rows, "step", "wall", "rows/s", "tool CPU", "other CPU", "peak RSS", "ratio")
@@ -138,6 +146,7 @@ type step struct {
 	load       string
 	ratio      float64
 	of         string
+	out        []byte // what the tool printed
 }
 
 func (s step) say() string {
@@ -162,7 +171,8 @@ func toolStep(b *testing.B, name, bin string, args ...string) step {
 		res := filepath.Join(b.TempDir(), "time")
 		cmd := exec.Command("/usr/bin/time", append([]string{"-f", "%e %U %S %M", "-o", res, bin}, args...)...)
 		cmd.Stderr = os.Stderr
-		if out, err := cmd.Output(); err != nil {
+		out, err := cmd.Output()
+		if err != nil {
 			b.Fatalf("%s: %v\n%s", name, err, out)
 		}
 		raw, err := os.ReadFile(res)
@@ -178,10 +188,21 @@ func toolStep(b *testing.B, name, bin string, args ...string) step {
 			return time.Duration(v * float64(time.Second))
 		}
 		kb, _ := strconv.ParseInt(f[3], 10, 64)
-		return step{wall: sec(f[0]), tool: sec(f[1]) + sec(f[2]), rss: kb << 10}
+		return step{wall: sec(f[0]), tool: sec(f[1]) + sec(f[2]), rss: kb << 10, out: out}
 	})
 	s.name = name
 	return s
+}
+
+// digest is the output's digest that verify printed.
+func digest(b *testing.B, out []byte) string {
+	for line := range strings.Lines(string(out)) {
+		if d, ok := strings.CutPrefix(strings.TrimSpace(line), "digest"); ok {
+			return strings.TrimSpace(d)
+		}
+	}
+	b.Fatalf("verify printed no digest:\n%s", out)
+	return ""
 }
 
 // selfCPU is the CPU time of this process.
