@@ -209,7 +209,7 @@ func (l *s3Lock) renewLocked(ctx context.Context) error {
 		l.lost = &store.Error{Where: "s3://" + l.s.bucket + "/" + l.key, Op: "lock", Err: fmt.Errorf("%w: the lock object was %s while this run held it; this run commits nothing more", store.ErrLockLost, by)}
 		return l.lost
 	default:
-		return &store.Error{Where: "s3://" + l.s.bucket + "/" + l.key, Op: "renew lock", Err: err}
+		return &store.Error{Where: "s3://" + l.s.bucket + "/" + l.key, Op: "renew lock", Err: shorten(err)}
 	}
 }
 
@@ -231,7 +231,7 @@ func (l *s3Lock) Unlock() error {
 			err = nil
 		}
 		if err != nil {
-			err = &store.Error{Where: "s3://" + l.s.bucket + "/" + l.key, Op: "unlock", Err: err}
+			err = &store.Error{Where: "s3://" + l.s.bucket + "/" + l.key, Op: "unlock", Err: shorten(err)}
 		}
 	})
 	return err

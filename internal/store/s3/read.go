@@ -203,7 +203,7 @@ func (f *s3File) getOnce(ctx context.Context, off int64, buf []byte) error {
 		if isPrecondition(err) || isNotFound(err) {
 			return &store.Error{Where: where, Op: "read", Err: store.ErrChanged}
 		}
-		return &store.Error{Where: where, Op: "read", Err: err}
+		return &store.Error{Where: where, Op: "read", Err: shorten(err)}
 	}
 	defer out.Body.Close()
 	if e := aws.ToString(out.ETag); f.o.ETag != "" && e != "" && e != f.o.ETag {
