@@ -44,7 +44,7 @@ func runVerify(ctx context.Context, args []string, std cli.Stdio) error {
 		}
 		opt.Keyed = &s
 	}
-	if opt.Input, err = in.open(ctx, std); err != nil {
+	if opt.Input, err = in.open(ctx, std, fs); err != nil {
 		return err
 	} else if opt.Input != nil {
 		defer opt.Input.Close()
@@ -132,8 +132,11 @@ func (f *madeFrom) register(fs *flag.FlagSet) {
 
 // open starts reading the input, nil without --in. A misnamed folder in it
 // holds reports no output can have: it fails.
-func (f *madeFrom) open(ctx context.Context, std cli.Stdio) (*verify.Input, error) {
+func (f *madeFrom) open(ctx context.Context, std cli.Stdio, fs *flag.FlagSet) (*verify.Input, error) {
 	if f.loc == "" {
+		if inOnly := cli.SetFlags(fs, "from-index", "ndx", "format", "workers"); len(inOnly) > 0 {
+			return nil, cli.Usagef("verify: %s %s for --in", strings.Join(inOnly, ", "), cli.Plural(len(inOnly), "is", "are"))
+		}
 		return nil, nil
 	}
 	fsys, err := location.Open(ctx, f.loc)

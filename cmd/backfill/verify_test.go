@@ -71,6 +71,9 @@ func TestVerify(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(in, "2017-06-03")); err != nil {
 		t.Fatal(err)
 	}
+	if code, o := callIn("", "verify", "--from-index", out); code != 2 || !strings.Contains(o, "--from-index is for --in") {
+		t.Errorf("verify --from-index without --in: exit %d\n%s", code, o)
+	}
 
 	// The digests, from the server.
 	dsn := pgtest.NewDatabase(t)
