@@ -5,16 +5,12 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/store"
@@ -106,18 +102,7 @@ func BenchmarkRunPostgresShape(b *testing.B) {
 	dir := realShape(b)
 	admin := pgtest.AdminURL(b)
 	ids, rows := idsFile(b, dir)
-	// fresh returns a new database, and a function that drops it and
-	// checkpoints, for after the timed step.
-	fresh := func(b *testing.B) (string, func()) {
-		dsn := pgtest.CreateDatabase(b, admin)
-		u, err := url.Parse(dsn)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return dsn, func() {
-			pgtest.Exec(b, admin, "DROP DATABASE "+pgx.Identifier{strings.TrimPrefix(u.Path, "/")}.Sanitize()+" WITH (FORCE)", "CHECKPOINT")
-		}
-	}
+	fresh := func(b *testing.B) (string, func()) { return freshDatabase(b, admin) }
 	serverCopy := func(b *testing.B) time.Duration {
 		dsn, done := fresh(b)
 		defer done()

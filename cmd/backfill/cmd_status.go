@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/store/location"
@@ -27,16 +26,8 @@ func runStatus(ctx context.Context, args []string, std cli.Stdio) error {
 	if err != nil {
 		return err
 	}
-	pgOnly := cli.SetFlags(fs, "dsn", "pg-schema")
-	switch {
-	case sinkName != "parquet" && sinkName != "postgres":
-		return cli.Usagef("status: --sink must be parquet or postgres")
-	case sinkName == "parquet" && len(rest) != 1:
-		return cli.Usagef("status: name one output folder (or --sink postgres)")
-	case sinkName == "parquet" && len(pgOnly) > 0:
-		return cli.Usagef("status: %s %s for --sink postgres", strings.Join(pgOnly, ", "), cli.Plural(len(pgOnly), "is", "are"))
-	case sinkName == "postgres" && len(rest) > 0:
-		return cli.Usagef("status: with --sink postgres the output is --dsn and --pg-schema, not %q", rest[0])
+	if err := checkOutputArgs(fs, sinkName, rest); err != nil {
+		return err
 	}
 	var input stamp.Input
 	if in != "" {

@@ -33,7 +33,7 @@ func runVerify(ctx context.Context, args []string, std cli.Stdio) error {
 	if err != nil {
 		return err
 	}
-	if err := checkVerifyArgs(fs, *sinkName, rest); err != nil {
+	if err := checkOutputArgs(fs, *sinkName, rest); err != nil {
 		return err
 	}
 	var opt verify.Options
@@ -77,19 +77,21 @@ func runVerify(ctx context.Context, args []string, std cli.Stdio) error {
 	return nil
 }
 
-// checkVerifyArgs refuses a sink other than parquet or postgres, and an
-// output named both ways or neither.
-func checkVerifyArgs(fs *flag.FlagSet, sinkName string, rest []string) error {
+// checkOutputArgs refuses, for cmd, a sink other than parquet or
+// postgres, and an output named both ways (a folder and --dsn or
+// --pg-schema) or neither.
+func checkOutputArgs(fs *flag.FlagSet, sinkName string, rest []string) error {
+	cmd := fs.Name()
 	pgOnly := cli.SetFlags(fs, "dsn", "pg-schema")
 	switch {
 	case sinkName != "parquet" && sinkName != "postgres":
-		return cli.Usagef("verify: --sink must be parquet or postgres")
+		return cli.Usagef("%s: --sink must be parquet or postgres", cmd)
 	case sinkName == "parquet" && len(rest) != 1:
-		return cli.Usagef("verify: name one output folder (or --sink postgres)")
+		return cli.Usagef("%s: name one output folder (or --sink postgres)", cmd)
 	case sinkName == "parquet" && len(pgOnly) > 0:
-		return cli.Usagef("verify: %s %s for --sink postgres", strings.Join(pgOnly, ", "), cli.Plural(len(pgOnly), "is", "are"))
+		return cli.Usagef("%s: %s %s for --sink postgres", cmd, strings.Join(pgOnly, ", "), cli.Plural(len(pgOnly), "is", "are"))
 	case sinkName == "postgres" && len(rest) > 0:
-		return cli.Usagef("verify: with --sink postgres the output is --dsn and --pg-schema, not %q", rest[0])
+		return cli.Usagef("%s: with --sink postgres the output is --dsn and --pg-schema, not %q", cmd, rest[0])
 	}
 	return nil
 }
