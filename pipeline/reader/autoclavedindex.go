@@ -3,7 +3,6 @@ package reader
 import (
 	"bufio"
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -210,86 +209,147 @@ func (x *AutoclavedIndex) readLine() ([]byte, error) {
 	return line, nil
 }
 
-// parseRowFast parses the rows that make up nearly all of an index, when
-// they are of exactly the writer's form: datum, frame, /frame and /report
-// without a cutoff. Anything else is left to parseAutoclavedRow.
+// parseRowFast parses a row of exactly the form the autoclaving writer
+// gives it (docs/formats.md §2.3): its keys in sorted order, ", " and ": "
+// between them, decimals without sign, exponent or leading zero (the CRC
+// may be negative), and strings of printable ASCII without escapes.
+// Anything else, and every row it does not take, is left to
+// parseAutoclavedRow, which reads it with encoding/json.
 func parseRowFast(b []byte) (AutoclavedEvent, bool) {
-	b = bytes.TrimRight(b, "\r\n")
+	s := rowScanner{b: bytes.TrimRight(b, "\r\n"), ok: true}
+	var ev AutoclavedEvent
 	switch {
-	case bytes.HasPrefix(b, []byte(`{"orig_sha1": "`)):
-		return parseDatumFast(b)
-	case bytes.HasPrefix(b, []byte(`{"file_off": `)):
-		return parseFrameFast(b)
-	case string(b) == `{"type": "/frame"}`:
-		return AutoclavedEvent{Kind: RowEndFrame}, true
-	case string(b) == `{"type": "/report"}`:
-		return AutoclavedEvent{Kind: RowEndReport}, true
+	case s.lit(`{"orig_sha1": `):
+		s.sha(&ev.SHA1)
+		if s.lit(`, "text_off": `) {
+			ev.Kind = RowDatum
+			ev.TextOff = s.uint(`, "text_size": `)
+			ev.TextSize = s.uint(`, "type": "datum"}`)
+		} else {
+			ev.Kind = RowReport
+			s.need(`, "src_size": `)
+			ev.SrcSize = s.uint(`, "textname": `)
+			ev.Textname = s.str(`, "type": "report"}`)
+		}
+	case s.lit(`{"file_off": `):
+		ev.Kind = RowFrame
+		ev.FileOff = s.uint(`, "file_size": `)
+		ev.FileSize = s.uint(`, "text_off": `)
+		ev.TextOff = s.uint(`, "text_size": `)
+		ev.TextSize = s.uint(`, "type": "frame"}`)
+	case s.lit(`{"type": "/frame"}`):
+		ev.Kind = RowEndFrame
+	case s.lit(`{"type": "/report"}`):
+		ev.Kind = RowEndReport
+	case s.lit(`{"filename": `):
+		ev.Kind = RowFile
+		ev.Filename = s.str(`, "type": "file"}`)
+	case s.lit(`{"file_crc32": `):
+		ev.Kind = RowEndFile
+		ev.CRC32 = s.int32(`, "file_sha1": `)
+		s.sha(&ev.SHA1)
+		s.need(`, "file_size": `)
+		ev.FileSize = s.uint(`, "type": "/file"}`)
+	case s.lit(`{"info": `):
+		ev.Info = s.str("")
+		if s.lit(`, "src_cutoff": `) {
+			ev.Kind, ev.HasCutoff = RowEndReport, true
+			ev.Cutoff = s.uint(`, "type": "/report"}`)
+		} else {
+			ev.Kind = RowBadblob
+			s.need(`, "orig_sha1": `)
+			s.sha(&ev.SHA1)
+			s.need(`, "src_off": `)
+			ev.SrcOff = s.uint(`, "src_size": `)
+			ev.SrcSize = s.uint(`, "type": "badblob"}`)
+		}
+	default:
+		return ev, false
 	}
-	return AutoclavedEvent{}, false
+	return ev, s.ok && len(s.b) == 0 && (ev.Kind != RowFile || ev.Filename != "") && (ev.Kind != RowReport || ev.Textname != "")
 }
 
-// parseFrameFast parses a frame row of exactly the writer's form:
-// {"file_off": N, "file_size": N, "text_off": N, "text_size": N, "type": "frame"}
-func parseFrameFast(b []byte) (AutoclavedEvent, bool) {
-	ev := AutoclavedEvent{Kind: RowFrame}
-	var ok bool
-	if ev.FileOff, b, ok = cutField(b, `{"file_off": `); !ok {
-		return ev, false
-	}
-	if ev.FileSize, b, ok = cutField(b, `, "file_size": `); !ok {
-		return ev, false
-	}
-	if ev.TextOff, b, ok = cutField(b, `, "text_off": `); !ok {
-		return ev, false
-	}
-	if ev.TextSize, b, ok = cutField(b, `, "text_size": `); !ok {
-		return ev, false
-	}
-	return ev, string(b) == `, "type": "frame"}`
+// rowScanner reads a row of the writer's form from left to right. The
+// first thing that does not match clears ok, after which every read
+// gives a zero value.
+type rowScanner struct {
+	b  []byte
+	ok bool
 }
 
-// cutField cuts prefix and the decimal after it from b.
-func cutField(b []byte, prefix string) (int64, []byte, bool) {
-	b, ok := bytes.CutPrefix(b, []byte(prefix))
-	if !ok {
-		return 0, b, false
+// lit cuts p from the front of the row and says whether it was there.
+// It does not clear ok: the caller may try another.
+func (s *rowScanner) lit(p string) bool {
+	if !s.ok || len(s.b) < len(p) || string(s.b[:len(p)]) != p {
+		return false
 	}
-	return cutUint(b)
+	s.b = s.b[len(p):]
+	return true
 }
 
-// parseDatumFast parses a datum row (without its line end) of exactly the
-// writer's form:
-// {"orig_sha1": "<28 b64>", "text_off": N, "text_size": N, "type": "datum"}
-func parseDatumFast(b []byte) (AutoclavedEvent, bool) {
-	const (
-		p1 = `{"orig_sha1": "`
-		p2 = `", "text_off": `
-		p3 = `, "text_size": `
-		p4 = `, "type": "datum"}`
-	)
-	ev := AutoclavedEvent{Kind: RowDatum}
-	if !bytes.HasPrefix(b, []byte(p1)) || len(b) < len(p1)+28+len(p2) {
-		return ev, false
+// need cuts p, which must be there.
+func (s *rowScanner) need(p string) {
+	if !s.lit(p) {
+		s.ok = false
 	}
-	b = b[len(p1):]
-	if !decodeSHA1(&ev.SHA1, b[:28]) {
-		return ev, false
+}
+
+// uint reads a decimal without sign or leading zero, up to 2^53, and then
+// the literal after it.
+func (s *rowScanner) uint(after string) int64 {
+	if !s.ok {
+		return 0
 	}
-	b = b[28:]
-	var ok bool
-	if b, ok = bytes.CutPrefix(b, []byte(p2)); !ok {
-		return ev, false
+	v, rest, ok := cutUint(s.b)
+	s.b, s.ok = rest, ok
+	s.need(after)
+	return v
+}
+
+// int32 reads a decimal of a signed 32-bit value (not "-0"), and then the
+// literal after it.
+func (s *rowScanner) int32(after string) int32 {
+	neg := s.lit("-")
+	v := s.uint(after)
+	if neg {
+		v = -v
 	}
-	if ev.TextOff, b, ok = cutUint(b); !ok {
-		return ev, false
+	if v < math.MinInt32 || v > math.MaxInt32 || neg && v == 0 {
+		s.ok = false
+		return 0
 	}
-	if b, ok = bytes.CutPrefix(b, []byte(p3)); !ok {
-		return ev, false
+	return int32(v)
+}
+
+// str reads a JSON string of printable ASCII without escapes, which is
+// its own value, and then the literal after it.
+func (s *rowScanner) str(after string) string {
+	if !s.lit(`"`) {
+		s.ok = false
+		return ""
 	}
-	if ev.TextSize, b, ok = cutUint(b); !ok {
-		return ev, false
+	for i, c := range s.b {
+		if c == '"' {
+			v := string(s.b[:i])
+			s.b = s.b[i+1:]
+			s.need(after)
+			return v
+		}
+		if c < 0x20 || c > 0x7e || c == '\\' {
+			break
+		}
 	}
-	return ev, string(b) == p4
+	s.ok = false
+	return ""
+}
+
+// sha reads a quoted base64 SHA-1.
+func (s *rowScanner) sha(dst *[20]byte) {
+	if !s.ok || len(s.b) < 30 || s.b[0] != '"' || s.b[29] != '"' || !decodeSHA1(dst, s.b[1:29]) {
+		s.ok = false
+		return
+	}
+	s.b = s.b[30:]
 }
 
 // cutUint reads a decimal without sign or leading zeros, up to 2^53.
@@ -413,16 +473,36 @@ func parseAutoclavedRow(b []byte) (AutoclavedEvent, error) {
 	return ev, errors.Join(errs...)
 }
 
-// decodeSHA1 decodes the 28-character base64 form of a SHA-1.
+// decodeSHA1 decodes the 28-character base64 form of a SHA-1 (27
+// characters and one "="), as base64.StdEncoding does, by table: the
+// index holds one for every measurement.
 func decodeSHA1(dst *[20]byte, b64 []byte) bool {
-	var buf [21]byte // 28 characters without padding decode to 21 bytes
-	if len(b64) != 28 {
+	if len(b64) != 28 || b64[27] != '=' {
 		return false
 	}
-	n, err := base64.StdEncoding.Decode(buf[:], b64)
-	if err != nil || n != 20 {
-		return false
+	var bad byte
+	get := func(i int) uint32 {
+		v := b64Value[b64[i]]
+		bad |= v
+		return uint32(v)
 	}
-	copy(dst[:], buf[:20])
-	return true
+	for g := range 6 {
+		v := get(4*g)<<18 | get(4*g+1)<<12 | get(4*g+2)<<6 | get(4*g+3)
+		dst[3*g], dst[3*g+1], dst[3*g+2] = byte(v>>16), byte(v>>8), byte(v)
+	}
+	v := get(24)<<18 | get(25)<<12 | get(26)<<6
+	dst[18], dst[19] = byte(v>>16), byte(v>>8)
+	return bad&0x80 == 0
 }
+
+// b64Value is the value of each base64 character, and 0xff for the rest.
+var b64Value = func() (t [256]byte) {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	for i := range t {
+		t[i] = 0xff
+	}
+	for i := range len(alphabet) {
+		t[alphabet[i]] = byte(i)
+	}
+	return t
+}()
