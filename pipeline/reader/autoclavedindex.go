@@ -80,6 +80,7 @@ type AutoclavedIndex struct {
 	frame  bool
 	report bool
 	eof    bool
+	ev     AutoclavedEvent
 }
 
 // NewAutoclavedIndex reads rows from r (the decompressed index).
@@ -88,39 +89,40 @@ func NewAutoclavedIndex(r io.Reader) *AutoclavedIndex {
 }
 
 // Next returns the next row, or io.EOF after the last one. An index that
-// ends inside a file or report is an error before io.EOF.
-func (x *AutoclavedIndex) Next() (AutoclavedEvent, error) {
+// ends inside a file or report is an error before io.EOF. The row is the
+// reader's own: it holds until the next call.
+func (x *AutoclavedIndex) Next() (*AutoclavedEvent, error) {
 	for {
 		if x.eof {
-			return AutoclavedEvent{}, io.EOF
+			return nil, io.EOF
 		}
 		line, err := x.readLine()
 		if err == io.EOF {
 			x.eof = true
 			if x.inFile || x.frame || x.report {
-				return AutoclavedEvent{}, x.errorf("the index ends inside a %s", x.open())
+				return nil, x.errorf("the index ends inside a %s", x.open())
 			}
-			return AutoclavedEvent{}, io.EOF
+			return nil, io.EOF
 		}
 		if err != nil {
 			if errors.Is(err, errLongLine) {
-				return AutoclavedEvent{}, x.errorf("row longer than %d bytes", MaxAutoclavedIndexLine)
+				return nil, x.errorf("row longer than %d bytes", MaxAutoclavedIndexLine)
 			}
 			x.eof = true
-			return AutoclavedEvent{}, &IndexError{Line: x.line, Err: err}
+			return nil, &IndexError{Line: x.line, Err: err}
 		}
-		ev, ok := parseRowFast(line)
-		if !ok {
+		ev := &x.ev
+		if !parseRowFast(line, ev) {
 			if len(bytes.TrimSpace(line)) == 0 {
 				continue
 			}
-			if ev, err = parseAutoclavedRow(line); err != nil {
-				return AutoclavedEvent{}, x.errorf("%v", err)
+			if *ev, err = parseAutoclavedRow(line); err != nil {
+				return nil, x.errorf("%v", err)
 			}
 		}
 		ev.Line = x.line
 		if err := x.advance(ev.Kind); err != nil {
-			return AutoclavedEvent{}, err
+			return nil, err
 		}
 		return ev, nil
 	}
@@ -209,15 +211,18 @@ func (x *AutoclavedIndex) readLine() ([]byte, error) {
 	return line, nil
 }
 
-// parseRowFast parses a row of exactly the form the autoclaving writer
+// parseRowFast parses into ev a row of exactly the form the autoclaving writer
 // gives it (docs/formats.md §2.3): its keys in sorted order, ", " and ": "
 // between them, decimals without sign, exponent or leading zero (the CRC
 // may be negative), and strings of printable ASCII without escapes.
 // Anything else, and every row it does not take, is left to
 // parseAutoclavedRow, which reads it with encoding/json.
-func parseRowFast(b []byte) (AutoclavedEvent, bool) {
-	s := rowScanner{b: bytes.TrimRight(b, "\r\n"), ok: true}
-	var ev AutoclavedEvent
+func parseRowFast(b []byte, ev *AutoclavedEvent) bool {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	s := rowScanner{b: b, ok: true}
+	*ev = AutoclavedEvent{}
 	switch {
 	case s.lit(`{"orig_sha1": `):
 		s.sha(&ev.SHA1)
@@ -264,9 +269,9 @@ func parseRowFast(b []byte) (AutoclavedEvent, bool) {
 			ev.SrcSize = s.uint(`, "type": "badblob"}`)
 		}
 	default:
-		return ev, false
+		return false
 	}
-	return ev, s.ok && len(s.b) == 0 && (ev.Kind != RowFile || ev.Filename != "") && (ev.Kind != RowReport || ev.Textname != "")
+	return s.ok && len(s.b) == 0 && (ev.Kind != RowFile || ev.Filename != "") && (ev.Kind != RowReport || ev.Textname != "")
 }
 
 // rowScanner reads a row of the writer's form from left to right. The

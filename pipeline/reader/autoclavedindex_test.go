@@ -160,7 +160,8 @@ func FuzzAutoclavedDatum(f *testing.F) {
 	f.Add([]byte(`{"orig_sha1": "OSVZy4G4MaKizTNl5m3+LGoSdW4=", "text_off": 01, "text_size": 5, "type": "datum"}`))
 	f.Add([]byte(`{"orig_sha1": "OSVZy4G4MaKizTNl5m3+LGoSdW4=", "text_off": 9007199254740993, "text_size": 5, "type": "datum"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		fast, ok := parseRowFast(b)
+		var fast AutoclavedEvent
+		ok := parseRowFast(b, &fast)
 		if !ok {
 			return
 		}
@@ -199,7 +200,8 @@ func TestParseRowFast_WritersForm(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fast, ok := parseRowFast([]byte(line + "\n"))
+		var fast AutoclavedEvent
+		ok := parseRowFast([]byte(line+"\n"), &fast)
 		if !ok || fast != slow {
 			t.Errorf("%s: fast %+v (%v), json %+v", line, fast, ok, slow)
 		}

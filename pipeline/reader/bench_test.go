@@ -2,8 +2,10 @@ package reader
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -145,6 +147,70 @@ func BenchmarkFromIndex(b *testing.B) {
 		b.ReportMetric(147e6*cpu/float64(datums), "cpu_s_per_147M")
 		if base > 0 {
 			b.ReportMetric(100*base.Seconds()/secs, "pct_of_gzip")
+		}
+	})
+}
+
+// BenchmarkAutoclavedRows reads the decompressed rows of benchIndex's
+// index from memory: cut into lines only (the baseline), and parsed into
+// events. It reports rows/s and the parse's share of the baseline's rate.
+func BenchmarkAutoclavedRows(b *testing.B) {
+	dir, _, _ := benchIndex(b, 500)
+	f, err := os.Open(filepath.Join(dir, IndexName))
+	if err != nil {
+		b.Fatal(err)
+	}
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	text, err := io.ReadAll(zr)
+	f.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	rows := bytes.Count(text, []byte("\n"))
+	var base time.Duration
+	b.Run("impl=lines", func(b *testing.B) {
+		start := time.Now()
+		for b.Loop() {
+			br := bufio.NewReaderSize(bytes.NewReader(text), 64<<10)
+			n := 0
+			for {
+				if _, err := br.ReadSlice('\n'); err != nil {
+					break
+				}
+				n++
+			}
+			if n != rows {
+				b.Fatalf("%d lines, want %d", n, rows)
+			}
+		}
+		base = time.Since(start) / time.Duration(b.N)
+		b.ReportMetric(float64(rows)/base.Seconds(), "rows/s")
+	})
+	b.Run("impl=events", func(b *testing.B) {
+		start := time.Now()
+		for b.Loop() {
+			x := NewAutoclavedIndex(bytes.NewReader(text))
+			n := 0
+			for {
+				if _, err := x.Next(); err != nil {
+					if err != io.EOF {
+						b.Fatal(err)
+					}
+					break
+				}
+				n++
+			}
+			if n != rows {
+				b.Fatalf("%d rows, want %d", n, rows)
+			}
+		}
+		per := time.Since(start) / time.Duration(b.N)
+		b.ReportMetric(float64(rows)/per.Seconds(), "rows/s")
+		if base > 0 {
+			b.ReportMetric(base.Seconds()/per.Seconds(), "x_lines")
 		}
 	})
 }
