@@ -205,6 +205,10 @@ func (s *Sink) Begin(ctx context.Context, m stamped.Meta) (sink.BucketWriter, er
 		parquet.CreatedBy("backfill", m.Version, ""),
 		parquet.Compression(&fastSnappy{}),
 		parquet.MaxRowsPerRowGroup(rowGroup),
+		// Each page's bounds are in the column index and each row
+		// group's in its statistics; the page headers' copy of them
+		// (superseded by the column index) cost a pass over every value.
+		parquet.DataPageStatistics(false),
 		parquet.KeyValueMetadata("backfill.bucket", m.Bucket),
 		parquet.KeyValueMetadata("backfill.counter_bits", strconv.Itoa(m.Scheme.CounterBits)),
 		parquet.KeyValueMetadata("backfill.sha1_offset", strconv.Itoa(m.Scheme.SHA1Offset)),
