@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	be "encoding/binary"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -26,18 +27,24 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 )
 
-var fullScale = flag.Bool("bench.fullscale", false, "run BenchmarkFullScale: the whole corpus as indexes (5.1 GiB, about 35 GB of disk at its peak, 25 minutes)")
+var (
+	fullScale        = flag.Bool("bench.fullscale", false, "run BenchmarkFullScale: the whole corpus as indexes (5.1 GiB, about 35 GB of disk at its peak, 25 minutes)")
+	fullScaleParquet = flag.Bool("bench.fullscale.parquet", false, "BenchmarkFullScale stops after its Parquet steps: the floor, the Parquet runs under the default and a keyed scheme and their verify (about 8 minutes)")
+)
 
 // BenchmarkFullScale runs the whole corpus of docs/full-scale.md, 147 M
 // measurements in 3.6 M reports as autoclaved indexes, through every path
 // of the one-off migration, one after the other in one run, and prints
 // them side by side: the floor of the from-index path (every index read
 // and scanned, no output), the Parquet run (1,000,000 of its rows drawn
-// at random and held to backfill ooid) and its verify (complete against
-// the indexes), the --bulk load, the server's own COPY … FROM of
+// at random and held to backfill ooid, its collision verdicts to audit's)
+// and its verify (complete against the indexes), the Parquet run under a
+// 24-bit keyed scheme from keysearch (its verdicts held to audit's under
+// that scheme) and its verify, the --bulk load, the server's own COPY … FROM of
 // the same rows, sorted by ooid, into the same tables with the same
 // indexes (the baseline), and the per-bucket load and its verify. Each
 // PostgreSQL step loads into a database of its own, dropped (and the
@@ -80,7 +87,26 @@ func BenchmarkFullScale(b *testing.B) {
 	sampleAgainstOOID(b, bin, out, rows, 1_000_000)
 	pqProof := toolStep(b, "verify of the Parquet output", bin, "verify", "-q", "--in", ix, "--from-index", out)
 	add(pqProof)
+	manifest := filepath.Join(ix, "manifest.tsv")
+	sameVerdicts(b, bin, manifest, out)
 	os.RemoveAll(out)
+
+	// A 24-bit keyed scheme from keysearch: the run under it has audit's
+	// verdicts, and verify proves it with the scheme file.
+	scheme := filepath.Join(tmp, "scheme24.txt")
+	if o, err := exec.Command(bin, "keysearch", "-q", "--counter-bits", "24", "--out", scheme, manifest).CombinedOutput(); err != nil {
+		b.Fatalf("keysearch: %v\n%s", err, o)
+	}
+	keyed := filepath.Join(tmp, "keyed")
+	add(toolStep(b, "Parquet, 24-bit keyed scheme", bin, "run", "--in", ix, "--from-index", "-q", "--scheme", scheme, "--out", keyed))
+	sameVerdicts(b, bin, manifest, keyed, "--scheme", scheme)
+	add(toolStep(b, "verify of the keyed output", bin, "verify", "-q", "--in", ix, "--from-index", "--scheme", scheme, keyed))
+	os.RemoveAll(keyed)
+	b.ReportMetric(pq.ratio, "parquet_over_floor")
+	if *fullScaleParquet {
+		logSteps(b, rows, steps)
+		return
+	}
 
 	bulkDB, dropBulk := freshDatabase(b, admin)
 	bulk := toolStep(b, "--bulk", bin, "run", "--in", ix, "--from-index", "-q", "--sink", "postgres", "--create-schema", "--bulk", "--dsn", bulkDB)
@@ -121,6 +147,13 @@ func BenchmarkFullScale(b *testing.B) {
 		b.Logf("both outputs' digest: %s", p)
 	}
 
+	logSteps(b, rows, steps)
+	b.ReportMetric(bulk.ratio, "bulk_x")
+	b.ReportMetric(pb.ratio, "per_bucket_x")
+}
+
+// logSteps prints the steps side by side.
+func logSteps(b *testing.B, rows int64, steps []step) {
 	var table strings.Builder
 	fmt.Fprintf(&table, "\n%d measurements\n%-34s %9s %11s %9s %9s %10s  %s\n", rows, "step", "wall", "rows/s", "tool CPU", "other CPU", "peak RSS", "ratio")
 	for _, s := range steps {
@@ -135,9 +168,6 @@ func BenchmarkFullScale(b *testing.B) {
 		fmt.Fprintf(&table, "  (load %s)\n", s.load)
 	}
 	b.Log(table.String())
-	b.ReportMetric(bulk.ratio, "bulk_x")
-	b.ReportMetric(pb.ratio, "per_bucket_x")
-	b.ReportMetric(pq.wall.Seconds()/floor.wall.Seconds(), "parquet_over_floor")
 }
 
 // step is one timed step: its wall time, the CPU of the tool's process
@@ -245,6 +275,58 @@ func sampleAgainstOOID(b *testing.B, bin, out string, rows int64, n int) {
 		}
 	}
 	b.Logf("%d rows drawn at random: every ID is backfill ooid's", n)
+}
+
+// sameVerdicts holds the collision verdicts of a Parquet output (its dead
+// letters of reason collision) to those of audit over the manifest under
+// the same scheme: of each colliding pair, the report whose textname sorts
+// last gives up its IDs.
+func sameVerdicts(b *testing.B, bin, manifest, out string, scheme ...string) {
+	b.Helper()
+	js, err := exec.Command(bin, append(append([]string{"audit", "--json", "--pairs", "1000"}, scheme...), manifest)...).Output()
+	var aud struct {
+		Results []struct {
+			Pairs int64 `json:"colliding_pairs"`
+			First []struct {
+				A string `json:"a"`
+				B string `json:"b"`
+			} `json:"pairs"`
+		} `json:"results"`
+	}
+	if err != nil || json.Unmarshal(js, &aud) != nil || len(aud.Results) != 1 {
+		b.Fatalf("audit %v: %v\n%s", scheme, err, js)
+	}
+	res := aud.Results[0]
+	if res.Pairs > int64(len(res.First)) {
+		b.Fatalf("audit %v: %d colliding pairs, more than it lists", scheme, res.Pairs)
+	}
+	var losers []string
+	for _, p := range res.First {
+		losers = append(losers, max(p.A, p.B))
+	}
+	var got []string
+	files, _ := filepath.Glob(filepath.Join(out, "dead-letters", "*.jsonl"))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for line := range strings.Lines(string(data)) {
+			var d deadletter.Record
+			if err := json.Unmarshal([]byte(line), &d); err != nil {
+				b.Fatalf("%s: %v", f, err)
+			}
+			if d.Reason == deadletter.Collision {
+				got = append(got, d.Textname)
+			}
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(losers)
+	if losers = slices.Compact(losers); !slices.Equal(got, losers) {
+		b.Fatalf("the run %v gives %d reports up as collision losers, audit's %d pairs make %d losers", scheme, len(got), res.Pairs, len(losers))
+	}
+	b.Logf("collision verdicts %v: %d losers, as audit's %d colliding pairs make them", scheme, len(got), res.Pairs)
 }
 
 // digest is the output's digest that verify printed.

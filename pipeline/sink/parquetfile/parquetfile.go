@@ -251,37 +251,53 @@ type bucketWriter struct {
 	rw               *parquet.GenericWriter[Report]
 	dl               *json.Encoder
 	rows             []Measurement
+	reports          []Report
 	done             bool
 }
 
 // Report implements sink.BucketWriter: the report's row, and one row per
-// measurement.
+// measurement. Rows are held and written batch at a time: most reports
+// have a few dozen measurements, and each write has a cost of its own.
 func (w *bucketWriter) Report(r *stamped.Report) error {
 	sha := ""
 	if r.SHA1 != nil {
 		sha = hex.EncodeToString(r.SHA1[:])
 	}
-	_, err := w.rw.Write([]Report{{
+	w.reports = append(w.reports, Report{
 		Textname: r.Textname, TS: int64(r.ID.TS), TSSource: r.ID.Source.String(), CounterBase: int32(r.ID.CounterBase()),
 		N: int64(r.N), BucketDate: w.days, Container: r.Container, Offset: r.Offset, Size: r.Size, SHA1: sha, RejectedBy: r.RejectedBy,
-	}})
-	if err != nil || r.RejectedBy != "" {
-		return err
-	}
-	const batch = 4096
-	for lo := uint32(0); lo < r.N; lo += batch {
-		hi := min(r.N, lo+batch)
-		w.rows = w.rows[:0]
-		for ndx := lo; ndx < hi; ndx++ {
-			w.rows = append(w.rows, Measurement{OOID: r.ID.ID(ndx).Int64(), Textname: r.Textname, Ndx: int32(ndx), BucketDate: w.days})
-		}
-		if _, err := w.mw.Write(w.rows); err != nil {
+	})
+	if len(w.reports) == batch {
+		if err := w.flush(); err != nil {
 			return err
 		}
-		if lo+batch < lo {
-			break // the last batch below 2^32
+	}
+	if r.RejectedBy != "" {
+		return nil
+	}
+	for ndx := uint32(0); ndx < r.N; ndx++ {
+		w.rows = append(w.rows, Measurement{OOID: r.ID.ID(ndx).Int64(), Textname: r.Textname, Ndx: int32(ndx), BucketDate: w.days})
+		if len(w.rows) == batch {
+			if err := w.flush(); err != nil {
+				return err
+			}
 		}
 	}
+	return nil
+}
+
+// batch is how many rows of each file a bucketWriter holds.
+const batch = 4096
+
+// flush writes the rows held.
+func (w *bucketWriter) flush() error {
+	if _, err := w.rw.Write(w.reports); err != nil {
+		return err
+	}
+	if _, err := w.mw.Write(w.rows); err != nil {
+		return err
+	}
+	w.reports, w.rows = w.reports[:0], w.rows[:0]
 	return nil
 }
 
@@ -302,6 +318,10 @@ func (w *bucketWriter) commit(ctx context.Context, c stamped.Counts) error {
 	// before the ledger entry, the commit point: a run that was frozen
 	// while another took its lock over commits nothing more.
 	if err := w.s.lock.Held(ctx); err != nil {
+		w.Abort()
+		return err
+	}
+	if err := w.flush(); err != nil {
 		w.Abort()
 		return err
 	}
