@@ -27,6 +27,7 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/pipeline/audit"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 )
@@ -284,15 +285,7 @@ func sampleAgainstOOID(b *testing.B, bin, out string, rows int64, n int) {
 func sameVerdicts(b *testing.B, bin, manifest, out string, scheme ...string) {
 	b.Helper()
 	js, err := exec.Command(bin, append(append([]string{"audit", "--json", "--pairs", "1000"}, scheme...), manifest)...).Output()
-	var aud struct {
-		Results []struct {
-			Pairs int64 `json:"colliding_pairs"`
-			First []struct {
-				A string `json:"a"`
-				B string `json:"b"`
-			} `json:"pairs"`
-		} `json:"results"`
-	}
+	var aud audit.Report
 	if err != nil || json.Unmarshal(js, &aud) != nil || len(aud.Results) != 1 {
 		b.Fatalf("audit %v: %v\n%s", scheme, err, js)
 	}
@@ -307,15 +300,11 @@ func sameVerdicts(b *testing.B, bin, manifest, out string, scheme ...string) {
 	var got []string
 	files, _ := filepath.Glob(filepath.Join(out, "dead-letters", "*.jsonl"))
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		records, err := parquetfile.ReadDeadLetters(context.Background(), store.Local(out), "dead-letters/"+filepath.Base(f))
 		if err != nil {
 			b.Fatal(err)
 		}
-		for line := range strings.Lines(string(data)) {
-			var d deadletter.Record
-			if err := json.Unmarshal([]byte(line), &d); err != nil {
-				b.Fatalf("%s: %v", f, err)
-			}
+		for _, d := range records {
 			if d.Reason == deadletter.Collision {
 				got = append(got, d.Textname)
 			}

@@ -213,60 +213,63 @@ func (x *AutoclavedIndex) readLine() ([]byte, error) {
 
 // parseRowFast parses into ev a row of exactly the form the autoclaving writer
 // gives it (docs/formats.md §2.3): its keys in sorted order, ", " and ": "
-// between them, decimals without sign, exponent or leading zero (the CRC
-// may be negative), and strings of printable ASCII without escapes.
-// Anything else, and every row it does not take, is left to
+// between them, decimals without exponent or leading zero (of sizes up to
+// 2^53), and strings of printable ASCII without escapes: the canned index
+// reader's rowScan reads them. Anything else, and every row it does not take, is left to
 // parseAutoclavedRow, which reads it with encoding/json.
 func parseRowFast(b []byte, ev *AutoclavedEvent) bool {
 	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
 		b = b[:len(b)-1]
 	}
-	s := rowScanner{b: b, ok: true}
+	s := rowScan{b: b, ok: true}
 	*ev = AutoclavedEvent{}
 	switch {
 	case s.lit(`{"orig_sha1": `):
-		s.sha(&ev.SHA1)
+		ev.SHA1 = s.sha1()
 		if s.lit(`, "text_off": `) {
 			ev.Kind = RowDatum
-			ev.TextOff = s.uint(`, "text_size": `)
-			ev.TextSize = s.uint(`, "type": "datum"}`)
+			ev.TextOff = s.offset(`, "text_size": `)
+			ev.TextSize = s.offset(`, "type": "datum"}`)
 		} else {
 			ev.Kind = RowReport
-			s.need(`, "src_size": `)
-			ev.SrcSize = s.uint(`, "textname": `)
-			ev.Textname = s.str(`, "type": "report"}`)
+			s.want(`, "src_size": `)
+			ev.SrcSize = s.offset(`, "textname": `)
+			ev.Textname = s.str()
+			s.want(`, "type": "report"}`)
 		}
 	case s.lit(`{"file_off": `):
 		ev.Kind = RowFrame
-		ev.FileOff = s.uint(`, "file_size": `)
-		ev.FileSize = s.uint(`, "text_off": `)
-		ev.TextOff = s.uint(`, "text_size": `)
-		ev.TextSize = s.uint(`, "type": "frame"}`)
+		ev.FileOff = s.offset(`, "file_size": `)
+		ev.FileSize = s.offset(`, "text_off": `)
+		ev.TextOff = s.offset(`, "text_size": `)
+		ev.TextSize = s.offset(`, "type": "frame"}`)
 	case s.lit(`{"type": "/frame"}`):
 		ev.Kind = RowEndFrame
 	case s.lit(`{"type": "/report"}`):
 		ev.Kind = RowEndReport
 	case s.lit(`{"filename": `):
 		ev.Kind = RowFile
-		ev.Filename = s.str(`, "type": "file"}`)
+		ev.Filename = s.str()
+		s.want(`, "type": "file"}`)
 	case s.lit(`{"file_crc32": `):
 		ev.Kind = RowEndFile
-		ev.CRC32 = s.int32(`, "file_sha1": `)
-		s.sha(&ev.SHA1)
-		s.need(`, "file_size": `)
-		ev.FileSize = s.uint(`, "type": "/file"}`)
+		ev.CRC32 = s.crc()
+		s.want(`, "file_sha1": `)
+		ev.SHA1 = s.sha1()
+		s.want(`, "file_size": `)
+		ev.FileSize = s.offset(`, "type": "/file"}`)
 	case s.lit(`{"info": `):
-		ev.Info = s.str("")
+		ev.Info = s.str()
 		if s.lit(`, "src_cutoff": `) {
 			ev.Kind, ev.HasCutoff = RowEndReport, true
-			ev.Cutoff = s.uint(`, "type": "/report"}`)
+			ev.Cutoff = s.offset(`, "type": "/report"}`)
 		} else {
 			ev.Kind = RowBadblob
-			s.need(`, "orig_sha1": `)
-			s.sha(&ev.SHA1)
-			s.need(`, "src_off": `)
-			ev.SrcOff = s.uint(`, "src_size": `)
-			ev.SrcSize = s.uint(`, "type": "badblob"}`)
+			s.want(`, "orig_sha1": `)
+			ev.SHA1 = s.sha1()
+			s.want(`, "src_off": `)
+			ev.SrcOff = s.offset(`, "src_size": `)
+			ev.SrcSize = s.offset(`, "type": "badblob"}`)
 		}
 	default:
 		return false
@@ -274,104 +277,23 @@ func parseRowFast(b []byte, ev *AutoclavedEvent) bool {
 	return s.ok && len(s.b) == 0 && (ev.Kind != RowFile || ev.Filename != "") && (ev.Kind != RowReport || ev.Textname != "")
 }
 
-// rowScanner reads a row of the writer's form from left to right. The
-// first thing that does not match clears ok, after which every read
-// gives a zero value.
-type rowScanner struct {
-	b  []byte
-	ok bool
-}
-
-// lit cuts p from the front of the row and says whether it was there.
-// It does not clear ok: the caller may try another.
-func (s *rowScanner) lit(p string) bool {
-	if !s.ok || len(s.b) < len(p) || string(s.b[:len(p)]) != p {
-		return false
-	}
-	s.b = s.b[len(p):]
-	return true
-}
-
-// need cuts p, which must be there.
-func (s *rowScanner) need(p string) {
-	if !s.lit(p) {
-		s.ok = false
-	}
-}
-
-// uint reads a decimal without sign or leading zero, up to 2^53, and then
-// the literal after it.
-func (s *rowScanner) uint(after string) int64 {
-	if !s.ok {
-		return 0
-	}
-	v, rest, ok := cutUint(s.b)
-	s.b, s.ok = rest, ok
-	s.need(after)
-	return v
-}
-
-// int32 reads a decimal of a signed 32-bit value (not "-0"), and then the
-// literal after it.
-func (s *rowScanner) int32(after string) int32 {
-	neg := s.lit("-")
-	v := s.uint(after)
-	if neg {
-		v = -v
-	}
-	if v < math.MinInt32 || v > math.MaxInt32 || neg && v == 0 {
-		s.ok = false
-		return 0
-	}
-	return int32(v)
-}
-
-// str reads a JSON string of printable ASCII without escapes, which is
-// its own value, and then the literal after it.
-func (s *rowScanner) str(after string) string {
-	if !s.lit(`"`) {
-		s.ok = false
-		return ""
-	}
-	for i, c := range s.b {
-		if c == '"' {
-			v := string(s.b[:i])
-			s.b = s.b[i+1:]
-			s.need(after)
-			return v
-		}
-		if c < 0x20 || c > 0x7e || c == '\\' {
-			break
-		}
-	}
-	s.ok = false
-	return ""
-}
-
-// sha reads a quoted base64 SHA-1.
-func (s *rowScanner) sha(dst *[20]byte) {
-	if !s.ok || len(s.b) < 30 || s.b[0] != '"' || s.b[29] != '"' || !decodeSHA1(dst, s.b[1:29]) {
-		s.ok = false
-		return
-	}
-	s.b = s.b[30:]
-}
-
-// cutUint reads a decimal without sign or leading zeros, up to 2^53.
-func cutUint(b []byte) (int64, []byte, bool) {
-	i := 0
+// offset reads a size or offset of an autoclaved index, a decimal without
+// sign or leading zero of at most 2^53 (as encoding/json, which reads
+// numbers as float64, takes them), and then the literal after it.
+func (s *rowScan) offset(after string) int64 {
+	n := 0
 	var v int64
-	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-		if v > (1<<53)/10 {
-			return 0, b, false
-		}
-		v = v*10 + int64(b[i]-'0')
-		i++
+	for n < len(s.b) && n < 17 && s.b[n] >= '0' && s.b[n] <= '9' {
+		v = 10*v + int64(s.b[n]-'0')
+		n++
 	}
-	if i == 0 || (i > 1 && b[0] == '0') || v > 1<<53 {
-		return 0, b, false
+	if n == 0 || n > 1 && s.b[0] == '0' || v > 1<<53 {
+		s.ok = false
+		return 0
 	}
-	return v, b[i:], true
+	s.b = s.b[n:]
+	s.want(after)
+	return v
 }
 
 // autoclavedRow is a row as encoding/json reads it.

@@ -1,8 +1,6 @@
 package reader
 
 import (
-	"bytes"
-	"encoding/base64"
 	"math"
 	"strings"
 )
@@ -62,7 +60,7 @@ type rowScan struct {
 
 // lit reads p if the row goes on with it.
 func (s *rowScan) lit(p string) bool {
-	if !s.ok || !bytes.HasPrefix(s.b, []byte(p)) {
+	if !s.ok || len(s.b) < len(p) || string(s.b[:len(p)]) != p {
 		return false
 	}
 	s.b = s.b[len(p):]
@@ -124,7 +122,10 @@ func (s *rowScan) int() int64 {
 	if !s.ok {
 		return 0
 	}
-	neg := s.lit("-")
+	neg := len(s.b) > 0 && s.b[0] == '-'
+	if neg {
+		s.b = s.b[1:]
+	}
 	n := 0
 	var v int64
 	for n < len(s.b) && s.b[n] >= '0' && s.b[n] <= '9' {
@@ -158,19 +159,13 @@ func (s *rowScan) crc() int32 {
 	return int32(v)
 }
 
-// sha1 reads a base64 SHA-1: 28 characters.
+// sha1 reads a base64 SHA-1: 28 characters, quoted.
 func (s *rowScan) sha1() [20]byte {
 	var out [20]byte
-	v := s.str()
-	var buf [21]byte // base64's DecodedLen of 28
-	if !s.ok || len(v) != 28 {
+	if !s.ok || len(s.b) < 30 || s.b[0] != '"' || s.b[29] != '"' || !decodeSHA1(&out, s.b[1:29]) {
 		s.ok = false
 		return out
 	}
-	n, err := base64.StdEncoding.Decode(buf[:], []byte(v))
-	if err != nil || n != len(out) {
-		s.ok = false
-	}
-	copy(out[:], buf[:n])
+	s.b = s.b[30:]
 	return out
 }
