@@ -301,7 +301,9 @@ type Handler struct {
 // the index's CRC-32 of the file proves every compressed byte and its
 // CRC-32s of the reports every report. If that read finds anything at all
 // to record, the container is read again with every check, and only that
-// read counts, so the records are exactly those of a checked read.
+// read counts, so the records are exactly those of a checked read. The
+// first read walks a tar with fastTar, which leaves any header form but
+// the usual ones to that second read and archive/tar.
 // VerifySHA1 reads every container with every check.
 type ContainerReader struct {
 	Reports    *ReportReader
@@ -311,6 +313,7 @@ type ContainerReader struct {
 	ReportSHA1 bool
 	lz         *lz4.Reader
 	fast       *lz4nocheck.Decoder
+	tar        fastTar
 	in         countingReader
 	out        countingReader
 	fileSHA    hash.Hash
@@ -466,13 +469,17 @@ func (cr *ContainerReader) read(ctx context.Context, b *Bucket, c Container, h H
 	}
 
 	if c.Tar {
-		tr := tar.NewReader(stream)
+		var tr tarMembers = stdTar{tar.NewReader(stream)}
+		if fast {
+			cr.tar.reset(stream)
+			tr = &cr.tar
+		}
 		for serr == nil {
 			if err := ctx.Err(); err != nil {
 				return ContainerStats{}, err
 			}
 			off := cr.out.n
-			hdr, err := tr.Next()
+			name, typ, err := tr.member()
 			if errors.Is(err, io.EOF) {
 				break
 			}
@@ -484,11 +491,11 @@ func (cr *ContainerReader) read(ctx context.Context, b *Bucket, c Container, h H
 				problem("", serr.offset, serr.reason, serr.Error())
 				break
 			}
-			if hdr.Typeflag != tar.TypeReg {
-				notice(hdr.Name, off, deadletter.TarCorrupt, fmt.Sprintf("member of type %q is not a regular file; skipped", hdr.Typeflag))
+			if typ != tar.TypeReg {
+				notice(name, off, deadletter.TarCorrupt, fmt.Sprintf("member of type %q is not a regular file; skipped", typ))
 				continue
 			}
-			readReport(tr, hdr.Name, off)
+			readReport(tr, name, off)
 		}
 	} else {
 		textname := b.Date + "/" + strings.TrimSuffix(filepath.Base(c.Name), ".lz4")
