@@ -244,12 +244,18 @@ func octal(f []byte) (int64, bool) {
 	if len(f) > 12 || len(f) > 0 && f[0]&0x80 != 0 {
 		return 0, false
 	}
-	f = bytes.Trim(f, " \x00")
-	if i := bytes.IndexByte(f, 0); i >= 0 {
-		f = f[:i]
+	i, j := 0, len(f)
+	for i < j && (f[i] == ' ' || f[i] == 0) {
+		i++
+	}
+	for j > i && (f[j-1] == ' ' || f[j-1] == 0) {
+		j--
 	}
 	var v int64
-	for _, c := range f {
+	for _, c := range f[i:j] {
+		if c == 0 {
+			break
+		}
 		if c < '0' || c > '7' {
 			return 0, false
 		}

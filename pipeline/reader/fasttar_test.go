@@ -188,7 +188,7 @@ func TestFastTar_LeavesOtherForms(t *testing.T) {
 		{"an old-style regular file", withHeader(func(h *[512]byte) { h[156] = 0 })},
 		{"GNU access time", withHeader(func(h *[512]byte) { copy(h[345:357], "00000000001\x00") })},
 		{"the signed checksum", signed},
-		{"a zero block, then a header", append(append(make([]byte, 512), gnu...))},
+		{"a zero block, then a header", append(make([]byte, 512), gnu...)},
 	} {
 		fast := walkTar(tc.data, true)
 		if !errors.Is(fast.end, errTarForm) {
