@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -359,6 +360,21 @@ func TestWindow(t *testing.T) {
 			if got := Window(&sum, off); uint64(got) != want {
 				t.Errorf("Window(sha1(%q), %d) = %#x, want %#x", name, off, got, want)
 			}
+		}
+	}
+}
+
+// Date.String writes what fmt's %04d-%02d-%02d writes, for any date.
+func TestDateString(t *testing.T) {
+	for _, d := range []Date{{2017, 6, 1}, {0, 0, 0}, {9999, 99, 99}, {10000, 1, 1}, {2012, 100, 5}, {2012, 12, 255}, {65535, 255, 255}, {5, 7, 9}} {
+		if got, want := d.String(), fmt.Sprintf("%04d-%02d-%02d", d.Year, d.Month, d.Day); got != want {
+			t.Errorf("%+v: %q, want %q", d, got, want)
+		}
+	}
+	for y := 0; y < 10100; y += 7 {
+		d := Date{Year: uint16(y), Month: uint8(y % 256), Day: uint8(y / 7 % 256)}
+		if got, want := d.String(), fmt.Sprintf("%04d-%02d-%02d", d.Year, d.Month, d.Day); got != want {
+			t.Fatalf("%+v: %q, want %q", d, got, want)
 		}
 	}
 }

@@ -64,7 +64,14 @@ type Date struct {
 }
 
 // String returns the date as YYYY-MM-DD.
-func (d Date) String() string { return fmt.Sprintf("%04d-%02d-%02d", d.Year, d.Month, d.Day) }
+func (d Date) String() string {
+	if d.Year > 9999 || d.Month > 99 || d.Day > 99 {
+		return fmt.Sprintf("%04d-%02d-%02d", d.Year, d.Month, d.Day)
+	}
+	b := [10]byte{'0' + byte(d.Year/1000), '0' + byte(d.Year/100%10), '0' + byte(d.Year/10%10), '0' + byte(d.Year%10), '-',
+		'0' + d.Month/10, '0' + d.Month%10, '-', '0' + d.Day/10, '0' + d.Day%10}
+	return string(b[:])
+}
 
 // Textname is what ParseTextname learns from a textname.
 type Textname struct {
