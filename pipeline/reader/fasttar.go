@@ -50,8 +50,10 @@ func (t stdTar) member() (string, byte, error) {
 // through archive/tar, which the fast read only ever stands in for.
 // FuzzFastTar holds the two to the same result.
 //
-// It spends about a tenth of archive/tar's time on a header: one checksum
-// sum a word at a time, the numeric fields checked in place, no Header.
+// It spends about a quarter of archive/tar's time on a member's headers
+// (BenchmarkTarWalk: 0.5 µs against 2.2 µs for a member under a GNU long
+// name): one checksum sum a word at a time, the numeric fields checked in
+// place, no Header.
 type fastTar struct {
 	r    io.Reader
 	left int64 // bytes of the current member not read yet
