@@ -302,7 +302,7 @@ type Handler struct {
 // CRC-32s of the reports every report. If that read finds anything at all
 // to record, the container is read again with every check, and only that
 // read counts, so the records are exactly those of a checked read. The
-// first read walks a tar with fastTar, which leaves any header form but
+// first read walks a tar with fasttar, which leaves any header form but
 // the usual ones to that second read and archive/tar.
 // VerifySHA1 reads every container with every check.
 type ContainerReader struct {
@@ -471,7 +471,7 @@ func (cr *ContainerReader) read(ctx context.Context, b *Bucket, c Container, h H
 	if c.Tar {
 		var tr tarMembers = stdTar{tar.NewReader(stream)}
 		if fast {
-			cr.tar.reset(stream)
+			cr.tar.Reset(stream)
 			tr = &cr.tar
 		}
 		for serr == nil {
