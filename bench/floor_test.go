@@ -166,10 +166,10 @@ func runFloor(b *testing.B, dir string) {
 	var n int64
 	var pct, checkedPct []float64
 	for b.Loop() {
-		floor, bytes := decodeFloor(b, dir, 2)
+		floor, decoded := decodeFloor(b, dir, 2)
 		checked, _ := checkedFloor(b, dir, 2)
 		d, _ := run(b, "", binary(b), "run", "--in", dir, "-q", "--workers", "2", "--out", b.TempDir())
-		total, floorTotal, checkedTotal, n = total+d, floorTotal+floor, checkedTotal+checked, bytes
+		total, floorTotal, checkedTotal, n = total+d, floorTotal+floor, checkedTotal+checked, decoded
 		pct = append(pct, 100*floor.Seconds()/d.Seconds())
 		checkedPct = append(checkedPct, 100*checked.Seconds()/d.Seconds())
 	}
