@@ -65,7 +65,7 @@ func (t *Reader) next() (string, error) {
 			return "", err
 		}
 		t.left, t.pad = 0, 0
-		typ, name, size, err := t.header()
+		typ, size, ustar, err := t.header()
 		if err != nil {
 			return "", err
 		}
@@ -73,9 +73,9 @@ func (t *Reader) next() (string, error) {
 		switch typ {
 		case '0':
 			if long != "" {
-				name = long
+				return long, nil
 			}
-			return name, nil
+			return t.name(ustar), nil
 		case 'L':
 			// archive/tar refuses special records over 1 MiB; a textname
 			// is far shorter.
@@ -97,56 +97,65 @@ func (t *Reader) next() (string, error) {
 	}
 }
 
-// header reads the next header block: a member's type, name and size, or
-// io.EOF at the end of the archive.
-func (t *Reader) header() (typ byte, name string, size int64, err error) {
+// header reads the next header block into t.blk: a member's type and size
+// and whether the block is USTAR (its name may have a prefix), or io.EOF at
+// the end of the archive.
+func (t *Reader) header() (typ byte, size int64, ustar bool, err error) {
 	b := &t.blk
 	if _, err := io.ReadFull(t.r, b[:]); err != nil {
-		return 0, "", 0, err // io.EOF only with nothing read, as archive/tar
+		return 0, 0, false, err // io.EOF only with nothing read, as archive/tar
 	}
 	if allZero(b) {
 		if _, err := io.ReadFull(t.r, b[:]); err != nil {
-			return 0, "", 0, err
+			return 0, 0, false, err
 		}
 		if allZero(b) {
-			return 0, "", 0, io.EOF
+			return 0, 0, false, io.EOF
 		}
-		return 0, "", 0, ErrForm
+		return 0, 0, false, ErrForm
 	}
 	sum, ok := octal(b[148:156])
 	if !ok || sum != checksum(b) {
-		return 0, "", 0, ErrForm
+		return 0, 0, false, ErrForm
 	}
 	magic := string(b[257:263])
-	var prefix string
 	switch {
 	case magic == "ustar " && string(b[263:265]) == " \x00":
 		// GNU: the access and change times, left empty, keep archive/tar
 		// from reading the prefix area as a prefix.
 		if b[345] != 0 || b[357] != 0 {
-			return 0, "", 0, ErrForm
+			return 0, 0, false, ErrForm
 		}
 	case magic == "ustar\x00" && string(b[508:512]) != "tar\x00":
-		prefix = cString(b[345:500])
+		ustar = true
 	default:
-		return 0, "", 0, ErrForm
+		return 0, 0, false, ErrForm
 	}
 	// The numeric fields archive/tar parses, each of which it must read
 	// without an error.
 	for _, f := range [...][2]int{{100, 108}, {108, 116}, {116, 124}, {136, 148}, {329, 337}, {337, 345}} {
 		if _, ok := octal(b[f[0]:f[1]]); !ok {
-			return 0, "", 0, ErrForm
+			return 0, 0, false, ErrForm
 		}
 	}
 	size, ok = octal(b[124:136])
 	if !ok {
-		return 0, "", 0, ErrForm
+		return 0, 0, false, ErrForm
 	}
-	name = cString(b[:100])
-	if prefix != "" {
-		name = prefix + "/" + name
+	return b[156], size, ustar, nil
+}
+
+// name is the name of the header in t.blk, as archive/tar reads it: a
+// USTAR prefix, when there is one, joined to it with a slash.
+func (t *Reader) name(ustar bool) string {
+	name := cString(t.blk[:100])
+	if !ustar {
+		return name
 	}
-	return b[156], name, size, nil
+	if prefix := cString(t.blk[345:500]); prefix != "" {
+		return prefix + "/" + name
+	}
+	return name
 }
 
 // Read reads the current member's bytes, as archive/tar does: io.EOF
