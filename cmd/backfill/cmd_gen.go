@@ -21,7 +21,7 @@ type genOptions struct {
 	out, start, profile    string
 	manifestOnly, quiet    bool
 	indexOnly              bool
-	every                  int
+	every, run             int
 	canSize, huge, maxBlob units.Size
 	maxTemplate            units.Size
 	setHuge                bool // --huge-blob was given
@@ -39,6 +39,7 @@ func parseGenFlags(args []string, std cli.Stdio) (*genOptions, error) {
 	fs.BoolVar(&o.manifestOnly, "manifest-only", false, "write the report manifest only")
 	fs.BoolVar(&o.indexOnly, "index-only", false, "write the autoclaved indexes only (--profile ooni2018 --format autoclaved)")
 	fs.IntVar(&o.every, "every", 1, "with --index-only: every `K`-th bucket")
+	fs.IntVar(&o.run, "run", 1, "with --every: of every K buckets, the first `R` in a row")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "random seed `N`")
 	fs.StringVar(&o.start, "start", cfg.Start.Format("2006-01-02"), "first bucket `DATE`")
 	fs.IntVar(&cfg.Buckets, "buckets", cfg.Buckets, "number of buckets `N`")
@@ -94,8 +95,8 @@ func runGen(ctx context.Context, args []string, std cli.Stdio) error {
 		return cli.Usagef("gen: --manifest-only and --index-only need --profile ooni2018")
 	case o.profile != "" && o.profile != "ooni2018":
 		return cli.Usagef("gen: unknown profile %q (there is ooni2018)", o.profile)
-	case o.indexOnly && (o.manifestOnly || o.cfg.Format != corpus.FormatAutoclaved || o.out == "" || o.every < 1):
-		return cli.Usagef("gen: --index-only writes autoclaved indexes into a folder: --format autoclaved --out DIR, --every 1 or more, no --manifest-only")
+	case o.indexOnly && (o.manifestOnly || o.cfg.Format != corpus.FormatAutoclaved || o.out == "" || o.every < 1 || o.run < 1 || o.run > o.every):
+		return cli.Usagef("gen: --index-only writes autoclaved indexes into a folder: --format autoclaved --out DIR, --every K of 1 or more, --run from 1 to K, no --manifest-only")
 	case o.indexOnly:
 		return genIndexes(o, std)
 	case o.profile != "" && !o.manifestOnly:
@@ -176,7 +177,7 @@ func genIndexes(o *genOptions, std cli.Stdio) error {
 			p.Update(fmt.Sprintf("backfill: gen: %d buckets, %d reports, %d measurements", st.Buckets, st.Reports, st.Measurements))
 		}
 	}
-	st, err := corpus.WriteOONI2018Indexes(o.out, o.cfg.Seed, o.every, progress)
+	st, err := corpus.WriteOONI2018Indexes(o.out, o.cfg.Seed, o.every, o.run, progress)
 	if err != nil {
 		return err
 	}

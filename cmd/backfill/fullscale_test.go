@@ -13,30 +13,44 @@ import (
 	"testing"
 
 	"github.com/backfill-dev/backfill/internal/cli"
+	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 )
 
-// The full-scale corpus as autoclaved indexes, at 1/100 (every 100th of
-// its 2,026 buckets, about 1.45 M measurements), as docs/full-scale.md runs
-// it whole: run --from-index gives every measurement of the manifest its
-// ID and no other; 1,000 IDs drawn at random equal backfill ooid's of their
-// textname and ndx; and the collision verdicts equal audit's on the same
-// manifest, at the 20-bit offset where it finds the most pairs, and under
-// a 24-bit keyed scheme from keysearch. backfill verify proves each output.
+// The full-scale corpus as autoclaved indexes, at about 1/100 (of every
+// 400 of its 2,026 buckets, the first 4 in a row: 24 buckets from 2012 to
+// 2018, about 1.7 M measurements), as docs/full-scale.md runs it whole:
+// run --from-index gives every measurement of the manifest its ID and no
+// other; 1,000 IDs drawn at random equal backfill ooid's of their textname
+// and ndx; and the collision verdicts equal audit's on the same manifest,
+// at the 20-bit offset where it finds the most pairs, and under a 24-bit
+// keyed scheme from keysearch. backfill verify proves each output. Under
+// the 20-bit scheme the corpus also goes into PostgreSQL, bucket by bucket
+// on two connections: adjacent buckets, as a user's archive has them,
+// whose reports of the day before and uploaded again land among the rows of
+// the bucket before; the schema holds the Parquet output's ID set.
 func TestOONI2018Indexes_OnePercent(t *testing.T) {
 	t.Parallel()
 	skipUnderRace(t)
 	dir := t.TempDir()
 	ix := filepath.Join(dir, "ix")
-	if code, out := call("gen", "--profile", "ooni2018", "--format", "autoclaved", "--index-only", "--every", "100", "--out", ix, "-q"); code != 0 {
+	for _, bad := range [][]string{{"--every", "4", "--run", "5"}, {"--run", "0"}} {
+		if code, _ := call(append([]string{"gen", "--profile", "ooni2018", "--format", "autoclaved", "--index-only", "--out", ix, "-q"}, bad...)...); code != cli.ExitUsage {
+			t.Errorf("gen --index-only %v: exit %d, want %d", bad, code, cli.ExitUsage)
+		}
+	}
+	if code, out := call("gen", "--profile", "ooni2018", "--format", "autoclaved", "--index-only", "--every", "400", "--run", "4", "--out", ix, "-q"); code != 0 {
 		t.Fatalf("gen: exit %d\n%s", code, out)
 	}
 	manifest := filepath.Join(ix, "manifest.tsv")
 	want, total := readManifest(t, manifest)
 	if len(want) < 30000 || total < 1e6 {
 		t.Fatalf("the 1/100 manifest holds %d reports, %d measurements", len(want), total)
+	}
+	if n := uploadedAgain(want); n == 0 {
+		t.Fatal("no report of the manifest is in two of its buckets: the runs of adjacent buckets are not there")
 	}
 
 	// Every measurement of the manifest, and only those.
@@ -108,7 +122,12 @@ func TestOONI2018Indexes_OnePercent(t *testing.T) {
 	for _, p := range best.Pairs {
 		losers = append(losers, max(p.A, p.B)) // the textname that sorts first keeps its IDs
 	}
-	checkVerdicts(t, ix, filepath.Join(dir, "narrow"), losers, "--counter-bits", "20", "--sha1-offset", strconv.Itoa(best.Offset))
+	narrow := []string{"--counter-bits", "20", "--sha1-offset", strconv.Itoa(best.Offset)}
+	checkVerdicts(t, ix, filepath.Join(dir, "narrow"), losers, narrow...)
+	dsn := pgtest.NewDatabase(t)
+	if code, out := call(append([]string{"run", "--in", ix, "--from-index", "-q", "--sink", "postgres", "--create-schema", "--dsn", dsn}, narrow...)...); code != cli.ExitRejects {
+		t.Fatalf("run --sink postgres %v: exit %d\n%s", narrow, code, out)
+	}
 
 	// A 24-bit keyed scheme: keysearch finds one without a collision, and
 	// the run under it agrees.
@@ -120,16 +139,38 @@ func TestOONI2018Indexes_OnePercent(t *testing.T) {
 
 	// verify proves each output from itself, and complete against the
 	// indexes; a keyed one with its scheme file only.
-	for _, v := range [][]string{{out}, {filepath.Join(dir, "narrow")}, {"--scheme", scheme, filepath.Join(dir, "keyed")}} {
+	digests := map[string]string{}
+	for _, v := range [][]string{{out}, {filepath.Join(dir, "narrow")}, {"--scheme", scheme, filepath.Join(dir, "keyed")}, {"--sink", "postgres", "--dsn", dsn}} {
 		code, js := call(append([]string{"verify", "--json", "--in", ix, "--from-index"}, v...)...)
-		var res struct{ Measurements, Rejected int64 }
-		if err := json.Unmarshal([]byte(js), &res); code != 0 || err != nil || res.Measurements+res.Rejected == 0 {
+		var res struct {
+			Measurements, Rejected int64
+			Digest                 string
+		}
+		if err := json.Unmarshal([]byte(js), &res); code != 0 || err != nil || res.Measurements+res.Rejected == 0 || res.Digest == "" {
 			t.Errorf("verify %v: exit %d, %v\n%s", v, code, err, js)
 		}
+		digests[v[0]] = res.Digest
+	}
+	if pq, pg := digests[filepath.Join(dir, "narrow")], digests["--sink"]; pq != pg {
+		t.Errorf("under %v the Parquet output's digest is %s, the schema's %s", narrow, pq, pg)
 	}
 	if code, o := callIn("", "verify", filepath.Join(dir, "keyed")); code != 1 || !strings.Contains(o, "--scheme FILE") {
 		t.Errorf("verify of a keyed output without its scheme file: exit %d\n%s", code, o)
 	}
+}
+
+// uploadedAgain counts the report files of a manifest that are in more
+// than one of its buckets.
+func uploadedAgain(manifest map[string]uint32) int {
+	seen, again := map[string]bool{}, 0
+	for name := range manifest {
+		base := name[strings.IndexByte(name, '/')+1:]
+		if seen[base] {
+			again++
+		}
+		seen[base] = true
+	}
+	return again
 }
 
 // auditResult is one result of audit --json.

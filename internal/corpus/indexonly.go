@@ -42,18 +42,21 @@ const (
 // WriteOONI2018Indexes writes the autoclaved indexes of the full-scale
 // corpus of GenerateOONI2018Manifest (the same seed, the same reports in the
 // same buckets) into dir, one index.json.gz per bucket folder and no data
-// files, and the reports it lists to dir/manifest.tsv. Every every-th
-// bucket is written (1: all of them). The rows are those OONI's autoclaving
+// files, and the reports it lists to dir/manifest.tsv. Of every every
+// buckets in a row, the first run are written (every 1, run 1: all of
+// them). A run of several keeps what a sparse pick loses: the reports
+// uploaded again one to three days later, and each bucket's reports of the
+// day before, among the last hours of the bucket before. The rows are those OONI's autoclaving
 // wrote (file, frame, report, datum, badblob and their ends, sort_keys
 // JSON), over tar files of the reports of one test each, cut at 64 MiB of
 // text, flushed in frames of FrameFlush bytes. Sizes, offsets and hashes
 // are made up (drawn from a generator seeded by each file's name, so the
 // same seed writes the same bytes): nothing can check them against data,
 // and backfill run --from-index reads none.
-func WriteOONI2018Indexes(dir string, seed uint64, every int, progress func(IndexStats)) (IndexStats, error) {
+func WriteOONI2018Indexes(dir string, seed uint64, every, run int, progress func(IndexStats)) (IndexStats, error) {
 	var st IndexStats
-	if every < 1 {
-		return st, fmt.Errorf("corpus: every must be at least 1, not %d", every)
+	if every < 1 || run < 1 || run > every {
+		return st, fmt.Errorf("corpus: every must be at least 1 and run from 1 to every, not %d and %d", every, run)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return st, err
@@ -75,7 +78,7 @@ func WriteOONI2018Indexes(dir string, seed uint64, every int, progress func(Inde
 	date, n := "", 0
 	flush := func() error {
 		defer func() { bucket = bucket[:0] }()
-		if n%every != 0 || len(bucket) == 0 {
+		if n%every >= run || len(bucket) == 0 {
 			return nil
 		}
 		if err := writeIndexOnly(filepath.Join(dir, date), date, bucket, &st); err != nil {
