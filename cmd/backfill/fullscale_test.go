@@ -28,9 +28,10 @@ import (
 // at the 20-bit offset where it finds the most pairs, and under a 24-bit
 // keyed scheme from keysearch. backfill verify proves each output. Under
 // the 20-bit scheme the corpus also goes into PostgreSQL, bucket by bucket
-// on two connections: adjacent buckets, as a user's archive has them,
-// whose reports of the day before and uploaded again land among the rows of
-// the bucket before; the schema holds the Parquet output's ID set.
+// on two connections, and the schema holds the Parquet output's ID set:
+// adjacent buckets, as a user's archive has them, where a bucket's reports
+// of the day before, and those uploaded again, go among the rows of the
+// buckets before.
 func TestOONI2018Indexes_OnePercent(t *testing.T) {
 	t.Parallel()
 	skipUnderRace(t)
