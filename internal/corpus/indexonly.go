@@ -46,13 +46,14 @@ const (
 // buckets in a row, the first run are written (every 1, run 1: all of
 // them). A run of several keeps what a sparse pick loses: the reports
 // uploaded again one to three days later, and each bucket's reports of the
-// day before, among the last hours of the bucket before. The rows are those OONI's autoclaving
-// wrote (file, frame, report, datum, badblob and their ends, sort_keys
-// JSON), over tar files of the reports of one test each, cut at 64 MiB of
-// text, flushed in frames of FrameFlush bytes. Sizes, offsets and hashes
-// are made up (drawn from a generator seeded by each file's name, so the
-// same seed writes the same bytes): nothing can check them against data,
-// and backfill run --from-index reads none.
+// day before, whose IDs fall among those of the bucket before. The rows
+// are those OONI's autoclaving wrote (file, frame, report, datum, badblob
+// and their ends, sort_keys JSON), over tar files of the reports of one
+// test each, cut at 64 MiB of text, flushed in frames of FrameFlush
+// bytes. Sizes, offsets and hashes are made up (drawn from a generator
+// seeded by each file's name, so the same seed writes the same bytes):
+// nothing can check them against data, and backfill run --from-index
+// reads none.
 func WriteOONI2018Indexes(dir string, seed uint64, every, run int, progress func(IndexStats)) (IndexStats, error) {
 	var st IndexStats
 	if every < 1 || run < 1 || run > every {
