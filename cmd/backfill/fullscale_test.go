@@ -37,11 +37,6 @@ func TestOONI2018Indexes_OnePercent(t *testing.T) {
 	skipUnderRace(t)
 	dir := t.TempDir()
 	ix := filepath.Join(dir, "ix")
-	for _, bad := range [][]string{{"--every", "4", "--run", "5"}, {"--run", "0"}} {
-		if code, _ := call(append([]string{"gen", "--profile", "ooni2018", "--format", "autoclaved", "--index-only", "--out", ix, "-q"}, bad...)...); code != cli.ExitUsage {
-			t.Errorf("gen --index-only %v: exit %d, want %d", bad, code, cli.ExitUsage)
-		}
-	}
 	if code, out := call("gen", "--profile", "ooni2018", "--format", "autoclaved", "--index-only", "--every", "400", "--run", "4", "--out", ix, "-q"); code != 0 {
 		t.Fatalf("gen: exit %d\n%s", code, out)
 	}
