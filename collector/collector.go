@@ -29,9 +29,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/backfill-dev/backfill/internal/store"
@@ -78,11 +80,13 @@ type Stamper struct {
 	mu     sync.Mutex
 	opt    Options
 	lock   store.Lock
-	sec    uint32 // the second of the last ID; 0 before the first
-	next   uint32 // the next counter of sec
-	floor  uint32 // no ID of this run is of a second <= floor
-	mark   uint32 // durable: no ID goes past it
-	writes int    // durable writes of the mark
+	real   string      // the state file, links resolved: what is locked, read and replaced
+	file   os.FileInfo // the state file as last read or written (nil before it exists)
+	sec    uint32      // the second of the last ID; 0 before the first
+	next   uint32      // the next counter of sec
+	floor  uint32      // no ID of this run is of a second <= floor
+	mark   uint32      // durable: no ID goes past it
+	writes int         // durable writes of the mark
 	closed bool
 }
 
@@ -113,11 +117,15 @@ func Open(opt Options) (*Stamper, error) {
 	if opt.Sleep == nil {
 		opt.Sleep = time.Sleep
 	}
-	s := &Stamper{opt: opt}
+	real, err := resolveState(opt.State)
+	if err != nil {
+		return nil, err
+	}
+	s := &Stamper{opt: opt, real: real}
 	if err := s.takeLock(); err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(opt.State)
+	b, err := s.read()
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		// A new collector: nothing was issued from this file.
@@ -140,17 +148,54 @@ func Open(opt Options) (*Stamper, error) {
 	return s, nil
 }
 
-// takeLock takes the lock of the state file (STATE.lock, the store's
-// flock): a second process fails at once with a *store.LockedError.
-func (s *Stamper) takeLock() error {
-	dir, base := filepath.Split(s.opt.State)
-	if dir == "" {
-		dir = "."
+// resolveState returns the path of the state file with every link
+// resolved: two names of one file (a link and its target) take one lock
+// and replace one file, and a link to the state stays a link.
+func resolveState(state string) (string, error) {
+	real, err := filepath.EvalSymlinks(state)
+	if err == nil {
+		return filepath.Abs(real)
 	}
+	if _, lerr := os.Lstat(state); lerr == nil {
+		return "", fmt.Errorf("collector: %s is a link to a file that is not there (%v): make the link's target, or give the state's own path", state, err)
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Dir(state))
+	if err != nil {
+		return "", fmt.Errorf("collector: the state's folder: %w", err)
+	}
+	return filepath.Abs(filepath.Join(dir, filepath.Base(state)))
+}
+
+// read reads the state file (os.ErrNotExist when there is none) without
+// following a link, and remembers which file it read.
+func (s *Stamper) read() ([]byte, error) {
+	f, err := store.OpenOwned(s.real)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxStateSize+1))
+	if err != nil {
+		return nil, err
+	}
+	s.file = st
+	return b, nil
+}
+
+// takeLock takes the lock of the state file (REAL.lock beside the state's
+// real path, the store's flock, never opened through a link): a second
+// process fails at once with a *store.LockedError, by whatever name it
+// reached the state.
+func (s *Stamper) takeLock() error {
+	dir, base := filepath.Split(s.real)
 	l, err := store.Local(dir).Lock(context.Background(), base+".lock")
 	var le *store.LockedError
 	if errors.As(err, &le) {
-		le.Who, le.Verb, le.Where, le.Advice = "another process", "issues IDs from", s.opt.State, "one process per state file"
+		le.Who, le.Verb, le.Where, le.Advice = "another process", "issues IDs from", s.real, "one process per state file, whatever name reaches it"
 		return fmt.Errorf("collector: %w", le)
 	}
 	if err != nil {
@@ -238,28 +283,56 @@ func (s *Stamper) second() error {
 	}
 }
 
-// persist makes mark durable: the state file is written aside, synced,
-// renamed over the old one, and its folder synced.
+// persist makes mark durable: the state file is written aside (a new
+// file of a random name, never an existing one), synced, renamed over the
+// old one, and its folder synced. The file it replaces must be the one
+// this Stamper read or wrote last: a state replaced or given a second
+// name meanwhile is an error, never overwritten.
 func (s *Stamper) persist(mark uint32) error {
+	if err := s.checkSame(); err != nil {
+		return err
+	}
 	data := state{CollectorID: s.opt.CollectorID, Mark: mark}.encode()
-	tmp := s.opt.State + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	dir, base := filepath.Split(s.real)
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("collector: write the state: %w", err)
 	}
 	_, err = f.Write(data)
-	err = errors.Join(err, f.Sync(), f.Close())
+	err = errors.Join(err, f.Chmod(store.FileMode()), f.Sync())
+	st, serr := f.Stat()
+	err = errors.Join(err, serr, f.Close())
 	if err == nil {
-		err = os.Rename(tmp, s.opt.State)
+		err = os.Rename(f.Name(), s.real)
 	}
 	if err == nil {
-		err = store.SyncDir(filepath.Dir(s.opt.State))
+		err = store.SyncDir(dir)
 	}
 	if err != nil {
+		_ = os.Remove(f.Name()) // the file written aside; err says why
 		return fmt.Errorf("collector: write the state: %w", err)
 	}
+	s.file = st
 	s.mark = mark
 	s.writes++
+	return nil
+}
+
+// checkSame checks that the state file is still the file this Stamper
+// last read or wrote (or still absent), with one name.
+func (s *Stamper) checkSame() error {
+	st, err := os.Lstat(s.real)
+	switch {
+	case errors.Is(err, os.ErrNotExist) && s.file == nil:
+		return nil
+	case err != nil:
+		return fmt.Errorf("collector: the state file %s: %w", s.real, err)
+	case s.file == nil || !os.SameFile(st, s.file):
+		return fmt.Errorf("collector: the state file %s was replaced by something else while this process held it: stopped, nothing written", s.real)
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Nlink > 1 {
+		return fmt.Errorf("collector: the state file %s was given %d names (hard links) while this process held it: stopped, nothing written", s.real, sys.Nlink)
+	}
 	return nil
 }
 

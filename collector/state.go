@@ -19,6 +19,9 @@ type state struct {
 	Mark        uint32
 }
 
+// maxStateSize bounds a state file read.
+const maxStateSize = 4096
+
 // ErrState is wrapped by every error about a state file's content.
 var ErrState = errors.New("collector state file")
 
@@ -33,7 +36,7 @@ func (s state) encode() []byte {
 // hand or of another version is an error that says so, never a state.
 func parseState(b []byte) (state, error) {
 	var s state
-	if len(b) > 4096 {
+	if len(b) > maxStateSize {
 		return s, fmt.Errorf("%w: %d bytes, more than a state file holds", ErrState, len(b))
 	}
 	i := bytes.LastIndex(b, []byte("crc32 "))

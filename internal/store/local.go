@@ -2,13 +2,21 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // TmpDir is the folder, under a local Store's root, where files are written
@@ -16,77 +24,225 @@ import (
 // clear it: what is there was left by a process that died.
 const TmpDir = ".tmp"
 
+// A local Store works inside the folder it was given and never leaves it,
+// whatever links the tree holds (os.Root: every name is resolved one
+// component at a time, relative to the folder):
+//
+//   - a symbolic link inside the folder is followed when it leads to a
+//     place inside the folder, and refused by name when it leads out of it
+//     (or is absolute);
+//   - Open reads regular files only: a FIFO, a device or a socket is an
+//     error that names it (*NotRegularError), never a wait;
+//   - files are written aside under a random name in TmpDir (O_EXCL), then
+//     renamed into place, so no existing file or link is written through;
+//   - a lock file is never followed: a link or a file with other names
+//     (hard links) where one is expected is refused.
+//
+// The folder the user named (the Store's root) may itself be a link: it is
+// the user's own word.
 type local struct {
-	root string
-	fsys fs.FS
+	base string // the folder the user named, as given
+	rel  string // slash-separated folder under base this Store is rooted at ("" for base)
 }
 
 // Local returns the Store of the local folder root (which need not exist
 // yet).
-func Local(root string) Store { return &local{root: root, fsys: os.DirFS(root)} }
+func Local(root string) Store { return &local{base: root} }
 
 // LocalDir returns the folder on disk a Store is rooted at, for the
 // commands that hand a folder to another program; ok is false for a
 // Store that is not on disk.
 func LocalDir(s Store) (dir string, ok bool) {
 	if l, ok := s.(*local); ok {
-		return l.root, true
+		return l.path("."), true
 	}
 	return "", false
 }
 
-func (l *local) path(name string) string { return filepath.Join(l.root, filepath.FromSlash(name)) }
+// name is the name under base of a name under this Store's root.
+func (l *local) name(name string) string {
+	return path.Join(l.rel, path.Clean("/" + name)[1:])
+}
+
+func (l *local) path(name string) string {
+	return filepath.Join(l.base, filepath.FromSlash(l.name(name)))
+}
 
 func (l *local) Where(name string) string { return l.path(name) }
 
-func (l *local) Sub(name string) Store { return Local(l.path(name)) }
+func (l *local) Sub(name string) Store { return &local{base: l.base, rel: l.name(name)} }
 
 func (l *local) Parent() (Store, string) {
-	c := filepath.Clean(l.root)
+	if n := l.name("."); n != "." {
+		dir, base := path.Split(n)
+		return &local{base: l.base, rel: strings.TrimSuffix(dir, "/")}, base
+	}
+	c := filepath.Clean(l.base)
 	return Local(filepath.Dir(c)), filepath.Base(c)
+}
+
+// open opens the folder the user named as an os.Root; with create, it is
+// made first when it is not there.
+func (l *local) open(create bool) (*os.Root, error) {
+	r, err := os.OpenRoot(l.base)
+	if create && errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(l.base, 0o755); err != nil {
+			return nil, err
+		}
+		r, err = os.OpenRoot(l.base)
+	}
+	return r, err
+}
+
+// do runs fn on the Store's folder tree, with name made a name under base;
+// errors name the path a person knows.
+func (l *local) do(name string, create bool, fn func(r *os.Root, name string) error) error {
+	r, err := l.open(create)
+	if err != nil {
+		return l.pathErr(name, err)
+	}
+	defer r.Close()
+	return l.pathErr(name, fn(r, l.name(name)))
+}
+
+// pathErr rewrites an error of os.Root (which names a path relative to
+// the root) to name the path on disk.
+func (l *local) pathErr(name string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return &fs.PathError{Op: pe.Op, Path: l.path(name), Err: pe.Err}
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return &fs.PathError{Op: le.Op, Path: l.path(name), Err: le.Err}
+	}
+	return err
 }
 
 // The local calls do not block on the network and cannot be cancelled
 // midway: they take a context for the interface, and do not look at it
 // (a run interrupted before its first bucket still resolves its input and
-// says how to resume).
+// says how to resume). None of them waits on a FIFO.
+
+// NotRegularError is the error of Open for a file that is neither a
+// regular file nor a folder: reading it could wait forever (a FIFO) or
+// never end (a device).
+type NotRegularError struct {
+	Path string
+	Mode fs.FileMode
+}
+
+func (e *NotRegularError) Error() string {
+	return fmt.Sprintf("%s: %s, not a regular file: refused", e.Path, KindOf(e.Mode))
+}
+
+// KindOf names the type of a file mode, for messages.
+func KindOf(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "a regular file"
+	case m.IsDir():
+		return "a folder"
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "an irregular file"
+}
 
 func (l *local) Open(_ context.Context, name string) (fs.File, error) {
-	return l.fsys.Open(name)
-}
-
-func (l *local) ReadDir(_ context.Context, name string) ([]fs.DirEntry, error) {
-	return os.ReadDir(l.path(name))
-}
-
-func (l *local) Stat(_ context.Context, name string) (fs.FileInfo, error) {
-	return os.Stat(l.path(name))
-}
-
-func (l *local) MkdirAll(_ context.Context, name string) error {
-	return os.MkdirAll(l.path(name), 0o755)
-}
-
-func (l *local) Create(_ context.Context, name string) (Writer, error) {
-	dst := l.path(name)
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return nil, err
-	}
-	tmp := filepath.Join(l.root, TmpDir)
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
-		return nil, err
-	}
-	f, err := os.CreateTemp(tmp, strings.ReplaceAll(name, "/", "_")+"-*")
+	var f *os.File
+	err := l.do(name, false, func(r *os.Root, n string) error {
+		var err error
+		// O_NONBLOCK: opening a FIFO with no writer does not wait.
+		f, err = r.OpenFile(n, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	return &localWriter{File: f, dst: dst}, nil
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !st.Mode().IsRegular() && !st.IsDir() {
+		f.Close()
+		return nil, &NotRegularError{Path: l.path(name), Mode: st.Mode()}
+	}
+	return f, nil
+}
+
+func (l *local) ReadDir(_ context.Context, name string) ([]fs.DirEntry, error) {
+	var ents []fs.DirEntry
+	err := l.do(name, false, func(r *os.Root, n string) error {
+		d, err := r.Open(n)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		ents, err = d.ReadDir(-1)
+		return err
+	})
+	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return ents, err
+}
+
+func (l *local) Stat(_ context.Context, name string) (fs.FileInfo, error) {
+	var st fs.FileInfo
+	err := l.do(name, false, func(r *os.Root, n string) error {
+		var err error
+		st, err = r.Stat(n)
+		return err
+	})
+	return st, err
+}
+
+func (l *local) MkdirAll(_ context.Context, name string) error {
+	return l.do(name, true, func(r *os.Root, n string) error { return r.MkdirAll(n, 0o755) })
+}
+
+// randomName is a name no other writer picks.
+func randomName(prefix string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand never fails (Go 1.24 on)
+	return prefix + "-" + hex.EncodeToString(b[:])
+}
+
+func (l *local) Create(_ context.Context, name string) (Writer, error) {
+	dst := l.name(name)
+	tmp := path.Join(l.rel, TmpDir, randomName(strings.ReplaceAll(path.Clean("/" + name)[1:], "/", "_")))
+	var f *os.File
+	err := l.do(name, true, func(r *os.Root, _ string) error {
+		if err := r.MkdirAll(path.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		if err := r.MkdirAll(path.Dir(tmp), 0o755); err != nil {
+			return err
+		}
+		var err error
+		f, err = r.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &localWriter{File: f, l: l, name: name, tmp: tmp, dst: dst}, nil
 }
 
 type localWriter struct {
 	*os.File
-	dst  string
-	done bool
+	l        *local
+	name     string // as given to Create
+	tmp, dst string // names under the user's folder
+	done     bool
 }
 
 func (w *localWriter) Commit() error {
@@ -95,16 +251,18 @@ func (w *localWriter) Commit() error {
 	}
 	w.done = true
 	err := errors.Join(w.Chmod(FileMode()), w.Sync(), w.Close())
-	if err == nil {
-		err = os.Rename(w.Name(), w.dst)
-	}
-	if err == nil {
-		err = SyncDir(filepath.Dir(w.dst))
-	}
-	if err != nil {
-		_ = os.Remove(w.Name()) // the temporary file; err says why
-	}
-	return err
+	return w.l.do(w.name, false, func(r *os.Root, _ string) error {
+		if err == nil {
+			err = r.Rename(w.tmp, w.dst)
+		}
+		if err == nil {
+			err = syncDirIn(r, path.Dir(w.dst))
+		}
+		if err != nil {
+			_ = r.Remove(w.tmp) // the temporary file; err says why
+		}
+		return err
+	})
 }
 
 func (w *localWriter) Abort() error {
@@ -113,7 +271,24 @@ func (w *localWriter) Abort() error {
 	}
 	w.done = true
 	_ = w.Close() // what was written is discarded
-	return os.Remove(w.Name())
+	return w.l.do(w.name, false, func(r *os.Root, _ string) error { return r.Remove(w.tmp) })
+}
+
+// syncDirIn syncs the folder dir of r.
+func syncDirIn(r *os.Root, dir string) error {
+	d, err := r.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return syncDirFile(d)
+}
+
+func syncDirFile(d *os.File) error {
+	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return err
+	}
+	return nil
 }
 
 // SyncDir syncs the folder dir, so that a rename or removal in it lasts
@@ -124,39 +299,100 @@ func SyncDir(dir string) error {
 		return err
 	}
 	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
+	return syncDirFile(d)
+}
+
+// Remove removes the file name (a link is removed, not followed) and
+// syncs its folder, so the removal lasts.
+func (l *local) Remove(_ context.Context, name string) error {
+	return l.do(name, false, func(r *os.Root, n string) error {
+		if err := r.Remove(n); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		return syncDirIn(r, path.Dir(n))
+	})
+}
+
+func (l *local) RemoveAll(_ context.Context, name string) error {
+	err := l.do(name, false, func(r *os.Root, n string) error { return r.RemoveAll(n) })
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// ErrLinked is wrapped by the error of a file this tool owns (a lock, a
+// state) found to be a symbolic link, or to have other names (hard links):
+// writing it would write another file, or leave its other names behind.
+var ErrLinked = errors.New("is a link: refused (this tool never writes through a link)")
+
+// openNoFollow opens the file name of r's tree without following a link
+// at its last component (the folders above it are resolved inside r), and
+// refuses anything but a regular file with one name.
+func openNoFollow(r *os.Root, name string, flag int, perm uint32) (*os.File, error) {
+	dir, base := path.Split(name)
+	d, err := r.Open(path.Clean("./" + dir))
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	var fd int
+	for {
+		fd, err = unix.Openat(int(d.Fd()), base, flag|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, perm)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	runtime.KeepAlive(d)
+	if err == unix.ELOOP {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: ErrLinked}
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), name)
+	if err := checkOwned(f, name); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// checkOwned refuses a file that is not regular or has more than one name.
+func checkOwned(f *os.File, name string) error {
+	st, err := f.Stat()
+	if err != nil {
 		return err
+	}
+	if !st.Mode().IsRegular() {
+		return &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%s, not a regular file: refused", KindOf(st.Mode()))}
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Nlink > 1 {
+		return &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("has %d names (hard links): %w", sys.Nlink, ErrLinked)}
 	}
 	return nil
 }
 
-// Remove removes the file name and syncs its folder, so the removal lasts.
-func (l *local) Remove(_ context.Context, name string) error {
-	p := l.path(name)
-	if err := os.Remove(p); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		return err
-	}
-	return SyncDir(filepath.Dir(p))
-}
-
-func (l *local) RemoveAll(_ context.Context, name string) error {
-	return os.RemoveAll(l.path(name))
-}
-
 // Lock takes an flock on the file name, which holds the holder's PID; the
-// kernel releases it when the process dies.
+// kernel releases it when the process dies. The lock file is opened
+// without following a link, and must be a regular file of one name.
 func (l *local) Lock(_ context.Context, name string) (Lock, error) {
-	p := l.path(name)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o666)
+	var f *os.File
+	err := l.do(name, true, func(r *os.Root, n string) error {
+		if err := r.MkdirAll(path.Dir(n), 0o755); err != nil {
+			return err
+		}
+		var err error
+		f, err = openNoFollow(r, n, os.O_RDWR|os.O_CREATE, 0o644)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
+	p := l.path(name)
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
@@ -164,6 +400,11 @@ func (l *local) Lock(_ context.Context, name string) (Lock, error) {
 			return nil, &LockedError{Where: p, Holder: h}
 		}
 		return nil, &Error{Where: p, Op: "lock", Err: err}
+	}
+	// Taken: the file is checked again, for a link made to it meanwhile.
+	if err := checkOwned(f, p); err != nil {
+		f.Close()
+		return nil, err
 	}
 	if err := f.Truncate(0); err != nil {
 		f.Close()
@@ -192,8 +433,12 @@ func (k *localLock) Unlock() error {
 
 // Holder reads the PID in a held lock file.
 func (l *local) Holder(_ context.Context, name string) (Holder, bool) {
-	f, err := os.Open(l.path(name))
-	if err != nil {
+	var f *os.File
+	if l.do(name, false, func(r *os.Root, n string) error {
+		var err error
+		f, err = openNoFollow(r, n, os.O_RDONLY, 0)
+		return err
+	}) != nil {
 		return Holder{}, false
 	}
 	defer f.Close()
@@ -221,9 +466,10 @@ var umask = func() os.FileMode {
 func FileMode() os.FileMode { return 0o666 &^ umask }
 
 // WriteLocalFile writes data to the local file path whole: through a
-// temporary file beside it, synced, renamed into place and its folder
-// synced, so that a reader (or a crash) sees the old file or the new one,
-// never a part.
+// temporary file beside it (a random name, O_EXCL), synced, renamed into
+// place and its folder synced, so that a reader (or a crash) sees the old
+// file or the new one, never a part. A link at path is replaced, never
+// written through.
 func WriteLocalFile(path string, data []byte) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
@@ -242,4 +488,22 @@ func WriteLocalFile(path string, data []byte) error {
 		return err
 	}
 	return SyncDir(dir)
+}
+
+// OpenOwned opens the local file path for reading without following a
+// link at its last component, and refuses anything but a regular file of
+// one name: for a file this tool owns and rewrites (a state), which two
+// names would split.
+func OpenOwned(path string) (*os.File, error) {
+	r, err := os.OpenRoot(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	f, err := openNoFollow(r, filepath.Base(path), os.O_RDONLY, 0)
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		pe.Path = path
+	}
+	return f, err
 }
