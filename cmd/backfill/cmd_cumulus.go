@@ -136,6 +136,10 @@ func replayMessages(ctx context.Context, cmd string, args []string, std cli.Stdi
 	if recovering {
 		fmt.Fprintf(std.Err, "; %s deleted from the archive", cli.Count(st.Deleted, "record", "records"))
 	}
+	if st.Left > 0 {
+		one, many := leftWhat(recovering)
+		fmt.Fprintf(std.Err, "; %s left where %s (named above)", cli.Count(st.Left, one, many), cli.Plural(st.Left, "it is", "they are"))
+	}
 	if n := w.Fallbacks(); n > 0 {
 		fmt.Fprintf(std.Err, "; %s written one message at a time", cli.Count(n, "batch", "batches"))
 	}
@@ -147,8 +151,21 @@ func replayMessages(ctx context.Context, cmd string, args []string, std cli.Stdi
 		return &cli.RejectsError{N: st.Archived, What: "records", Verb: "failed again and " + cli.Plural(st.Archived, "was", "were") + " moved to failed-sqs"}
 	case st.Archived > 0:
 		return &cli.RejectsError{N: st.Archived, What: "messages", Verb: "failed and " + cli.Plural(st.Archived, "is", "are") + " in the archive under " + c.archive}
+	case st.Left > 0:
+		if recovering {
+			return &cli.RejectsError{N: st.Left, What: "strays", Note: "archive entries that are not records", Verb: "left in place"}
+		}
+		return &cli.RejectsError{N: st.Left, What: "inputs", Note: "not regular files", Verb: "refused"}
 	}
 	return nil
+}
+
+// leftWhat names what Stats.Left counts, one and many.
+func leftWhat(recovering bool) (string, string) {
+	if recovering {
+		return "archive entry that is not a record", "archive entries that are not records"
+	}
+	return "input that is not a regular file", "inputs that are not regular files"
 }
 
 func runGranuleSchema(ctx context.Context, args []string, std cli.Stdio) error {

@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"strings"
 
 	"github.com/backfill-dev/backfill/cumulus/granule"
 	"github.com/backfill-dev/backfill/internal/cli"
+	"github.com/backfill-dev/backfill/internal/store"
 )
 
 type granuleConfig struct {
@@ -128,7 +128,7 @@ func granulePayload(c granuleConfig, std cli.Stdio) error {
 	if c.config != "" {
 		raw := []byte(c.config)
 		if !strings.HasPrefix(strings.TrimSpace(c.config), "{") {
-			b, err := os.ReadFile(c.config)
+			b, err := store.ReadRegular(c.config)
 			if err != nil {
 				return fmt.Errorf("read config: %w", err)
 			}
@@ -155,7 +155,7 @@ func granulePayload(c granuleConfig, std cli.Stdio) error {
 	if c.payload == "-" {
 		payload, err = io.ReadAll(std.In)
 	} else {
-		payload, err = os.ReadFile(c.payload)
+		payload, err = store.ReadRegular(c.payload)
 	}
 	if err != nil {
 		return fmt.Errorf("read payload: %w", err)

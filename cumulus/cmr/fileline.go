@@ -3,7 +3,8 @@ package cmr
 import (
 	"encoding/json"
 	"fmt"
-	"os"
+
+	"github.com/backfill-dev/backfill/internal/store"
 )
 
 // FileLine reads the CMR file name (of format f, or the one its name
@@ -17,7 +18,7 @@ func FileLine(name string, f Format, maxSize int64) ([]byte, error) {
 			return nil, fmt.Errorf("not a CMR file name (*xml, *json, *cmr_iso.xml); give --format")
 		}
 	}
-	file, err := os.Open(name)
+	file, err := store.OpenRegular(name)
 	if err != nil {
 		return nil, err
 	}

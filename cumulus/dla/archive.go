@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
-	"sort"
 	"strings"
 	"time"
 
@@ -67,12 +66,20 @@ func (a *Archive) write(ctx context.Context, name string, data []byte) error {
 // failed, under failed-sqs/), date folders in order and names in order
 // within each. A folder is read when its turn comes, so records added
 // meanwhile to a later date are seen.
-func (a *Archive) List(ctx context.Context, failed bool, fn func(key string) error) error {
+//
+// Every name counts, hidden ones too (a record's name comes from its
+// message, and ".x-<uuid>" is a record like any other). What does not fit
+// the layout (a file directly in sqs/, a folder inside a date folder, a
+// link, a FIFO) is a stray: stray is called with its path under the
+// archive's folder and what it is, it is left in place, and the listing
+// goes on. A link is never followed, to a record or a folder, inside the
+// archive or out of it.
+func (a *Archive) List(ctx context.Context, failed bool, fn func(key string) error, stray func(name, what string) error) error {
 	base := sqsDir
 	if failed {
 		base = failedDir
 	}
-	dates, err := a.names(ctx, base)
+	dates, err := a.st.ReadDir(ctx, base)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -80,7 +87,13 @@ func (a *Archive) List(ctx context.Context, failed bool, fn func(key string) err
 		return err
 	}
 	for _, d := range dates {
-		files, err := a.names(ctx, base+"/"+d)
+		if !d.IsDir() || !plain(d.Name()) {
+			if err := stray(base+"/"+d.Name(), kind(d)+", not a date folder"); err != nil {
+				return err
+			}
+			continue
+		}
+		files, err := a.st.ReadDir(ctx, base+"/"+d.Name())
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -91,7 +104,13 @@ func (a *Archive) List(ctx context.Context, failed bool, fn func(key string) err
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if err := fn(d + "/" + f); err != nil {
+			if !f.Type().IsRegular() || !plain(f.Name()) {
+				if err := stray(base+"/"+d.Name()+"/"+f.Name(), kind(f)+", not a record"); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := fn(d.Name() + "/" + f.Name()); err != nil {
 				return err
 			}
 		}
@@ -99,20 +118,9 @@ func (a *Archive) List(ctx context.Context, failed bool, fn func(key string) err
 	return nil
 }
 
-// names lists a folder's entries, without hidden ones, sorted.
-func (a *Archive) names(ctx context.Context, dir string) ([]string, error) {
-	ents, err := a.st.ReadDir(ctx, dir)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), ".") {
-			out = append(out, e.Name())
-		}
-	}
-	sort.Strings(out)
-	return out, nil
+// kind names what a folder entry is, for a stray.
+func kind(e fs.DirEntry) string {
+	return store.KindOf(e.Type())
 }
 
 // MaxRecord bounds a record read back.
@@ -169,8 +177,9 @@ func (a *Archive) path(dir, key string) (string, error) {
 	return dir + "/" + d + "/" + f, nil
 }
 
+// plain tells whether s is one name of a folder: hidden names are plain.
 func plain(s string) bool {
-	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, `/\`) && !strings.HasPrefix(s, ".")
+	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, `/\`)
 }
 
 // uuid4 is a random (version 4) UUID.

@@ -16,11 +16,13 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/backfill-dev/backfill/cumulus/dla"
 	"github.com/backfill-dev/backfill/cumulus/message"
 	"github.com/backfill-dev/backfill/cumulus/records"
+	"github.com/backfill-dev/backfill/internal/store"
 )
 
 // Writer writes batches of messages (records.Writer).
@@ -77,6 +79,11 @@ type Stats struct {
 	// records were set to status failed, as Cumulus does.
 	GranulesMarked int
 	GranulesFailed int // not written
+
+	// Left counts what was left where it is, each named in the log: an
+	// input that is not a regular file (Write), an entry of the archive
+	// that is not a record (Recover).
+	Left int
 }
 
 func (s *Stats) add(r records.BatchResult) {
@@ -232,6 +239,13 @@ func Write(ctx context.Context, inputs []string, stdin io.Reader, w Writer, arch
 		return archive(j, r.Err.Error())
 	}
 	err := p.run(ctx, func(ctx context.Context, send func(job) error) error {
+		refuse := func(name, why string) {
+			p.mu.Lock()
+			p.stats.Left++
+			p.mu.Unlock()
+			opt.Log(fmt.Sprintf("%s: %s: refused, left where it is", name, why))
+		}
+		skip := func(name, why string) { opt.Log(fmt.Sprintf("%s: %s: skipped", name, why)) }
 		return eachInput(ctx, inputs, stdin, func(name string, r io.Reader) error {
 			return message.Scan(ctx, r, func(it message.Item) error {
 				where := name + ":" + it.Where()
@@ -251,14 +265,19 @@ func Write(ctx context.Context, inputs []string, stdin io.Reader, w Writer, arch
 				p.mu.Unlock()
 				return send(job{where: where, env: env})
 			})
-		})
+		}, refuse, skip)
 	})
 	return p.stats, err
 }
 
 // eachInput opens each input in turn: "-" is stdin, a folder gives its
-// files (hidden ones left out) in name order, at any depth.
-func eachInput(ctx context.Context, inputs []string, stdin io.Reader, fn func(name string, r io.Reader) error) error {
+// files in name order, at any depth. Only regular files are read: a
+// link inside a folder is followed when it leads to a regular file inside
+// that folder; anything else (a link out of the folder or to a folder, a
+// FIFO, a device, a socket; a named input that is not a regular file) is
+// refused by name with refuse, and the others are read. Hidden files and
+// folders inside a folder are left out, each named with skip.
+func eachInput(ctx context.Context, inputs []string, stdin io.Reader, fn func(name string, r io.Reader) error, refuse, skip func(name, why string)) error {
 	for _, in := range inputs {
 		if in == "-" {
 			if err := fn("stdin", stdin); err != nil {
@@ -270,43 +289,92 @@ func eachInput(ctx context.Context, inputs []string, stdin io.Reader, fn func(na
 		if err != nil {
 			return err
 		}
-		var files []string
-		if st.IsDir() {
-			err := filepath.WalkDir(in, func(p string, d fs.DirEntry, err error) error {
-				if err != nil {
-					return err
-				}
-				if p != in && strings.HasPrefix(d.Name(), ".") {
-					if d.IsDir() {
-						return filepath.SkipDir
-					}
-					return nil
-				}
-				if d.Type().IsRegular() {
-					files = append(files, p)
-				}
-				return nil
-			})
+		if !st.IsDir() {
+			f, err := store.OpenRegular(in)
+			var nr *store.NotRegularError
+			if errors.As(err, &nr) {
+				refuse(in, store.KindOf(nr.Mode)+", not a regular file")
+				continue
+			}
 			if err != nil {
 				return err
 			}
-			sort.Strings(files)
-		} else {
-			files = []string{in}
-		}
-		for _, name := range files {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			f, err := os.Open(name)
-			if err != nil {
-				return err
-			}
-			err = fn(name, f)
+			err = fn(in, f)
 			f.Close()
 			if err != nil {
-				return fmt.Errorf("%s: %w", name, err)
+				return fmt.Errorf("%s: %w", in, err)
 			}
+			continue
+		}
+		if err := eachInFolder(ctx, in, fn, refuse, skip); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// eachInFolder is eachInput for the folder dir, read inside an os.Root so
+// that no name leads out of it.
+func eachInFolder(ctx context.Context, dir string, fn func(name string, r io.Reader) error, refuse, skip func(name, why string)) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	var files []string
+	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := filepath.Join(dir, filepath.FromSlash(p))
+		switch {
+		case p == ".":
+			return nil
+		case strings.HasPrefix(d.Name(), "."):
+			skip(name, "hidden")
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+		case d.IsDir():
+		case d.Type().IsRegular():
+			files = append(files, p)
+		case d.Type()&fs.ModeSymlink != 0:
+			st, err := root.Stat(p)
+			switch {
+			case err != nil:
+				refuse(name, "a symbolic link that leads out of "+dir+" or nowhere")
+			case !st.Mode().IsRegular():
+				refuse(name, "a symbolic link to "+store.KindOf(st.Mode())+", not to a regular file")
+			default:
+				files = append(files, p)
+			}
+		default:
+			refuse(name, store.KindOf(d.Type())+", not a regular file")
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	sort.Strings(files)
+	for _, p := range files {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		name := filepath.Join(dir, filepath.FromSlash(p))
+		f, err := root.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			return err
+		}
+		if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+			f.Close()
+			refuse(name, "not a regular file when opened")
+			continue
+		}
+		err = fn(name, f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
 	return nil
@@ -335,13 +403,23 @@ func Recover(ctx context.Context, arch *dla.Archive, w Writer, opt Options) (Sta
 		p.stats.Deleted++
 		return arch.Delete(ctx, j.key)
 	}
+	stray := func(name, what string) error {
+		p.mu.Lock()
+		p.stats.Left++
+		p.mu.Unlock()
+		opt.Log(fmt.Sprintf("%s: %s: left in place", name, what))
+		return nil
+	}
 	err := p.run(ctx, func(ctx context.Context, send func(job) error) error {
 		return arch.List(ctx, false, func(key string) error {
 			raw, err := arch.Read(ctx, key)
-			if errors.Is(err, fs.ErrNotExist) {
+			var nr *store.NotRegularError
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
 				return nil // taken by a concurrent recovery
-			}
-			if err != nil {
+			case errors.As(err, &nr):
+				return stray("sqs/"+key, store.KindOf(nr.Mode)+", not a record")
+			case err != nil:
 				return err
 			}
 			env, err := message.Decode(raw, opt.Decode)
@@ -356,7 +434,7 @@ func Recover(ctx context.Context, arch *dla.Archive, w Writer, opt Options) (Sta
 				return fail(j, err.Error())
 			}
 			return send(j)
-		})
+		}, stray)
 	})
 	return p.stats, err
 }

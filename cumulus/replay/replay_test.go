@@ -148,7 +148,7 @@ func (e *env) archived(t *testing.T, failed bool) map[string]map[string]any {
 		}
 		out[key] = r
 		return nil
-	})
+	}, func(name, what string) error { return fmt.Errorf("%s: a stray in the archive (%s)", name, what) })
 	if err != nil {
 		t.Fatal(err)
 	}

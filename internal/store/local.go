@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -506,4 +507,36 @@ func OpenOwned(path string) (*os.File, error) {
 		pe.Path = path
 	}
 	return f, err
+}
+
+// OpenRegular opens the local file path, a file the user named, for
+// reading: a link there is followed (the name is the user's word), and
+// anything but a regular file (a FIFO, a device, a socket, a folder) is a
+// *NotRegularError, found without waiting for a FIFO's writer.
+func OpenRegular(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, &NotRegularError{Path: path, Mode: st.Mode()}
+	}
+	return f, nil
+}
+
+// ReadRegular reads the whole local file path, a file the user named, as
+// OpenRegular opens it.
+func ReadRegular(path string) ([]byte, error) {
+	f, err := OpenRegular(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }

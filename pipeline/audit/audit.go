@@ -181,7 +181,7 @@ type Auditor struct {
 // ReadManifestFile adds the reports of the local manifest file path,
 // parsed and hashed on every worker.
 func (au *Auditor) ReadManifestFile(path string, workers int) error {
-	f, err := os.Open(path)
+	f, err := store.OpenRegular(path)
 	if err != nil {
 		return err
 	}
@@ -250,7 +250,7 @@ func (au *Auditor) Names(results []collisions.Result) (map[uint32]string, error)
 func RereadFiles(inputs []string) func(func([]byte)) error {
 	return func(fn func([]byte)) error {
 		for _, in := range inputs {
-			f, err := os.Open(in)
+			f, err := store.OpenRegular(in)
 			if err != nil {
 				return err
 			}

@@ -7,9 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
+
+	"github.com/backfill-dev/backfill/internal/store"
 )
 
 // SchemeFileVersion is the version of the scheme file format this build
@@ -68,7 +69,7 @@ func MarshalScheme(s Scheme, comments ...string) ([]byte, error) {
 
 // LoadScheme reads a scheme file (see [ParseScheme]).
 func LoadScheme(path string) (Scheme, error) {
-	f, err := os.Open(path)
+	f, err := store.OpenRegular(path)
 	if err != nil {
 		return Scheme{}, err
 	}
