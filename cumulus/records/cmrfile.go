@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 
 	"github.com/backfill-dev/backfill/cumulus/cmr"
 	"github.com/backfill-dev/backfill/internal/store"
@@ -26,40 +27,70 @@ type Files interface {
 }
 
 // Dir is a local folder that stands for the buckets: DIR/<bucket>/<key>.
+// A name is resolved inside the folder (os.Root): a link that leads out
+// of it is refused by name, and only regular files are read.
 type Dir string
 
-func (d Dir) path(bucket, key string) (string, error) {
+// open resolves bucket/key and calls fn with the folder's root and the
+// key's name in it.
+func (d Dir) open(bucket, key string, fn func(r *os.Root, name string) error) error {
 	p := filepath.Join(string(d), bucket, key)
 	rel, err := filepath.Rel(string(d), p)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || bucket == "" {
-		return "", fmt.Errorf("s3://%s/%s is outside the files root: %w", bucket, key, fs.ErrNotExist)
+		return fmt.Errorf("s3://%s/%s is outside the files root: %w", bucket, key, fs.ErrNotExist)
 	}
-	return p, nil
+	r, err := os.OpenRoot(string(d))
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if err := fn(r, filepath.ToSlash(rel)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return fmt.Errorf("%s: %w", p, errors.Unwrap(err))
+	}
+	return nil
 }
 
 // Open opens DIR/bucket/key.
 func (d Dir) Open(bucket, key string) (io.ReadCloser, error) {
-	p, err := d.path(bucket, key)
+	var f *os.File
+	err := d.open(bucket, key, func(r *os.Root, name string) error {
+		var err error
+		if f, err = r.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0); err != nil {
+			return err
+		}
+		st, err := f.Stat()
+		if err == nil && !st.Mode().IsRegular() {
+			err = &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%s, not a regular file: refused", store.KindOf(st.Mode()))}
+		}
+		if err != nil {
+			f.Close()
+		}
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	return os.Open(p)
+	return f, nil
 }
 
 // Size stats DIR/bucket/key.
 func (d Dir) Size(bucket, key string) (int64, error) {
-	p, err := d.path(bucket, key)
-	if err != nil {
-		return 0, err
-	}
-	st, err := os.Stat(p)
-	if err != nil {
-		return 0, err
-	}
-	if !st.Mode().IsRegular() {
-		return 0, fmt.Errorf("%s is not a file: %w", p, fs.ErrNotExist)
-	}
-	return st.Size(), nil
+	var size int64
+	err := d.open(bucket, key, func(r *os.Root, name string) error {
+		st, err := r.Stat(name)
+		if err != nil {
+			return err
+		}
+		if !st.Mode().IsRegular() {
+			return &fs.PathError{Op: "stat", Path: name, Err: fmt.Errorf("%s is not a file: %w", store.KindOf(st.Mode()), fs.ErrNotExist)}
+		}
+		size = st.Size()
+		return nil
+	})
+	return size, err
 }
 
 // Objects stands for the buckets from object storage: Root is the store
