@@ -94,8 +94,15 @@ func (s *Stamper) Filter(ctx context.Context, lr *lines.Reader, w, dead io.Write
 		buf = append(buf, `"ooid":"`...)
 		buf = id.AppendText(buf)
 		buf = append(buf, "\"}\n"...)
-		_, err = bw.Write(buf)
-		return err
+		if _, err := bw.Write(buf); err != nil {
+			return err
+		}
+		if lr.Buffered() == 0 {
+			// The next line is not read yet: what is stamped goes out
+			// before a wait for it, as a filter in a pipeline must.
+			return bw.Flush()
+		}
+		return nil
 	})
 	if ferr := bw.Flush(); err == nil && ferr != nil {
 		err = fmt.Errorf("write output: %w", ferr)

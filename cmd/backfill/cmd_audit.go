@@ -40,8 +40,11 @@ func runAudit(ctx context.Context, args []string, std cli.Stdio) (err error) {
 	if err := in.check(fs, inputs); err != nil {
 		return err
 	}
-	if pairs < 0 || workers < 1 {
-		return cli.Usagef("audit: --pairs must be 0 or more and --workers 1 or more")
+	if err := cli.CheckWorkers("audit", workers); err != nil {
+		return err
+	}
+	if pairs < 0 {
+		return cli.Usagef("audit: --pairs must be 0 or more")
 	}
 	schemes, err := auditSchemes(fs, bitsArg, offArg, schemePath)
 	if err != nil {

@@ -63,8 +63,10 @@ func (o *keysearchOptions) check() error {
 		return cli.Usagef("keysearch: --to must be above --from")
 	case o.table != "auto" && o.table != "never" && o.table != "always":
 		return cli.Usagef("keysearch: --table %q: want auto, never or always", o.table)
-	case o.workers < 1 || o.maxTrials < 1:
-		return cli.Usagef("keysearch: --workers and --max-trials must be at least 1")
+	case cli.CheckWorkers("keysearch", o.workers) != nil:
+		return cli.CheckWorkers("keysearch", o.workers)
+	case o.maxTrials < 1:
+		return cli.Usagef("keysearch: --max-trials must be at least 1")
 	}
 	if _, err := ooid.NewKeyTable(o.seed, o.from, nil); err != nil {
 		return cli.Usagef("keysearch: --seed: %v", err)

@@ -43,8 +43,8 @@ func runLoad(ctx context.Context, args []string, std cli.Stdio) error {
 		return cli.Usagef("load: --sink must be parquet or postgres")
 	case sinkName == "parquet" && len(pgOnly) > 0:
 		return cli.Usagef("load: %s %s for --sink postgres; add --sink postgres, or leave %s out", strings.Join(pgOnly, ", "), cli.Plural(len(pgOnly), "is", "are"), cli.Plural(len(pgOnly), "it", "them"))
-	case pf.connections < 1:
-		return cli.Usagef("load: --connections must be 1 or more")
+	case pf.connections < 1 || pf.connections > 256:
+		return cli.Usagef("load: --connections must be 1 to 256 (a PostgreSQL server holds about 100 by default)")
 	case pf.timeout <= 0:
 		return cli.Usagef("load: --pg-timeout must be positive")
 	}

@@ -91,14 +91,14 @@ func (o *runOptions) check() error {
 		return cli.Usagef("run: %s %s for --sink postgres; add --sink postgres, or leave %s out", strings.Join(o.pgOnly, ", "), cli.Plural(len(o.pgOnly), "is", "are"), cli.Plural(len(o.pgOnly), "it", "them"))
 	case pf.retries < 0 || pf.retryWait <= 0:
 		return cli.Usagef("run: --retries must be 0 or more and --retry-wait positive")
-	case pf.connections < 1:
-		return cli.Usagef("run: --connections must be 1 or more")
+	case pf.connections < 1 || pf.connections > 256:
+		return cli.Usagef("run: --connections must be 1 to 256 (a PostgreSQL server holds about 100 by default)")
 	case o.pg.timeout <= 0:
 		return cli.Usagef("run: --pg-timeout must be positive")
 	case pf.schema == "":
 		return cli.Usagef("run: --pg-schema must not be empty")
-	case o.cfg.Workers < 1:
-		return cli.Usagef("run: --workers must be at least 1")
+	case cli.CheckWorkers("run", o.cfg.Workers) != nil:
+		return cli.CheckWorkers("run", o.cfg.Workers)
 	case o.maxBlob <= 0:
 		return cli.Usagef("run: --max-blob must be positive")
 	case o.planFile != "" && o.sink != "parquet":

@@ -141,6 +141,9 @@ func (f *madeFrom) open(ctx context.Context, std cli.Stdio, fs *flag.FlagSet) (*
 		}
 		return nil, nil
 	}
+	if err := cli.CheckWorkers("verify", f.workers); err != nil {
+		return nil, err
+	}
 	fsys, err := location.Open(ctx, f.loc)
 	if err != nil {
 		return nil, cli.Usagef("verify: --in %v", err)

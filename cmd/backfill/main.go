@@ -8,9 +8,20 @@ import (
 	"os/signal"
 	"runtime/pprof"
 	"syscall"
+	"time"
 
 	"github.com/backfill-dev/backfill/internal/cli"
 )
+
+// stopGrace bounds how long a command may take to stop once told to
+// (SIGTERM, SIGINT): past it, the process exits at once. What it writes
+// is written whole or not at all (files renamed into place, transactions
+// committed whole, the stamp state's mark made durable before any ID past
+// it), so an exit at any moment loses nothing that was said to be done; a
+// command held in a call that does not see the interruption (a read of a
+// silent standard input, a server that stopped answering) cannot hold
+// the process past it.
+const stopGrace = 5 * time.Second
 
 func main() {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -18,9 +29,13 @@ func main() {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-sigs
-		fmt.Fprintln(os.Stderr, "backfill: interrupt received, stopping (press again to force)")
+		fmt.Fprintf(os.Stderr, "backfill: interrupt received, stopping (within %s; press again to force)\n", stopGrace)
 		cancel()
-		<-sigs
+		select {
+		case <-sigs:
+		case <-time.After(stopGrace):
+			fmt.Fprintf(os.Stderr, "backfill: not stopped within %s: exiting now (what was written is whole; run again to go on)\n", stopGrace)
+		}
 		os.Exit(cli.ExitInterrupted)
 	}()
 	stop := profile(os.Getenv("BACKFILL_CPUPROFILE"))

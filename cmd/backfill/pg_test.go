@@ -272,9 +272,9 @@ func TestPostgres_ConnectionsUsage(t *testing.T) {
 		args []string
 		err  string
 	}{
-		{[]string{"run", "--in", dir, "--sink", "postgres", "--connections", "0"}, "--connections must be 1 or more"},
+		{[]string{"run", "--in", dir, "--sink", "postgres", "--connections", "0"}, "--connections must be 1 to 256"},
 		{[]string{"run", "--in", dir, "--out", t.TempDir(), "--connections", "2"}, "--connections"},
-		{[]string{"load", "--plan", "p.json", "--out", t.TempDir(), "--sink", "postgres", "--connections", "0"}, "--connections must be 1 or more"},
+		{[]string{"load", "--plan", "p.json", "--out", t.TempDir(), "--sink", "postgres", "--connections", "0"}, "--connections must be 1 to 256"},
 		{[]string{"load", "--plan", "p.json", "--out", t.TempDir(), "--connections", "2"}, "--connections is for --sink postgres"},
 	} {
 		var out, errb bytes.Buffer

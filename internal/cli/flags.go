@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -225,4 +226,19 @@ func writeFlag(b *strings.Builder, name, usage string, col int) {
 		n += len(w)
 	}
 	b.WriteString("\n")
+}
+
+// MaxWorkers bounds every --workers: 32 per CPU, and at least 256 (a
+// worker waiting on object storage uses no CPU). Each worker holds a
+// container's buffers; a count past this is a mistake, and is refused
+// before anything starts rather than found by the allocator.
+func MaxWorkers() int { return max(256, 32*runtime.NumCPU()) }
+
+// CheckWorkers is the usage error of cmd for a --workers of n outside
+// 1..MaxWorkers(), nil inside it.
+func CheckWorkers(cmd string, n int) error {
+	if n < 1 || n > MaxWorkers() {
+		return Usagef("%s: --workers must be 1 to %d (32 per CPU, at least 256), not %d", cmd, MaxWorkers(), n)
+	}
+	return nil
 }

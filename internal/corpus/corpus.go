@@ -770,6 +770,17 @@ func fileSums(f *os.File, row *indexRow) error {
 	return nil
 }
 
+// ClaimContentSize gives the first LZ4 frame of the file path a
+// content-size field of size (a frame written without one), as damaged
+// archives have: for tests of the field's edge values.
+func ClaimContentSize(path string, size uint64) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	return errors.Join(claimContentSize(f, size), f.Close())
+}
+
 // claimContentSize rewrites the frame header of f to claim size bytes of
 // content (the Content-Size flag and field, and the header checksum).
 func claimContentSize(f *os.File, size uint64) error {

@@ -41,6 +41,10 @@ type Reader struct {
 	err      error     // the overflow writer's error
 }
 
+// Buffered is how many bytes are read and not yet handed out: 0 when the
+// next Next reads, and so may wait.
+func (lr *Reader) Buffered() int { return lr.r.Buffered() }
+
 // NewReader returns a Reader of r for lines of at most MaxLine bytes.
 func NewReader(r io.Reader) *Reader { return NewReaderLimit(r, MaxLine, nil) }
 

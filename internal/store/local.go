@@ -62,7 +62,11 @@ func LocalDir(s Store) (dir string, ok bool) {
 
 // name is the name under base of a name under this Store's root.
 func (l *local) name(name string) string {
-	return path.Join(l.rel, path.Clean("/" + name)[1:])
+	n := path.Join(l.rel, path.Clean("/" + name)[1:])
+	if n == "" {
+		return "."
+	}
+	return n
 }
 
 func (l *local) path(name string) string {

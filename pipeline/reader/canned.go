@@ -424,7 +424,8 @@ func (cr *ContainerReader) read(ctx context.Context, b *Bucket, c Container, h H
 		cr.lz.Reset(&cr.in)
 		cr.out = countingReader{r: cr.lz}
 	}
-	stream := &errTagger{r: &cr.out, in: &cr.in, claimed: claimedSize(cr.bufIn)}
+	stream := &errTagger{r: &cr.out, in: &cr.in}
+	stream.claimed, stream.hasClaim = claimedSize(cr.bufIn)
 
 	var serr *streamError
 	readReport := func(r io.Reader, textname string, offset int64) {
@@ -569,16 +570,20 @@ type errTagger struct {
 	in      *countingReader
 	err     error
 	inAt    int64
-	claimed int64 // the first frame's content-size field, 0 when absent
+	// claimed is the first frame's content-size field, when hasClaim:
+	// any of its 2^64 values, 0 and 2^64-1 included.
+	claimed  uint64
+	hasClaim bool
 }
 
-// claimedSize peeks at the frame header for its content-size field.
-func claimedSize(r *bufio.Reader) int64 {
+// claimedSize peeks at the frame header for its content-size field; ok
+// is false when the frame has none.
+func claimedSize(r *bufio.Reader) (size uint64, ok bool) {
 	h, _ := r.Peek(14)
 	if len(h) < 14 || binary.LittleEndian.Uint32(h) != 0x184D2204 || h[4]&0x08 == 0 {
-		return 0
+		return 0, false
 	}
-	return int64(binary.LittleEndian.Uint64(h[6:]))
+	return binary.LittleEndian.Uint64(h[6:]), true
 }
 
 func (t *errTagger) Read(p []byte) (int, error) {
@@ -595,7 +600,7 @@ func (t *errTagger) classify(err error) *streamError {
 		// The LZ4 layer failed: a short read is a truncated frame, a
 		// frame longer or shorter than its content-size field says is
 		// that, anything else corrupt data.
-		if t.claimed > 0 && strings.Contains(t.err.Error(), "content size") {
+		if t.hasClaim && strings.Contains(t.err.Error(), "content size") {
 			return &streamError{reason: deadletter.LZ4ContentSize, offset: 4, err: fmt.Errorf("lz4: the frame claims %d bytes of content, it holds %d (%w)", t.claimed, t.r.n, t.err)}
 		}
 		if errors.Is(t.err, io.ErrUnexpectedEOF) {

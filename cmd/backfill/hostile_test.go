@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"maps"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/backfill-dev/backfill/internal/cli"
+	"github.com/backfill-dev/backfill/internal/corpus"
+	"github.com/backfill-dev/backfill/internal/testutil"
+)
+
+// hangBound is how long a command may take before a test calls it hung:
+// not a speed, a bound on what must never wait forever.
+const hangBound = time.Minute
+
+// callWithin is call, failing the test if the command has not returned
+// within hangBound.
+func callWithin(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	type result struct {
+		code int
+		out  string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out := callIn("", args...)
+		done <- result{code, out}
+	}()
+	select {
+	case r := <-done:
+		return r.code, r.out
+	case <-time.After(hangBound):
+		t.Fatalf("%v: still running after %s", args, hangBound)
+		return 0, ""
+	}
+}
+
+// An absurd --workers is a usage error before anything starts, in every
+// command that takes it.
+func TestWorkers_Bounded(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	genCorpus(t, dir)
+	for _, args := range [][]string{
+		{"run", "--in", dir, "--out", t.TempDir()},
+		{"audit", dir},
+		{"keysearch", "--counter-bits", "24", "--out", filepath.Join(t.TempDir(), "s"), dir},
+		{"verify", "--in", dir, t.TempDir()},
+	} {
+		for _, n := range []string{"100000000", "0"} {
+			code, out := callWithin(t, append(args[:1:1], append([]string{"--workers", n}, args[1:]...)...)...)
+			if code != cli.ExitUsage || !strings.Contains(out, "--workers must be 1 to") {
+				t.Errorf("%s --workers %s: exit %d\n%s\nwant 2 and the bound", args[0], n, code, out)
+			}
+		}
+	}
+}
+
+// A FIFO where a bucket's index.json.gz should be is an unreadable index
+// (read as a missing one), named in its record, in every command that
+// reads bucket folders; nothing waits for a writer.
+func TestFIFOIndex_NoWait(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	genCorpus(t, in)
+	ix := filepath.Join(in, "2017-06-02", "index.json.gz")
+	testutil.Check(t, os.Remove(ix))
+	testutil.Check(t, syscall.Mkfifo(ix, 0o644))
+	out := filepath.Join(dir, "out")
+	code, said := callWithin(t, "run", "-q", "--json", "--in", in, "--out", out)
+	if code != cli.ExitOK || !strings.Contains(said, `"unreadable":1`) {
+		t.Errorf("run: exit %d\n%s\nwant 0 with one unreadable notice", code, said)
+	}
+	recs := readRecords(t, out)
+	found := false
+	for _, r := range recs {
+		if r.Reason == "unreadable" && strings.Contains(r.Message, "a FIFO") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no unreadable record naming the FIFO: %+v", recs)
+	}
+	for _, args := range [][]string{{"verify", "--in", in, out}, {"audit", in}, {"status", out}} {
+		if code, said := callWithin(t, args...); code != cli.ExitOK {
+			t.Errorf("%v: exit %d\n%s", args, code, said)
+		}
+	}
+}
+
+// A content-size field of 0 or 2^64-1 is a wrong size like any other: a
+// notice (lz4_content_size), the measurements as a clean run gives them.
+func TestLZ4ContentSize_EdgeValues(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	clean := filepath.Join(dir, "clean")
+	genCorpus(t, clean)
+	_, want := runJSON(t, "--in", clean, "--out", filepath.Join(dir, "out-clean"))
+	for _, size := range []uint64{0, math.MaxUint64} {
+		in := filepath.Join(dir, "claim", strings.ReplaceAll(time.Duration(size).String(), "-", "m"))
+		testutil.Check(t, os.CopyFS(in, os.DirFS(clean)))
+		tars, _ := filepath.Glob(filepath.Join(in, "2017-06-01", "*.tar.lz4"))
+		if len(tars) == 0 {
+			t.Fatal("no canned tar container to damage")
+		}
+		testutil.Check(t, corpus.ClaimContentSize(tars[0], size))
+		code, got := runJSON(t, "--in", in, "--out", filepath.Join(in+"-out"))
+		if code != cli.ExitOK || got.Rejects != 0 || got.NoticesByReason["lz4_content_size"] != 1 ||
+			got.Measurements != want.Measurements || got.Reports != want.Reports {
+			t.Errorf("content size %d: exit %d, %+v; want exit 0, one lz4_content_size notice, and the clean run's %d measurements",
+				size, code, got, want.Measurements)
+		}
+		delete(got.NoticesByReason, "lz4_content_size")
+		delete(got.NoticesByReason, "size_mismatch")
+		delete(got.NoticesByReason, "checksum_mismatch")
+		if !maps.Equal(got.NoticesByReason, want.NoticesByReason) {
+			t.Errorf("content size %d: notices %v, clean %v", size, got.NoticesByReason, want.NoticesByReason)
+		}
+	}
+}
+
+// A lock file planted as a link (OUT/.lock to a file the run must not
+// touch) is refused; the link's target keeps its content.
+func TestRun_PlantedLockLink(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	genCorpus(t, in)
+	victim := filepath.Join(dir, "victim")
+	testutil.Check(t, os.WriteFile(victim, []byte("precious\n"), 0o600))
+	out := filepath.Join(dir, "out")
+	testutil.Check(t, os.MkdirAll(out, 0o755))
+	testutil.Check(t, os.Symlink(victim, filepath.Join(out, ".lock")))
+	code, said := callWithin(t, "run", "-q", "--in", in, "--out", out)
+	if code == cli.ExitOK || code == cli.ExitRejects || !strings.Contains(said, "link") {
+		t.Errorf("run with OUT/.lock a link: exit %d\n%s\nwant a failure that names the link", code, said)
+	}
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "precious\n" {
+		t.Errorf("the lock link's target holds %q (%v)", b, err)
+	}
+}
+
+// SIGTERM stops a command within a few seconds whatever it is doing, a
+// read of a standard input that stays silent included: stamp, which has
+// stamped a line and waits for the next, exits 130.
+func TestSignal_StopsWhileBlocked(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	cmd := exec.Command(bin, "stamp", "--collector-id", "7", "--state", filepath.Join(t.TempDir(), "state"))
+	stdin, err := cmd.StdinPipe()
+	testutil.Check(t, err)
+	stdout, err := cmd.StdoutPipe()
+	testutil.Check(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	testutil.Check(t, cmd.Start())
+	defer stdin.Close()
+	_, err = io.WriteString(stdin, "{\"a\":1}\n")
+	testutil.Check(t, err)
+	line := make(chan error, 1)
+	go func() {
+		_, err := bufio.NewReader(stdout).ReadString('\n')
+		line <- err
+	}()
+	select {
+	case err := <-line:
+		if err != nil {
+			t.Fatalf("no stamped line: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(hangBound):
+		cmd.Process.Kill()
+		t.Fatalf("no stamped line within %s of the first line in: the filter holds its output\n%s", hangBound, stderr.String())
+	}
+	// stamp now waits on a read of its standard input, which stays open.
+	testutil.Check(t, cmd.Process.Signal(syscall.SIGTERM))
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if code := exitOf(err); code != cli.ExitInterrupted {
+			t.Errorf("exit %d after SIGTERM, want %d\n%s", code, cli.ExitInterrupted, stderr.String())
+		}
+	case <-time.After(hangBound):
+		cmd.Process.Kill()
+		t.Fatalf("still running %s after SIGTERM\n%s", hangBound, stderr.String())
+	}
+}
