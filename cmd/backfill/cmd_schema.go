@@ -27,13 +27,13 @@ func (p *pgFlags) register(fs *flag.FlagSet, retries bool) {
 	if retries {
 		fs.IntVar(&p.retries, "retries", pgcopy.DefaultRetries, "tries again `N` times per bucket after a lost connection")
 		fs.DurationVar(&p.retryWait, "retry-wait", pgcopy.DefaultRetryWait, "first wait `D` before a retry, then twice as long each time (at most 30s)")
-		fs.DurationVar(&p.timeout, "pg-timeout", pgcopy.DefaultTimeout, "bound `D` on each try of a bucket (and each other exchange with the server): a try past it is dropped with its connection and retried")
+		fs.DurationVar(&p.timeout, "pg-timeout", pgcopy.DefaultSilence, "bound `D` on the server's silence: past it a probe on a new connection asks whether the server is at work, and a try it is not at work on (or that gets no answer) is dropped with its connection and retried; a load the server works on is never cut")
 		fs.IntVar(&p.connections, "connections", pgcopy.DefaultConnections, "`N` buckets committed at once, each on a connection of its own (--bulk uses one)")
 	}
 }
 
 func (p *pgFlags) options(std cli.Stdio) pgcopy.Options {
-	return pgcopy.Options{DSN: p.dsn, Schema: p.schema, Retries: p.retries, RetryWait: p.retryWait, Timeout: p.timeout, Connections: p.connections,
+	return pgcopy.Options{DSN: p.dsn, Schema: p.schema, Retries: p.retries, RetryWait: p.retryWait, Silence: p.timeout, Connections: p.connections,
 		Log: func(format string, args ...any) { fmt.Fprintf(std.Err, "backfill: "+format+"\n", args...) }}
 }
 

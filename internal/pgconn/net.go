@@ -6,8 +6,10 @@ package pgconn
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -21,8 +23,10 @@ import (
 // acknowledged. Both are answered by the server's kernel even while a long
 // statement keeps the server itself silent, so they never cut a statement
 // that is only slow. What they cannot see, a peer that acknowledges and
-// never answers (a proxy or a server process that hangs), is bounded by
-// Options.Timeout on each attempt.
+// never answers (a proxy, a load balancer, a server process that hangs),
+// is found by its silence: Conn notes how long a connection has waited,
+// and its user asks the server, on another connection, whether it is at
+// work (pgcopy's bound on silence).
 const (
 	keepAliveIdle     = 15 * time.Second
 	keepAliveInterval = 5 * time.Second
@@ -48,7 +52,58 @@ func Dial(ctx context.Context, network, addr string) (net.Conn, error) {
 			return serr
 		},
 	}
-	return d.DialContext(ctx, network, addr)
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &Conn{Conn: c}, nil
+}
+
+// Conn is a connection Dial made. It notes when it waits for the server:
+// while a read is under way, since the later of the read's start and the
+// last byte sent. A client that waits long on a server that says nothing
+// can so ask, on another connection, whether the server is at work. (A
+// read under way is the sign, not a byte sent and unanswered: an answer
+// cut off in its middle leaves the client waiting for its rest.)
+type Conn struct {
+	net.Conn
+	reading   atomic.Int64 // unix nanoseconds of the start of the read under way; 0 when none
+	lastWrite atomic.Int64 // unix nanoseconds of the last byte sent
+}
+
+func (c *Conn) Read(p []byte) (int, error) {
+	c.reading.Store(time.Now().UnixNano())
+	n, err := c.Conn.Read(p)
+	c.reading.Store(0)
+	return n, err
+}
+
+func (c *Conn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if n > 0 {
+		c.lastWrite.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
+
+// Waiting tells since when the connection has waited for the server
+// (ok is false when no read is under way).
+func (c *Conn) Waiting() (since time.Time, ok bool) {
+	r := c.reading.Load()
+	if r == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, max(r, c.lastWrite.Load())), true
+}
+
+// Watched returns the *Conn under a connection pgx holds (under TLS, if
+// any); nil when Dial did not make it.
+func Watched(nc net.Conn) *Conn {
+	if t, ok := nc.(*tls.Conn); ok {
+		nc = t.NetConn()
+	}
+	c, _ := nc.(*Conn)
+	return c
 }
 
 // ServerKeepalives sets the run-time parameters with which the server

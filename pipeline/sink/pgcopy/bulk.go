@@ -59,9 +59,9 @@ func (s *Sink) prepareBulk(ctx context.Context, conn *pgx.Conn) error {
 // connection, saves nothing: the key's build already keeps both cores of
 // a 2-core server busy.)
 func (b *BulkSink) Finish(ctx context.Context) error {
-	// Building an index is as long as the table is large, and silent: it
-	// is not bounded by Timeout (the keepalives still are).
-	return b.retryWithin(ctx, "building indexes", 0, func(ctx context.Context, conn *pgx.Conn) error {
+	// Building an index is as long as the table is large, and silent: the
+	// probes of the bound on silence find the session at work.
+	return b.retry(ctx, "building indexes", func(ctx context.Context, conn *pgx.Conn) error {
 		if err := buildConstraints(ctx, conn, b.schema, b.opt.Log); err != nil {
 			return err
 		}

@@ -6,12 +6,23 @@ import (
 	"time"
 )
 
-// timeoutError is an attempt that got no answer within Options.Timeout:
-// the connection is dropped, and the attempt may be made again.
-type timeoutError struct{ timeout time.Duration }
+// silenceError is an attempt cut off for the server's silence: no answer
+// within Options.Silence, and a probe that did not find its session at
+// work. The connection is dropped, and the attempt may be made again.
+type silenceError struct {
+	bound time.Duration
+	state string // the session's state as the probe found it; "" when none
+	probe error  // the probe's failure, if it failed
+}
 
-func (e *timeoutError) Error() string {
-	return fmt.Sprintf("no answer from the server within %s (--pg-timeout)", e.timeout)
+func (e *silenceError) Error() string {
+	switch {
+	case e.probe != nil:
+		return fmt.Sprintf("no answer from the server for %s, and none to a probe on a new connection either (%v) (--pg-timeout)", e.bound, e.probe)
+	case e.state == "":
+		return fmt.Sprintf("no answer from the server for %s, and its session is gone (--pg-timeout)", e.bound)
+	}
+	return fmt.Sprintf("no answer from the server for %s while its session is %q, not at work: the answer was lost (--pg-timeout)", e.bound, e.state)
 }
 
 // lastWords is how long the last exchange of an attempt that ended (a

@@ -83,12 +83,17 @@ type Options struct {
 	// transaction on a connection of its own; DefaultConnections when 0.
 	// A bulk load uses one.
 	Connections int
-	// Timeout bounds each attempt of a bucket's load, and each other
-	// exchange with the server, but for a bulk load's index build: an
-	// attempt that takes longer is dropped with its connection and tried
-	// again (Retries). It is what ends a wait on a peer that has gone
-	// silent without closing; DefaultTimeout when 0.
-	Timeout time.Duration
+	// Silence bounds how long the server may say nothing while the sink
+	// waits on it (from the first byte sent after its last answer): past
+	// it, a probe on a connection of its own asks the server whether the
+	// session is at work (pg_stat_activity), and an attempt whose session
+	// is not, or whose probe gets no answer within Silence either, is
+	// dropped with its connection and tried again (Retries). A load that
+	// the server is working on is never cut, however long it takes; a
+	// server, proxy or network gone silent for good ends the run within
+	// a few Silences per try. Connecting is bounded by it too.
+	// DefaultSilence when 0.
+	Silence time.Duration
 	// Log receives progress messages (waits, retries, verdict changes in
 	// other buckets); nil discards them.
 	Log func(format string, args ...any)
@@ -100,7 +105,11 @@ const (
 	DefaultRetryWait    = time.Second
 	DefaultMaxRetryWait = 30 * time.Second
 	DefaultConnections  = 2
-	DefaultTimeout      = 10 * time.Minute
+	DefaultSilence      = 30 * time.Second
+	// serverIdle is how long the server lets a session wait on this
+	// client (idle, or idle in a transaction) before it ends it: a session
+	// the network cut off from us gives back its locks.
+	serverIdle = 10 * time.Minute
 )
 
 // Sink loads buckets into PostgreSQL. Its State and its writers' Commit
@@ -156,8 +165,8 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 	if opt.Log == nil {
 		opt.Log = func(string, ...any) {}
 	}
-	if opt.Timeout <= 0 {
-		opt.Timeout = DefaultTimeout
+	if opt.Silence <= 0 {
+		opt.Silence = DefaultSilence
 	}
 	cfg, err := pgx.ParseConfig(opt.DSN)
 	if err != nil {
@@ -170,8 +179,8 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 	cfg.DialFunc = pgconn.Dial
 	// A session the network cut off from us ends on the server's side too,
 	// and so gives back its locks: the server ends a session that waits
-	// on us longer than Timeout, inside a transaction or not.
-	ms := strconv.FormatInt(opt.Timeout.Milliseconds(), 10)
+	// on us longer than serverIdle, inside a transaction or not.
+	ms := strconv.FormatInt(max(serverIdle, opt.Silence).Milliseconds(), 10)
 	cfg.RuntimeParams["idle_in_transaction_session_timeout"] = ms
 	cfg.RuntimeParams["idle_session_timeout"] = ms
 	// And the server finds a client the network lost as the client finds
@@ -230,7 +239,7 @@ func (s *Sink) connect(ctx context.Context, slot **pgx.Conn) error {
 	if *slot != nil && !(*slot).IsClosed() {
 		return nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, min(30*time.Second, s.opt.Timeout))
+	cctx, cancel := context.WithTimeout(ctx, s.opt.Silence)
 	defer cancel()
 	c, err := pgx.ConnectConfig(cctx, s.cfg.Copy())
 	if err != nil {
@@ -331,7 +340,7 @@ func (s *Sink) Close() error {
 		// hold their bucket's locks (a COPY waiting for data that never
 		// comes is not idle, so the server does not end it): end them
 		// now, not at the next run's expense.
-		ctx, cancel := context.WithTimeout(context.Background(), min(30*time.Second, s.opt.Timeout))
+		ctx, cancel := context.WithTimeout(context.Background(), s.opt.Silence)
 		if c, err := pgx.ConnectConfig(ctx, s.cfg.Copy()); err == nil {
 			s.endZombies(ctx, c)
 			_ = c.Close(ctx) // a connection of its own, for that alone

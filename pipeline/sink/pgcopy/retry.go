@@ -4,28 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	netconn "github.com/backfill-dev/backfill/internal/pgconn"
 	"github.com/backfill-dev/backfill/pipeline/sink"
 )
 
 // retry runs op on a connection of the sink's that no other call is using
 // (waiting for one to be free), reconnecting first when the connection is
 // gone, and runs it again after a fault that a new connection may cure (a
-// lost connection, a server shutting down or starting, a deadlock or
-// serialisation failure), waiting RetryWait, then twice as long each time,
-// at most Retries times.
+// lost connection, a server gone silent, a server shutting down or
+// starting, a deadlock or serialisation failure), waiting RetryWait, then
+// twice as long each time, at most Retries times. Each attempt is watched
+// for silence (Options.Silence).
 func (s *Sink) retry(ctx context.Context, what string, op func(context.Context, *pgx.Conn) error) error {
-	return s.retryWithin(ctx, what, s.opt.Timeout, op)
-}
-
-// retryWithin is retry with each attempt bounded by timeout (none when 0):
-// an attempt past it is dropped with its connection, a *timeoutError, and
-// made again.
-func (s *Sink) retryWithin(ctx context.Context, what string, timeout time.Duration, op func(context.Context, *pgx.Conn) error) error {
 	slot, err := s.take(ctx)
 	if err != nil {
 		return err
@@ -33,33 +29,33 @@ func (s *Sink) retryWithin(ctx context.Context, what string, timeout time.Durati
 	defer s.give(slot)
 	wait := s.opt.RetryWait
 	for attempt := 0; ; attempt++ {
-		actx, cancel := ctx, context.CancelFunc(func() {})
-		if timeout > 0 {
-			actx, cancel = context.WithTimeout(ctx, timeout)
-		}
+		actx, cancel := context.WithCancelCause(ctx)
 		err := s.connect(actx, slot)
 		if err == nil {
+			stop := s.watch(actx, *slot, cancel)
 			err = op(actx, *slot)
+			stop()
 			if err == nil || errors.Is(err, sink.ErrSkipped) {
-				cancel()
+				cancel(nil)
 				return err
 			}
 			err = s.clean(err)
 		}
-		timedOut := actx.Err() != nil && ctx.Err() == nil
-		cancel()
+		var silent *silenceError
+		cutOff := errors.As(context.Cause(actx), &silent) && ctx.Err() == nil
+		cancel(nil)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if timedOut {
-			err = &timeoutError{timeout: timeout}
+		if cutOff {
+			err = silent
 			// The connection may be anywhere in the protocol, and its
 			// server session, cut off from us, may hold the bucket's lock:
 			// it is ended from the next connection.
 			if *slot != nil {
 				s.zombie((*slot).PgConn().PID())
 			}
-			_ = closeConn(slot) // a connection that timed out: dropped
+			_ = closeConn(slot) // a connection gone silent: dropped
 		}
 		if !Retryable(err) {
 			return s.named(fmt.Errorf("%s: %w", what, err))
@@ -125,4 +121,79 @@ func (p *permanentError) Unwrap() error { return p.error }
 
 func permanent(format string, args ...any) error {
 	return &permanentError{fmt.Errorf(format, args...)}
+}
+
+// watch watches an attempt on conn for silence until the returned stop is
+// called: when the connection has waited Options.Silence for the server,
+// a probe asks whether the server is at work on its session; an attempt
+// whose probe says no, or gets no answer within Silence, is cancelled with
+// a *silenceError.
+func (s *Sink) watch(ctx context.Context, conn *pgx.Conn, cancel context.CancelCauseFunc) (stop func()) {
+	wc := netconn.Watched(conn.PgConn().Conn())
+	if wc == nil {
+		return func() {}
+	}
+	bound := s.opt.Silence
+	pid := conn.PgConn().PID()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(max(bound/8, 10*time.Millisecond))
+		defer tick.Stop()
+		var vouched time.Time // when a probe last found the session at work
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			since, waiting := wc.Waiting()
+			if !waiting {
+				continue
+			}
+			if vouched.After(since) {
+				since = vouched
+			}
+			if time.Since(since) < bound {
+				continue
+			}
+			state, err := s.probe(ctx, pid)
+			switch {
+			case err == nil && state == "active":
+				vouched = time.Now()
+			case ctx.Err() != nil:
+				return
+			default:
+				cancel(&silenceError{bound: bound, state: state, probe: err})
+				return
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
+
+// probe asks the server, on a connection of its own bounded by
+// Options.Silence, the state of the session pid ("" when it has none).
+func (s *Sink) probe(ctx context.Context, pid uint32) (string, error) {
+	pctx, cancel := context.WithTimeout(ctx, s.opt.Silence)
+	defer cancel()
+	c, err := pgx.ConnectConfig(pctx, s.cfg.Copy())
+	if err != nil {
+		return "", err
+	}
+	defer c.Close(pctx)
+	var state *string
+	err = c.QueryRow(pctx, `SELECT state FROM pg_stat_activity WHERE pid = $1`, int64(pid)).Scan(&state)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && state == nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return *state, nil
 }

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/url"
+	"os"
+	"runtime/pprof"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/backfill-dev/backfill/internal/cli"
+	"github.com/backfill-dev/backfill/internal/faultproxy"
+	"github.com/backfill-dev/backfill/internal/pgtest"
+)
+
+// The bound on a server's silence (--pg-timeout): a load the server is
+// working on is never cut, however slow the network makes it; a server
+// that goes silent for good (packets dropped, no reset) ends the run with
+// exit 1 and a line that says so; --resume then finishes it.
+func TestSilence_Postgres(t *testing.T) {
+	in := genPG(t)
+	admin := pgtest.AdminURL(t)
+	want := cleanLoad(t, in, admin)
+	au, err := url.Parse(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := faultproxy.Start(t, au.Host)
+	via := func(dsn string) string {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Host = proxy.Addr()
+		return u.String()
+	}
+	const silence = time.Second
+	load := func(dsn string, extra ...string) (int, string, time.Duration) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*hangBound)
+		defer cancel()
+		args := append([]string{"run", "-q", "--in", in, "--sink", "postgres", "--dsn", via(dsn), "--create-schema", "--max-blob", "1MiB",
+			"--pg-timeout", silence.String(), "--retries", "1", "--retry-wait", "100ms", "--connections", "1"}, extra...)
+		var errb bytes.Buffer
+		start := time.Now()
+		code := exitCode(run(ctx, args, cli.Stdio{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &errb}), &errb)
+		if ctx.Err() != nil {
+			pprof.Lookup("goroutine").WriteTo(os.Stderr, 1) // where it waits
+			t.Fatalf("the run hung for %s\n%s", time.Since(start), errb.String())
+		}
+		return code, errb.String(), time.Since(start)
+	}
+
+	t.Run("slow but at work", func(t *testing.T) {
+		dsn := pgtest.CreateDatabase(t, admin)
+		// The client's rows reach the server at 256 KiB/s: each bucket's
+		// COPY waits seconds for the server's answer, the server at work.
+		proxy.Add(t, faultproxy.Toxic{Name: "slow", Type: "bandwidth", Stream: "upstream", Attributes: map[string]any{"rate": 256}})
+		defer proxy.Clear()
+		code, stderr, took := load(dsn)
+		if took < 4*silence {
+			t.Fatalf("the load took %s, not several silences: the toxic did not slow it, and the test proves nothing", took)
+		}
+		if code != cli.ExitRejects || strings.Contains(stderr, "no answer") {
+			t.Fatalf("a slow load was cut: exit %d after %s\n%s", code, took, stderr)
+		}
+		if got := checksum(t, dsn); got != want {
+			t.Errorf("the slow load's database differs from a clean load's")
+		}
+	})
+
+	t.Run("silent for good", func(t *testing.T) {
+		dsn := pgtest.CreateDatabase(t, admin)
+		// Once a bucket is committed, the server's answers are dropped for
+		// good: the connection stays open, no reset, nothing comes back.
+		go func() {
+			c := pgtest.Connect(t, dsn)
+			defer c.Close(context.Background())
+			for {
+				var n int
+				if c.QueryRow(context.Background(), `SELECT count(*) FROM backfill.ledger WHERE status = 'committed'`).Scan(&n) == nil && n >= 1 {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			proxy.Add(t, faultproxy.Toxic{Name: "silent", Type: "timeout", Stream: "downstream", Attributes: map[string]any{"timeout": 0}})
+		}()
+		code, stderr, took := load(dsn)
+		proxy.Clear()
+		lines := strings.Split(strings.TrimSpace(stderr), "\n")
+		last := lines[len(lines)-1]
+		if code != cli.ExitFailure || !strings.Contains(stderr, "no answer from the server for 1s") {
+			t.Fatalf("silent for good: exit %d after %s\n%s\nwant 1 and the silence named", code, took, stderr)
+		}
+		t.Logf("silent for good: exit 1 after %s: %s", took.Round(10*time.Millisecond), last)
+		if code, stderr, _ := load(dsn, "--resume"); code != cli.ExitRejects {
+			t.Fatalf("resume: exit %d\n%s", code, stderr)
+		}
+		if got := checksum(t, dsn); got != want {
+			t.Errorf("after the silence and --resume, the database differs from a clean load's")
+		}
+	})
+}
