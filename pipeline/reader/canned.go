@@ -566,10 +566,10 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // errTagger sits on the decompressed stream and remembers the first error
 // it passed on, so a tar or report error can be traced to the LZ4 layer.
 type errTagger struct {
-	r       *countingReader
-	in      *countingReader
-	err     error
-	inAt    int64
+	r    *countingReader
+	in   *countingReader
+	err  error
+	inAt int64
 	// claimed is the first frame's content-size field, when hasClaim:
 	// any of its 2^64 values, 0 and 2^64-1 included.
 	claimed  uint64
