@@ -201,6 +201,9 @@ func (l *local) ReadDir(_ context.Context, name string) ([]fs.DirEntry, error) {
 }
 
 func (l *local) Stat(_ context.Context, name string) (fs.FileInfo, error) {
+	if l.name(name) == "." {
+		return os.Stat(l.base) // the user's own folder, or a file they named
+	}
 	var st fs.FileInfo
 	err := l.do(name, false, func(r *os.Root, n string) error {
 		var err error
@@ -391,7 +394,7 @@ func (l *local) Lock(_ context.Context, name string) (Lock, error) {
 			return err
 		}
 		var err error
-		f, err = openNoFollow(r, n, os.O_RDWR|os.O_CREATE, 0o644)
+		f, err = openNoFollow(r, n, os.O_RDWR|os.O_CREATE, 0o666)
 		return err
 	})
 	if err != nil {
