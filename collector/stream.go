@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,9 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/backfill-dev/backfill/internal/lines"
@@ -133,10 +137,16 @@ func hasKey(obj []byte, key string) (bool, error) {
 }
 
 // Handler serves blocks of IDs: GET or POST /ids?n=K gives
-// {"ids":["…",…]}, K from 1 to MaxBlock (default 1).
-func (s *Stamper) Handler() http.Handler {
+// {"ids":["…",…]}, K from 1 to MaxBlock (default 1). With a token, a
+// request must carry "Authorization: Bearer TOKEN" (401 otherwise).
+func (s *Stamper) Handler(token string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ids", func(w http.ResponseWriter, r *http.Request) {
+		if token != "" && !bearer(r, token) {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			http.Error(w, "a token is required: Authorization: Bearer TOKEN", http.StatusUnauthorized)
+			return
+		}
 		if r.Method != http.MethodGet && r.Method != http.MethodPost {
 			http.Error(w, "GET or POST /ids?n=K", http.StatusMethodNotAllowed)
 			return
@@ -172,15 +182,42 @@ func (s *Stamper) Handler() http.Handler {
 	return mux
 }
 
+// bearer tells whether r carries the token, compared in constant time.
+func bearer(r *http.Request, token string) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+}
+
+// DefaultMaxClients bounds the connections Serve holds at once.
+const DefaultMaxClients = 64
+
+// ServeOptions say how Serve serves.
+type ServeOptions struct {
+	// Timeout bounds each request's reading and writing.
+	Timeout time.Duration
+	// MaxClients bounds the connections held at once (DefaultMaxClients
+	// when 0): one more is closed as soon as it is accepted. A client that
+	// asks MaxBlock IDs and does not read holds about 1.4 MB until
+	// Timeout.
+	MaxClients int
+	// Token, when not empty, is the shared secret every request must
+	// carry.
+	Token string
+}
+
 // Serve serves the Handler on addr until ctx is done, then shuts down
-// gracefully; listening is told the address it listens on. timeout bounds
-// each request's reading and writing.
-func (s *Stamper) Serve(ctx context.Context, addr string, timeout time.Duration, listening func(net.Addr)) error {
-	l, err := net.Listen("tcp", addr)
+// gracefully; listening is told the address it listens on.
+func (s *Stamper) Serve(ctx context.Context, addr string, opt ServeOptions, listening func(net.Addr)) error {
+	if opt.MaxClients <= 0 {
+		opt.MaxClients = DefaultMaxClients
+	}
+	nl, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, IdleTimeout: 4 * timeout}
+	l := &limitListener{Listener: nl, max: int64(opt.MaxClients)}
+	timeout := opt.Timeout
+	srv := &http.Server{Handler: s.Handler(opt.Token), ReadHeaderTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, IdleTimeout: 4 * timeout}
 	listening(l.Addr())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
@@ -198,4 +235,46 @@ func (s *Stamper) Serve(ctx context.Context, addr string, timeout time.Duration,
 		return err
 	}
 	return nil
+}
+
+// limitListener holds at most max connections at once: one accepted past
+// it is closed at once, so that its client fails fast instead of holding
+// memory.
+type limitListener struct {
+	net.Listener
+	max  int64
+	open atomic.Int64
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.open.Add(1) > l.max {
+			l.open.Add(-1)
+			_ = c.Close() // past the cap: refused
+			continue
+		}
+		return &countedConn{Conn: c, l: l}, nil
+	}
+}
+
+type countedConn struct {
+	net.Conn
+	l    *limitListener
+	once sync.Once
+}
+
+func (c *countedConn) Close() error {
+	c.once.Do(func() { c.l.open.Add(-1) })
+	return c.Conn.Close()
+}
+
+// Loopback tells whether a is a loopback address: one that only this
+// machine reaches.
+func Loopback(a net.Addr) bool {
+	t, ok := a.(*net.TCPAddr)
+	return ok && t.IP.IsLoopback()
 }

@@ -7,11 +7,13 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/backfill-dev/backfill/collector"
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/lines"
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/units"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 )
@@ -22,6 +24,8 @@ type stampOptions struct {
 	id                int
 	count             int64
 	listen, rejects   string
+	tokenFile         string
+	maxClients        int
 	httpTimeout       time.Duration
 	lease, lead       uint
 	offset            time.Duration
@@ -38,6 +42,8 @@ func parseStampFlags(args []string, std cli.Stdio) (*stampOptions, error) {
 	fs.StringVar(&o.opt.State, "state", "", "the state `FILE` (required; created for a new collector)")
 	fs.Int64Var(&o.count, "count", 0, "print `N` IDs and exit")
 	fs.StringVar(&o.listen, "listen", "", "serve IDs over HTTP on `ADDR` (host:port)")
+	fs.IntVar(&o.maxClients, "max-clients", collector.DefaultMaxClients, "with --listen: `N` connections at once, 1..4096; one more is closed at once")
+	fs.StringVar(&o.tokenFile, "token-file", "", "with --listen: a `FILE` holding the token every request must carry (Authorization: Bearer TOKEN); or set BACKFILL_STAMP_TOKEN")
 	fs.DurationVar(&o.httpTimeout, "http-timeout", 30*time.Second, "with --listen: the time `D` a client has to send its request, and to read the answer")
 	fs.UintVar(&o.lease, "lease", collector.DefaultLease, "`N` seconds reserved by each durable mark")
 	fs.UintVar(&o.lead, "max-lead", collector.DefaultMaxLead, "`N` seconds the IDs may run ahead of the clock")
@@ -78,6 +84,10 @@ func (o *stampOptions) check() error {
 		return cli.Usagef("stamp: --max-line must be 2 bytes to 1GiB")
 	case o.httpTimeout <= 0:
 		return cli.Usagef("stamp: --http-timeout must be positive")
+	case o.maxClients < 1 || o.maxClients > 4096:
+		return cli.Usagef("stamp: --max-clients must be 1 to 4096")
+	case o.tokenFile != "" && o.listen == "":
+		return cli.Usagef("stamp: --token-file is for --listen")
 	}
 	o.opt.CollectorID, o.opt.Lease, o.opt.MaxLead = uint8(o.id), uint32(o.lease), uint32(o.lead)
 	if offset := o.offset; offset != 0 {
@@ -103,8 +113,15 @@ func runStamp(ctx context.Context, args []string, std cli.Stdio) (err error) {
 	case o.counting:
 		return s.WriteIDs(ctx, o.count, std.Out)
 	case o.listen != "":
-		err := s.Serve(ctx, o.listen, o.httpTimeout, func(a net.Addr) {
+		token, err := stampToken(o.tokenFile)
+		if err != nil {
+			return err
+		}
+		err = s.Serve(ctx, o.listen, collector.ServeOptions{Timeout: o.httpTimeout, MaxClients: o.maxClients, Token: token}, func(a net.Addr) {
 			fmt.Fprintf(std.Err, "backfill: stamp: serving IDs on http://%s/ids\n", a)
+			if token == "" && !collector.Loopback(a) {
+				fmt.Fprintf(std.Err, "backfill: stamp: warning: %s is reachable beyond this machine and no token is asked: whoever reaches it can spend IDs; give --token-file or set %s\n", a, tokenEnv)
+			}
 		})
 		if err == nil {
 			fmt.Fprintln(std.Err, "backfill: stamp: stopped")
@@ -147,4 +164,31 @@ func stampFilter(ctx context.Context, s *collector.Stamper, lr *lines.Reader, de
 		return &cli.RejectsError{N: bad, What: "lines"}
 	}
 	return nil
+}
+
+// tokenEnv is the variable that gives stamp --listen its token, as
+// --token-file does (never a flag's value, which other users see).
+const tokenEnv = "BACKFILL_STAMP_TOKEN"
+
+// stampToken reads the token of --listen: from file, else from tokenEnv;
+// "" when neither gives one.
+func stampToken(file string) (string, error) {
+	env, envSet := os.LookupEnv(tokenEnv)
+	switch {
+	case file != "" && envSet:
+		return "", cli.Usagef("stamp: --token-file and %s both give a token: give one", tokenEnv)
+	case file != "":
+		b, err := store.ReadRegular(file)
+		if err != nil {
+			return "", fmt.Errorf("stamp: --token-file: %w", err)
+		}
+		t := strings.TrimRight(string(b), "\r\n")
+		if t == "" || strings.ContainsAny(t, " \t\r\n") {
+			return "", cli.Usagef("stamp: --token-file %s: the token must be one line without spaces", file)
+		}
+		return t, nil
+	case envSet && env == "":
+		return "", cli.Usagef("stamp: %s is set but empty", tokenEnv)
+	}
+	return env, nil
 }

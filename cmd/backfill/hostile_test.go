@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"maps"
+	"net/http"
 	"math"
 	"os"
 	"os/exec"
@@ -193,5 +194,92 @@ func TestSignal_StopsWhileBlocked(t *testing.T) {
 	case <-time.After(hangBound):
 		cmd.Process.Kill()
 		t.Fatalf("still running %s after SIGTERM\n%s", hangBound, stderr.String())
+	}
+}
+
+// stamp --listen beyond loopback without a token says so; with a token
+// (from a file, or the environment) it says nothing of the kind and asks
+// every request for it.
+func TestStamp_ListenToken(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	testutil.Check(t, os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600))
+	for _, tc := range []struct {
+		name  string
+		extra []string
+		env   string
+		warn  bool
+	}{
+		{"no token", nil, "", true},
+		{"token file", []string{"--token-file", tokenFile}, "", false},
+		{"token env", nil, "BACKFILL_STAMP_TOKEN=s3cret", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"stamp", "--collector-id", "9", "--state", filepath.Join(t.TempDir(), "state"), "--listen", "0.0.0.0:0"}, tc.extra...)
+			cmd := exec.Command(bin, args...)
+			cmd.Env = os.Environ()
+			if tc.env != "" {
+				cmd.Env = append(cmd.Env, tc.env)
+			}
+			stderr, err := cmd.StderrPipe()
+			testutil.Check(t, err)
+			testutil.Check(t, cmd.Start())
+			lines := make(chan string, 16)
+			go func() {
+				defer close(lines)
+				sc := bufio.NewScanner(stderr)
+				for sc.Scan() {
+					lines <- sc.Text()
+				}
+			}()
+			next := func() string {
+				select {
+				case l := <-lines:
+					return l
+				case <-time.After(hangBound):
+					cmd.Process.Kill()
+					t.Fatal("stamp said nothing")
+				}
+				return ""
+			}
+			first := next()
+			where, ok := strings.CutPrefix(first, "backfill: stamp: serving IDs on http://")
+			if !ok {
+				t.Fatalf("stamp said %q", first)
+			}
+			url := "http://127.0.0.1:" + where[strings.LastIndex(where, ":")+1:] // every interface: this machine's loopback too
+			if tc.warn {
+				if w := next(); !strings.Contains(w, "warning") || !strings.Contains(w, "no token") {
+					t.Errorf("beyond loopback without a token: %q, want a warning", w)
+				}
+			} else {
+				resp, err := http.Get(url)
+				testutil.Check(t, err)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusUnauthorized {
+					t.Errorf("a request without the token: %d, want 401", resp.StatusCode)
+				}
+				req, _ := http.NewRequest(http.MethodGet, url, nil)
+				req.Header.Set("Authorization", "Bearer s3cret")
+				resp, err = http.DefaultClient.Do(req)
+				testutil.Check(t, err)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					t.Errorf("a request with the token: %d, want 200", resp.StatusCode)
+				}
+			}
+			testutil.Check(t, cmd.Process.Signal(syscall.SIGTERM))
+			var rest []string
+			for l := range lines {
+				rest = append(rest, l)
+			}
+			cmd.Wait()
+			for _, l := range rest {
+				if strings.Contains(l, "warning") || strings.Contains(l, "s3cret") {
+					t.Errorf("with a token: %q", l)
+				}
+			}
+		})
 	}
 }

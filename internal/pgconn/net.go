@@ -59,41 +59,47 @@ func Dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	return &Conn{Conn: c}, nil
 }
 
-// Conn is a connection Dial made. It notes when it waits for the server:
-// while a read is under way, since the later of the read's start and the
-// last byte sent. A client that waits long on a server that says nothing
-// can so ask, on another connection, whether the server is at work. (A
-// read under way is the sign, not a byte sent and unanswered: an answer
-// cut off in its middle leaves the client waiting for its rest.)
+// Conn is a connection Dial made. It notes when it waits on the network:
+// while a read or a write is under way, since its last sign of life (a
+// read or a write begun or ended). A client that waits long on a server
+// can so ask, on another connection, whether the server is at work.
+// (A read under way is the sign, not a byte sent and unanswered: an answer
+// cut off in its middle leaves the client waiting for its rest; and a
+// write under way, not only its end: a write held by a network that
+// stopped taking bytes waits too.)
 type Conn struct {
 	net.Conn
-	reading   atomic.Int64 // unix nanoseconds of the start of the read under way; 0 when none
-	lastWrite atomic.Int64 // unix nanoseconds of the last byte sent
+	reading, writing atomic.Int32
+	life             atomic.Int64 // unix nanoseconds of the last read or write begun or ended
 }
 
+func (c *Conn) alive() { c.life.Store(time.Now().UnixNano()) }
+
 func (c *Conn) Read(p []byte) (int, error) {
-	c.reading.Store(time.Now().UnixNano())
+	c.reading.Add(1)
+	c.alive()
 	n, err := c.Conn.Read(p)
-	c.reading.Store(0)
+	c.alive()
+	c.reading.Add(-1)
 	return n, err
 }
 
 func (c *Conn) Write(p []byte) (int, error) {
+	c.writing.Add(1)
+	c.alive()
 	n, err := c.Conn.Write(p)
-	if n > 0 {
-		c.lastWrite.Store(time.Now().UnixNano())
-	}
+	c.alive()
+	c.writing.Add(-1)
 	return n, err
 }
 
-// Waiting tells since when the connection has waited for the server
-// (ok is false when no read is under way).
+// Waiting tells since when the connection has waited on the network
+// (ok is false when no read or write is under way).
 func (c *Conn) Waiting() (since time.Time, ok bool) {
-	r := c.reading.Load()
-	if r == 0 {
+	if c.reading.Load() == 0 && c.writing.Load() == 0 {
 		return time.Time{}, false
 	}
-	return time.Unix(0, max(r, c.lastWrite.Load())), true
+	return time.Unix(0, c.life.Load()), true
 }
 
 // Watched returns the *Conn under a connection pgx holds (under TLS, if

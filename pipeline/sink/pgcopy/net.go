@@ -22,7 +22,7 @@ func (e *silenceError) Error() string {
 	case e.state == "":
 		return fmt.Sprintf("no answer from the server for %s, and its session is gone (--pg-timeout)", e.bound)
 	}
-	return fmt.Sprintf("no answer from the server for %s while its session is %q, not at work: the answer was lost (--pg-timeout)", e.bound, e.state)
+	return fmt.Sprintf("no answer from the server for %s while its session is %s: what was sent or answered was lost (--pg-timeout)", e.bound, e.state)
 }
 
 // lastWords is how long the last exchange of an attempt that ended (a

@@ -141,6 +141,7 @@ func (s *Sink) watch(ctx context.Context, conn *pgx.Conn, cancel context.CancelC
 		tick := time.NewTicker(max(bound/8, 10*time.Millisecond))
 		defer tick.Stop()
 		var vouched time.Time // when a probe last found the session at work
+		var last session      // what that probe found
 		for {
 			select {
 			case <-done:
@@ -159,14 +160,14 @@ func (s *Sink) watch(ctx context.Context, conn *pgx.Conn, cancel context.CancelC
 			if time.Since(since) < bound {
 				continue
 			}
-			state, err := s.probe(ctx, pid)
+			st, err := s.probe(ctx, pid)
 			switch {
-			case err == nil && state == "active":
-				vouched = time.Now()
+			case err == nil && st.atWork(last):
+				vouched, last = time.Now(), st
 			case ctx.Err() != nil:
 				return
 			default:
-				cancel(&silenceError{bound: bound, state: state, probe: err})
+				cancel(&silenceError{bound: bound, state: st.describe(), probe: err})
 				return
 			}
 		}
@@ -177,23 +178,75 @@ func (s *Sink) watch(ctx context.Context, conn *pgx.Conn, cancel context.CancelC
 	}
 }
 
+// session is what a probe finds of a session.
+type session struct {
+	found     bool
+	state     string    // pg_stat_activity.state
+	waitEvent string    // pg_stat_activity.wait_event, "" when none
+	copied    int64     // pg_stat_progress_copy.bytes_processed; -1 when not in a COPY, or unknown
+	began     time.Time // pg_stat_activity.query_start: which statement
+}
+
+// atWork tells whether the session is working on what the client waits
+// for: active, and not waiting for bytes from the client, unless it is a
+// COPY whose bytes still come in (more than at the probe before).
+func (s session) atWork(before session) bool {
+	switch {
+	case !s.found || s.state != "active":
+		return false
+	case s.waitEvent != "ClientRead":
+		return true
+	}
+	return s.copied >= 0 && (!before.found || !s.began.Equal(before.began) || s.copied > before.copied)
+}
+
+func (s session) describe() string {
+	switch {
+	case !s.found:
+		return ""
+	case s.waitEvent == "ClientRead" && s.state == "active":
+		return "active, waiting for bytes that do not come"
+	}
+	return s.state
+}
+
 // probe asks the server, on a connection of its own bounded by
-// Options.Silence, the state of the session pid ("" when it has none).
-func (s *Sink) probe(ctx context.Context, pid uint32) (string, error) {
+// Options.Silence, what the session pid is doing.
+func (s *Sink) probe(ctx context.Context, pid uint32) (session, error) {
 	pctx, cancel := context.WithTimeout(ctx, s.opt.Silence)
 	defer cancel()
 	c, err := pgx.ConnectConfig(pctx, s.cfg.Copy())
 	if err != nil {
-		return "", err
+		return session{}, err
 	}
 	defer c.Close(pctx)
-	var state *string
-	err = c.QueryRow(pctx, `SELECT state FROM pg_stat_activity WHERE pid = $1`, int64(pid)).Scan(&state)
-	if errors.Is(err, pgx.ErrNoRows) || (err == nil && state == nil) {
-		return "", nil
+	st := session{found: true}
+	var state, wait *string
+	var began *time.Time
+	err = c.QueryRow(pctx, `SELECT a.state, a.wait_event, a.query_start, coalesce(p.bytes_processed, -1)
+		FROM pg_stat_activity a LEFT JOIN pg_stat_progress_copy p ON p.pid = a.pid WHERE a.pid = $1`, int64(pid)).Scan(&state, &wait, &began, &st.copied)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42P01" {
+		// A server before PostgreSQL 14 has no COPY progress: a COPY waiting
+		// for the client's bytes counts as at work.
+		st.copied = 1 << 62
+		err = c.QueryRow(pctx, `SELECT state, wait_event, query_start FROM pg_stat_activity WHERE pid = $1`, int64(pid)).Scan(&state, &wait, &began)
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return session{}, nil
 	}
 	if err != nil {
-		return "", err
+		return session{}, err
 	}
-	return *state, nil
+	if state == nil {
+		return session{}, nil
+	}
+	st.state = *state
+	if wait != nil {
+		st.waitEvent = *wait
+	}
+	if began != nil {
+		st.began = *began
+	}
+	return st, nil
 }
