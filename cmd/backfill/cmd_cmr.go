@@ -38,7 +38,7 @@ func runCMRTemporal(ctx context.Context, args []string, std cli.Stdio) error {
 		line, err := cmr.FileLine(name, cmr.Format(format), int64(maxSize))
 		if err != nil {
 			bad++
-			fmt.Fprintf(std.Err, "backfill: %s: %v\n", name, err)
+			fmt.Fprintf(std.Err, "backfill: %s: %s\n", cli.Printable(name), cli.Printable(err.Error()))
 			continue
 		}
 		w.Write(append(line, '\n'))

@@ -77,7 +77,7 @@ func (c *cumulusFlags) setup(ctx context.Context, cmd string, std cli.Stdio) (*p
 	logf := func(s string) {
 		mu.Lock()
 		defer mu.Unlock()
-		fmt.Fprintf(std.Err, "backfill: %s\n", s)
+		fmt.Fprintf(std.Err, "backfill: %s\n", cli.Printable(s)) // it carries a message's fields
 	}
 	opt := records.Options{Region: c.region, Now: func() int64 { return time.Now().UnixMilli() }, Warn: logf}
 	ropt := replay.Options{Batch: c.batch, Concurrency: c.concurrency, Timeout: c.timeout, Log: logf}

@@ -34,7 +34,7 @@ func runDecode(ctx context.Context, args []string, std cli.Stdio) error {
 		return cli.Usagef("decode: --verify takes OOID TEXTNAME NDX, or - for lines of them")
 	}
 	d := ooidlines.NewDecoder(std.Out, verify, scheme, func(where, why string) {
-		fmt.Fprintf(std.Err, "backfill: %s: %s\n", where, why)
+		fmt.Fprintf(std.Err, "backfill: %s: %s\n", cli.Printable(where), cli.Printable(why))
 	})
 
 	switch {

@@ -95,7 +95,7 @@ func granuleArgs(gen *granule.Generator, collectionID string, ids []string, std 
 		buf, err = gen.Append(buf[:0], []byte(id), []byte(collectionID))
 		if err != nil {
 			bad++
-			fmt.Fprintf(std.Err, "backfill: ID %q: %v\n", id, err)
+			fmt.Fprintf(std.Err, "backfill: ID %q: %s\n", id, cli.Printable(err.Error()))
 			continue
 		}
 		out.Write(append(buf, '\n'))
@@ -112,7 +112,7 @@ func granuleArgs(gen *granule.Generator, collectionID string, ids []string, std 
 // granuleStream prints the unique granule ID of every line of stdin.
 func granuleStream(ctx context.Context, gen *granule.Generator, defaultCollection string, hasDefault bool, std cli.Stdio) error {
 	bad, err := gen.Stream(ctx, std.In, std.Out, defaultCollection, hasDefault, func(n int, why string) {
-		fmt.Fprintf(std.Err, "backfill: line %d: %s\n", n, why)
+		fmt.Fprintf(std.Err, "backfill: line %d: %s\n", n, cli.Printable(why))
 	})
 	if err != nil {
 		return err
@@ -167,7 +167,7 @@ func granulePayload(c granuleConfig, std cli.Stdio) error {
 			problems = joined.Unwrap()
 		}
 		for _, p := range problems {
-			fmt.Fprintf(std.Err, "backfill: payload %s: %v\n", c.payload, p)
+			fmt.Fprintf(std.Err, "backfill: payload %s: %s\n", c.payload, cli.Printable(p.Error()))
 		}
 		return &cli.RejectsError{N: len(problems), What: "payload problems", Verb: "found; payload rejected"}
 	}

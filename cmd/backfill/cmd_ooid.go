@@ -76,7 +76,7 @@ func ooidArgs(scheme ooid.Scheme, textname string, ndxs []string, std cli.Stdio)
 	for _, s := range ndxs {
 		ndx, err := ooidlines.ParseNDX([]byte(s), scheme)
 		if err != nil {
-			fmt.Fprintf(std.Err, "backfill: NDX %q: %v\n", s, err)
+			fmt.Fprintf(std.Err, "backfill: NDX %q: %s\n", s, cli.Printable(err.Error()))
 			bad++
 			continue
 		}
@@ -96,7 +96,7 @@ func ooidArgs(scheme ooid.Scheme, textname string, ndxs []string, std cli.Stdio)
 // reported on stderr.
 func ooidStream(ctx context.Context, scheme ooid.Scheme, std cli.Stdio) error {
 	bad, err := ooidlines.Run(ctx, scheme, std.In, std.Out, func(line int, msg string) {
-		fmt.Fprintf(std.Err, "backfill: line %d: %s\n", line, msg)
+		fmt.Fprintf(std.Err, "backfill: line %d: %s\n", line, cli.Printable(msg))
 	})
 	if err != nil {
 		return err

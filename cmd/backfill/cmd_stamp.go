@@ -155,7 +155,7 @@ func stampFilterRejects(ctx context.Context, s *collector.Stamper, rejects strin
 // stampFilter stamps the JSON lines of lr, saying each line it rejects.
 func stampFilter(ctx context.Context, s *collector.Stamper, lr *lines.Reader, dead io.Writer, std cli.Stdio) error {
 	bad, err := s.Filter(ctx, lr, std.Out, dead, func(n int, why string) {
-		fmt.Fprintf(std.Err, "backfill: line %d: %s\n", n, why)
+		fmt.Fprintf(std.Err, "backfill: line %d: %s\n", n, cli.Printable(why))
 	})
 	if err != nil {
 		return err

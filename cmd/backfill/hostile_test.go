@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"io"
 	"maps"
 	"net/http"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/corpus"
+	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/testutil"
 )
 
@@ -281,5 +284,32 @@ func TestStamp_ListenToken(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A message's fields that reach stderr (a collection's name, in the error
+// of a missing collection) cannot forge a line or send a terminal escape.
+func TestGranuleWrite_FieldsEscaped(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabase(t)
+	if code, out := callIn("", "granule-schema", "--dsn", url); code != 0 {
+		t.Fatalf("granule-schema: %d %s", code, out)
+	}
+	in := filepath.Join(t.TempDir(), "m.jsonl")
+	granuleMsgs(t, in, "EVIL\nbackfill: forged line\x1b[2J\u202e___1", "g", 1)
+	var out, errb bytes.Buffer
+	code := exitCode(run(context.Background(), []string{"granule-write", "--dsn", url, "--archive", t.TempDir(), in},
+		cli.Stdio{In: strings.NewReader(""), Out: &out, Err: &errb}), &errb)
+	if code != cli.ExitRejects {
+		t.Fatalf("exit %d\n%s", code, errb.String())
+	}
+	said := errb.String()
+	if !strings.Contains(said, `EVIL\nbackfill: forged line\x1b[2J\u202e`) {
+		t.Errorf("the collection's name is not in the message, escaped:\n%q", said)
+	}
+	for _, l := range strings.Split(said, "\n") {
+		if strings.HasPrefix(l, "backfill: forged") || strings.ContainsAny(l, "\x1b\u202e") {
+			t.Errorf("a forged line or a terminal escape on stderr: %q", l)
+		}
 	}
 }

@@ -63,7 +63,7 @@ func (f *inputFlags) source(cmd string, w io.Writer) *audit.Source {
 	cfg := f.read
 	cfg.Version = buildVersion()
 	return &audit.Source{Stamp: cfg, OnReject: func(what string, err error) {
-		fmt.Fprintf(w, "backfill %s: %s: %v\n", cmd, what, err)
+		fmt.Fprintf(w, "backfill %s: %s: %s\n", cmd, cli.Printable(what), cli.Printable(err.Error()))
 	}}
 }
 
