@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backfill-dev/backfill/cumulus/dla"
 	"github.com/backfill-dev/backfill/internal/cumulustest"
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/testutil"
 )
 
@@ -185,5 +187,27 @@ func TestWrite_InputFolderLinksAndFIFOs(t *testing.T) {
 	}
 	if rows := strings.Join(e.granules(t), "\n"); strings.Contains(rows, "g-x") || strings.Contains(rows, "g-h") {
 		t.Errorf("a file out of the folder, or a hidden one, was read: %s", rows)
+	}
+}
+
+// An archive that cannot be written: the messages written are counted as
+// written, and the error names the input that failed and was not archived.
+func TestWrite_ArchiveUnwritable(t *testing.T) {
+	e := newEnv(t, true, "LATER___1")
+	file := filepath.Join(t.TempDir(), "not-a-folder")
+	testutil.Check(t, os.WriteFile(file, nil, 0o644))
+	arch := dla.New(store.Local(file))
+	var in strings.Builder
+	in.WriteString(js(t, msg("bad", "completed", "NEVER___1", t0, "g-bad")) + "\n")
+	in.WriteString(js(t, msg("good", "completed", "LATER___1", t0, "g-good")) + "\n")
+	st, err := Write(context.Background(), []string{"-"}, strings.NewReader(in.String()), e.w, arch, e.options)
+	if err == nil || !strings.Contains(err.Error(), "stdin:1") || !strings.Contains(err.Error(), "could not be put in the archive") {
+		t.Fatalf("err = %v; want one that names stdin:1 and the archive", err)
+	}
+	if st.Messages != 2 || st.OK != 1 || st.Archived != 1 {
+		t.Errorf("stats %+v; want 2 messages, 1 written, 1 failed", st)
+	}
+	if rows := strings.Join(e.granules(t), "\n"); !strings.Contains(rows, "g-good") {
+		t.Errorf("the good message's granule is not written: %s", rows)
 	}
 }

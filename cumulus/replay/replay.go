@@ -209,13 +209,25 @@ func (p *pipeline) write(ctx context.Context, b []job) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// Every result of the batch is counted and handed on, even after one
+	// that could not be (an archive that cannot be written): the counts
+	// say what was written, and the error names the first input lost.
+	var first error
+	more := 0
 	for i, j := range b {
 		p.stats.add(res[i])
 		if err := p.done(j, res[i]); err != nil {
-			return err
+			if first == nil {
+				first = err
+			} else {
+				more++
+			}
 		}
 	}
-	return nil
+	if more > 0 {
+		return fmt.Errorf("%w (and %d more of its batch)", first, more)
+	}
+	return first
 }
 
 // Write reads the messages of inputs (files of JSON lines or JSON
@@ -226,7 +238,8 @@ func Write(ctx context.Context, inputs []string, stdin io.Reader, w Writer, arch
 	archive := func(j job, errText string) error {
 		key, err := arch.Put(ctx, message.DeadLetter(j.env, errText))
 		if err != nil {
-			return err
+			opt.Log(fmt.Sprintf("%s: %s (NOT archived: %v)", j.where, errText, err))
+			return fmt.Errorf("%s failed and could not be put in the archive: %w", j.where, err)
 		}
 		opt.Log(fmt.Sprintf("%s: %s (archived as %s)", j.where, errText, key))
 		return nil
