@@ -195,6 +195,9 @@ func (o *runOptions) locations(ctx context.Context, std cli.Stdio) (outStore sto
 	} else if err != nil {
 		return nil, false, inputError("run", err)
 	}
+	if outStore != nil && store.Inside(outStore, in.Dir) {
+		return nil, false, cli.Usagef("run: --out %s is inside --in %s: the output would be read as input (and change its buckets' fingerprints); give a folder outside it", outStore.Where("."), in.Dir.Where("."))
+	}
 	cfg.In, cfg.Buckets, cfg.MaxBlob = in.Dir, in.Buckets, int64(o.maxBlob)
 	cfg.Source = store.Abs(in.Dir.Where("."))
 	if o.planFile == "" { // a plan's input records are said by plan, counted by check

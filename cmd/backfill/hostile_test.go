@@ -313,3 +313,43 @@ func TestGranuleWrite_FieldsEscaped(t *testing.T) {
 		}
 	}
 }
+
+// --out inside --in (by its path or through a link) is a usage error: the
+// output would be read as input.
+func TestRun_OutInsideIn(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	genCorpus(t, in)
+	testutil.Check(t, os.Symlink(in, filepath.Join(dir, "link")))
+	for _, out := range []string{filepath.Join(in, "out"), filepath.Join(in, "2017-06-01", "out"), filepath.Join(dir, "link", "out")} {
+		code, said := callIn("", "run", "-q", "--in", in, "--out", out)
+		if code != cli.ExitUsage || !strings.Contains(said, "is inside --in") {
+			t.Errorf("--out %s: exit %d\n%s\nwant 2, inside --in", out, code, said)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("--out %s was made", out)
+		}
+	}
+}
+
+// A bucket folder that is a link out of --in is refused by name, whether
+// buckets are named or not; never skipped in silence.
+func TestRun_BucketLinkOutOfIn(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	genCorpus(t, in)
+	other := filepath.Join(dir, "other")
+	genCorpus(t, other, "--start", "2017-07-01", "--buckets", "1")
+	testutil.Check(t, os.Symlink(filepath.Join(other, "2017-07-01"), filepath.Join(in, "2017-07-01")))
+	for _, args := range [][]string{
+		{"run", "-q", "--in", in, "--out", filepath.Join(dir, "out1")},
+		{"run", "-q", "--in", in, "--out", filepath.Join(dir, "out2"), "2017-07-01"},
+	} {
+		code, said := callIn("", args...)
+		if code != cli.ExitUsage || !strings.Contains(said, "bucket 2017-07-01 is a symbolic link that leads out") {
+			t.Errorf("%v: exit %d\n%s\nwant 2 and the link named", args, code, said)
+		}
+	}
+}

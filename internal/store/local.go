@@ -547,3 +547,38 @@ func ReadRegular(path string) ([]byte, error) {
 	defer f.Close()
 	return io.ReadAll(f)
 }
+
+// Inside tells whether the local Store s is the folder of dir or under it,
+// links resolved (a folder reached by two names is one folder); false when
+// either is not on disk.
+func Inside(s, dir Store) bool {
+	a, ok1 := LocalDir(s)
+	b, ok2 := LocalDir(dir)
+	if !ok1 || !ok2 {
+		return false
+	}
+	ra, rb := resolved(a), resolved(b)
+	rel, err := filepath.Rel(rb, ra)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// resolved is the absolute path p with its links resolved, as far as it
+// exists (a folder not made yet is resolved by its nearest parent).
+func resolved(p string) string {
+	p, err := filepath.Abs(p)
+	if err != nil {
+		return p
+	}
+	var rest []string
+	for {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(append([]string{r}, rest...)...)
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return filepath.Join(append([]string{p}, rest...)...)
+		}
+		rest = append([]string{filepath.Base(p)}, rest...)
+		p = parent
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -172,6 +173,11 @@ func ResolveInput(ctx context.Context, fsys store.Store, names []string) (Input,
 	have := map[string]bool{}
 	for _, e := range ents {
 		if !isDirEntry(ctx, fsys, ".", e) {
+			if reader.IsBucketName(e.Name()) && (len(names) == 0 || slices.Contains(names, e.Name())) {
+				// Named as a bucket, and not a folder this run can read:
+				// said, never skipped in silence.
+				return Input{}, inputErr("%s: bucket %s is %s: refused (a link inside --in is followed only to a folder inside it)", in, e.Name(), entryKind(ctx, fsys, e))
+			}
 			continue
 		}
 		if reader.IsBucketName(e.Name()) {
@@ -204,6 +210,17 @@ func ResolveInput(ctx context.Context, fsys store.Store, names []string) (Input,
 	sort.Strings(out.Buckets)
 	out.Buckets = compactSorted(out.Buckets)
 	return out, nil
+}
+
+// entryKind says what a folder entry that is not a folder is.
+func entryKind(ctx context.Context, fsys store.Store, e fs.DirEntry) string {
+	if e.Type()&fs.ModeSymlink != 0 {
+		if _, err := fsys.Stat(ctx, e.Name()); err != nil {
+			return "a symbolic link that leads out of the folder, or nowhere"
+		}
+		return "a symbolic link to something that is not a folder"
+	}
+	return store.KindOf(e.Type())
 }
 
 func isDirEntry(ctx context.Context, fsys store.Store, dir string, e fs.DirEntry) bool {
