@@ -19,6 +19,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/corpus"
 	"github.com/backfill-dev/backfill/internal/pgtest"
+	"github.com/backfill-dev/backfill/internal/s3test"
 	"github.com/backfill-dev/backfill/internal/testutil"
 )
 
@@ -351,5 +352,19 @@ func TestRun_BucketLinkOutOfIn(t *testing.T) {
 		if code != cli.ExitUsage || !strings.Contains(said, "bucket 2017-07-01 is a symbolic link that leads out") {
 			t.Errorf("%v: exit %d\n%s\nwant 2 and the link named", args, code, said)
 		}
+	}
+}
+
+// An S3 prefix the caller may not read is said as that (exit 1), not
+// called "not a folder" (a usage error).
+func TestStatus_S3Forbidden(t *testing.T) {
+	srv, dir := s3Corpus(t)
+	if code, out := callIn("", "run", "-q", "--in", dir+"/canned", "--out", "s3://test/out"); code != cli.ExitRejects {
+		t.Fatalf("run: exit %d\n%s", code, out)
+	}
+	srv.Inject(s3test.Fault{Kind: s3test.Status403, Times: 1 << 30})
+	code, said := callIn("", "status", "s3://test/out")
+	if code != cli.ExitFailure || strings.Contains(said, "not a folder") || !strings.Contains(said, "403") {
+		t.Errorf("status of a forbidden prefix: exit %d\n%s\nwant 1 and the refusal said", code, said)
 	}
 }

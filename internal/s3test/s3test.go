@@ -61,6 +61,7 @@ const (
 	// LoseAnswer serves the request whole (a PUT is stored), then closes
 	// the connection without a word: the answer lost on the way back.
 	LoseAnswer
+	Status403 // answer 403 AccessDenied, nothing served
 )
 
 // Start starts a server with the given buckets, stopped when the test ends,
@@ -221,6 +222,10 @@ func (s *Server) inject(next http.Handler) http.Handler {
 		case LoseAnswer:
 			next.ServeHTTP(&swallow{h: http.Header{}}, r)
 			panic(http.ErrAbortHandler) // the server closes the connection
+		case Status403:
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>`))
 		case Status503:
 			w.Header().Set("Content-Type", "application/xml")
 			w.WriteHeader(http.StatusServiceUnavailable)

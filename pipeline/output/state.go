@@ -3,6 +3,7 @@ package output
 import (
 	"context"
 	"errors"
+	"io/fs"
 
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
@@ -33,7 +34,12 @@ func ReadState(ctx context.Context, cfg Config) (rep status.Output, states []sta
 		_ = s.Close() // the states are read; a connection ended badly changes nothing
 		return rep, states, nil
 	}
-	if !store.IsDir(ctx, cfg.Folder, ".") {
+	switch st, err := cfg.Folder.Stat(ctx, "."); {
+	case store.Failed(err):
+		return rep, nil, err // the store failed (a refusal, the network): said as it is
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return rep, nil, err
+	case err != nil || !st.IsDir():
 		return rep, nil, ErrNotFolder
 	}
 	if states, err = parquetfile.ReadState(ctx, cfg.Folder); err != nil {
