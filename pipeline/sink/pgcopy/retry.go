@@ -135,7 +135,8 @@ func (s *Sink) watch(ctx context.Context, conn *pgx.Conn, cancel context.CancelC
 	}
 	bound := s.opt.Silence
 	pid := conn.PgConn().PID()
-	done := make(chan struct{})
+	// stop ends the watch at once, a probe under way included.
+	ctx, end := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		tick := time.NewTicker(max(bound/8, 10*time.Millisecond))
@@ -144,8 +145,6 @@ func (s *Sink) watch(ctx context.Context, conn *pgx.Conn, cancel context.CancelC
 		var last session      // what that probe found
 		for {
 			select {
-			case <-done:
-				return
 			case <-ctx.Done():
 				return
 			case <-tick.C:
@@ -173,7 +172,7 @@ func (s *Sink) watch(ctx context.Context, conn *pgx.Conn, cancel context.CancelC
 		}
 	})
 	return func() {
-		close(done)
+		end()
 		wg.Wait()
 	}
 }
