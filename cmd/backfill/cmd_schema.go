@@ -34,7 +34,9 @@ func (p *pgFlags) register(fs *flag.FlagSet, retries bool) {
 
 func (p *pgFlags) options(std cli.Stdio) pgcopy.Options {
 	return pgcopy.Options{DSN: p.dsn, Schema: p.schema, Retries: p.retries, RetryWait: p.retryWait, Silence: p.timeout, Connections: p.connections,
-		Log: func(format string, args ...any) { fmt.Fprintf(std.Err, "backfill: %s\n", cli.Printable(fmt.Sprintf(format, args...))) }}
+		Log: func(format string, args ...any) {
+			fmt.Fprintf(std.Err, "backfill: %s\n", cli.Printable(fmt.Sprintf(format, args...)))
+		}}
 }
 
 func runSchema(ctx context.Context, args []string, std cli.Stdio) (err error) {
