@@ -15,10 +15,11 @@ import (
 	"github.com/backfill-dev/backfill/internal/pgtest"
 )
 
-// The bound on a server's silence (--pg-timeout): a load the server is
-// working on is never cut, however slow the network makes it; a server
-// that goes silent for good (packets dropped, no reset) ends the run with
-// exit 1 and a line that says so; --resume then finishes it.
+// The bound on a server's silence (--pg-timeout): a load is never cut
+// while its bytes move, however slow the network, nor while the server
+// is at work on it (here, waiting on a lock for several silences); a
+// server that goes silent for good (packets dropped, no reset) ends the
+// run with exit 1 and a line that says so; --resume then finishes it.
 func TestSilence_Postgres(t *testing.T) {
 	in := genPG(t)
 	admin := pgtest.AdminURL(t)
@@ -54,9 +55,11 @@ func TestSilence_Postgres(t *testing.T) {
 
 	t.Run("slow but at work", func(t *testing.T) {
 		dsn := pgtest.CreateDatabase(t, admin)
-		// The client's rows reach the server at 256 KiB/s: each bucket's
-		// COPY waits seconds for the server's answer, the server at work.
-		proxy.Add(t, faultproxy.Toxic{Name: "slow", Type: "bandwidth", Stream: "upstream", Attributes: map[string]any{"rate": 256}})
+		// The client's rows reach the server at 128 KiB/s: the load lasts
+		// many silences, its bytes always on the move; a slow network is
+		// not a silent one. (The probe's verdict on a server at work is
+		// the next case's.)
+		proxy.Add(t, faultproxy.Toxic{Name: "slow", Type: "bandwidth", Stream: "upstream", Attributes: map[string]any{"rate": 128}})
 		defer proxy.Clear()
 		code, stderr, took := load(dsn)
 		if took < 4*silence {
@@ -67,6 +70,56 @@ func TestSilence_Postgres(t *testing.T) {
 		}
 		if got := checksum(t, dsn); got != want {
 			t.Errorf("the slow load's database differs from a clean load's")
+		}
+	})
+
+	t.Run("at work on a lock", func(t *testing.T) {
+		dsn := pgtest.CreateDatabase(t, admin)
+		if code, out := call("schema", "--dsn", dsn); code != 0 {
+			t.Fatalf("schema: exit %d\n%s", code, out)
+		}
+		// Another session holds the measurements' table: the run's COPY
+		// waits on the lock, silent, its session active, for several
+		// silences; then the lock goes, and the load must finish.
+		c := pgtest.Connect(t, dsn)
+		defer c.Close(context.Background())
+		tx, err := c.Begin(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(context.Background(), `LOCK TABLE backfill.measurements IN ACCESS EXCLUSIVE MODE`); err != nil {
+			t.Fatal(err)
+		}
+		waited := make(chan struct{})
+		go func() {
+			defer close(waited)
+			w := pgtest.Connect(t, dsn)
+			defer w.Close(context.Background())
+			for {
+				var n int
+				if w.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+					WHERE application_name = 'backfill' AND wait_event_type = 'Lock'`).Scan(&n) == nil && n > 0 {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			// The fault itself: the lock is held this long after the run
+			// met it, three silences and more.
+			time.Sleep(4 * silence)
+			_ = tx.Commit(context.Background())
+		}()
+		code, stderr, _ := load(dsn)
+		select {
+		case <-waited:
+		default:
+			_ = tx.Rollback(context.Background())
+			t.Fatalf("the run ended (exit %d) without waiting on the lock: the test proves nothing\n%s", code, stderr)
+		}
+		if code != cli.ExitRejects || strings.Contains(stderr, "no answer") {
+			t.Fatalf("a run waiting on a lock was cut: exit %d\n%s", code, stderr)
+		}
+		if got := checksum(t, dsn); got != want {
+			t.Errorf("after the wait, the database differs from a clean load's")
 		}
 	})
 
