@@ -44,6 +44,25 @@ func netToxics(rng *rand.Rand) []struct {
 	}
 }
 
+// pgFaultProxy starts a fault proxy in front of the server of admin, and
+// returns it with via, which points a connection string at it.
+func pgFaultProxy(t *testing.T, admin string) (*faultproxy.Proxy, func(dsn string) string) {
+	t.Helper()
+	au, err := url.Parse(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := faultproxy.Start(t, au.Host)
+	return proxy, func(dsn string) string {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Host = proxy.Addr()
+		return u.String()
+	}
+}
+
 // cleanLoad loads in into a new database with no fault in the way and
 // returns the checksum of its tables: what a faulted load must end as.
 func cleanLoad(t *testing.T, in, admin string) string {
@@ -68,19 +87,7 @@ func TestNetFaults_Postgres(t *testing.T) {
 	in := genPG(t)
 	admin := pgtest.AdminURL(t)
 	want := cleanLoad(t, in, admin)
-	au, err := url.Parse(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := faultproxy.Start(t, au.Host)
-	via := func(dsn string) string {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		u.Host = proxy.Addr()
-		return u.String()
-	}
+	proxy, via := pgFaultProxy(t, admin)
 	const timeout, tries = 5 * time.Second, 2
 	load := func(ctx context.Context, dsn string, extra ...string) (int, string, time.Duration) {
 		args := append([]string{"run", "-q", "--in", in, "--sink", "postgres", "--dsn", via(dsn), "--create-schema", "--max-blob", "1MiB",

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"net/url"
 	"os"
 	"runtime/pprof"
 	"strings"
@@ -24,19 +23,7 @@ func TestSilence_Postgres(t *testing.T) {
 	in := genPG(t)
 	admin := pgtest.AdminURL(t)
 	want := cleanLoad(t, in, admin)
-	au, err := url.Parse(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := faultproxy.Start(t, au.Host)
-	via := func(dsn string) string {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		u.Host = proxy.Addr()
-		return u.String()
-	}
+	proxy, via := pgFaultProxy(t, admin)
 	const silence = time.Second
 	load := func(dsn string, extra ...string) (int, string, time.Duration) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*hangBound)

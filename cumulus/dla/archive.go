@@ -88,7 +88,7 @@ func (a *Archive) List(ctx context.Context, failed bool, fn func(key string) err
 	}
 	for _, d := range dates {
 		if !d.IsDir() || !plain(d.Name()) {
-			if err := stray(base+"/"+d.Name(), kind(d)+", not a date folder"); err != nil {
+			if err := stray(base+"/"+d.Name(), store.KindOf(d.Type())+", not a date folder"); err != nil {
 				return err
 			}
 			continue
@@ -105,7 +105,7 @@ func (a *Archive) List(ctx context.Context, failed bool, fn func(key string) err
 				return ctx.Err()
 			}
 			if !f.Type().IsRegular() || !plain(f.Name()) {
-				if err := stray(base+"/"+d.Name()+"/"+f.Name(), kind(f)+", not a record"); err != nil {
+				if err := stray(base+"/"+d.Name()+"/"+f.Name(), store.KindOf(f.Type())+", not a record"); err != nil {
 					return err
 				}
 				continue
@@ -116,11 +116,6 @@ func (a *Archive) List(ctx context.Context, failed bool, fn func(key string) err
 		}
 	}
 	return nil
-}
-
-// kind names what a folder entry is, for a stray.
-func kind(e fs.DirEntry) string {
-	return store.KindOf(e.Type())
 }
 
 // MaxRecord bounds a record read back.

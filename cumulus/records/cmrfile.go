@@ -45,7 +45,8 @@ func (d Dir) open(bucket, key string, fn func(r *os.Root, name string) error) er
 	}
 	defer r.Close()
 	if err := fn(r, filepath.ToSlash(rel)); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		var nr *store.NotRegularError
+		if errors.Is(err, fs.ErrNotExist) || errors.As(err, &nr) {
 			return err
 		}
 		return fmt.Errorf("%s: %w", p, errors.Unwrap(err))
@@ -61,13 +62,7 @@ func (d Dir) Open(bucket, key string) (io.ReadCloser, error) {
 		if f, err = r.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0); err != nil {
 			return err
 		}
-		st, err := f.Stat()
-		if err == nil && !st.Mode().IsRegular() {
-			err = &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%s, not a regular file: refused", store.KindOf(st.Mode()))}
-		}
-		if err != nil {
-			f.Close()
-		}
+		f, err = store.Regular(f, filepath.Join(string(d), name), false)
 		return err
 	})
 	if err != nil {

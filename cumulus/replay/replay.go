@@ -379,8 +379,7 @@ func eachInFolder(ctx context.Context, dir string, fn func(name string, r io.Rea
 		if err != nil {
 			return err
 		}
-		if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-			f.Close()
+		if f, err = store.Regular(f, name, false); err != nil {
 			refuse(name, "not a regular file when opened")
 			continue
 		}

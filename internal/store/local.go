@@ -173,14 +173,21 @@ func (l *local) Open(_ context.Context, name string) (fs.File, error) {
 	if err != nil {
 		return nil, err
 	}
+	return Regular(f, l.path(name), true)
+}
+
+// Regular returns f, just opened (with O_NONBLOCK, so that a FIFO did not
+// hold the open), when it is a regular file (or, with dirs, a folder);
+// else it closes f and returns a *NotRegularError naming path.
+func Regular(f *os.File, path string, dirs bool) (*os.File, error) {
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	if !st.Mode().IsRegular() && !st.IsDir() {
+	if !st.Mode().IsRegular() && !(dirs && st.IsDir()) {
 		f.Close()
-		return nil, &NotRegularError{Path: l.path(name), Mode: st.Mode()}
+		return nil, &NotRegularError{Path: path, Mode: st.Mode()}
 	}
 	return f, nil
 }
@@ -525,16 +532,7 @@ func OpenRegular(path string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, &NotRegularError{Path: path, Mode: st.Mode()}
-	}
-	return f, nil
+	return Regular(f, path, false)
 }
 
 // ReadRegular reads the whole local file path, a file the user named, as
