@@ -166,7 +166,7 @@ func (s *Sink) watch(ctx context.Context, conn *pgx.Conn, cancel context.CancelC
 			case ctx.Err() != nil:
 				return
 			default:
-				cancel(&silenceError{bound: bound, state: st.describe(), probe: err})
+				cancel(&silenceError{bound: bound, state: st.describe(), probe: s.clean(err)}) // a probe's error, as every other, without the password
 				return
 			}
 		}
