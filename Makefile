@@ -9,7 +9,7 @@ FUZZTIME ?= 20000x
 BIN      := bin/backfill
 
 .DEFAULT_GOAL := help
-.PHONY: help announce-build build image test testrace reference lint fmt-check tidy-check fuzz bench bench-e2e bench-fullscale granule-diff soak demo clean
+.PHONY: help announce-build build image test deps test-deploy testrace ci reference lint fmt-check tidy-check fuzz bench bench-e2e bench-fullscale granule-diff soak demo clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -33,20 +33,30 @@ WITH_PG := scripts/with-postgres
 # the API server's Job code at the minimum Kubernetes version and the newest.
 SUBMODULES := deploy/image deploy/kubernetes deploy/kubernetes/upstream/min deploy/kubernetes/upstream/newest
 
-test: lint reference ## lint, then run every test, Postgres ones included (the README's test command)
-	$(WITH_PG) $(GO) test -count=1 -timeout 30m -run '$(TESTS)' $(PKG)
+test: deps ## every test of the tool, PostgreSQL and the live oracles included (the README's test command)
+	$(WITH_PG) $(GO) test -count=1 -timeout 20m -run '$(TESTS)' $(PKG)
+
+deps: ## install what the tests need and this machine lacks (Debian packages, Cumulus v21's code; once)
+	scripts/test-deps
+	reference/cumulus-v21/setup
+
+test-deploy: ## the modules under deploy/: the image builder, the manifests' checks, the Job controller at Kubernetes 1.29 and the newest
 	@set -e; for m in $(SUBMODULES); do (cd $$m && $(GO) test -count=1 -timeout 30m -run '$(TESTS)' ./...); done
 
-testrace: reference ## run the tests with the race detector
+testrace: deps ## the tests again under the race detector (those that exec the binary are left to make test: the detector would see only their harness)
 	$(WITH_PG) $(GO) test -race -count=1 -timeout 30m -run '$(TESTS)' $(PKG)
+
+ci: lint test test-deploy testrace fuzz ## everything CI runs, in order (.ci/run)
 
 reference: ## install Cumulus v21's own code, the oracle of the Cumulus tests (npm; once)
 	reference/cumulus-v21/setup
 
-STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# staticcheck and errcheck at these versions: the installed binaries when
+# they are on the PATH (.ci/run installs them), else through go run.
+STATICCHECK ?= $(if $(shell command -v staticcheck),staticcheck,$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2)
 # errcheck over the code the binary runs; .errcheck-exclude says which
 # calls it does not ask about, and why.
-ERRCHECK    ?= $(GO) run github.com/kisielk/errcheck@v1.9.0
+ERRCHECK    ?= $(if $(shell command -v errcheck),errcheck,$(GO) run github.com/kisielk/errcheck@v1.9.0)
 
 lint: fmt-check tidy-check ## go vet, staticcheck, errcheck, gofmt and go.mod checks
 	$(GO) vet $(PKG)
@@ -67,11 +77,14 @@ tidy-check: ## fail if a go.mod or go.sum is not tidy
 		cp "$$bak"/go.mod "$$bak"/go.sum .; \
 		echo "$$m: go.mod/go.sum are not tidy: run go mod tidy there"; exit 1; fi ); done
 
+# The fuzzers are found in the sources (a grep, where go test -list would
+# build every package's tests to list them).
 fuzz: ## run each fuzzer for FUZZTIME (default 20000x)
-	@set -e; for pkg in $$($(GO) list ./...); do \
-		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
-			echo "== $$pkg $$f"; \
-			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	@set -e; for f in $$(grep -l '^func Fuzz' $$(git ls-files '*_test.go' 2>/dev/null || find . -name '*_test.go') | grep -v '^deploy/'); do \
+		d=./$$(dirname $$f); \
+		for fn in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+			echo "== $$d $$fn"; \
+			$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$d; \
 		done; \
 	done
 

@@ -246,7 +246,7 @@ func TestAuditRun(t *testing.T) {
 	skipUnderRace(t)
 	dir := t.TempDir()
 	if code, out := call("gen", "--out", dir+"/c", "--buckets", "2", "--reports", "80", "--min-measurements", "400",
-		"--max-measurements", "5000", "--time-slots", "3"); code != 0 {
+		"--max-measurements", "5000", "--time-slots", "3", "--max-template", "1KiB"); code != 0 {
 		t.Fatalf("gen: exit %d\n%s", code, out)
 	}
 	code, out := call("run", "--in", dir+"/c", "--out", dir+"/out", "-q", "--json", "--counter-bits", "20")
@@ -298,7 +298,7 @@ func TestAutoclavedCLI(t *testing.T) {
 	skipUnderRace(t)
 	dir := t.TempDir()
 	if code, out := call("gen", "--format", "both", "--out", dir+"/c", "--buckets", "2", "--reports", "60", "--min-measurements", "200",
-		"--max-measurements", "3000", "--time-slots", "3", "--corrupt", "badblob=0.1"); code != 0 || !strings.Contains(out, "{canned,autoclaved}") {
+		"--max-measurements", "3000", "--time-slots", "3", "--corrupt", "badblob=0.1", "--max-template", "1KiB"); code != 0 || !strings.Contains(out, "{canned,autoclaved}") {
 		t.Fatalf("gen: exit %d\n%s", code, out)
 	}
 	for _, ndx := range []string{"blobs", "datums"} {

@@ -149,7 +149,7 @@ func TestCluster_JobsWithFaults(t *testing.T) {
 	dir := t.TempDir()
 	in := dir + "/c"
 	if code, out := call("gen", "-q", "--out", in, "--buckets", "9", "--reports", "60", "--can-size", "256KiB",
-		"--min-measurements", "400", "--max-measurements", "4000", "--time-slots", "3", "--seed", "21", "--corrupt", "all=0.02"); code != cli.ExitOK {
+		"--min-measurements", "400", "--max-measurements", "4000", "--time-slots", "3", "--seed", "21", "--corrupt", "all=0.02", "--max-template", "1KiB"); code != cli.ExitOK {
 		t.Fatalf("gen: exit %d\n%s", code, out)
 	}
 	flags := []string{"--counter-bits", "20", "--max-blob", "1MiB"}

@@ -28,7 +28,7 @@ func TestKeysearchRun(t *testing.T) {
 	skipUnderRace(t)
 	dir := t.TempDir()
 	if code, out := call("gen", "--out", dir+"/c", "--buckets", "2", "--reports", "80", "--min-measurements", "400",
-		"--max-measurements", "5000", "--time-slots", "3"); code != 0 {
+		"--max-measurements", "5000", "--time-slots", "3", "--max-template", "1KiB"); code != 0 {
 		t.Fatalf("gen: exit %d\n%s", code, out)
 	}
 	pairs := func(args ...string) int64 {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/backfill-dev/backfill/internal/testutil"
 )
 
 // binDir holds the binary the tests build, once per package run.
@@ -30,9 +32,13 @@ var (
 )
 
 // buildBinary returns the binary of this package, built on the first call
-// of a package run and shared by every test after it.
+// of a package run and shared by every test after it. Under the race
+// detector it skips the test: the binary is built without it, so the
+// detector would watch only the test's harness, and the plain run (make
+// test) runs the test.
 func buildBinary(t *testing.T) string {
 	t.Helper()
+	testutil.SkipUnderRace(t, "a test of the binary, which is built without the race detector")
 	buildOnce.Do(func() {
 		builtBin = filepath.Join(binDir, "backfill")
 		buildOut, buildErr = exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput()

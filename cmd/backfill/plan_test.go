@@ -138,7 +138,7 @@ func TestPlan_CheckLoadEqualsOneRun(t *testing.T) {
 	dir := t.TempDir()
 	in := dir + "/c"
 	if code, out := call("gen", "-q", "--out", in, "--buckets", "5", "--reports", "90", "--can-size", "256KiB",
-		"--min-measurements", "400", "--max-measurements", "5000", "--time-slots", "3"); code != cli.ExitOK {
+		"--min-measurements", "400", "--max-measurements", "5000", "--time-slots", "3", "--max-template", "1KiB"); code != cli.ExitOK {
 		t.Fatalf("gen: exit %d\n%s", code, out)
 	}
 	scheme := []string{"--counter-bits", "20"}
@@ -204,7 +204,7 @@ func TestPlan_ShardProcesses(t *testing.T) {
 	dir := t.TempDir()
 	in := dir + "/c"
 	if code, out := call("gen", "-q", "--out", in, "--buckets", "8", "--reports", "60", "--can-size", "256KiB",
-		"--min-measurements", "400", "--max-measurements", "4000", "--time-slots", "3", "--seed", "11"); code != cli.ExitOK {
+		"--min-measurements", "400", "--max-measurements", "4000", "--time-slots", "3", "--seed", "11", "--max-template", "1KiB"); code != cli.ExitOK {
 		t.Fatalf("gen: exit %d\n%s", code, out)
 	}
 	flags := []string{"--counter-bits", "20", "--max-blob", "1MiB"}

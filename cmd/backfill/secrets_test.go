@@ -24,9 +24,7 @@ import (
 // schema missing, a bulk load refused, and an interrupted run. Each must
 // still name the database it tried.
 func TestNoPassword_OnEveryFailurePath(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
+	bin := buildBinary(t)
 	const pwURL, pwQuery, pwKV, pwEnv, pwFile = "urlS3cretPW", "querySecr3tPW", "kvSecr3tPW", "envSecr3tPW", "fileSecr3tPW"
 	secrets := []string{pwURL, pwQuery, pwKV, pwEnv, pwFile}
 	dir := t.TempDir()
@@ -113,7 +111,7 @@ func TestNoPassword_OnEveryFailurePath(t *testing.T) {
 	watch := pgtest.Connect(t, db)
 	interrupted := 0
 	for _, dsn := range dsns[:3] {
-		cmd := exec.Command(buildBinary(t), "run", "-q", "--workers", "1", "--in", in, "--sink", "postgres", "--dsn", dsn, "--create-schema")
+		cmd := exec.Command(bin, "run", "-q", "--workers", "1", "--in", in, "--sink", "postgres", "--dsn", dsn, "--create-schema")
 		var stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &written, &stderr
 		since := time.Now()

@@ -28,7 +28,7 @@ func TestVerify(t *testing.T) {
 	skipUnderRace(t)
 	dir := t.TempDir()
 	in, out := filepath.Join(dir, "in"), filepath.Join(dir, "out")
-	if code, o := call("gen", "--out", in, "--buckets", "2", "--reports", "120", "--time-slots", "3", "--seed", "3", "-q"); code != 0 {
+	if code, o := call("gen", "--out", in, "--buckets", "2", "--reports", "120", "--time-slots", "3", "--seed", "3", "-q", "--max-template", "1KiB"); code != 0 {
 		t.Fatalf("gen: exit %d\n%s", code, o)
 	}
 	if code, o := call("run", "--in", in, "--counter-bits", "20", "-q", "--out", out); code != 0 && code != 3 {
@@ -56,7 +56,7 @@ func TestVerify(t *testing.T) {
 		t.Fatalf("verify --in: exit %d\n%s", code, o)
 	}
 	other := filepath.Join(dir, "other")
-	if code, o := call("gen", "--out", other, "--buckets", "3", "--reports", "120", "--time-slots", "3", "--seed", "4", "-q"); code != 0 {
+	if code, o := call("gen", "--out", other, "--buckets", "3", "--reports", "120", "--time-slots", "3", "--seed", "4", "-q", "--max-template", "1KiB"); code != 0 {
 		t.Fatalf("gen: exit %d\n%s", code, o)
 	}
 	if code, o := callIn("", "verify", "-q", "--in", other, out); code != 1 || !strings.Contains(o, "the input "+other+" has no such report") {

@@ -6,12 +6,17 @@ package cumulustest
 
 import (
 	"context"
+	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/backfill-dev/backfill/internal/pgtest"
@@ -34,18 +39,66 @@ func NeedReference(t testing.TB) {
 	}
 }
 
-// MigratedDB is a new database made by Cumulus's 28 migrations, seeded.
+// MigratedDB is a new database made by Cumulus's 28 migrations, seeded:
+// a copy of a template database that the migrations made once for the
+// test process (DropTemplate drops it).
 func MigratedDB(t testing.TB, collections ...string) string {
 	t.Helper()
 	NeedReference(t)
-	url := pgtest.NewDatabase(t)
-	cmd := exec.Command("node", "migrate.js", url)
+	admin := pgtest.AdminURL(t)
+	dsn := pgtest.CreateDatabaseFrom(t, admin, template(t, admin))
+	Seed(t, dsn, collections...)
+	return dsn
+}
+
+// migrated is the template database of MigratedDB, made on first use.
+var migrated struct {
+	sync.Mutex
+	name, admin string
+}
+
+func template(t testing.TB, admin string) string {
+	t.Helper()
+	migrated.Lock()
+	defer migrated.Unlock()
+	if migrated.name != "" {
+		return migrated.name
+	}
+	name := fmt.Sprintf("backfill_cumulus_template_%d_%d", os.Getpid(), time.Now().UnixNano()%1e9)
+	pgtest.Exec(t, admin, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	cmd := exec.Command("node", "migrate.js", u.String())
 	cmd.Dir = RefDir()
 	if out, err := cmd.CombinedOutput(); err != nil {
+		pgtest.Exec(t, admin, "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 		t.Fatalf("migrations: %v\n%s", err, out)
 	}
-	Seed(t, url, collections...)
-	return url
+	migrated.name, migrated.admin = name, admin
+	return name
+}
+
+// DropTemplate drops the template database of MigratedDB, if one was
+// made: for a TestMain, after the tests ran.
+func DropTemplate() error {
+	migrated.Lock()
+	defer migrated.Unlock()
+	if migrated.name == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := pgx.Connect(ctx, migrated.admin)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close(ctx) }() // the statement's error is the one that counts
+	_, err = c.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{migrated.name}.Sanitize()+" WITH (FORCE)")
+	migrated.name = ""
+	return err
 }
 
 // Seed inserts the collections MOD09GQ___006 and OTHER___1 and any others

@@ -62,8 +62,20 @@ func NewDatabase(t testing.TB) string {
 // when the test ends, and returns its URL.
 func CreateDatabase(t testing.TB, admin string) string {
 	t.Helper()
+	return CreateDatabaseFrom(t, admin, "")
+}
+
+// CreateDatabaseFrom is CreateDatabase with the database a copy of
+// template (no copy when template is ""), which no session may be
+// connected to.
+func CreateDatabaseFrom(t testing.TB, admin, template string) string {
+	t.Helper()
 	name := fmt.Sprintf("backfill_test_%d_%d_%d", os.Getpid(), time.Now().UnixNano()%1e6, seq.Add(1))
-	Exec(t, admin, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	create := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize()
+	if template != "" {
+		create += " TEMPLATE " + pgx.Identifier{template}.Sanitize()
+	}
+	Exec(t, admin, create)
 	t.Cleanup(func() {
 		Exec(t, admin, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 	})

@@ -27,7 +27,7 @@ func genColliding(t testing.TB, seed uint64) string {
 	t.Helper()
 	cfg := corpus.DefaultConfig()
 	cfg.Seed, cfg.Buckets, cfg.Reports, cfg.CanSize = seed, 4, 90, 256<<10
-	cfg.MinMeasurements, cfg.MaxMeasurements, cfg.TimeSlots = 400, 5000, 3
+	cfg.MinMeasurements, cfg.MaxMeasurements, cfg.TimeSlots, cfg.MaxTemplate = 400, 5000, 3, 1024
 	dir := t.TempDir()
 	if _, err := corpus.Generate(dir, cfg); err != nil {
 		t.Fatal(err)

@@ -46,7 +46,7 @@ func dirty(seed uint64) corpus.Config {
 func colliding(seed uint64) corpus.Config {
 	cfg := corpus.DefaultConfig()
 	cfg.Seed, cfg.Buckets, cfg.Reports, cfg.CanSize = seed, 4, 90, 256<<10
-	cfg.MinMeasurements, cfg.MaxMeasurements, cfg.TimeSlots = 400, 5000, 3
+	cfg.MinMeasurements, cfg.MaxMeasurements, cfg.TimeSlots, cfg.MaxTemplate = 400, 5000, 3, 1024
 	cfg.Corrupt = map[string]float64{}
 	return cfg
 }

@@ -546,7 +546,7 @@ func TestJobController(t *testing.T) {
 		return string(out)
 	}
 	sh("gen", "-q", "--out", dir+"/c", "--buckets", "9", "--reports", "60", "--can-size", "256KiB",
-		"--min-measurements", "400", "--max-measurements", "4000", "--time-slots", "3", "--seed", "21", "--corrupt", "all=0.02")
+		"--min-measurements", "400", "--max-measurements", "4000", "--time-slots", "3", "--seed", "21", "--corrupt", "all=0.02", "--max-template", "1KiB")
 	dst, err := location.Open(context.Background(), "s3://test/c")
 	if err != nil {
 		t.Fatal(err)
