@@ -9,7 +9,7 @@ FUZZTIME ?= 20000x
 BIN      := bin/backfill
 
 .DEFAULT_GOAL := help
-.PHONY: help announce-build build image test deps test-deploy testrace ci reference lint fmt-check tidy-check fuzz bench bench-e2e bench-fullscale granule-diff soak demo clean
+.PHONY: help announce-build build image test test-faults deps test-deploy testrace ci reference lint fmt-check tidy-check fuzz bench bench-e2e bench-fullscale granule-diff soak demo clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -33,8 +33,16 @@ WITH_PG := scripts/with-postgres
 # the API server's Job code at the minimum Kubernetes version and the newest.
 SUBMODULES := deploy/image deploy/kubernetes deploy/kubernetes/upstream/min deploy/kubernetes/upstream/newest
 
-test: deps ## every test of the tool, PostgreSQL and the live oracles included (the README's test command)
-	$(WITH_PG) $(GO) test -count=1 -timeout 20m -run '$(TESTS)' $(PKG)
+# The fault tests, by name: network faults, SIGKILLs, a server restarted or
+# gone silent, pods of a cluster. They wait out timeouts by design, so they
+# have a pass of their own, many at once.
+FAULTS := Fault|Kill|Silence|Cluster|Soak
+
+test: deps ## every test of the tool but the fault tests, PostgreSQL and the live oracles included (the README's test command)
+	$(WITH_PG) $(GO) test -count=1 -timeout 20m -skip '$(FAULTS)' -run '$(TESTS)' $(PKG)
+
+test-faults: deps ## the fault tests: network faults, SIGKILLs, servers restarted or silent, pods of a cluster (about 2 minutes)
+	$(WITH_PG) $(GO) test -count=1 -timeout 20m -parallel 8 -run '$(FAULTS)' $(PKG)
 
 deps: ## install what the tests need and this machine lacks (Debian packages, Cumulus v21's code; once)
 	scripts/test-deps
@@ -46,7 +54,7 @@ test-deploy: ## the modules under deploy/: the image builder, the manifests' che
 testrace: deps ## the tests again under the race detector (those that exec the binary are left to make test: the detector would see only their harness)
 	$(WITH_PG) $(GO) test -race -count=1 -timeout 30m -run '$(TESTS)' $(PKG)
 
-ci: lint test test-deploy testrace fuzz ## everything CI runs, in order (.ci/run)
+ci: test test-faults lint test-deploy testrace fuzz ## everything CI runs, in order (.ci/run)
 
 reference: ## install Cumulus v21's own code, the oracle of the Cumulus tests (npm; once)
 	reference/cumulus-v21/setup

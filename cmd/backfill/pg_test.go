@@ -84,6 +84,7 @@ func exitOf(err error) int {
 // is. When the resumed runs have loaded every bucket before the tenth kill,
 // the schema is dropped and loading starts over.
 func TestPostgres_KillAndResume(t *testing.T) {
+	t.Parallel()
 	bin, in := buildBinary(t), genPG(t)
 	admin := pgtest.AdminURL(t)
 	clean := pgtest.CreateDatabase(t, admin)

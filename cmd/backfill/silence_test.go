@@ -20,6 +20,7 @@ import (
 // server that goes silent for good (packets dropped, no reset) ends the
 // run with exit 1 and a line that says so; --resume then finishes it.
 func TestSilence_Postgres(t *testing.T) {
+	t.Parallel()
 	in := genPG(t)
 	admin := pgtest.AdminURL(t)
 	want := cleanLoad(t, in, admin)

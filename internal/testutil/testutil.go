@@ -5,6 +5,7 @@ package testutil
 import (
 	"os/exec"
 	"testing"
+	"time"
 )
 
 // SkipUnderRace skips t when the race detector is on, saying why: a test
@@ -36,5 +37,19 @@ func Check(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Eventually reports whether cond holds within d, asking every few
+// milliseconds: for a state of another process or server that nothing
+// signals (a row committed, a file written), never for a fixed delay.
+func Eventually(d time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(d); ; time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
 	}
 }

@@ -158,6 +158,7 @@ func (l *logBuf) count(sub string) int {
 // buckets): the bucket rolls back, the run reconnects and retries, and
 // the database ends as a clean load leaves it.
 func TestFault_TerminateBackend(t *testing.T) {
+	t.Parallel()
 	in := corpustest.Generate(t, large(21))
 	admin := pgtest.AdminURL(t)
 	clean := pgtest.CreateDatabase(t, admin)
@@ -208,6 +209,7 @@ func TestFault_TerminateBackend(t *testing.T) {
 // load. With retries the run waits for the server to come back and
 // completes by itself.
 func TestFault_ServerRestart(t *testing.T) {
+	t.Parallel()
 	in := corpustest.Generate(t, large(22))
 	clean := pgtest.NewDatabase(t)
 	loader{t: t, dsn: clean, schema: "backfill", scheme: ooid.DefaultScheme}.load(in)
@@ -328,6 +330,7 @@ func TestCancel_AbortsCopy(t *testing.T) {
 // clear message; the bucket is marked failed in the ledger, with the
 // error, and has no rows; the buckets committed before are whole.
 func TestFault_FailsCleanly(t *testing.T) {
+	t.Parallel()
 	in := corpustest.Generate(t, large(24))
 	dsn := pgtest.NewDatabase(t)
 	if err := createSchema(dsn, "backfill"); err != nil {
