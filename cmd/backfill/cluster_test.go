@@ -16,6 +16,7 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/s3test"
+	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
 	"github.com/backfill-dev/backfill/pipeline/plan"
@@ -141,9 +142,7 @@ func (j *indexedJob) attempts(i int) []*pod {
 // of one run over the corpus, and the output is the one-machine run's.
 func TestCluster_JobsWithFaults(t *testing.T) {
 	skipUnderRace(t)
-	if os.Geteuid() != 0 {
-		t.Skip("pods in PID and UTS namespaces of their own need root (CI runs as root)")
-	}
+	testutil.NeedRoot(t, "pods in PID and UTS namespaces of their own")
 	bin := buildBinary(t)
 	srv := s3test.Start(t, "test")
 	dir := t.TempDir()

@@ -251,13 +251,11 @@ func TestPlan_ShardProcesses(t *testing.T) {
 			cmds[i] = start(i, mapArgs...)
 		}
 		victim := rng.IntN(n)
-		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
-			if m, _ := filepath.Glob(fmt.Sprintf("%s/shards/%d/ledger/*.json", job, victim)); len(m) > 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d shards: shard %d committed no bucket within a minute: nothing to kill", n, victim)
-			}
+		if !testutil.Eventually(time.Minute, func() bool {
+			m, _ := filepath.Glob(fmt.Sprintf("%s/shards/%d/ledger/*.json", job, victim))
+			return len(m) > 0
+		}) {
+			t.Fatalf("%d shards: shard %d committed no bucket within a minute: nothing to kill", n, victim)
 		}
 		cmds[victim].Process.Signal(syscall.SIGKILL)
 		waitAll("map", cmds, victim)

@@ -12,6 +12,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/faultproxy"
 	"github.com/backfill-dev/backfill/internal/pgtest"
+	"github.com/backfill-dev/backfill/internal/testutil"
 )
 
 // The bound on a server's silence (--pg-timeout): a load is never cut
@@ -83,13 +84,12 @@ func TestSilence_Postgres(t *testing.T) {
 			defer close(waited)
 			w := pgtest.Connect(t, dsn)
 			defer w.Close(context.Background())
-			for {
+			if !testutil.Eventually(time.Minute, func() bool {
 				var n int
-				if w.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-					WHERE application_name = 'backfill' AND wait_event_type = 'Lock'`).Scan(&n) == nil && n > 0 {
-					break
-				}
-				time.Sleep(5 * time.Millisecond)
+				return w.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+					WHERE application_name = 'backfill' AND wait_event_type = 'Lock'`).Scan(&n) == nil && n > 0
+			}) {
+				t.Errorf("the run never waited on the lock within a minute")
 			}
 			// The fault itself: the lock is held this long after the run
 			// met it, three silences and more.
@@ -118,12 +118,11 @@ func TestSilence_Postgres(t *testing.T) {
 		go func() {
 			c := pgtest.Connect(t, dsn)
 			defer c.Close(context.Background())
-			for {
+			if !testutil.Eventually(time.Minute, func() bool {
 				var n int
-				if c.QueryRow(context.Background(), `SELECT count(*) FROM backfill.ledger WHERE status = 'committed'`).Scan(&n) == nil && n >= 1 {
-					break
-				}
-				time.Sleep(5 * time.Millisecond)
+				return c.QueryRow(context.Background(), `SELECT count(*) FROM backfill.ledger WHERE status = 'committed'`).Scan(&n) == nil && n >= 1
+			}) {
+				t.Errorf("no bucket was committed within a minute: the fault came late")
 			}
 			proxy.Add(t, faultproxy.Toxic{Name: "silent", Type: "timeout", Stream: "downstream", Attributes: map[string]any{"timeout": 0}})
 		}()

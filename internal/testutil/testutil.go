@@ -3,6 +3,7 @@
 package testutil
 
 import (
+	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -52,4 +53,21 @@ func Eventually(d time.Duration, cond func() bool) bool {
 			return false
 		}
 	}
+}
+
+// EnvStrict, when set (.ci/run sets it), turns the skips of tests that
+// cannot run on this machine into failures: CI must run them all.
+const EnvStrict = "BACKFILL_TEST_STRICT"
+
+// NeedRoot skips t when the process is not root, or fails it under
+// EnvStrict; what says what needs root.
+func NeedRoot(t testing.TB, what string) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv(EnvStrict) != "" {
+		t.Fatalf("%s needs root, and %s is set: CI must run this test as root", what, EnvStrict)
+	}
+	t.Skipf("%s needs root (CI runs as root)", what)
 }
