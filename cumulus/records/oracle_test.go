@@ -6,10 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/backfill-dev/backfill/cumulus/message"
@@ -78,46 +80,118 @@ func (s step) MarshalJSON() ([]byte, error) {
 	}{m, line(s)})
 }
 
-// runOracle writes the steps with Cumulus's writeRecords and returns each
-// step's error ("" for none).
+// runOracle writes the steps with Cumulus's writeRecords, on the database
+// of url with the files under filesRoot, and returns each step's error (""
+// for none). One Node process serves every call of the test binary.
 func runOracle(t *testing.T, url, filesRoot string, steps []step) []string {
 	t.Helper()
+	head, err := json.Marshal(struct {
+		Database  string `json:"database"`
+		FilesRoot string `json:"filesRoot"`
+	}{url, filesRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var in bytes.Buffer
 	for _, s := range steps {
 		b, err := json.Marshal(s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		in.Write(b)
+		in.Write(head[:len(head)-1]) // every line names the database: the process may have served another
+		in.WriteByte(',')
+		in.Write(b[1:])
 		in.WriteByte('\n')
 	}
-	cmd := exec.Command("node", "write-records.js")
-	cmd.Dir = refDir
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+url, "FILES_ROOT="+filesRoot, "TZ=UTC", "AWS_DEFAULT_REGION=us-east-1")
-	cmd.Stdin = &in
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	lines, err := theOracle.write(in.Bytes(), len(steps))
 	if err != nil {
-		t.Fatalf("oracle: %v\n%s", err, stderr.String())
+		t.Fatalf("oracle: %v", err)
 	}
 	var errs []string
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(nil, 1<<24)
-	for sc.Scan() {
+	for _, l := range lines {
 		var r struct {
 			OK    bool   `json:"ok"`
 			Error string `json:"error"`
 		}
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("oracle output %q: %v", sc.Text(), err)
+		if err := json.Unmarshal(l, &r); err != nil {
+			t.Fatalf("oracle output %q: %v", l, err)
 		}
 		errs = append(errs, r.Error)
 	}
-	if len(errs) != len(steps) {
-		t.Fatalf("oracle answered %d of %d steps\n%s", len(errs), len(steps), stderr.String())
-	}
 	return errs
+}
+
+// oracle is Cumulus's write path in one Node process (write-records.js),
+// started on first use and stopped by TestMain.
+type oracle struct {
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	out    *bufio.Reader
+	stderr bytes.Buffer
+	err    error // once the process failed, every call fails
+}
+
+var theOracle oracle
+
+// write sends lines and reads n answers.
+func (o *oracle) write(lines []byte, n int) ([][]byte, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err != nil {
+		return nil, o.err
+	}
+	if o.cmd == nil {
+		o.cmd = exec.Command("node", "write-records.js")
+		o.cmd.Dir = refDir
+		o.cmd.Env = append(os.Environ(), "TZ=UTC", "AWS_DEFAULT_REGION=us-east-1")
+		o.cmd.Stderr = &o.stderr
+		w, err := o.cmd.StdinPipe()
+		if err != nil {
+			return nil, err
+		}
+		r, err := o.cmd.StdoutPipe()
+		if err != nil {
+			return nil, err
+		}
+		if err := o.cmd.Start(); err != nil {
+			o.err = err
+			return nil, err
+		}
+		o.stdin, o.out = w, bufio.NewReaderSize(r, 1<<20)
+	}
+	fail := func(err error) ([][]byte, error) {
+		o.err = fmt.Errorf("%w\n%s", err, o.stderr.String())
+		return nil, o.err
+	}
+	// Written while the answers are read: a long batch must not fill both
+	// pipes.
+	wrote := make(chan error, 1)
+	go func() { _, err := o.stdin.Write(lines); wrote <- err }()
+	var out [][]byte
+	for range n {
+		l, err := o.out.ReadBytes('\n')
+		if err != nil {
+			<-wrote
+			return fail(fmt.Errorf("answered %d of %d steps: %w", len(out), n, err))
+		}
+		out = append(out, l)
+	}
+	if err := <-wrote; err != nil {
+		return fail(err)
+	}
+	return out, nil
+}
+
+// stop ends the process, if one was started.
+func (o *oracle) stop() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.cmd != nil {
+		_ = o.stdin.Close() // the process ends at the end of its input
+		_ = o.cmd.Wait()
+		o.cmd = nil
+	}
 }
 
 // runOurs writes the steps with Writer.

@@ -13,6 +13,8 @@
 // requires but never calls here (@cumulus/es-client/search,
 // @cumulus/ingest/granule) are empty.
 //	DATABASE_URL=postgres://… FILES_ROOT=DIR node write-records.js < lines
+// A line may also name its database and folder ("database", "filesRoot"):
+// from it on, the writes go there, so that one process serves many cases.
 const fs = require('fs');
 const path = require('path');
 const readline = require('readline');
@@ -30,7 +32,7 @@ const SNS = require('@cumulus/aws-client/SNS');
 SNS.publishSnsMessageWithRetry = async () => undefined;
 
 // Without FILES_ROOT no object exists.
-const root = process.env.FILES_ROOT;
+let root = process.env.FILES_ROOT;
 const local = (Bucket, Key) => (root ? path.join(root, String(Bucket), String(Key)) : '');
 const S3 = require('@cumulus/aws-client/S3');
 S3.s3ObjectExists = async ({ Bucket, Key }) => fs.existsSync(local(Bucket, Key));
@@ -48,7 +50,9 @@ console.debug = () => undefined;
 let now = 0;
 Date.now = () => now;
 
-const knex = require('knex')({ client: 'pg', connection: process.env.DATABASE_URL, pool: { min: 0, max: 4 } });
+const connect = (url) => require('knex')({ client: 'pg', connection: url, pool: { min: 0, max: 4 } });
+let database = process.env.DATABASE_URL;
+let knex = connect(database);
 const { writeRecords } = require('./api/lambdas/sf-event-sqs-to-db-records');
 const { parseSQSMessageBody } = require('@cumulus/aws-client/SQS');
 const { isEventBridgeEvent } = require('@cumulus/aws-client/Lambda');
@@ -65,8 +69,14 @@ const fromEvent = async (record) => {
   const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
   for await (const line of rl) {
     if (!line.trim()) continue;
-    const { message, event, startDate, stopDate, now: at } = JSON.parse(line);
+    const { message, event, startDate, stopDate, now: at, database: db, filesRoot } = JSON.parse(line);
     now = at;
+    if (filesRoot !== undefined) root = filesRoot;
+    if (db !== undefined && db !== database) {
+      await knex.destroy();
+      database = db;
+      knex = connect(database);
+    }
     const stepFunctionUtils = {
       describeExecution: async () => (startDate == null ? undefined : {
         startDate: new Date(startDate),
