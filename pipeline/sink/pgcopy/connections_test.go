@@ -23,7 +23,7 @@ import (
 func TestLoad_Connections(t *testing.T) {
 	skipUnderRace(t)
 	cfg := colliding(15)
-	cfg.Buckets, cfg.Reports, cfg.MaxMeasurements = 8, 40, 2000
+	cfg.Buckets, cfg.Reports = 8, 90
 	in := corpustest.Generate(t, cfg)
 	want := dumpParquet(t, parquetRun(t, in, narrow))
 	across := 0

@@ -45,8 +45,12 @@ func dirty(seed uint64) corpus.Config {
 // buckets and across them.
 func colliding(seed uint64) corpus.Config {
 	cfg := corpus.DefaultConfig()
-	cfg.Seed, cfg.Buckets, cfg.Reports, cfg.CanSize = seed, 4, 90, 256<<10
-	cfg.MinMeasurements, cfg.MaxMeasurements, cfg.TimeSlots, cfg.MaxTemplate = 400, 5000, 3, 1024
+	// Twice the reports on each of three timestamps (one shared with the
+	// next bucket), of a few hundred measurements each, from the small real
+	// samples: with 20-bit counters, about as many colliding pairs as 90
+	// reports of up to 5,000, in half the rows and a tenth of the bytes.
+	cfg.Seed, cfg.Buckets, cfg.Reports, cfg.CanSize = seed, 4, 180, 256<<10
+	cfg.MinMeasurements, cfg.MaxMeasurements, cfg.TimeSlots, cfg.MaxTemplate = 100, 1000, 3, 1024
 	cfg.Corrupt = map[string]float64{}
 	return cfg
 }
