@@ -24,7 +24,7 @@ func genPG(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "corpus")
 	if code, out := call("gen", "--out", dir, "--seed", "31", "--buckets", "4", "--reports", "150", "--max-measurements", "6000",
-		"--corrupt", "all=0.02", "--corrupt", "huge_blob=0.02", "--huge-blob", "2MiB", "--max-blob", "1MiB"); code != 0 {
+		"--corrupt", "all=0.02", "--corrupt", "huge_blob=0.02", "--huge-blob", "2MiB", "--max-blob", "1MiB", "--max-template", "1KiB"); code != 0 {
 		t.Fatalf("gen: exit %d\n%s", code, out)
 	}
 	return dir
