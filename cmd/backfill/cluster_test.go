@@ -236,11 +236,15 @@ func TestCluster_JobsWithFaults(t *testing.T) {
 	firstAfter := func(i int, since time.Time) time.Duration { return srv.FirstPutAfter(ledger(i), since) }
 	took := firstAfter(killed, killedAt)
 	t.Logf("SIGKILL to the replacement's first commit: %.1f s (the first backoff is 10 s; the lock's time to live 2 min)", took.Seconds())
-	if took < 0 || took > 30*time.Second {
-		t.Errorf("the killed pod's replacement committed %v after the kill, want within one backoff and a start", took)
+	// Not a speed: the claim is that a replacement takes the dead pod's
+	// lock over at once instead of waiting out its 2-minute time to live,
+	// so the bound is half of that, whatever the machine's speed.
+	const sooner = time.Minute
+	if took < 0 || took > sooner {
+		t.Errorf("the killed pod's replacement committed %v after the kill, want sooner than the lock's time to live", took)
 	}
-	if took := firstAfter(stopped, stoppedAt); took < 0 || took > 30*time.Second {
-		t.Errorf("the SIGSTOPped pod's replacement committed %v after the stop, want within one backoff and a start", took)
+	if took := firstAfter(stopped, stoppedAt); took < 0 || took > sooner {
+		t.Errorf("the SIGSTOPped pod's replacement committed %v after the stop, want sooner than the lock's time to live", took)
 	} else {
 		t.Logf("SIGSTOP (the pod presumed dead) to the replacement's first commit: %.1f s", took.Seconds())
 	}

@@ -349,6 +349,8 @@ func TestStamp_HTTPSlowClients(t *testing.T) {
 		_, err = io.ReadAll(c) // returns when the server closes the connection
 		c.Close()
 		t.Logf("sent %q: cut off after %v", sent, time.Since(start).Round(time.Millisecond))
+		// A hang bound, ten times the cut-off: the claim is that the
+		// server cuts the client off at all, not how fast.
 		if err != nil || time.Since(start) > 5*time.Second {
 			t.Errorf("a client that sent %q was held %v (%v); want it cut off after 500ms", sent, time.Since(start), err)
 		}

@@ -86,12 +86,13 @@ func TestSimpleMapping_Cases(t *testing.T) {
 
 // Random documents of "key: value" lines over an alphabet of YAML's
 // indicators: whatever the fast path accepts, yaml.v3 loads as a mapping,
-// and the fast path accepts a good share of them.
+// and the fast path accepts a good share of them. 20,000 here; make fuzz
+// runs FuzzSimpleMapping, which holds any input to the same rule.
 func TestSimpleMapping_Random(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	const alphabet = "ab09_./-+=@()~: #'\"[]{},!&*|>%?`\\\t\n"
 	accepted := 0
-	for range 200_000 {
+	for range 20_000 {
 		var b bytes.Buffer
 		b.WriteString("---\n")
 		for range 1 + rng.IntN(3) {
@@ -117,8 +118,8 @@ func TestSimpleMapping_Random(t *testing.T) {
 			}
 		}
 	}
-	if accepted < 10_000 {
-		t.Errorf("only %d of 200000 documents took the fast path", accepted)
+	if accepted < 1_000 {
+		t.Errorf("only %d of 20000 documents took the fast path", accepted)
 	}
 }
 

@@ -659,8 +659,11 @@ func TestJobController(t *testing.T) {
 	for i, at := range map[int]time.Time{killed: killedAt, stopped: stoppedAt} {
 		took := firstAfter(i, at)
 		t.Logf("index %d: %d pods; struck to the replacement's first commit: %.1f s", i, len(c.pods("backfill-map", i)), took.Seconds())
-		if at.IsZero() || took < 0 || took > 45*time.Second {
-			t.Errorf("index %d: struck at %v, its replacement's first commit %v later; want within a backoff and a start", i, at, took)
+		// Not a speed: a replacement takes the struck pod's lock over at
+		// once instead of waiting out its 2-minute time to live; the bound
+		// is half of that, whatever the machine's speed.
+		if at.IsZero() || took < 0 || took > time.Minute {
+			t.Errorf("index %d: struck at %v, its replacement's first commit %v later; want sooner than the lock's time to live", i, at, took)
 		}
 		if n := len(c.pods("backfill-map", i)); n != 2 {
 			t.Errorf("index %d ran %d pods, want 2: the victim and its replacement", i, n)
