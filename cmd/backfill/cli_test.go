@@ -20,6 +20,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 )
 
@@ -167,12 +168,9 @@ func TestBinary(t *testing.T) {
 		cmd.Stdin = strings.NewReader(tc.stdin)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
+		code := testutil.ExitCode(cmd.Run())
+		if code == -1000 {
+			t.Fatalf("backfill %q did not run", tc.args)
 		}
 		if code != tc.exit || !strings.Contains(stdout.String(), tc.out) || !strings.Contains(stderr.String(), tc.err) {
 			t.Errorf("backfill %q: exit %d, stdout %q, stderr %q; want exit %d, stdout with %q, stderr with %q",

@@ -16,9 +16,9 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/s3test"
-	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
+	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/plan"
 	"github.com/backfill-dev/backfill/pipeline/scaleout"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
@@ -49,7 +49,7 @@ func startPod(t *testing.T, job string, index, completions int, bin string, args
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("pod %s: %v", host, err)
 	}
-	go func() { p.exited <- exitOf(p.cmd.Wait()) }()
+	go func() { p.exited <- testutil.ExitCode(p.cmd.Wait()) }()
 	return p
 }
 

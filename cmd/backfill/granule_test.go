@@ -22,6 +22,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/s3test"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
+	"github.com/backfill-dev/backfill/internal/testutil"
 )
 
 // granuleMsgs writes n completed messages of collection coll, one granule
@@ -85,19 +86,7 @@ func TestGranuleRecover_Kill(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	url := pgtest.NewDatabase(t)
-	run := func(args ...string) (int, string) {
-		cmd := exec.Command(bin, args...)
-		var errb bytes.Buffer
-		cmd.Stderr = &errb
-		err := cmd.Run()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode(), errb.String()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return 0, errb.String()
-	}
+	run := func(args ...string) (int, string) { return testutil.Run(t, exec.Command(bin, args...)) }
 	if code, out := run("granule-schema", "--dsn", url); code != 0 {
 		t.Fatalf("granule-schema: %d %s", code, out)
 	}
@@ -212,18 +201,7 @@ func TestGranuleRecover_S3Archive(t *testing.T) {
 	dir := t.TempDir()
 	url := pgtest.NewDatabase(t)
 	run := func(args ...string) (int, string) {
-		cmd := exec.Command(bin, args...)
-		cmd.Env = os.Environ()
-		var errb bytes.Buffer
-		cmd.Stderr = &errb
-		err := cmd.Run()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode(), errb.String()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return 0, errb.String()
+		return testutil.Run(t, exec.Command(bin, args...))
 	}
 	count := func(sub string) []string {
 		st, err := location.Open(context.Background(), "s3://system/arch/dead-letter-archive/"+sub)

@@ -192,7 +192,7 @@ func TestSignal_StopsWhileBlocked(t *testing.T) {
 	go func() { exited <- cmd.Wait() }()
 	select {
 	case err := <-exited:
-		if code := exitOf(err); code != cli.ExitInterrupted {
+		if code := testutil.ExitCode(err); code != cli.ExitInterrupted {
 			t.Errorf("exit %d after SIGTERM, want %d\n%s", code, cli.ExitInterrupted, stderr.String())
 		}
 	case <-time.After(hangBound):

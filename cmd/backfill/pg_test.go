@@ -17,6 +17,7 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/pgtest"
+	"github.com/backfill-dev/backfill/internal/testutil"
 )
 
 // genPG writes a corpus whose buckets take a while to load.
@@ -62,19 +63,6 @@ func pgRun(bin, in, dsn string, extra ...string) *exec.Cmd {
 	return cmd
 }
 
-func exitOf(err error) int {
-	if ee, ok := err.(*exec.ExitError); ok {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return -int(ws.Signal())
-		}
-		return ee.ExitCode()
-	}
-	if err != nil {
-		return -1000
-	}
-	return 0
-}
-
 // SIGKILL at 10 random points of a load, each time rerun with --resume,
 // then SIGINT once: the final database is identical to a clean load, with
 // no partial bucket and no duplicate at any point.
@@ -89,7 +77,7 @@ func TestPostgres_KillAndResume(t *testing.T) {
 	admin := pgtest.AdminURL(t)
 	clean := pgtest.CreateDatabase(t, admin)
 	start := time.Now()
-	if out, err := pgRun(bin, in, clean).CombinedOutput(); exitOf(err) != 3 {
+	if out, err := pgRun(bin, in, clean).CombinedOutput(); testutil.ExitCode(err) != 3 {
 		t.Fatalf("clean load: %v\n%s", err, out)
 	}
 	full := time.Since(start)
@@ -118,7 +106,7 @@ func TestPostgres_KillAndResume(t *testing.T) {
 			cmd.Process.Signal(syscall.SIGKILL)
 			err = <-exited
 		}
-		code := exitOf(err)
+		code := testutil.ExitCode(err)
 		switch {
 		case code == -int(syscall.SIGKILL):
 			killed++
@@ -149,10 +137,10 @@ func TestPostgres_KillAndResume(t *testing.T) {
 	go func() { exited <- cmd.Wait() }()
 	var werr error
 	if !copying(t, watch, dsn, since, exited, &werr) {
-		t.Fatalf("the run ended (exit %d) before its first COPY: nothing to interrupt\n%s", exitOf(werr), stderr.String())
+		t.Fatalf("the run ended (exit %d) before its first COPY: nothing to interrupt\n%s", testutil.ExitCode(werr), stderr.String())
 	}
 	cmd.Process.Signal(syscall.SIGINT)
-	code := exitOf(<-exited)
+	code := testutil.ExitCode(<-exited)
 	if code != 130 {
 		t.Fatalf("SIGINT during a COPY: exit %d, want 130\n%s", code, stderr.String())
 	}
@@ -164,7 +152,7 @@ func TestPostgres_KillAndResume(t *testing.T) {
 	checksum(t, dsn)
 
 	out, err := pgRun(bin, in, dsn, "--resume").CombinedOutput()
-	if code := exitOf(err); code != 3 && code != 0 {
+	if code := testutil.ExitCode(err); code != 3 && code != 0 {
 		t.Fatalf("final resume: exit %d\n%s", code, out)
 	}
 	if got := checksum(t, dsn); got != want {
@@ -179,7 +167,7 @@ func TestPostgres_TwoProcesses(t *testing.T) {
 	bin, in := buildBinary(t), genPG(t)
 	admin := pgtest.AdminURL(t)
 	clean := pgtest.CreateDatabase(t, admin)
-	if out, err := pgRun(bin, in, clean).CombinedOutput(); exitOf(err) != 3 {
+	if out, err := pgRun(bin, in, clean).CombinedOutput(); testutil.ExitCode(err) != 3 {
 		t.Fatalf("clean load: %v\n%s", err, out)
 	}
 	want := checksum(t, clean)
@@ -202,7 +190,7 @@ func TestPostgres_TwoProcesses(t *testing.T) {
 			}
 		}
 		for i := range cmds {
-			if code := exitOf(cmds[i].Wait()); code != 3 && code != 0 {
+			if code := testutil.ExitCode(cmds[i].Wait()); code != 3 && code != 0 {
 				t.Fatalf("process %d of %v: exit %d\n%s", i, split, code, errs[i].String())
 			}
 		}

@@ -98,7 +98,7 @@ func TestPlan_ShardsMakeTheRun(t *testing.T) {
 	// anything is written.
 	b := p.Buckets[0]
 	f, _ := filepath.Glob(filepath.Join(in, b.Name, "*.lz4"))
-	testutil.Check(t, os.WriteFile(f[0], append(must(os.ReadFile(f[0])), 0), 0o644))
+	testutil.Check(t, os.WriteFile(f[0], append(testutil.Must(os.ReadFile(f[0])), 0), 0o644))
 	code, msg := callIn("", "run", "-q", "--plan", planFile, "--shard", fmt.Sprint(b.Shard), "--out", dir+"/changed")
 	if code != cli.ExitUsage || !strings.Contains(msg, "bucket "+b.Name+" of "+in+" changed since the plan was made") {
 		t.Errorf("a changed bucket: exit %d\n%s", code, msg)
@@ -106,13 +106,6 @@ func TestPlan_ShardsMakeTheRun(t *testing.T) {
 	if _, err := os.Stat(dir + "/changed"); !os.IsNotExist(err) {
 		t.Errorf("the refused shard wrote its output folder: %v", err)
 	}
-}
-
-func must[T any](v T, err error) T {
-	if err != nil {
-		panic(err)
-	}
-	return v
 }
 
 // outputFiles keeps the files of a run's output: its buckets' files and
@@ -214,7 +207,7 @@ func TestPlan_ShardProcesses(t *testing.T) {
 	want := outputFiles(tree(t, dir+"/single"))
 	admin := pgtest.AdminURL(t)
 	single := pgtest.CreateDatabase(t, admin)
-	if out, err := pgRun(bin, in, single, flags[:2]...).CombinedOutput(); exitOf(err) != cli.ExitRejects {
+	if out, err := pgRun(bin, in, single, flags[:2]...).CombinedOutput(); testutil.ExitCode(err) != cli.ExitRejects {
 		t.Fatalf("one-machine load: %v\n%s", err, out)
 	}
 	wantRows := checksum(t, single)
@@ -236,7 +229,7 @@ func TestPlan_ShardProcesses(t *testing.T) {
 		}
 		waitAll := func(what string, cmds []*exec.Cmd, killed int) {
 			for i, c := range cmds {
-				code := exitOf(c.Wait())
+				code := testutil.ExitCode(c.Wait())
 				if i == killed && code == -int(syscall.SIGKILL) {
 					continue
 				}
@@ -316,7 +309,7 @@ func TestPlan_PhasesInOrder(t *testing.T) {
 	if code, out := call("plan", "--in", "c", "--shards", "2", "--out", "plan.json"); code != cli.ExitOK {
 		t.Fatalf("plan: exit %d\n%s", code, out)
 	}
-	p, err := plan.Parse(must(os.ReadFile("plan.json")))
+	p, err := plan.Parse(testutil.Must(os.ReadFile("plan.json")))
 	if err != nil || p.Input != filepath.Join(dir, "c") {
 		t.Fatalf("the plan's input is %q (%v), want the absolute %s", p.Input, err, filepath.Join(dir, "c"))
 	}

@@ -215,7 +215,7 @@ func TestS3_KillAndResume(t *testing.T) {
 		return cmd
 	}
 	start := time.Now()
-	if out, err := s3run("s3://test/ref").CombinedOutput(); exitOf(err) != cli.ExitRejects {
+	if out, err := s3run("s3://test/ref").CombinedOutput(); testutil.ExitCode(err) != cli.ExitRejects {
 		t.Fatalf("reference run: %v\n%s", err, out)
 	}
 	full := time.Since(start)
@@ -231,7 +231,7 @@ func TestS3_KillAndResume(t *testing.T) {
 		}
 		time.Sleep(time.Duration(rng.Int64N(int64(full)*3/2 + 1)))
 		cmd.Process.Signal(syscall.SIGKILL)
-		if code := exitOf(cmd.Wait()); code == -int(syscall.SIGKILL) {
+		if code := testutil.ExitCode(cmd.Wait()); code == -int(syscall.SIGKILL) {
 			killed++
 		} else if code != cli.ExitRejects {
 			t.Fatalf("exit %d", code)
@@ -264,7 +264,7 @@ func TestS3_KillAndResume(t *testing.T) {
 	if killed == 0 {
 		t.Fatal("no run was killed before it ended")
 	}
-	if out, err := s3run("s3://test/k", "--resume").CombinedOutput(); exitOf(err) != cli.ExitRejects {
+	if out, err := s3run("s3://test/k", "--resume").CombinedOutput(); testutil.ExitCode(err) != cli.ExitRejects {
 		t.Fatalf("last resume: %v\n%s", err, out)
 	}
 	sameOutput(t, want, tree(t, "s3://test/k"), false)
@@ -377,7 +377,7 @@ func TestS3_OneWriterPerOutput(t *testing.T) {
 	if second.ProcessState.ExitCode() != cli.ExitFailure || !strings.Contains(string(msg), want) || !strings.Contains(string(msg), "s3://test/out") {
 		t.Errorf("second writer: exit %d, %q; want %q", second.ProcessState.ExitCode(), msg, want)
 	}
-	if code := exitOf(first.Wait()); code != cli.ExitRejects {
+	if code := testutil.ExitCode(first.Wait()); code != cli.ExitRejects {
 		t.Fatalf("first run: exit %d", code)
 	}
 	out, _ := location.Open(context.Background(), "s3://test/out")
@@ -406,7 +406,7 @@ func TestS3_OneLineFailures(t *testing.T) {
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		err := cmd.Run()
-		return exitOf(err), stderr.String()
+		return testutil.ExitCode(err), stderr.String()
 	}
 	code, stderr := backfill(nil, "run", "-q", "--in", "s3://test/c/canned", "--out", "s3://test/out")
 	if code != cli.ExitRejects || strings.Contains(stderr, "SDK ") || strings.Contains(stderr, "WARN") {

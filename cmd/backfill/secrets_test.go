@@ -14,6 +14,7 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/pgtest"
+	"github.com/backfill-dev/backfill/internal/testutil"
 )
 
 // No password, given in --dsn (URL, its query, or key/value form), in
@@ -126,7 +127,7 @@ func TestNoPassword_OnEveryFailurePath(t *testing.T) {
 			werr = <-exited
 		}
 		written.Write(stderr.Bytes())
-		if code := exitOf(werr); code != cli.ExitInterrupted || !strings.Contains(stderr.String(), "to finish, run: backfill run") {
+		if code := testutil.ExitCode(werr); code != cli.ExitInterrupted || !strings.Contains(stderr.String(), "to finish, run: backfill run") {
 			t.Errorf("interrupted: exit %d, stderr:\n%s", code, stderr.String())
 		}
 		interrupted++

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/backfill-dev/backfill/internal/cli"
+	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 )
 
@@ -196,7 +197,7 @@ func TestStamp_KillRestart(t *testing.T) {
 		time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		err := cmd.Wait()
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		if testutil.ExitCode(err) != -int(syscall.SIGKILL) {
 			t.Fatalf("run %d: %v, want killed\n%s", i, err, errb.String())
 		}
 		outs = append(outs, out.String())

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -77,7 +78,7 @@ func TestStore_WriteListRead(t *testing.T) {
 			for _, e := range ents {
 				names = append(names, e.Name()+map[bool]string{true: "/", false: ""}[e.IsDir()])
 			}
-			if got, want := names, []string{"2017-01-01/", "2017-01-02/", "top.json"}; !equal(got, want) {
+			if got, want := names, []string{"2017-01-01/", "2017-01-02/", "top.json"}; !slices.Equal(got, want) {
 				t.Fatalf("ReadDir(a) = %v, want %v", got, want)
 			}
 			if !store.IsDir(t.Context(), s, "a/2017-01-01") || store.IsDir(t.Context(), s, "a/top.json") || store.IsDir(t.Context(), s, "nothing") {
@@ -126,18 +127,6 @@ func TestStore_WriteListRead(t *testing.T) {
 			}
 		})
 	}
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestS3_FaultsAreRetried: 503s, dropped connections, stalled and slow

@@ -3,8 +3,11 @@
 package testutil
 
 import (
+	"bytes"
+	"errors"
 	"os"
 	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -70,4 +73,43 @@ func NeedRoot(t testing.TB, what string) {
 		t.Fatalf("%s needs root, and %s is set: CI must run this test as root", what, EnvStrict)
 	}
 	t.Skipf("%s needs root (CI runs as root)", what)
+}
+
+// Must returns v, and panics on err: for a value a test builds from its
+// own constants (a URL, a plan), where an error is a bug of the test.
+func Must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// ExitCode is the exit status of a command's Wait or Run error: 0 for
+// none, -N for a process ended by signal N, -1000 for an error that is no
+// exit (the command did not start).
+func ExitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return -int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1000
+	}
+	return 0
+}
+
+// Run runs cmd and returns its exit status (ExitCode) and standard error;
+// it fails t when cmd does not start.
+func Run(t testing.TB, cmd *exec.Cmd) (int, string) {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	code := ExitCode(cmd.Run())
+	if code == -1000 {
+		t.Fatalf("%s: did not run\n%s", cmd, stderr.String())
+	}
+	return code, stderr.String()
 }

@@ -3,6 +3,7 @@ package collisions
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -51,7 +52,7 @@ func TestReadManifest(t *testing.T) {
 			t.Errorf("line %d: %v, want %v", i, good[i], want[i])
 		}
 	}
-	if wantBad := []int64{4, 5, 6, 7, 8}; !equalInts(bad, wantBad) {
+	if wantBad := []int64{4, 5, 6, 7, 8}; !slices.Equal(bad, wantBad) {
 		t.Errorf("bad lines %v, want %v", bad, wantBad)
 	}
 	stop := errors.New("stop")
@@ -59,18 +60,6 @@ func TestReadManifest(t *testing.T) {
 	if !errors.Is(err, stop) {
 		t.Errorf("fn's error: got %v", err)
 	}
-}
-
-func equalInts(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Every line is accounted for: good or bad, never lost, never a panic.

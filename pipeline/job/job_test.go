@@ -18,6 +18,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/corpus"
 	"github.com/backfill-dev/backfill/internal/corpus/corpustest"
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
@@ -348,17 +349,11 @@ func TestRun_RealSamples(t *testing.T) {
 	}
 	const bucket = "2019-04-07"
 	raw, in := t.TempDir(), t.TempDir()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(os.MkdirAll(filepath.Join(raw, bucket), 0o755))
-	must(os.MkdirAll(filepath.Join(in, bucket), 0o755))
+	testutil.Check(t, os.MkdirAll(filepath.Join(raw, bucket), 0o755))
+	testutil.Check(t, os.MkdirAll(filepath.Join(in, bucket), 0o755))
 	want := map[string]int{} // textname -> measurements, per the MANIFEST
 	add := func(basename string, data []byte, n int) {
-		must(os.WriteFile(filepath.Join(raw, bucket, basename), data, 0o644))
+		testutil.Check(t, os.WriteFile(filepath.Join(raw, bucket, basename), data, 0o644))
 		want[bucket+"/"+basename] = n
 	}
 	yamls := map[string]string{
@@ -368,14 +363,14 @@ func TestRun_RealSamples(t *testing.T) {
 	}
 	for sample, basename := range yamls {
 		b, err := os.ReadFile(filepath.Join("../../testdata/ooni/yaml", sample))
-		must(err)
+		testutil.Check(t, err)
 		add(basename, b, 1)
 	}
 	jsons, _ := filepath.Glob("../../testdata/ooni/json/*.json")
 	var all []byte
 	for i, f := range jsons {
 		b, err := os.ReadFile(f)
-		must(err)
+		testutil.Check(t, err)
 		line := append(bytes.TrimRight(b, "\n"), '\n')
 		all = append(all, line...)
 		add(fmt.Sprintf("20190407T00000%dZ-US-AS3352-web_connectivity-no_report_id-0.2.0-probe.json", i), line, 1)
@@ -400,14 +395,14 @@ func TestRun_RealSamples(t *testing.T) {
 			t.Fatalf("%s: %v\n%s", script, err, out)
 		}
 	}
-	must(os.WriteFile(filepath.Join(raw, "list"), []byte(strings.Join(names, "\x00")+"\x00"), 0o644))
+	testutil.Check(t, os.WriteFile(filepath.Join(raw, "list"), []byte(strings.Join(names, "\x00")+"\x00"), 0o644))
 	sh("tar --create --format=gnu --null --files-from list | lz4 -5 -q > " + filepath.Join(in, bucket, "mixed.0.tar.lz4"))
 	sh("lz4 -5 -q < " + asis + " > " + filepath.Join(in, asis+".lz4"))
 	sh("python3 " + mustAbs(t, "../../testdata/tools/canned_index.py") + " " + filepath.Join(in, bucket))
 
 	out := t.TempDir()
 	sum, err := runJob(t, context.Background(), in, out, 2)
-	must(err)
+	testutil.Check(t, err)
 	if sum.DeadLetters != 0 {
 		t.Errorf("dead letters: %v\n%s", sum.Reasons, mustRead(t, filepath.Join(out, "dead-letters", bucket+".jsonl")))
 	}
@@ -415,7 +410,7 @@ func TestRun_RealSamples(t *testing.T) {
 	for _, m := range readParquet[parquetfile.Measurement](t, filepath.Join(out, "measurements", bucket+".parquet")) {
 		got[m.Textname]++
 		rep, err := ooid.DefaultScheme.Report(m.Textname)
-		must(err)
+		testutil.Check(t, err)
 		if m.OOID != rep.ID(uint32(m.Ndx)).Int64() {
 			t.Errorf("%s #%d: wrong OOID", m.Textname, m.Ndx)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/backfill-dev/backfill/internal/pgtest"
+	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/load"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
@@ -241,7 +242,7 @@ func TestSettler_InSink(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := map[string]map[string]string{}
-			for _, r := range must(pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ B, T, W string }])) {
+			for _, r := range testutil.Must(pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ B, T, W string }])) {
 				if got[r.B] == nil {
 					got[r.B] = map[string]string{}
 				}
@@ -260,11 +261,4 @@ func TestSettler_InSink(t *testing.T) {
 			check(t, got, want(final))
 		})
 	}
-}
-
-func must[T any](v T, err error) T {
-	if err != nil {
-		panic(err)
-	}
-	return v
 }
