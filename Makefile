@@ -38,11 +38,14 @@ SUBMODULES := deploy/image deploy/kubernetes deploy/kubernetes/upstream/min depl
 # have a pass of their own, many at once.
 FAULTS := Fault|Kill|Silence|Cluster|Soak
 
+# go vet runs in make lint; without its DWARF, a test binary links sooner.
+TESTFLAGS := -count=1 -vet=off -ldflags=-w
+
 test: deps ## every test of the tool but the fault tests, PostgreSQL and the live oracles included (the README's test command)
-	$(WITH_PG) $(GO) test -count=1 -timeout 20m -skip '$(FAULTS)' -run '$(TESTS)' $(PKG)
+	$(WITH_PG) $(GO) test $(TESTFLAGS) -timeout 20m -skip '$(FAULTS)' -run '$(TESTS)' $(PKG)
 
 test-faults: deps ## the fault tests: network faults, SIGKILLs, servers restarted or silent, pods of a cluster (about 2 minutes)
-	$(WITH_PG) $(GO) test -count=1 -timeout 20m -parallel 8 -run '$(FAULTS)' $(PKG)
+	$(WITH_PG) $(GO) test $(TESTFLAGS) -timeout 20m -parallel 8 -run '$(FAULTS)' $(PKG)
 
 deps: ## install what the tests need and this machine lacks (Debian packages, Cumulus v21's code; once)
 	scripts/test-deps
@@ -52,7 +55,7 @@ test-deploy: ## the modules under deploy/: the image builder, the manifests' che
 	@set -e; for m in $(SUBMODULES); do (cd $$m && $(GO) test -count=1 -timeout 30m -run '$(TESTS)' ./...); done
 
 testrace: deps ## the tests again under the race detector (those that exec the binary are left to make test: the detector would see only their harness)
-	$(WITH_PG) $(GO) test -race -count=1 -timeout 30m -run '$(TESTS)' $(PKG)
+	$(WITH_PG) $(GO) test $(TESTFLAGS) -race -timeout 30m -run '$(TESTS)' $(PKG)
 
 ci: test test-faults lint test-deploy testrace fuzz ## everything CI runs, in order (.ci/run)
 

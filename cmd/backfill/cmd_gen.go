@@ -49,6 +49,7 @@ func parseGenFlags(args []string, std cli.Stdio) (*genOptions, error) {
 	fs.Float64Var(&cfg.Alpha, "alpha", cfg.Alpha, "and this shape `A`: most reports have tens, a few tens of thousands")
 	fs.IntVar(&cfg.MaxMeasurements, "max-measurements", cfg.MaxMeasurements, "cap `N` (the default is the real maximum)")
 	fs.Var(&o.maxTemplate, "max-template", "build reports only from the real samples whose measurement is at most `SIZE` (0: all of them, 0.6 to 65 KiB); 1KiB gives small measurements, as most real ones are")
+	fs.Float64Var(&cfg.Varied, "varied", 0, "redraw this share `F` (0..1) of each measurement's string values (their letters and digits), so that the containers compress as the archive does, not as one sample repeated (canned only)")
 	fs.Var(&o.canSize, "can-size", "tar slices stay under `SIZE`")
 	fs.IntVar(&cfg.TimeSlots, "time-slots", 0, "draw report times from `N` evenly spaced seconds of each bucket's 36 hours (0: any second), so that reports share timestamps and small counter widths collide")
 	fs.Var(&o.huge, "huge-blob", "`SIZE`: the size of a huge_blob measurement (default: 1MiB over --max-blob, the least that is flagged)")

@@ -100,7 +100,12 @@ type Config struct {
 	// measurements, as most of the real one's are); at least one JSON and
 	// one YAML sample must remain.
 	MaxTemplate int
-	CanSize     int64 // slices of reports stay under this
+	// Varied, in [0, 1], for a canned corpus: each measurement is its
+	// sample with this share of its string values redrawn (their letters
+	// and digits), so that the containers compress as the archive does,
+	// not as one sample repeated. 0: every measurement is its sample.
+	Varied  float64
+	CanSize int64 // slices of reports stay under this
 	// Format is FormatCanned (the default when empty), FormatAutoclaved
 	// or FormatBoth.
 	Format string
@@ -310,6 +315,12 @@ func (c Config) Check() error {
 	default:
 		return fmt.Errorf("%w %q: want canned, autoclaved or both", ErrFormat, c.Format)
 	}
+	if c.Varied < 0 || c.Varied > 1 {
+		return fmt.Errorf("varied share %g: outside [0, 1]", c.Varied)
+	}
+	if c.Varied > 0 && c.Format != "" && c.Format != FormatCanned {
+		return errors.New("a varied corpus is canned only: the autoclaved form holds one normalised line per report")
+	}
 	for k, r := range c.Corrupt {
 		if !IsKind(k) {
 			return fmt.Errorf("unknown corruption kind %q; the kinds are all, %s", k, strings.Join(kinds(), ", "))
@@ -434,7 +445,7 @@ func (g *bucketGen) plan() []*report {
 			t = &g.json[g.rng.IntN(len(g.json))]
 		}
 		r := &report{tmpl: t, kind: t.kind, testName: t.testName, bucket: g.date, n: g.measurements(),
-			seed: g.rng.Uint64(), quirks: t.kind == "yaml" && g.rng.IntN(3) == 0, hugeSize: g.cfg.HugeBlob}
+			seed: g.rng.Uint64(), quirks: t.kind == "yaml" && g.rng.IntN(3) == 0, hugeSize: g.cfg.HugeBlob, varied: g.cfg.Varied}
 		for _, k := range ReportKinds {
 			if k == KindBadYAMLHeader && r.kind != "yaml" {
 				continue

@@ -20,6 +20,8 @@ type report struct {
 	corrupt  string // report-level corruption kind, "" for none
 	at       int    // the measurement the corruption hits
 	hugeSize int64
+	varied   float64 // Config.Varied
+	buf      []byte  // of a varied blob
 
 	size int64 // bytes, from a dry run
 }
@@ -85,6 +87,11 @@ func (r *report) writeBlob(w *countWriter, i int) {
 			w.put(badYAML)
 		}
 	default:
+		if r.varied > 0 && len(r.tmpl.vary) > 0 {
+			r.buf = varied(r.buf, r.tmpl.blob, r.tmpl.vary, r.varied, rand.New(rand.NewPCG(r.seed, uint64(i))))
+			w.put(r.buf)
+			return
+		}
 		w.put(r.tmpl.blob)
 	}
 }

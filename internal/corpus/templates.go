@@ -30,6 +30,9 @@ type template struct {
 	// report_filename the normalisation sets (for YAML, the header's
 	// keys merged in, as the OONI pipeline did).
 	entryJSON []byte
+	// vary: the offsets of blob a varied corpus may redraw, value by
+	// value (variable).
+	vary [][]int32
 }
 
 var testNameRe = regexp.MustCompile(`(?m)"?test_name"?\s*:\s*"?([a-z_]+)`)
@@ -64,9 +67,11 @@ func loadTemplates() (json, yaml []template, err error) {
 	}
 	for i := range json {
 		json[i].entryJSON = normalise(nil, json[i].blob)
+		json[i].vary = variable("json", json[i].blob)
 	}
 	for i := range yaml {
 		yaml[i].entryJSON = normalise(yaml[i].header, yaml[i].blob)
+		yaml[i].vary = variable("yaml", yaml[i].blob)
 	}
 	sort.Slice(json, func(i, j int) bool { return json[i].name < json[j].name })
 	sort.Slice(yaml, func(i, j int) bool { return yaml[i].name < yaml[j].name })

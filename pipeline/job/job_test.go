@@ -116,7 +116,22 @@ func readDeadLetters(t testing.TB, path string) []deadletter.Record {
 // expected OOID once (as pipeline/ooid computes it), every dead letter
 // with its reason, and the summary's counts.
 func TestRun_GroundTruth(t *testing.T) {
-	in, out := genCorpus(t, 3, 150), t.TempDir()
+	t.Run("samples", func(t *testing.T) { runMatchesTruth(t, genCorpus(t, 3, 150)) })
+	// Each measurement a variation of its sample, as real ones differ
+	// (corpus.Config.Varied): the same truth holds.
+	t.Run("varied", func(t *testing.T) {
+		cfg := damagedConfig(2, 100, 64<<10, 0.03)
+		for _, k := range corpus.ContainerKinds {
+			cfg.Corrupt[k] = 0.12
+		}
+		cfg.Varied = 0.4
+		runMatchesTruth(t, corpustest.Generate(t, cfg))
+	})
+}
+
+func runMatchesTruth(t *testing.T, in string) {
+	t.Helper()
+	out := t.TempDir()
 	sum, err := runJobSHA1(t, context.Background(), in, out, 2, true)
 	if err != nil {
 		t.Fatal(err)
