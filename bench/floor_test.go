@@ -148,7 +148,7 @@ func walkOne(path string, buf []byte, read func(io.Reader) (int64, error)) (int6
 
 // BenchmarkRunFloor runs backfill run to Parquet with 2 workers over the
 // scale-1 corpus and over the corpus of the real one's shape (most
-// measurements small), each run paired with the in-process floor with 2
+// measurements small; varied, and the best case: realShape), each run paired with the in-process floor with 2
 // goroutines (the run's LZ4 decoder and a tar walk, bytes discarded) and
 // the checked floor (the same plus the CRC-32, line ends and UTF-8 of
 // every byte, the checks a run cannot skip) just before it, so a noisy
@@ -158,7 +158,8 @@ func walkOne(path string, buf []byte, read func(io.Reader) (int64, error)) (int6
 // the checked floor. Run it with -benchtime 5x for five triples.
 func BenchmarkRunFloor(b *testing.B) {
 	b.Run("corpus=scale-1", func(b *testing.B) { runFloor(b, corpus(b, 1)) })
-	b.Run("corpus=real-shape", func(b *testing.B) { runFloor(b, realShape(b)) })
+	b.Run("corpus=real-shape-varied", func(b *testing.B) { runFloor(b, realShape(b, true)) })
+	b.Run("corpus=real-shape-best-case", func(b *testing.B) { runFloor(b, realShape(b, false)) })
 }
 
 func runFloor(b *testing.B, dir string) {

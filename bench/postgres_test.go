@@ -5,10 +5,15 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,16 +25,27 @@ import (
 // realShape generates (once, cached) a corpus of the real one's shape:
 // 8 buckets of 9,600 reports of about 40 small measurements each (the
 // real corpus: 147 M measurements in 3.6 M reports, most of them small).
-func realShape(b *testing.B) string {
+// Varied, a share of each measurement's values is redrawn (gen --varied
+// 0.4), and its containers compress 5.4-fold with lz4 -5, as text does
+// (the real samples of testdata compress 1.9-fold one by one, 4.1-fold
+// when their texts are put together); otherwise every measurement is its
+// sample and they compress over 100-fold: the best case, where decoding
+// is nearly free.
+func realShape(b *testing.B, varied bool) string {
 	b.Helper()
 	dir := filepath.Join(*benchDir, "real-shape")
+	args := []string{"gen", "--out", "", "--seed", "11", "--buckets", "8", "--reports", "9600",
+		"--min-measurements", "12", "--max-measurements", "400", "--max-template", "1KiB"}
+	if varied {
+		dir += "-varied"
+		args = append(args, "--varied", "0.4")
+	}
+	args[2] = dir
 	if _, err := os.Stat(filepath.Join(dir, "ground-truth.jsonl")); err == nil {
 		return dir
 	}
 	os.RemoveAll(dir)
-	out, err := exec.Command(binary(b), "gen", "--out", dir, "--seed", "11", "--buckets", "8", "--reports", "9600",
-		"--min-measurements", "12", "--max-measurements", "400", "--max-template", "1KiB").CombinedOutput()
-	if err != nil {
+	if out, err := exec.Command(binary(b), args...).CombinedOutput(); err != nil {
 		b.Fatalf("gen: %v\n%s", err, out)
 	}
 	return dir
@@ -85,57 +101,132 @@ func idsFile(b *testing.B, dir string) (string, int64) {
 	return path, rows
 }
 
-// BenchmarkRunPostgresShape loads a corpus of the real one's shape with
-// backfill run --sink postgres, per bucket (over 2 connections, the
-// default, and over 1), with --bulk, and as two processes loading half of
-// the buckets each into one schema, each into a new database. Every load
-// is paired with the server's own COPY … FROM of a CSV file of the IDs
-// alone, sorted by ooid, into (ooid bigint primary key, report int, ndx
-// int) just before it, so a noisy machine moves both alike:
-// pct_of_server_copy is the median over the pairs of the baseline's time
-// over the load's (the targets are 90 per bucket and 100 with --bulk);
-// min_pct and max_pct bound it. Each timed step starts clean: the database
-// of the step before is dropped and the server checkpoints, so neither
-// side's autovacuum of the rows it just wrote, nor its dirty pages, run in
-// the other's time. Run it with -benchtime 3x for three pairs.
+// BenchmarkRunPostgresShape loads a corpus of the real one's shape
+// (varied, and the best case) with backfill run --sink postgres, per bucket
+// (over 2 connections, the default, and over 1), with --bulk, and as two
+// processes loading half of the buckets each into one schema, each into a
+// new database. Every load is paired with two baselines just before it:
+// the server's own COPY … FROM of the same tables (the reports and
+// measurements the load wrote, exported once, into a schema made by
+// backfill schema), and of the bare mapping, a CSV file of the IDs alone,
+// sorted by ooid, into (ooid bigint primary key, report int, ndx int).
+// pct_of_tables_copy and pct_of_mapping_copy are the medians over the
+// pairs of the baseline's time over the load's. Each timed step starts
+// clean: the database of the step before is dropped and the server
+// checkpoints, so neither side's autovacuum of the rows it just wrote, nor
+// its dirty pages, run in the other's time.
+//
+// cores=shared is the server of the tests, on the cores the tool uses;
+// cores=pinned, a throwaway server bound to the first core and the tool
+// (this process and its children) to the second, as a server on another
+// host is. There the server's processor time is counted too
+// (server_cpu_s, beside the baselines'), and for --bulk, where it goes:
+// the statements of the load, by kind, from the server's log (-v).
+// Run it with -benchtime 3x for three pairs.
 func BenchmarkRunPostgresShape(b *testing.B) {
-	dir := realShape(b)
-	admin := pgtest.AdminURL(b)
-	ids, rows := idsFile(b, dir)
-	fresh := func(b *testing.B) (string, func()) { return freshDatabase(b, admin) }
-	serverCopy := func(b *testing.B) time.Duration {
-		dsn, done := fresh(b)
-		defer done()
-		c := pgtest.Connect(b, dsn)
-		defer c.Close(context.Background())
-		ctx := context.Background()
-		if _, err := c.Exec(ctx, `CREATE TABLE ids (ooid bigint PRIMARY KEY, report int, ndx int)`); err != nil {
-			b.Fatal(err)
-		}
-		start := time.Now()
-		if _, err := c.Exec(ctx, `COPY ids FROM '`+ids+`' (FORMAT csv)`); err != nil {
-			b.Fatalf("the server cannot read the baseline file (it must run on this machine): %v", err)
-		}
-		return time.Since(start)
+	if runtime.NumCPU() < 2 {
+		b.Fatal("cores=pinned needs two cores")
 	}
-	runInto := func(b *testing.B, args ...string) time.Duration {
-		dsn, done := fresh(b)
-		defer done()
+	for _, shape := range []struct {
+		name   string
+		varied bool
+	}{{"varied", true}, {"best-case", false}} {
+		dir := realShape(b, shape.varied)
+		ids, rows := idsFile(b, dir)
+		for _, cores := range []string{"shared", "pinned"} {
+			b.Run("corpus="+shape.name+"/cores="+cores, func(b *testing.B) {
+				var srv *pgtest.Server
+				admin := ""
+				if cores == "pinned" {
+					srv = pgtest.StartServer(b)
+					srv.Pin("0")
+					pinSelf(b, "1")
+					admin = srv.URL()
+				} else {
+					admin = pgtest.AdminURL(b)
+				}
+				shapeLoads(b, dir, admin, srv, ids, rows)
+			})
+		}
+	}
+}
+
+// pinSelf binds this process, and the processes it starts, to cpus until
+// the benchmark ends.
+func pinSelf(b *testing.B, cpus string) {
+	b.Helper()
+	pin := func(cpus string) error {
+		return exec.Command("taskset", "-a", "-p", "-c", cpus, strconv.Itoa(os.Getpid())).Run()
+	}
+	if err := pin(cpus); err != nil {
+		b.Fatalf("taskset: %v", err)
+	}
+	b.Cleanup(func() { _ = pin(fmt.Sprintf("0-%d", runtime.NumCPU()-1)) }) // as it was
+}
+
+// shapeLoads runs the loads of BenchmarkRunPostgresShape into the server
+// of admin (srv, when it is a throwaway one whose CPU time is counted).
+func shapeLoads(b *testing.B, dir, admin string, srv *pgtest.Server, ids string, rows int64) {
+	cpu := func() time.Duration {
+		if srv == nil {
+			return 0
+		}
+		return srv.CPU()
+	}
+	fresh := func(b *testing.B) (string, func()) { return freshDatabase(b, admin) }
+	ctx := context.Background()
+	runInto := func(b *testing.B, dsn string, args ...string) time.Duration {
 		args = append([]string{"run", "--in", dir, "-q", "--workers", "2", "--sink", "postgres", "--create-schema", "--dsn", dsn}, args...)
 		d, _ := run(b, "", binary(b), args...)
 		return d
 	}
-	load := map[string]func(b *testing.B) time.Duration{
-		"per-bucket": func(b *testing.B) time.Duration { return runInto(b) },
+	// The tables as a load writes them, exported once.
+	tmp, err := os.MkdirTemp("", "backfill-bench-tables-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(tmp) })
+	first, drop := fresh(b)
+	runInto(b, first)
+	reports, measurements := exportBaseline(b, ctx, first, tmp, rows)
+	drop()
+
+	mappingCopy := func(b *testing.B) (time.Duration, time.Duration) {
+		dsn, done := fresh(b)
+		defer done()
+		c := pgtest.Connect(b, dsn)
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, `CREATE TABLE ids (ooid bigint PRIMARY KEY, report int, ndx int)`); err != nil {
+			b.Fatal(err)
+		}
+		c0, start := cpu(), time.Now()
+		if _, err := c.Exec(ctx, `COPY ids FROM '`+ids+`' (FORMAT csv)`); err != nil {
+			b.Fatalf("the server cannot read the baseline file (it must run on this machine): %v", err)
+		}
+		return time.Since(start), cpu() - c0
+	}
+	tablesCopy := func(b *testing.B) (time.Duration, time.Duration) {
+		dsn, done := fresh(b)
+		defer done()
+		if o, err := exec.Command(binary(b), "schema", "--dsn", dsn).CombinedOutput(); err != nil {
+			b.Fatalf("schema: %v\n%s", err, o)
+		}
+		c := pgtest.Connect(b, dsn)
+		defer c.Close(ctx)
+		c0, start := cpu(), time.Now()
+		copyFile(b, ctx, c, reports, `COPY backfill.reports FROM STDIN (FORMAT binary)`)
+		copyFile(b, ctx, c, measurements, `COPY backfill.measurements FROM STDIN (FORMAT binary)`)
+		return time.Since(start), cpu() - c0
+	}
+	load := map[string]func(b *testing.B, dsn string) time.Duration{
+		"per-bucket": func(b *testing.B, dsn string) time.Duration { return runInto(b, dsn) },
 		// One connection: buckets commit one at a time, as before
 		// --connections.
-		"per-bucket-1-connection": func(b *testing.B) time.Duration { return runInto(b, "--connections", "1") },
-		"bulk":                    func(b *testing.B) time.Duration { return runInto(b, "--bulk") },
+		"per-bucket-1-connection": func(b *testing.B, dsn string) time.Duration { return runInto(b, dsn, "--connections", "1") },
+		"bulk":                    func(b *testing.B, dsn string) time.Duration { return runInto(b, dsn, "--bulk") },
 		// Two processes, each committing two buckets at once: the server
 		// COPYs for all of them, and their reading overlaps.
-		"per-bucket-2-processes": func(b *testing.B) time.Duration {
-			dsn, done := fresh(b)
-			defer done()
+		"per-bucket-2-processes": func(b *testing.B, dsn string) time.Duration {
 			if out, err := exec.Command(binary(b), "schema", "--dsn", dsn).CombinedOutput(); err != nil {
 				b.Fatalf("schema: %v\n%s", err, out)
 			}
@@ -166,21 +257,79 @@ func BenchmarkRunPostgresShape(b *testing.B) {
 	}
 	for _, mode := range []string{"per-bucket", "per-bucket-1-connection", "bulk", "per-bucket-2-processes"} {
 		b.Run("impl=backfill/"+mode, func(b *testing.B) {
-			var total, baseTotal time.Duration
-			var pct []float64
+			var total, tablesTotal, mappingTotal, cpuTotal, tablesCPU, mappingCPU time.Duration
+			var tablesPct, mappingPct []float64
 			for b.Loop() {
-				base := serverCopy(b)
-				d := load[mode](b)
-				total, baseTotal = total+d, baseTotal+base
-				pct = append(pct, 100*base.Seconds()/d.Seconds())
+				tb, tc := tablesCopy(b)
+				mb, mc := mappingCopy(b)
+				dsn, done := fresh(b)
+				if srv != nil && mode == "bulk" {
+					pgtest.Exec(b, admin, "ALTER SYSTEM SET log_min_duration_statement = 0", "SELECT pg_reload_conf()")
+				}
+				logAt := 0
+				if srv != nil {
+					logAt = len(srv.Log())
+				}
+				c0 := cpu()
+				d := load[mode](b, dsn)
+				cpuTotal += cpu() - c0
+				if srv != nil && mode == "bulk" {
+					pgtest.Exec(b, admin, "ALTER SYSTEM RESET log_min_duration_statement", "SELECT pg_reload_conf()")
+					b.Logf("--bulk, where the server's time goes (statements of at least 1 ms, by kind):\n%s", statementTimes(srv.Log()[logAt:]))
+				}
+				done()
+				total, tablesTotal, mappingTotal = total+d, tablesTotal+tb, mappingTotal+mb
+				tablesCPU, mappingCPU = tablesCPU+tc, mappingCPU+mc
+				tablesPct = append(tablesPct, 100*tb.Seconds()/d.Seconds())
+				mappingPct = append(mappingPct, 100*mb.Seconds()/d.Seconds())
 			}
-			slices.Sort(pct)
-			b.ReportMetric((total / time.Duration(b.N)).Seconds(), "s")
-			b.ReportMetric((baseTotal / time.Duration(b.N)).Seconds(), "server_copy_s")
-			b.ReportMetric(float64(rows)/(total/time.Duration(b.N)).Seconds(), "rows/s")
-			b.ReportMetric(pct[len(pct)/2], "pct_of_server_copy")
-			b.ReportMetric(pct[0], "min_pct")
-			b.ReportMetric(pct[len(pct)-1], "max_pct")
+			n := time.Duration(b.N)
+			b.ReportMetric((total / n).Seconds(), "s")
+			b.ReportMetric((tablesTotal / n).Seconds(), "tables_copy_s")
+			b.ReportMetric((mappingTotal / n).Seconds(), "mapping_copy_s")
+			b.ReportMetric(float64(rows)/(total/n).Seconds(), "rows/s")
+			b.ReportMetric(median(tablesPct), "pct_of_tables_copy")
+			b.ReportMetric(median(mappingPct), "pct_of_mapping_copy")
+			if srv != nil {
+				b.ReportMetric((cpuTotal / n).Seconds(), "server_cpu_s")
+				b.ReportMetric((tablesCPU / n).Seconds(), "tables_copy_cpu_s")
+				b.ReportMetric((mappingCPU / n).Seconds(), "mapping_copy_cpu_s")
+			}
 		})
 	}
+}
+
+func median(xs []float64) float64 {
+	slices.Sort(xs)
+	return xs[len(xs)/2]
+}
+
+// logDuration is a statement's line in the server's log.
+var logDuration = regexp.MustCompile(`duration: ([0-9.]+) ms\s+(?:statement|execute [^:]*): (.*)`)
+
+// statementTimes sums the durations the server logged by kind of
+// statement (its first words, the table named), largest first.
+func statementTimes(log string) string {
+	sums := map[string]float64{}
+	counts := map[string]int{}
+	var total float64
+	for _, m := range logDuration.FindAllStringSubmatch(log, -1) {
+		ms, _ := strconv.ParseFloat(m[1], 64)
+		if ms < 1 {
+			continue
+		}
+		words := strings.Fields(m[2])
+		kind := strings.Join(words[:min(len(words), 4)], " ")
+		sums[kind] += ms
+		counts[kind]++
+		total += ms
+	}
+	kinds := slices.Collect(maps.Keys(sums))
+	slices.SortFunc(kinds, func(x, y string) int { return cmp.Compare(sums[y], sums[x]) })
+	var out strings.Builder
+	for _, k := range kinds {
+		fmt.Fprintf(&out, "  %8.2f s  %5d×  %s\n", sums[k]/1000, counts[k], k)
+	}
+	fmt.Fprintf(&out, "  %8.2f s  in all", total/1000)
+	return out.String()
 }

@@ -196,8 +196,8 @@ func TestPlan_ShardProcesses(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	in := dir + "/c"
-	if code, out := call("gen", "-q", "--out", in, "--buckets", "8", "--reports", "120", "--can-size", "256KiB",
-		"--min-measurements", "100", "--max-measurements", "1000", "--time-slots", "3", "--seed", "11", "--max-template", "1KiB"); code != cli.ExitOK {
+	if code, out := call("gen", "-q", "--out", in, "--buckets", "8", "--reports", "100", "--can-size", "256KiB",
+		"--min-measurements", "80", "--max-measurements", "600", "--time-slots", "3", "--seed", "11", "--max-template", "1KiB"); code != cli.ExitOK {
 		t.Fatalf("gen: exit %d\n%s", code, out)
 	}
 	flags := []string{"--counter-bits", "20", "--max-blob", "1MiB"}

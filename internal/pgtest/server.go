@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // Server is a throwaway PostgreSQL cluster of the test's own, made with the
@@ -147,4 +148,107 @@ func (s *Server) Stop() {
 // URL is the URL of the server's postgres database.
 func (s *Server) URL() string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", s.port)
+}
+
+// postmaster is the server's main process id, from its pid file.
+func (s *Server) postmaster() (int, error) {
+	b, err := os.ReadFile(filepath.Join(s.data(), "postmaster.pid"))
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return strconv.Atoi(strings.TrimSpace(line))
+}
+
+// processes lists the server's processes: the postmaster and its children.
+func (s *Server) processes() ([]int, error) {
+	pm, err := s.postmaster()
+	if err != nil {
+		return nil, err
+	}
+	pids := []int{pm}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if f, ok := procStat(pid); ok && f.ppid == int64(pm) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// Pin binds the server's processes, and so the sessions it starts later,
+// to cpus (as taskset takes them: "0", "0-1").
+func (s *Server) Pin(cpus string) {
+	s.t.Helper()
+	pids, err := s.processes()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, pid := range pids {
+		if out, err := exec.Command("taskset", "-a", "-p", "-c", cpus, strconv.Itoa(pid)).CombinedOutput(); err != nil {
+			s.t.Fatalf("taskset: %v\n%s", err, out)
+		}
+	}
+}
+
+// CPU is the processor time the server has spent so far: its processes'
+// own, and that of the sessions that ended (the postmaster's children's).
+func (s *Server) CPU() time.Duration {
+	s.t.Helper()
+	pids, err := s.processes()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var ticks int64
+	for i, pid := range pids {
+		f, ok := procStat(pid)
+		if !ok {
+			continue // a session that ended meanwhile: the postmaster counts it
+		}
+		ticks += f.utime + f.stime
+		if i == 0 {
+			ticks += f.cutime + f.cstime
+		}
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
+}
+
+type statFields struct{ ppid, utime, stime, cutime, cstime int64 }
+
+// procStat reads the fields of /proc/PID/stat that CPU and processes use.
+func procStat(pid int) (statFields, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return statFields{}, false
+	}
+	// The command, in parentheses, may hold spaces: the fields follow
+	// its last ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return statFields{}, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 15 {
+		return statFields{}, false
+	}
+	n := func(k int) int64 { v, _ := strconv.ParseInt(f[k], 10, 64); return v }
+	// f[0] is field 3 (state): ppid is field 4, utime..cstime 14..17.
+	return statFields{ppid: n(1), utime: n(11), stime: n(12), cutime: n(13), cstime: n(14)}, true
+}
+
+// Log is what the server has written to its log so far.
+func (s *Server) Log() string {
+	s.t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.dir, "server.log"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return string(b)
 }
