@@ -38,10 +38,8 @@ SUBMODULES := deploy/image deploy/kubernetes deploy/kubernetes/upstream/min depl
 # have a pass of their own, many at once.
 FAULTS := Fault|Kill|Silence|Cluster|Soak
 
-# go vet runs in make lint; without its DWARF, a test binary links sooner;
-# with -p 4, packages compile while the long ones' tests wait on their
-# servers and processes.
-TESTFLAGS := -count=1 -vet=off -ldflags=-w -p 4
+# go vet runs in make lint; without its DWARF, a test binary links sooner.
+TESTFLAGS := -count=1 -vet=off -ldflags=-w
 
 test: deps ## every test of the tool but the fault tests, PostgreSQL and the live oracles included (the README's test command)
 	$(WITH_PG) $(GO) test $(TESTFLAGS) -timeout 20m -skip '$(FAULTS)' -run '$(TESTS)' $(PKG)

@@ -296,7 +296,7 @@ func TestAutoclavedCLI(t *testing.T) {
 	skipUnderRace(t)
 	dir := t.TempDir()
 	if code, out := call("gen", "--format", "both", "--out", dir+"/c", "--buckets", "2", "--reports", "60", "--min-measurements", "200",
-		"--max-measurements", "3000", "--time-slots", "3", "--corrupt", "badblob=0.1", "--max-template", "1KiB"); code != 0 || !strings.Contains(out, "{canned,autoclaved}") {
+		"--max-measurements", "1500", "--time-slots", "3", "--corrupt", "badblob=0.1", "--max-template", "1KiB"); code != 0 || !strings.Contains(out, "{canned,autoclaved}") {
 		t.Fatalf("gen: exit %d\n%s", code, out)
 	}
 	for _, ndx := range []string{"blobs", "datums"} {

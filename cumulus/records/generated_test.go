@@ -27,11 +27,11 @@ import (
 // migrations and compared verdict by verdict and row by row. A failing
 // scenario is shrunk before it is reported.
 //
-//	BACKFILL_GRANULE_DIFF=N       messages (default 216; make granule-diff: 5,000)
+//	BACKFILL_GRANULE_DIFF=N       messages (default 120; make granule-diff: 5,000)
 //	BACKFILL_GRANULE_DIFF_SEED=S  the seed (default 1)
 func TestWrite_Generated(t *testing.T) {
 	t.Parallel()
-	n, seed := envInt(t, "BACKFILL_GRANULE_DIFF", 216), envInt(t, "BACKFILL_GRANULE_DIFF_SEED", 1)
+	n, seed := envInt(t, "BACKFILL_GRANULE_DIFF", 120), envInt(t, "BACKFILL_GRANULE_DIFF_SEED", 1)
 	root := t.TempDir()
 	g := newGen(t, uint64(seed), root)
 	var scenarios [][]genStep
