@@ -62,10 +62,12 @@ func TestStamp_FilterAndCount(t *testing.T) {
 	if strings.Join(got, " ") != `{"a":1} {} {"b":{"ooid":1}}` {
 		t.Errorf("the objects out, without their ooid: %v", got)
 	}
-	code, count := call("stamp", "--collector-id", "42", "--state", state, "--count", "1000")
-	ids := strings.Fields(count)
+	var countOut, countErr bytes.Buffer
+	code := exitCode(run(context.Background(), []string{"stamp", "--collector-id", "42", "--state", state, "--count", "1000"},
+		cli.Stdio{In: strings.NewReader(""), Out: &countOut, Err: &countErr}), &countErr)
+	ids := strings.Fields(countOut.String())
 	if code != cli.ExitOK || len(ids) != 1000 {
-		t.Fatalf("--count 1000: exit %d, %d lines", code, len(ids))
+		t.Fatalf("--count 1000: exit %d, %d lines\n%s", code, len(ids), countErr.String())
 	}
 	if first, _ := ooid.Parse(ids[0]); first.TS() <= last.TS() {
 		t.Errorf("the second run starts in second %d, the first ended in %d: not after its mark", first.TS(), last.TS())
