@@ -26,8 +26,10 @@ var narrow = ooid.Scheme{CounterBits: 20, SHA1Offset: 33}
 func genColliding(t testing.TB, seed uint64) string {
 	t.Helper()
 	cfg := corpus.DefaultConfig()
-	cfg.Seed, cfg.Buckets, cfg.Reports, cfg.CanSize = seed, 4, 90, 256<<10
-	cfg.MinMeasurements, cfg.MaxMeasurements, cfg.TimeSlots, cfg.MaxTemplate = 400, 5000, 3, 1024
+	// Twice the reports of 90 of up to 5,000 measurements, a fifth of
+	// their size: about as many colliding pairs, in half the rows.
+	cfg.Seed, cfg.Buckets, cfg.Reports, cfg.CanSize = seed, 4, 180, 256<<10
+	cfg.MinMeasurements, cfg.MaxMeasurements, cfg.TimeSlots, cfg.MaxTemplate = 100, 1000, 3, 1024
 	dir := t.TempDir()
 	if _, err := corpus.Generate(dir, cfg); err != nil {
 		t.Fatal(err)
