@@ -120,8 +120,8 @@ func idsFile(b *testing.B, dir string) (string, int64) {
 // cores=pinned, a throwaway server bound to the first core and the tool
 // (this process and its children) to the second, as a server on another
 // host is. There the server's processor time is counted too
-// (server_cpu_s, beside the baselines'), and for --bulk, where it goes:
-// the statements of the load, by kind, from the server's log (-v).
+// (server_cpu_s, beside the baselines'), and where it goes: the
+// statements of each load, by kind, from the server's log (-v).
 // Run it with -benchtime 3x for three pairs.
 func BenchmarkRunPostgresShape(b *testing.B) {
 	if runtime.NumCPU() < 2 {
@@ -263,7 +263,7 @@ func shapeLoads(b *testing.B, dir, admin string, srv *pgtest.Server, ids string,
 				tb, tc := tablesCopy(b)
 				mb, mc := mappingCopy(b)
 				dsn, done := fresh(b)
-				if srv != nil && mode == "bulk" {
+				if srv != nil {
 					pgtest.Exec(b, admin, "ALTER SYSTEM SET log_min_duration_statement = 0", "SELECT pg_reload_conf()")
 				}
 				logAt := 0
@@ -273,9 +273,9 @@ func shapeLoads(b *testing.B, dir, admin string, srv *pgtest.Server, ids string,
 				c0 := cpu()
 				d := load[mode](b, dsn)
 				cpuTotal += cpu() - c0
-				if srv != nil && mode == "bulk" {
+				if srv != nil {
 					pgtest.Exec(b, admin, "ALTER SYSTEM RESET log_min_duration_statement", "SELECT pg_reload_conf()")
-					b.Logf("--bulk, where the server's time goes (statements of at least 1 ms, by kind):\n%s", statementTimes(srv.Log()[logAt:]))
+					b.Logf("%s, where the server's time goes (statements of at least 1 ms, by kind):\n%s", mode, statementTimes(srv.Log()[logAt:]))
 				}
 				done()
 				total, tablesTotal, mappingTotal = total+d, tablesTotal+tb, mappingTotal+mb
