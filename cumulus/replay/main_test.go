@@ -1,8 +1,6 @@
 package replay
 
 import (
-	"fmt"
-	"os"
 	"testing"
 
 	"github.com/backfill-dev/backfill/internal/cumulustest"
@@ -10,11 +8,4 @@ import (
 
 // TestMain drops the database Cumulus's migrations made once for the
 // tests' copies.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := cumulustest.DropTemplate(); err != nil {
-		fmt.Fprintln(os.Stderr, "dropping the migrated template:", err)
-		code = 1
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { cumulustest.Main(m) }

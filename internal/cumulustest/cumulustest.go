@@ -81,8 +81,23 @@ func template(t testing.TB, admin string) string {
 	return name
 }
 
+// Main is the TestMain of a package whose tests use MigratedDB: it runs
+// the tests, then each of after (a helper process to stop), then drops the
+// template database, and exits.
+func Main(m *testing.M, after ...func()) {
+	code := m.Run()
+	for _, f := range after {
+		f()
+	}
+	if err := DropTemplate(); err != nil {
+		fmt.Fprintln(os.Stderr, "dropping the migrated template:", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
 // DropTemplate drops the template database of MigratedDB, if one was
-// made: for a TestMain, after the tests ran.
+// made.
 func DropTemplate() error {
 	migrated.Lock()
 	defer migrated.Unlock()
