@@ -5,7 +5,10 @@ import (
 	_ "embed"
 	"flag"
 	"fmt"
+	"io"
+	"os"
 	"strings"
+	"sync"
 
 	"github.com/backfill-dev/backfill/docs"
 	"github.com/backfill-dev/backfill/internal/cli"
@@ -59,6 +62,13 @@ func commands() []command {
 }
 
 func run(ctx context.Context, args []string, std cli.Stdio) error {
+	// A command logs from several goroutines (a sink's connections, the
+	// workers): one write at a time, whatever the caller's writer is. A
+	// file (the process's stderr) takes concurrent writes as it is, and
+	// stays a file, which the progress bar asks for.
+	if _, file := std.Err.(*os.File); !file {
+		std.Err = &lockedWriter{w: std.Err}
+	}
 	if len(args) == 0 {
 		fmt.Fprint(std.Err, mainHelp())
 		return cli.Usagef("no command given")
@@ -100,4 +110,16 @@ func commandNames() []string {
 		names = append(names, c.name)
 	}
 	return names
+}
+
+// lockedWriter lets several goroutines write to w, one write at a time.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
