@@ -102,6 +102,25 @@ func (c *Conn) Waiting() (since time.Time, ok bool) {
 	return time.Unix(0, c.life.Load()), true
 }
 
+// Unread tells how many bytes the kernel holds for the connection that no
+// read has taken yet: an answer that has arrived, though the reader has not
+// run since (0 when none, or when it cannot tell).
+func (c *Conn) Unread() int {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return 0
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	_ = raw.Control(func(fd uintptr) {
+		n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ)
+	})
+	return n
+}
+
 // Watched returns the *Conn under a connection pgx holds (under TLS, if
 // any); nil when Dial did not make it.
 func Watched(nc net.Conn) *Conn {

@@ -128,6 +128,10 @@ type Sink struct {
 	zmu     sync.Mutex
 	zombies map[uint32]bool
 	q       func(table string) string
+	// verdict, when set (by this package's tests), is told each probe's
+	// finding that a session is not at work (or the probe's failure), and
+	// whether it was set aside because the answer came during the probe.
+	verdict func(st session, setAside bool, probe error)
 }
 
 var (

@@ -127,7 +127,9 @@ func permanent(format string, args ...any) error {
 // called: when the connection has waited Options.Silence for the server,
 // a probe asks whether the server is at work on its session; an attempt
 // whose probe says no, or gets no answer within Silence, is cancelled with
-// a *silenceError.
+// a *silenceError, unless the connection's wait ended while the probe was
+// under way (the probe crosses the same network as the answer, which may
+// come first: the session is then idle because it has answered).
 func (s *Sink) watch(ctx context.Context, conn *pgx.Conn, cancel context.CancelCauseFunc) (stop func()) {
 	wc := netconn.Watched(conn.PgConn().Conn())
 	if wc == nil {
@@ -149,10 +151,11 @@ func (s *Sink) watch(ctx context.Context, conn *pgx.Conn, cancel context.CancelC
 				return
 			case <-tick.C:
 			}
-			since, waiting := wc.Waiting()
+			life, waiting := wc.Waiting()
 			if !waiting {
 				continue
 			}
+			since := life
 			if vouched.After(since) {
 				since = vouched
 			}
@@ -165,7 +168,17 @@ func (s *Sink) watch(ctx context.Context, conn *pgx.Conn, cancel context.CancelC
 				vouched, last = time.Now(), st
 			case ctx.Err() != nil:
 				return
+			case answered(wc, life):
+				// The answer came while the probe was under way (a probe
+				// waits on the same network): the session is idle because
+				// it has answered, and the verdict is of a wait now over.
+				if s.verdict != nil {
+					s.verdict(st, true, err)
+				}
 			default:
+				if s.verdict != nil {
+					s.verdict(st, false, err)
+				}
 				cancel(&silenceError{bound: bound, state: st.describe(), probe: s.clean(err)}) // a probe's error, as every other, without the password
 				return
 			}
@@ -175,6 +188,14 @@ func (s *Sink) watch(ctx context.Context, conn *pgx.Conn, cancel context.CancelC
 		end()
 		wg.Wait()
 	}
+}
+
+// answered tells whether the connection, whose last sign of life was at
+// life when a probe began, has had another since (its wait ended, or
+// another began), or holds bytes that have arrived and are not yet read.
+func answered(wc *netconn.Conn, life time.Time) bool {
+	now, waiting := wc.Waiting()
+	return !waiting || now.After(life) || wc.Unread() > 0
 }
 
 // session is what a probe finds of a session.
