@@ -281,12 +281,13 @@ func TestRun_LeftoversOfADeadRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
+	bin := buildBinary(t)
 	dir := t.TempDir()
 	genCorpus(t, dir+"/c", "--buckets", "4", "--reports", "300", "--max-measurements", "20000")
 	if code, _ := runJSON(t, "--in", dir+"/c", "--out", dir+"/clean"); code != cli.ExitOK {
 		t.Fatalf("clean run: exit %d", code)
 	}
-	cmd := exec.Command(buildBinary(t), "run", "-q", "--workers", "1", "--in", dir+"/c", "--out", dir+"/out")
+	cmd := exec.Command(bin, "run", "-q", "--workers", "1", "--in", dir+"/c", "--out", dir+"/out")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

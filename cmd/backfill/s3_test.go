@@ -32,7 +32,7 @@ func s3Corpus(t *testing.T) (*s3test.Server, string) {
 	t.Helper()
 	srv := s3test.Start(t, "test")
 	dir := t.TempDir() + "/c"
-	if code, out := call("gen", "-q", "--out", dir, "--format", "both", "--buckets", "3", "--reports", "60", "--max-measurements", "300", "--corrupt", "all=0.03"); code != cli.ExitOK {
+	if code, out := call(append(s3Gen(), "--out", dir)...); code != cli.ExitOK {
 		t.Fatalf("gen: exit %d\n%s", code, out)
 	}
 	dst, err := location.Open(context.Background(), "s3://test/c")
@@ -43,6 +43,15 @@ func s3Corpus(t *testing.T) (*s3test.Server, string) {
 		t.Fatal(err)
 	}
 	return srv, dir
+}
+
+// s3Gen is the gen command of s3Corpus, but for its --out.
+func s3Gen() []string {
+	reports := "60"
+	if testutil.RaceEnabled {
+		reports = "20" // the detector needs the S3 client's goroutines, not the volume
+	}
+	return []string{"gen", "-q", "--format", "both", "--buckets", "3", "--reports", reports, "--max-measurements", "300", "--corrupt", "all=0.03"}
 }
 
 // tree reads every file of an output (local folder or s3:// prefix), by
@@ -159,7 +168,7 @@ func TestS3_RunEqualsLocal(t *testing.T) {
 	t.Setenv("BACKFILL_S3_CHUNK", strconv.Itoa(64<<10)) // many ranged GETs per file
 	_, dir := s3Corpus(t)
 	// gen --out s3:// writes what it writes to a folder.
-	if code, out := call("gen", "-q", "--out", "s3://test/gen", "--format", "both", "--buckets", "3", "--reports", "60", "--max-measurements", "300", "--corrupt", "all=0.03"); code != cli.ExitOK {
+	if code, out := call(append(s3Gen(), "--out", "s3://test/gen")...); code != cli.ExitOK {
 		t.Fatalf("gen to s3: exit %d\n%s", code, out)
 	}
 	if gen, local := tree(t, "s3://test/gen"), tree(t, dir); len(gen) != len(local) || len(local) < 10 {
@@ -206,8 +215,8 @@ func TestS3_KillAndResume(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	srv, _ := s3Corpus(t)
 	bin := buildBinary(t)
+	srv, _ := s3Corpus(t)
 	in := "s3://test/c/canned"
 	s3run := func(out string, extra ...string) *exec.Cmd {
 		cmd := exec.Command(bin, append([]string{"run", "-q", "--json", "--in", in, "--out", out}, extra...)...)
@@ -342,8 +351,8 @@ func TestS3_OneWriterPerOutput(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	srv, _ := s3Corpus(t)
 	bin := buildBinary(t)
+	srv, _ := s3Corpus(t)
 	// The first run is stopped the moment its lock object is stored.
 	locked := make(chan struct{})
 	started := make(chan *os.Process, 1) // the first run, once started
@@ -398,8 +407,8 @@ func TestS3_OneLineFailures(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	s3Corpus(t)
 	bin := buildBinary(t)
+	s3Corpus(t)
 	backfill := func(env []string, args ...string) (int, string) {
 		cmd := exec.Command(bin, args...)
 		cmd.Env = append(os.Environ(), env...)

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/backfill-dev/backfill/internal/testutil"
 )
 
 // refSliceJSON is the plain reference: whole input in memory, blobs found
@@ -116,14 +118,35 @@ func TestJSONSlicer_Pathologies(t *testing.T) {
 // A 3 MB single line and a document spread over many buffer fills are read
 // in constant memory and sliced exactly.
 func TestJSONSlicer_Large(t *testing.T) {
+	testutil.SkipUnderRace(t, "megabytes through a slicer that runs on one goroutine")
 	big := `{"body": "` + strings.Repeat("x", 3<<20) + `"}` + "\n"
 	multi := "{\n" + strings.Repeat(`"k": 1,`+"\n", 50000) + "\"end\": 0}\n"
 	data := []byte(big + multi + "{}\n")
 	checkAgainstRef(t, data)
 	// Every truncation gives blobs then an error, never a hang or panic.
-	for cut := 0; cut < len(data); cut += 9973 {
+	for _, cut := range truncations(len(data), len(big)) {
 		checkAgainstRef(t, data[:cut])
 	}
+}
+
+// truncations is where the large slicer tests cut their input of n bytes
+// whose first bigEnd bytes hold one large value: every 9973rd byte, but
+// only every 99,730th inside the value, where every cut is the same case
+// (a value cut short), and each byte around the value's end.
+func truncations(n, bigEnd int) []int {
+	var cuts []int
+	for c := 0; c < n; {
+		cuts = append(cuts, c)
+		if c+99730 < bigEnd {
+			c += 99730
+		} else {
+			c += 9973
+		}
+	}
+	for c := max(bigEnd-4, 0); c <= bigEnd+4 && c < n; c++ {
+		cuts = append(cuts, c)
+	}
+	return cuts
 }
 
 func FuzzJSONSlicer(f *testing.F) {
