@@ -3,6 +3,7 @@ package corpus
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"crypto/sha1"
 	"encoding/binary"
 	"os"
@@ -38,10 +39,12 @@ func TestOONI2018Manifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	type tsStat struct{ k, m int64 }
-	perTS := map[uint32]tsStat{}
-	seen := make(map[uint64]struct{}, OONI2018Reports)
-	basenames := make(map[uint64]uint8, OONI2018Reports) // how many buckets hold each, for the re-uploads
+	// Sorted slices, not maps, for the 3.6 M names: the same counts at a
+	// fraction of the cost.
+	type tsN struct{ ts, n uint32 }
+	byTS := make([]tsN, 0, OONI2018Reports)
+	names := make([]uint64, 0, OONI2018Reports)     // a hash of each name, for duplicates
+	basenames := make([]uint64, 0, OONI2018Reports) // a hash of each basename: how many buckets hold each, for the re-uploads
 	var reports, kinds [3]int64
 	var msm int64
 	var ns []uint32
@@ -62,13 +65,8 @@ func TestOONI2018Manifest(t *testing.T) {
 			t.Fatalf("line %d: %s takes the fallback", line, name)
 		}
 		sum := sha1.Sum(name)
-		key := binary.BigEndian.Uint64(sum[:])
-		if _, dup := seen[key]; dup {
-			t.Fatalf("line %d: %s listed twice", line, name)
-		}
-		seen[key] = struct{}{}
-		s := perTS[tn.TS]
-		perTS[tn.TS] = tsStat{s.k + 1, s.m + int64(n)}
+		names = append(names, binary.BigEndian.Uint64(sum[:]))
+		byTS = append(byTS, tsN{tn.TS, uint32(n)})
 		reports[0]++
 		msm += int64(n)
 		ns = append(ns, uint32(n))
@@ -86,32 +84,49 @@ func TestOONI2018Manifest(t *testing.T) {
 			reports[1]++ // the report_id time differs from the filename's
 		}
 		bsum := sha1.Sum([]byte(base))
-		basenames[binary.BigEndian.Uint64(bsum[:])]++
+		basenames = append(basenames, binary.BigEndian.Uint64(bsum[:]))
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	var shared, sharedRep, sharedMsm, maxK int64
-	minTS, maxTS := ^uint32(0), uint32(0)
-	for ts, s := range perTS {
-		minTS, maxTS = min(minTS, ts), max(maxTS, ts)
-		if s.k > 1 {
-			shared++
-			sharedRep += s.k
-			sharedMsm += s.m
-			maxK = max(maxK, s.k)
+	slices.Sort(names)
+	for i := 1; i < len(names); i++ {
+		if names[i] == names[i-1] {
+			t.Fatalf("a name listed twice")
 		}
+	}
+	var shared, sharedRep, sharedMsm, maxK int64
+	slices.SortFunc(byTS, func(a, b tsN) int { return cmp.Compare(a.ts, b.ts) })
+	minTS, maxTS := byTS[0].ts, byTS[len(byTS)-1].ts
+	for i := 0; i < len(byTS); {
+		j, m := i, int64(0)
+		for ; j < len(byTS) && byTS[j].ts == byTS[i].ts; j++ {
+			m += int64(byTS[j].n)
+		}
+		if k := int64(j - i); k > 1 {
+			shared++
+			sharedRep += k
+			sharedMsm += m
+			maxK = max(maxK, k)
+		}
+		i = j
 	}
 	retried := int64(0)
-	for _, c := range basenames {
-		if c == 2 {
-			retried++
+	slices.Sort(basenames)
+	for i := 0; i < len(basenames); {
+		j := i
+		for j < len(basenames) && basenames[j] == basenames[i] {
+			j++
 		}
-		if c > 2 {
+		if c := j - i; c == 2 {
+			retried++
+		} else if c > 2 {
 			t.Errorf("a basename in %d buckets", c)
 		}
+		i = j
 	}
-	slices.SortFunc(ns, func(a, b uint32) int { return int(int64(b) - int64(a)) })
+	slices.Sort(ns)
+	slices.Reverse(ns)
 	check := func(what string, got, want int64) {
 		t.Helper()
 		if got != want {

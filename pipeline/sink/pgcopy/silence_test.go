@@ -28,9 +28,10 @@ func TestSilence_AnswerDuringProbe(t *testing.T) {
 		latency, bound time.Duration
 		sleep          string // the statement's time at the server
 	}{
-		// A probe crosses the network six times (SSL request, start-up,
-		// query, each there and back): 1.8 s, and it gets 1 s. Sent at
-		// 1 s, it times out at 2 s; the answer arrives at 0.6 + 1.0 = 1.6 s.
+		// A probe crosses the network six times (start-up, the query
+		// prepared, then run, each there and back): 1.8 s, and it gets
+		// 1 s. Sent at 1 s, it times out at 2 s; the answer arrives at
+		// 0.6 + 1.0 = 1.6 s.
 		{"probe times out", 300 * time.Millisecond, time.Second, "1.0"},
 		// Sent at 4 to 4.5 s (the watch looks every bound/8), the probe
 		// meets the session at its fifth crossing, 6.5 to 7 s: idle
