@@ -3,7 +3,7 @@
 GO       ?= go
 # The packages whose tests take longest come first: they start as soon as
 # they are built, and the others fill the other core meanwhile.
-PKG      ?= ./pipeline/sink/pgcopy ./cmd/backfill ./cumulus/records ./cumulus/replay ./internal/corpus ./...
+PKG      ?= ./pipeline/sink/pgcopy ./cmd/backfill ./cumulus/records ./cumulus/replay ./gen/corpus ./...
 TESTS    ?= .
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 LDFLAGS  := -X main.version=$(VERSION)

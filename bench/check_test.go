@@ -10,10 +10,9 @@ import (
 	"time"
 
 	"github.com/backfill-dev/backfill/internal/store"
-	"github.com/backfill-dev/backfill/pipeline/check"
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
-	"github.com/backfill-dev/backfill/pipeline/plan"
+	"github.com/backfill-dev/backfill/pipeline/scaleout"
 )
 
 // shardedManifests splits the full-scale manifest (3.6 M reports) by
@@ -31,7 +30,7 @@ func shardedManifests(b *testing.B, shards int) (string, string) {
 		b.Fatal(err)
 	}
 	defer f.Close()
-	byBucket := map[string][]check.Entry{}
+	byBucket := map[string][]scaleout.ManifestEntry{}
 	err = collisions.ReadManifest(f, func(_ int64, textname []byte, n uint32) error {
 		name := string(textname)
 		id, err := ooid.DefaultScheme.Report(name)
@@ -39,28 +38,28 @@ func shardedManifests(b *testing.B, shards int) (string, string) {
 			return nil
 		}
 		bucket := name[:10]
-		byBucket[bucket] = append(byBucket[bucket], check.Entry{TS: id.TS, Base: id.CounterBase(), N: n, Textname: name, Bucket: bucket})
+		byBucket[bucket] = append(byBucket[bucket], scaleout.ManifestEntry{TS: id.TS, Base: id.CounterBase(), N: n, Textname: name, Bucket: bucket})
 		return nil
 	}, func(error) {})
 	if err != nil {
 		b.Fatal(err)
 	}
-	var buckets []plan.Bucket
+	var buckets []scaleout.Bucket
 	for name, es := range byBucket {
-		buckets = append(buckets, plan.Bucket{Name: name, Bytes: int64(len(es)), Fingerprint: "-"})
+		buckets = append(buckets, scaleout.Bucket{Name: name, Bytes: int64(len(es)), Fingerprint: "-"})
 	}
-	p, err := plan.New("/in", buckets, shards)
+	p, err := scaleout.NewPlan("/in", buckets, shards)
 	if err != nil {
 		b.Fatal(err)
 	}
 	for i := range shards {
-		var es []check.Entry
+		var es []scaleout.ManifestEntry
 		names := p.Names(i)
 		for _, n := range names {
 			es = append(es, byBucket[n]...)
 		}
 		var buf bytes.Buffer
-		if err := check.Write(&buf, check.Header{Scheme: ooid.DefaultScheme, Buckets: names}, es); err != nil {
+		if err := scaleout.EncodeManifest(&buf, scaleout.ManifestHeader{Scheme: ooid.DefaultScheme, Buckets: names}, es); err != nil {
 			b.Fatal(err)
 		}
 		if err := store.WriteFile(context.Background(), store.Local(dir), fmt.Sprintf("shards/%d/manifest.tsv", i), buf.Bytes()); err != nil {

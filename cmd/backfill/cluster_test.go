@@ -19,7 +19,6 @@ import (
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
 	"github.com/backfill-dev/backfill/internal/testutil"
-	"github.com/backfill-dev/backfill/pipeline/plan"
 	"github.com/backfill-dev/backfill/pipeline/scaleout"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
@@ -294,9 +293,9 @@ func TestCluster_JobsWithFaults(t *testing.T) {
 	sameOutput(t, want, outputFiles(tree(t, out)), true)
 }
 
-func readPlanFile(t *testing.T, loc string) plan.Plan {
+func readPlanFile(t *testing.T, loc string) scaleout.Plan {
 	t.Helper()
-	p, err := plan.Parse([]byte(readObject(t, loc)))
+	p, err := scaleout.ParsePlan([]byte(readObject(t, loc)))
 	if err != nil {
 		t.Fatal(err)
 	}

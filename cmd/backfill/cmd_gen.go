@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/backfill-dev/backfill/gen/corpus"
 	"github.com/backfill-dev/backfill/internal/cli"
-	"github.com/backfill-dev/backfill/internal/corpus"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
 	"github.com/backfill-dev/backfill/internal/units"

@@ -10,7 +10,6 @@ import (
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
 	"github.com/backfill-dev/backfill/pipeline/output"
-	"github.com/backfill-dev/backfill/pipeline/plan"
 	"github.com/backfill-dev/backfill/pipeline/scaleout"
 	"github.com/backfill-dev/backfill/pipeline/sink"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
@@ -77,7 +76,7 @@ func runLoad(ctx context.Context, args []string, std cli.Stdio) error {
 // loadPostgres loads the buckets of shard from the job's output dst into
 // the schema of pg (replacing buckets loaded from another input with
 // replace).
-func loadPostgres(ctx context.Context, std cli.Stdio, p plan.Plan, planFile string, shard int, dst store.Store, pg pgcopy.Options, replace bool) (err error) {
+func loadPostgres(ctx context.Context, std cli.Stdio, p scaleout.Plan, planFile string, shard int, dst store.Store, pg pgcopy.Options, replace bool) (err error) {
 	src := scaleout.ShardOut(dst, shard)
 	if len(p.Names(shard)) == 0 {
 		fmt.Fprintf(std.Err, "backfill: shard %d of %s has no bucket; nothing to do\n", shard, planFile)

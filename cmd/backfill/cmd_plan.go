@@ -10,7 +10,6 @@ import (
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
-	"github.com/backfill-dev/backfill/pipeline/plan"
 	"github.com/backfill-dev/backfill/pipeline/scaleout"
 	"github.com/backfill-dev/backfill/pipeline/stamp"
 )
@@ -46,7 +45,7 @@ func runPlan(ctx context.Context, args []string, std cli.Stdio) error {
 	if err != nil {
 		return err
 	}
-	p, err := plan.New(store.Abs(input.Dir.Where(".")), buckets, shards)
+	p, err := scaleout.NewPlan(store.Abs(input.Dir.Where(".")), buckets, shards)
 	if err != nil {
 		return err
 	}
@@ -67,26 +66,26 @@ func runPlan(ctx context.Context, args []string, std cli.Stdio) error {
 }
 
 // readPlan reads and checks the plan at loc (for cmd's messages).
-func readPlan(ctx context.Context, cmd, loc string) (plan.Plan, error) {
+func readPlan(ctx context.Context, cmd, loc string) (scaleout.Plan, error) {
 	f, err := location.OpenFile(ctx, loc)
 	if err != nil {
-		return plan.Plan{}, cli.Usagef("%s: --plan %v", cmd, err)
+		return scaleout.Plan{}, cli.Usagef("%s: --plan %v", cmd, err)
 	}
 	data, err := io.ReadAll(f)
 	f.Close()
 	if err != nil {
-		return plan.Plan{}, err
+		return scaleout.Plan{}, err
 	}
-	p, err := plan.Parse(data)
+	p, err := scaleout.ParsePlan(data)
 	if err != nil {
-		return plan.Plan{}, cli.Usagef("%s: --plan %s: %v", cmd, loc, err)
+		return scaleout.Plan{}, cli.Usagef("%s: --plan %s: %v", cmd, loc, err)
 	}
 	return p, nil
 }
 
 // shardIndex is the shard of the plan p for cmd: shard, or
 // JOB_COMPLETION_INDEX when it is negative.
-func shardIndex(cmd string, p plan.Plan, shard int) (int, error) {
+func shardIndex(cmd string, p scaleout.Plan, shard int) (int, error) {
 	i, err := p.Shard(shard, os.LookupEnv)
 	if err != nil {
 		return 0, cli.Usagef("%s: %v", cmd, err)
@@ -97,7 +96,7 @@ func shardIndex(cmd string, p plan.Plan, shard int) (int, error) {
 // planShard reads the plan at loc and returns it, the shard (from
 // JOB_COMPLETION_INDEX when shard is negative), its buckets and the
 // plan's input, after checking that they did not change since planning.
-func planShard(ctx context.Context, loc string, shard int) (plan.Plan, int, []string, store.Store, error) {
+func planShard(ctx context.Context, loc string, shard int) (scaleout.Plan, int, []string, store.Store, error) {
 	p, err := readPlan(ctx, "run", loc)
 	if err != nil {
 		return p, 0, nil, nil, err

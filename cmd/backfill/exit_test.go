@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backfill-dev/backfill/gen/corpus"
 	"github.com/backfill-dev/backfill/internal/cli"
-	"github.com/backfill-dev/backfill/internal/corpus"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"

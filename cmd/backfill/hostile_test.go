@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backfill-dev/backfill/gen/corpus"
 	"github.com/backfill-dev/backfill/internal/cli"
-	"github.com/backfill-dev/backfill/internal/corpus"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/s3test"
 	"github.com/backfill-dev/backfill/internal/testutil"

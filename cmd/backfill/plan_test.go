@@ -18,7 +18,6 @@ import (
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/testutil"
-	"github.com/backfill-dev/backfill/pipeline/plan"
 	"github.com/backfill-dev/backfill/pipeline/scaleout"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
@@ -41,7 +40,7 @@ func TestPlan_ShardsMakeTheRun(t *testing.T) {
 		t.Fatalf("plan: exit %d\n%s", code, out)
 	}
 	data, _ := os.ReadFile(planFile)
-	p, err := plan.Parse(data)
+	p, err := scaleout.ParsePlan(data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +308,7 @@ func TestPlan_PhasesInOrder(t *testing.T) {
 	if code, out := call("plan", "--in", "c", "--shards", "2", "--out", "plan.json"); code != cli.ExitOK {
 		t.Fatalf("plan: exit %d\n%s", code, out)
 	}
-	p, err := plan.Parse(testutil.Must(os.ReadFile("plan.json")))
+	p, err := scaleout.ParsePlan(testutil.Must(os.ReadFile("plan.json")))
 	if err != nil || p.Input != filepath.Join(dir, "c") {
 		t.Fatalf("the plan's input is %q (%v), want the absolute %s", p.Input, err, filepath.Join(dir, "c"))
 	}

@@ -4,7 +4,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/backfill-dev/backfill/internal/corpus"
+	"github.com/backfill-dev/backfill/gen/corpus"
 )
 
 // notebookGroups are the groups of corpus.NotebookGroups: they honour

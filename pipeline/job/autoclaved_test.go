@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/backfill-dev/backfill/internal/corpus"
-	"github.com/backfill-dev/backfill/internal/corpus/corpustest"
+	"github.com/backfill-dev/backfill/gen/corpus"
+	"github.com/backfill-dev/backfill/gen/corpus/corpustest"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"

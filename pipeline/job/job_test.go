@@ -15,8 +15,8 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/backfill-dev/backfill/internal/corpus"
-	"github.com/backfill-dev/backfill/internal/corpus/corpustest"
+	"github.com/backfill-dev/backfill/gen/corpus"
+	"github.com/backfill-dev/backfill/gen/corpus/corpustest"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/backfill-dev/backfill/internal/corpus"
+	"github.com/backfill-dev/backfill/gen/corpus"
 	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 )

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/backfill-dev/backfill/internal/corpus"
+	"github.com/backfill-dev/backfill/gen/corpus"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/reader"

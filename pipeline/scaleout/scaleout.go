@@ -1,9 +1,10 @@
-// Package scaleout runs the phases of a corpus stamped in shards, after
-// plan and before or beside the shards' runs: it checks that a shard's
-// buckets did not change since planning, writes a shard's report
-// manifest, settles the verdicts of every shard (check), and loads a
-// shard's buckets into the job's output or into another sink (load).
-// A shard's run itself is pipeline/job's.
+// Package scaleout is a corpus stamped in shards on several machines, in
+// its phases around the shards' runs: the plan that splits an input's
+// buckets into shards (plan.go), the check that a shard's buckets did not
+// change since planning, a shard's report manifest, the merge of every
+// shard's manifest that settles the verdicts across shards (check,
+// merge.go), and the load of a shard's buckets into the job's output or
+// into another sink (load). A shard's run itself is pipeline/job's.
 package scaleout
 
 import (
@@ -21,9 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/backfill-dev/backfill/internal/store"
-	"github.com/backfill-dev/backfill/pipeline/check"
 	"github.com/backfill-dev/backfill/pipeline/load"
-	"github.com/backfill-dev/backfill/pipeline/plan"
 	"github.com/backfill-dev/backfill/pipeline/reader"
 	"github.com/backfill-dev/backfill/pipeline/sink"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
@@ -45,8 +44,8 @@ func ShardOut(out store.Store, i int) store.Store { return out.Sub("shards/" + s
 
 // ListBuckets lists the bucket folders names of fsys, eight at a time (on
 // S3 each is a request), with their sizes and fingerprints.
-func ListBuckets(ctx context.Context, fsys store.Store, names []string) ([]plan.Bucket, error) {
-	out := make([]plan.Bucket, len(names))
+func ListBuckets(ctx context.Context, fsys store.Store, names []string) ([]Bucket, error) {
+	out := make([]Bucket, len(names))
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
 	for i, n := range names {
@@ -58,7 +57,7 @@ func ListBuckets(ctx context.Context, fsys store.Store, names []string) ([]plan.
 			if err != nil {
 				return fmt.Errorf("bucket %s: %w", n, err)
 			}
-			out[i] = plan.Bucket{Name: n, Bytes: l.Bytes, Fingerprint: l.Fingerprint}
+			out[i] = Bucket{Name: n, Bytes: l.Bytes, Fingerprint: l.Fingerprint}
 			return nil
 		})
 	}
@@ -71,7 +70,7 @@ var ErrStale = errors.New("changed since the plan was made: make a new plan")
 
 // Unchanged checks that the buckets of shard of p, in the input in, are
 // those that were planned.
-func Unchanged(ctx context.Context, p plan.Plan, in store.Store, shard int) error {
+func Unchanged(ctx context.Context, p Plan, in store.Store, shard int) error {
 	now, err := ListBuckets(ctx, in, p.Names(shard))
 	if err != nil {
 		return err
@@ -96,8 +95,8 @@ func WriteManifest(ctx context.Context, out store.Store) error {
 	if err != nil {
 		return err
 	}
-	var h check.Header
-	var entries []check.Entry
+	var h ManifestHeader
+	var entries []ManifestEntry
 	counts := stamped.NewCounts()
 	for i, s := range st {
 		if s.Status != stamped.StatusCommitted {
@@ -113,7 +112,7 @@ func WriteManifest(ctx context.Context, out store.Store) error {
 			return err
 		}
 		for _, r := range rows {
-			entries = append(entries, check.Entry{TS: uint32(r.TS), Base: uint32(r.CounterBase), N: uint32(r.N),
+			entries = append(entries, ManifestEntry{TS: uint32(r.TS), Base: uint32(r.CounterBase), N: uint32(r.N),
 				Textname: r.Textname, Bucket: s.Meta.Bucket, RejectedBy: r.RejectedBy})
 		}
 	}
@@ -122,7 +121,7 @@ func WriteManifest(ctx context.Context, out store.Store) error {
 		return err
 	}
 	var b bytes.Buffer
-	if err := check.Write(&b, h, entries); err != nil {
+	if err := EncodeManifest(&b, h, entries); err != nil {
 		return err
 	}
 	return store.WriteFile(ctx, out, ManifestName, b.Bytes())
@@ -130,7 +129,7 @@ func WriteManifest(ctx context.Context, out store.Store) error {
 
 // CheckSummary is what Check did.
 type CheckSummary struct {
-	check.Stats
+	MergeStats
 	Buckets []string `json:"buckets_changed"`
 	// Totals are the corpus's, as one run over it would count them: every
 	// shard's counts summed, the collisions those of the settled verdicts.
@@ -162,8 +161,8 @@ func (s CheckSummary) WriteJSON(w io.Writer) error {
 // the verdicts of the whole corpus and writes those that differ from their
 // shard's to out/verdicts.jsonl. Every shard must have committed every
 // bucket p gives it.
-func Check(ctx context.Context, p plan.Plan, out store.Store) (CheckSummary, error) {
-	var readers []*check.Reader
+func Check(ctx context.Context, p Plan, out store.Store) (CheckSummary, error) {
+	var readers []*ManifestReader
 	counts := stamped.NewCounts()
 	for i := range p.Shards {
 		if len(p.Names(i)) == 0 {
@@ -184,14 +183,14 @@ func Check(ctx context.Context, p plan.Plan, out store.Store) (CheckSummary, err
 		}
 		counts.Merge(c)
 		defer f.Close()
-		r, err := check.NewReader(so.Where(ManifestName), f)
+		r, err := NewManifestReader(so.Where(ManifestName), f)
 		if err != nil {
 			return CheckSummary{}, err
 		}
 		readers = append(readers, r)
 	}
-	var verdicts []check.Verdict
-	st, err := check.Merge(readers, func(v check.Verdict) error {
+	var verdicts []Change
+	st, err := Merge(readers, func(v Change) error {
 		verdicts = append(verdicts, v)
 		return nil
 	})
@@ -202,7 +201,7 @@ func Check(ctx context.Context, p plan.Plan, out store.Store) (CheckSummary, err
 	if err := shardsComplete(p, readers, out); err != nil {
 		return CheckSummary{}, err
 	}
-	slices.SortFunc(verdicts, func(a, b check.Verdict) int {
+	slices.SortFunc(verdicts, func(a, b Change) int {
 		if c := strings.Compare(a.Bucket, b.Bucket); c != 0 {
 			return c
 		}
@@ -216,7 +215,7 @@ func Check(ctx context.Context, p plan.Plan, out store.Store) (CheckSummary, err
 	counts.AddCollisions(st.Lost - st.Regained)
 	counts.Reports += st.Regained - st.Lost
 	counts.Measurements += st.RegainedMeasurements - st.LostMeasurements
-	sum := CheckSummary{Stats: st, Buckets: []string{}, Totals: stamped.NewTally()}
+	sum := CheckSummary{MergeStats: st, Buckets: []string{}, Totals: stamped.NewTally()}
 	for _, r := range p.InputRecords {
 		counts.Add(r)
 	}
@@ -259,7 +258,7 @@ func readCounts(ctx context.Context, so store.Store) (stamped.Counts, error) {
 
 // shardsComplete checks that every manifest covers exactly its shard's
 // buckets of the plan.
-func shardsComplete(p plan.Plan, readers []*check.Reader, out store.Store) error {
+func shardsComplete(p Plan, readers []*ManifestReader, out store.Store) error {
 	k := 0
 	for i := range p.Shards {
 		want := p.Names(i)
@@ -294,7 +293,7 @@ func ReadVerdicts(ctx context.Context, out store.Store) (map[string][]stamped.Ve
 	dec := json.NewDecoder(f)
 	byBucket := map[string][]stamped.Verdict{}
 	for {
-		var v check.Verdict
+		var v Change
 		if err := dec.Decode(&v); errors.Is(err, io.EOF) {
 			return byBucket, nil
 		} else if err != nil {
@@ -308,7 +307,7 @@ func ReadVerdicts(ctx context.Context, out store.Store) (map[string][]stamped.Ve
 // (the ledger entry last), rewriting those whose verdicts Check changed;
 // it returns how many it loaded. Shards load side by side, each under a
 // lock of its own.
-func Load(ctx context.Context, p plan.Plan, shard int, out store.Store) (_ int, err error) {
+func Load(ctx context.Context, p Plan, shard int, out store.Store) (_ int, err error) {
 	src := ShardOut(out, shard)
 	names := p.Names(shard)
 	if len(names) == 0 {

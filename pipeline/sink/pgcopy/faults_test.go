@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/backfill-dev/backfill/internal/corpus"
-	"github.com/backfill-dev/backfill/internal/corpus/corpustest"
+	"github.com/backfill-dev/backfill/gen/corpus"
+	"github.com/backfill-dev/backfill/gen/corpus/corpustest"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/ooid"

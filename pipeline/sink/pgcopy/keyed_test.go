@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/backfill-dev/backfill/internal/corpus/corpustest"
+	"github.com/backfill-dev/backfill/gen/corpus/corpustest"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/ooid"

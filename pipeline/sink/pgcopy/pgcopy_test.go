@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/backfill-dev/backfill/internal/corpus"
-	"github.com/backfill-dev/backfill/internal/corpus/corpustest"
+	"github.com/backfill-dev/backfill/gen/corpus"
+	"github.com/backfill-dev/backfill/gen/corpus/corpustest"
 	"github.com/backfill-dev/backfill/internal/pgconn"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/store"

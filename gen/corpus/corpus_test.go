@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/backfill-dev/backfill/internal/corpus"
-	"github.com/backfill-dev/backfill/internal/corpus/corpustest"
+	"github.com/backfill-dev/backfill/gen/corpus"
+	"github.com/backfill-dev/backfill/gen/corpus/corpustest"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/reader"
 )

@@ -6,7 +6,7 @@ package corpustest
 import (
 	"testing"
 
-	"github.com/backfill-dev/backfill/internal/corpus"
+	"github.com/backfill-dev/backfill/gen/corpus"
 )
 
 // Generate writes the corpus of cfg into a new temporary folder, and

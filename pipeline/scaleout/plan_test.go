@@ -1,4 +1,4 @@
-package plan_test
+package scaleout_test
 
 import (
 	"math/rand/v2"
@@ -7,21 +7,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backfill-dev/backfill/pipeline/plan"
+	"github.com/backfill-dev/backfill/pipeline/scaleout"
 )
 
 // days returns n buckets from 2012-12-05 on, with sizes like the archive's:
 // mostly tens of MB, a few days ten times that.
-func days(n int, seed uint64) []plan.Bucket {
+func days(n int, seed uint64) []scaleout.Bucket {
 	r := rand.New(rand.NewPCG(seed, 9))
 	start := time.Date(2012, 12, 5, 0, 0, 0, 0, time.UTC)
-	out := make([]plan.Bucket, n)
+	out := make([]scaleout.Bucket, n)
 	for i := range out {
 		size := 10<<20 + r.Int64N(60<<20)
 		if r.IntN(20) == 0 {
 			size *= 10
 		}
-		out[i] = plan.Bucket{Name: start.AddDate(0, 0, i).Format(time.DateOnly), Bytes: size, Fingerprint: "fp" + string(rune('a'+i%26))}
+		out[i] = scaleout.Bucket{Name: start.AddDate(0, 0, i).Format(time.DateOnly), Bytes: size, Fingerprint: "fp" + string(rune('a'+i%26))}
 	}
 	return out
 }
@@ -29,7 +29,7 @@ func days(n int, seed uint64) []plan.Bucket {
 func TestPlan_Balanced(t *testing.T) {
 	for _, shards := range []int{1, 3, 7, 64} {
 		bs := days(2000, uint64(shards))
-		p, err := plan.New("/in", bs, shards)
+		p, err := scaleout.NewPlan("/in", bs, shards)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +39,7 @@ func TestPlan_Balanced(t *testing.T) {
 			largest = max(largest, b.Bytes)
 		}
 		mean := float64(total) / float64(shards)
-		bound := max((1+plan.Slack)*mean, mean+float64(largest))
+		bound := max((1+scaleout.Slack)*mean, mean+float64(largest))
 		loads := p.Loads()
 		var sum int64
 		for i, l := range loads {
@@ -59,15 +59,15 @@ func TestPlan_Balanced(t *testing.T) {
 // few buckets.
 func TestPlan_Stable(t *testing.T) {
 	bs := days(1500, 1)
-	want, _ := plan.New("/in", bs, 7)
+	want, _ := scaleout.NewPlan("/in", bs, 7)
 	shuffled := slices.Clone(bs)
 	rand.New(rand.NewPCG(2, 2)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-	got, _ := plan.New("/in", shuffled, 7)
+	got, _ := scaleout.NewPlan("/in", shuffled, 7)
 	if string(got.Marshal()) != string(want.Marshal()) {
 		t.Fatal("a reordered listing gives another plan")
 	}
 	more := days(1501, 1)
-	next, _ := plan.New("/in", more, 7)
+	next, _ := scaleout.NewPlan("/in", more, 7)
 	moved := 0
 	for i, b := range want.Buckets {
 		if next.Buckets[i].Shard != b.Shard {
@@ -81,9 +81,9 @@ func TestPlan_Stable(t *testing.T) {
 }
 
 func TestPlan_Parse(t *testing.T) {
-	p, _ := plan.New("s3://x/canned", days(40, 3), 3)
+	p, _ := scaleout.NewPlan("s3://x/canned", days(40, 3), 3)
 	data := p.Marshal()
-	back, err := plan.Parse(data)
+	back, err := scaleout.ParsePlan(data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,21 +95,21 @@ func TestPlan_Parse(t *testing.T) {
 		{`"version": 1`, `"version": 2`, "version 2"},
 		{`"bytes"`, `"size"`, "unknown field"},
 	} {
-		_, err := plan.Parse([]byte(strings.Replace(string(data), tc.from, tc.to, 1)))
+		_, err := scaleout.ParsePlan([]byte(strings.Replace(string(data), tc.from, tc.to, 1)))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s changed to %s: %v, want an error naming %q", tc.from, tc.to, err, tc.want)
 		}
 	}
-	if _, err := plan.New("/in", append(days(3, 1), days(1, 1)...), 2); err == nil {
+	if _, err := scaleout.NewPlan("/in", append(days(3, 1), days(1, 1)...), 2); err == nil {
 		t.Error("a bucket listed twice is planned")
 	}
 	// A relative input would be found only from the planner's folder.
-	if _, err := plan.New("data/canned", days(3, 1), 2); err == nil || !strings.Contains(err.Error(), "relative path") {
+	if _, err := scaleout.NewPlan("data/canned", days(3, 1), 2); err == nil || !strings.Contains(err.Error(), "relative path") {
 		t.Errorf("a relative input is planned: %v", err)
 	}
 	rel := p
 	rel.Input = "data/canned"
-	if _, err := plan.Parse(rel.Marshal()); err == nil || !strings.Contains(err.Error(), "relative path") {
+	if _, err := scaleout.ParsePlan(rel.Marshal()); err == nil || !strings.Contains(err.Error(), "relative path") {
 		t.Errorf("a plan of a relative input is read: %v", err)
 	}
 }
@@ -118,7 +118,7 @@ func TestPlan_Parse(t *testing.T) {
 // it; a Job whose completions are not the plan's shards, an index that is
 // not a number or not a shard, and no index at all are refused.
 func TestShard(t *testing.T) {
-	p := plan.Plan{Shards: 4}
+	p := scaleout.Plan{Shards: 4}
 	for _, tc := range []struct {
 		shard int
 		env   map[string]string

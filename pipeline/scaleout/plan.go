@@ -1,6 +1,6 @@
-// Package plan splits the buckets of an input into shards balanced by
-// bytes, for runs on several machines (Kubernetes Indexed Jobs): each
-// shard is the buckets one process stamps.
+// The plan: the buckets of an input split into shards balanced by bytes,
+// for runs on several machines (Kubernetes Indexed Jobs), each shard the
+// buckets one process stamps.
 //
 // A plan is a versioned, checksummed JSON document. It is deterministic for
 // a given listing (whatever order the listing came in), and stable: a
@@ -8,7 +8,8 @@
 // day moves few of the others. It records each bucket's listing
 // fingerprint, so a shard refuses to run on an input that changed since
 // planning.
-package plan
+
+package scaleout
 
 import (
 	"crypto/sha256"
@@ -25,8 +26,8 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 )
 
-// Version is the version of the plan format this package writes and reads.
-const Version = 1
+// PlanVersion is the version of the plan format this package writes and reads.
+const PlanVersion = 1
 
 // Slack is how far above the mean a shard's bytes may go before a bucket
 // is placed on a shard further down its ranking.
@@ -52,9 +53,9 @@ type Plan struct {
 	Checksum     string              `json:"checksum"`
 }
 
-// New plans buckets (names, bytes and fingerprints; Shard is set here) of
+// NewPlan plans buckets (names, bytes and fingerprints; Shard is set here) of
 // input into shards.
-func New(input string, buckets []Bucket, shards int) (Plan, error) {
+func NewPlan(input string, buckets []Bucket, shards int) (Plan, error) {
 	if shards < 1 {
 		return Plan{}, fmt.Errorf("plan: %d shards; want 1 or more", shards)
 	}
@@ -69,7 +70,7 @@ func New(input string, buckets []Bucket, shards int) (Plan, error) {
 		}
 	}
 	assign(bs, shards)
-	return Plan{Version: Version, Input: input, Shards: shards, Buckets: bs}, nil
+	return Plan{Version: PlanVersion, Input: input, Shards: shards, Buckets: bs}, nil
 }
 
 // assign places each bucket, in name order, on the first shard of its
@@ -163,9 +164,9 @@ func (p Plan) Marshal() []byte {
 	return append(b, '\n')
 }
 
-// Parse reads a plan that Marshal wrote, and checks its version, its
+// ParsePlan reads a plan that Marshal wrote, and checks its version, its
 // checksum and its consistency.
-func Parse(data []byte) (Plan, error) {
+func ParsePlan(data []byte) (Plan, error) {
 	var p Plan
 	dec := json.NewDecoder(strings.NewReader(string(data)))
 	dec.DisallowUnknownFields()
@@ -173,8 +174,8 @@ func Parse(data []byte) (Plan, error) {
 		return Plan{}, fmt.Errorf("not a plan: %w", err)
 	}
 	switch {
-	case p.Version != Version:
-		return Plan{}, fmt.Errorf("a plan of version %d; this backfill reads version %d", p.Version, Version)
+	case p.Version != PlanVersion:
+		return Plan{}, fmt.Errorf("a plan of version %d; this backfill reads version %d", p.Version, PlanVersion)
 	case p.Checksum != p.sum():
 		return Plan{}, errors.New("the plan's checksum does not match its content: it was changed after it was written")
 	case p.Shards < 1:

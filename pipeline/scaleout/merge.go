@@ -1,10 +1,11 @@
-// Package check settles the collision verdicts of a corpus stamped in
-// shards: each shard writes its reports as a manifest sorted by time, and
-// Merge reads every shard's manifest at once, a streaming k-way merge by
-// (ts, textname), settling each group of reports that share a timestamp
-// (only they can collide) by the policy of a single run. It holds one
-// group at a time, and the verdicts that differ from the shards' own.
-package check
+// The merge of check: each shard writes its reports as a manifest sorted
+// by time, and Merge reads every shard's manifest at once, a streaming
+// k-way merge by (ts, textname), settling each group of reports that
+// share a timestamp (only they can collide) by the policy of a single run.
+// It holds one group at a time, and the verdicts that differ from the
+// shards' own.
+
+package scaleout
 
 import (
 	"bufio"
@@ -20,26 +21,26 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 )
 
-// Entry is one report of a shard's manifest.
-type Entry struct {
+// ManifestEntry is one report of a shard's manifest.
+type ManifestEntry struct {
 	TS, Base, N uint32
 	Textname    string
 	Bucket      string
 	RejectedBy  string // the shard's own verdict: "" when it kept its IDs
 }
 
-// Header is what a manifest says of itself: the scheme of its IDs and
+// ManifestHeader is what a manifest says of itself: the scheme of its IDs and
 // the buckets it covers.
-type Header struct {
+type ManifestHeader struct {
 	Scheme  ooid.Scheme
 	Buckets []string
 }
 
 const magic = "#backfill-manifest v1"
 
-// Write writes a manifest: its header, then entries sorted by (ts,
+// EncodeManifest writes a manifest: its header, then entries sorted by (ts,
 // textname).
-func Write(w io.Writer, h Header, entries []Entry) error {
+func EncodeManifest(w io.Writer, h ManifestHeader, entries []ManifestEntry) error {
 	es := slices.Clone(entries)
 	slices.SortFunc(es, compare)
 	bw := bufio.NewWriter(w)
@@ -53,7 +54,7 @@ func Write(w io.Writer, h Header, entries []Entry) error {
 	return bw.Flush()
 }
 
-func compare(a, b Entry) int {
+func compare(a, b ManifestEntry) int {
 	if a.TS != b.TS {
 		if a.TS < b.TS {
 			return -1
@@ -63,20 +64,20 @@ func compare(a, b Entry) int {
 	return strings.Compare(a.Textname, b.Textname)
 }
 
-// Reader reads a manifest, one entry at a time.
-type Reader struct {
+// ManifestReader reads a manifest, one entry at a time.
+type ManifestReader struct {
 	name   string
 	sc     *bufio.Scanner
 	line   int
-	Header Header
-	prev   *Entry
+	Header ManifestHeader
+	prev   *ManifestEntry
 }
 
-// NewReader reads the header of the manifest r (name is for messages).
-func NewReader(name string, r io.Reader) (*Reader, error) {
+// NewManifestReader reads the header of the manifest r (name is for messages).
+func NewManifestReader(name string, r io.Reader) (*ManifestReader, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	rd := &Reader{name: name, sc: sc}
+	rd := &ManifestReader{name: name, sc: sc}
 	if !sc.Scan() {
 		return nil, fmt.Errorf("%s: empty, not a manifest (%v)", name, sc.Err())
 	}
@@ -96,52 +97,52 @@ func NewReader(name string, r io.Reader) (*Reader, error) {
 
 // Next returns the next entry, io.EOF at the end; the header's buckets
 // are known once the first entry (or io.EOF) is returned.
-func (r *Reader) Next() (Entry, error) {
+func (r *ManifestReader) Next() (ManifestEntry, error) {
 	for r.sc.Scan() {
 		r.line++
 		t := r.sc.Text()
 		if b, ok := strings.CutPrefix(t, "#bucket\t"); ok {
 			if r.prev != nil {
-				return Entry{}, fmt.Errorf("%s:%d: a bucket line after the entries", r.name, r.line)
+				return ManifestEntry{}, fmt.Errorf("%s:%d: a bucket line after the entries", r.name, r.line)
 			}
 			r.Header.Buckets = append(r.Header.Buckets, b)
 			continue
 		}
 		f := strings.Split(t, "\t")
 		if len(f) != 6 {
-			return Entry{}, fmt.Errorf("%s:%d: %d fields, want 6", r.name, r.line, len(f))
+			return ManifestEntry{}, fmt.Errorf("%s:%d: %d fields, want 6", r.name, r.line, len(f))
 		}
 		var n [3]uint64
 		for i := range n {
 			v, err := strconv.ParseUint(f[i], 10, 32)
 			if err != nil {
-				return Entry{}, fmt.Errorf("%s:%d: %w", r.name, r.line, err)
+				return ManifestEntry{}, fmt.Errorf("%s:%d: %w", r.name, r.line, err)
 			}
 			n[i] = v
 		}
-		e := Entry{TS: uint32(n[0]), Base: uint32(n[1]), N: uint32(n[2]), Textname: f[3], Bucket: f[4], RejectedBy: f[5]}
+		e := ManifestEntry{TS: uint32(n[0]), Base: uint32(n[1]), N: uint32(n[2]), Textname: f[3], Bucket: f[4], RejectedBy: f[5]}
 		if r.prev != nil && compare(*r.prev, e) >= 0 {
-			return Entry{}, fmt.Errorf("%s:%d: out of order (sorted by ts, then textname, each once)", r.name, r.line)
+			return ManifestEntry{}, fmt.Errorf("%s:%d: out of order (sorted by ts, then textname, each once)", r.name, r.line)
 		}
 		r.prev = &e
 		return e, nil
 	}
 	if err := r.sc.Err(); err != nil {
-		return Entry{}, fmt.Errorf("%s: %w", r.name, err)
+		return ManifestEntry{}, fmt.Errorf("%s: %w", r.name, err)
 	}
-	return Entry{}, io.EOF
+	return ManifestEntry{}, io.EOF
 }
 
-// Verdict is a report whose verdict differs from its shard's.
-type Verdict struct {
+// Change is a report whose verdict differs from its shard's.
+type Change struct {
 	Bucket     string `json:"bucket"`
 	Textname   string `json:"textname"`
 	RejectedBy string `json:"rejected_by"` // "" when it keeps its IDs after all
 	Message    string `json:"message,omitempty"`
 }
 
-// Stats counts what Merge read.
-type Stats struct {
+// MergeStats counts what Merge read.
+type MergeStats struct {
 	Reports   int64 `json:"reports"`
 	Groups    int64 `json:"shared_timestamps"` // timestamps shared by more than one report
 	Largest   int   `json:"largest_group"`
@@ -160,8 +161,8 @@ type Stats struct {
 // Merge merges the manifests and calls changed with every report whose
 // verdict over all of them differs from its shard's, in (ts, textname)
 // order. Every manifest must be of the same scheme.
-func Merge(rs []*Reader, changed func(Verdict) error) (Stats, error) {
-	st := Stats{Manifests: len(rs)}
+func Merge(rs []*ManifestReader, changed func(Change) error) (MergeStats, error) {
+	st := MergeStats{Manifests: len(rs)}
 	h := &mergeHeap{}
 	for _, r := range rs {
 		if !r.Header.Scheme.Equal(rs[0].Header.Scheme) {
@@ -175,7 +176,7 @@ func Merge(rs []*Reader, changed func(Verdict) error) (Stats, error) {
 	if len(rs) > 0 {
 		bits = rs[0].Header.Scheme.CounterBits
 	}
-	var group []Entry
+	var group []ManifestEntry
 	flush := func() error {
 		if len(group) > 1 {
 			st.Groups++
@@ -197,14 +198,14 @@ func Merge(rs []*Reader, changed func(Verdict) error) (Stats, error) {
 				st.RegainedMeasurements += int64(v.n)
 			}
 			st.Changed++
-			if err := changed(v.Verdict); err != nil {
+			if err := changed(v.Change); err != nil {
 				return err
 			}
 		}
 		group = group[:0]
 		return nil
 	}
-	var last *Entry
+	var last *ManifestEntry
 	for h.Len() > 0 {
 		it := heap.Pop(h).(item)
 		e := it.e
@@ -227,7 +228,7 @@ func Merge(rs []*Reader, changed func(Verdict) error) (Stats, error) {
 }
 
 type settled struct {
-	Verdict
+	Change
 	was string
 	n   uint32
 }
@@ -239,14 +240,14 @@ type settled struct {
 // compared directly). A report with more measurements than counter values
 // was rejected by its shard before any comparison, as a run rejects it: it
 // keeps that verdict and takes no part.
-func settle(group []Entry, bits int) []settled {
+func settle(group []ManifestEntry, bits int) []settled {
 	out := make([]settled, len(group))
 	ranges := make([]collisions.Range, len(group))
 	part := make([]bool, len(group))
 	for i, e := range group {
 		ranges[i] = collisions.Range{TS: e.TS, Base: e.Base, N: e.N}
 		part[i] = len(group) > 1 && !ranges[i].SelfOverlaps(bits)
-		out[i] = settled{Verdict{Bucket: e.Bucket, Textname: e.Textname, RejectedBy: e.RejectedBy}, e.RejectedBy, e.N}
+		out[i] = settled{Change{Bucket: e.Bucket, Textname: e.Textname, RejectedBy: e.RejectedBy}, e.RejectedBy, e.N}
 	}
 	for i := range group {
 		if !part[i] {
@@ -265,8 +266,8 @@ func settle(group []Entry, bits int) []settled {
 }
 
 type item struct {
-	e Entry
-	r *Reader
+	e ManifestEntry
+	r *ManifestReader
 }
 
 type mergeHeap []item
@@ -283,7 +284,7 @@ func (h *mergeHeap) Pop() any {
 }
 
 // pull pushes r's next entry, if any.
-func (h *mergeHeap) pull(r *Reader) error {
+func (h *mergeHeap) pull(r *ManifestReader) error {
 	e, err := r.Next()
 	if errors.Is(err, io.EOF) {
 		return nil

@@ -1,4 +1,4 @@
-package check_test
+package scaleout_test
 
 import (
 	"bytes"
@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/backfill-dev/backfill/pipeline/check"
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
+	"github.com/backfill-dev/backfill/pipeline/scaleout"
 )
 
 var scheme = ooid.Scheme{CounterBits: 8, SHA1Offset: 33}
@@ -19,11 +19,11 @@ var scheme = ooid.Scheme{CounterBits: 8, SHA1Offset: 33}
 // randomShards makes reports over few timestamps with wide ranges, so many
 // collide, split over k shards; each shard's own verdicts come from a
 // resolver over its reports alone, as a shard's run settles them.
-func randomShards(r *rand.Rand, reports, k int) ([][]check.Entry, []check.Entry) {
-	var all []check.Entry
-	shards := make([][]check.Entry, k)
+func randomShards(r *rand.Rand, reports, k int) ([][]scaleout.ManifestEntry, []scaleout.ManifestEntry) {
+	var all []scaleout.ManifestEntry
+	shards := make([][]scaleout.ManifestEntry, k)
 	for i := range reports {
-		e := check.Entry{TS: uint32(1000 + r.IntN(6)), Base: uint32(r.IntN(256)), N: uint32(1 + r.IntN(40)),
+		e := scaleout.ManifestEntry{TS: uint32(1000 + r.IntN(6)), Base: uint32(r.IntN(256)), N: uint32(1 + r.IntN(40)),
 			Textname: fmt.Sprintf("2017-06-%02d/r%04d", 1+r.IntN(5), i), Bucket: fmt.Sprintf("b%d", r.IntN(k))}
 		if r.IntN(50) == 0 {
 			e.N = 300 // more than 2^8: rejected on its own
@@ -43,7 +43,7 @@ func randomShards(r *rand.Rand, reports, k int) ([][]check.Entry, []check.Entry)
 
 // settleAlone sets each entry's verdict from one resolver over them all:
 // the verdicts of a single run over them.
-func settleAlone(es []check.Entry) map[string]string {
+func settleAlone(es []scaleout.ManifestEntry) map[string]string {
 	res := collisions.NewResolver(scheme.CounterBits)
 	refs := map[int]uint32{}
 	for i, e := range es {
@@ -68,15 +68,15 @@ func settleAlone(es []check.Entry) map[string]string {
 	return out
 }
 
-func readers(t *testing.T, shards [][]check.Entry) []*check.Reader {
+func readers(t *testing.T, shards [][]scaleout.ManifestEntry) []*scaleout.ManifestReader {
 	t.Helper()
-	var rs []*check.Reader
+	var rs []*scaleout.ManifestReader
 	for i, es := range shards {
 		var b bytes.Buffer
-		if err := check.Write(&b, check.Header{Scheme: scheme, Buckets: []string{fmt.Sprintf("b%d", i)}}, es); err != nil {
+		if err := scaleout.EncodeManifest(&b, scaleout.ManifestHeader{Scheme: scheme, Buckets: []string{fmt.Sprintf("b%d", i)}}, es); err != nil {
 			t.Fatal(err)
 		}
-		r, err := check.NewReader(fmt.Sprint(i), &b)
+		r, err := scaleout.NewManifestReader(fmt.Sprint(i), &b)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +101,7 @@ func TestMerge_SameAsOneRun(t *testing.T) {
 		}
 		want := settleAlone(all)
 		got := map[string]string{}
-		st, err := check.Merge(readers(t, shards), func(v check.Verdict) error {
+		st, err := scaleout.Merge(readers(t, shards), func(v scaleout.Change) error {
 			got[v.Textname] = v.RejectedBy
 			if v.RejectedBy != "" && !strings.Contains(v.Message, v.RejectedBy) {
 				t.Errorf("message %q does not name the winner", v.Message)
@@ -139,7 +139,7 @@ func TestReader_Refuses(t *testing.T) {
 		{head + "5\tx\t1\ta\tb\t\n", "invalid syntax"},
 		{head + "5\t1\t1\ta\tb\t\n#bucket\tb\n", "bucket line after"},
 	} {
-		r, err := check.NewReader("m", strings.NewReader(tc.text))
+		r, err := scaleout.NewManifestReader("m", strings.NewReader(tc.text))
 		for err == nil {
 			_, err = r.Next()
 		}
@@ -150,14 +150,14 @@ func TestReader_Refuses(t *testing.T) {
 	// A report in two manifests, and manifests of two schemes.
 	a := "#backfill-manifest v1\t8\t33\t\n5\t1\t1\tx\tb\t\n"
 	b := "#backfill-manifest v1\t9\t33\t\n"
-	ra, _ := check.NewReader("a", strings.NewReader(a))
-	ra2, _ := check.NewReader("a2", strings.NewReader(a))
-	if _, err := check.Merge([]*check.Reader{ra, ra2}, func(check.Verdict) error { return nil }); err == nil || !strings.Contains(err.Error(), "two manifests") {
+	ra, _ := scaleout.NewManifestReader("a", strings.NewReader(a))
+	ra2, _ := scaleout.NewManifestReader("a2", strings.NewReader(a))
+	if _, err := scaleout.Merge([]*scaleout.ManifestReader{ra, ra2}, func(scaleout.Change) error { return nil }); err == nil || !strings.Contains(err.Error(), "two manifests") {
 		t.Errorf("a report twice: %v", err)
 	}
-	ra, _ = check.NewReader("a", strings.NewReader(a))
-	rb, _ := check.NewReader("b", strings.NewReader(b))
-	if _, err := check.Merge([]*check.Reader{ra, rb}, func(check.Verdict) error { return nil }); err == nil || !strings.Contains(err.Error(), "two schemes") {
+	ra, _ = scaleout.NewManifestReader("a", strings.NewReader(a))
+	rb, _ := scaleout.NewManifestReader("b", strings.NewReader(b))
+	if _, err := scaleout.Merge([]*scaleout.ManifestReader{ra, rb}, func(scaleout.Change) error { return nil }); err == nil || !strings.Contains(err.Error(), "two schemes") {
 		t.Errorf("two schemes: %v", err)
 	}
 }
@@ -168,7 +168,7 @@ func FuzzReader(f *testing.F) {
 	f.Add([]byte("#backfill-manifest v1\t8\t33\t\n#bucket\tb\n5\t1\t1\ta\tb\t\n6\t1\t1\ta\tb\tc\n"))
 	f.Add([]byte("#backfill-manifest v1\t28\t33\tk\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := check.NewReader("f", bytes.NewReader(data))
+		r, err := scaleout.NewManifestReader("f", bytes.NewReader(data))
 		if err != nil {
 			return
 		}
