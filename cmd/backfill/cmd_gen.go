@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/backfill-dev/backfill/gen/corpus"
+	"github.com/backfill-dev/backfill/gen/ooni2018"
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
@@ -159,7 +160,7 @@ func genManifest(out string, seed uint64, std cli.Stdio) error {
 		}
 		w, closeOut = f, f.Close
 	}
-	st, err := corpus.GenerateOONI2018Manifest(w, seed)
+	st, err := ooni2018.GenerateManifest(w, seed)
 	if err := errors.Join(err, closeOut()); err != nil {
 		return err
 	}
@@ -170,20 +171,20 @@ func genManifest(out string, seed uint64, std cli.Stdio) error {
 // genIndexes writes the ooni2018 corpus as autoclaved indexes into the
 // local folder --out.
 func genIndexes(o *genOptions, std cli.Stdio) error {
-	var progress func(corpus.IndexStats)
+	var progress func(ooni2018.IndexStats)
 	if !o.quiet {
 		p := cli.NewLines(std.Err)
 		defer p.Finish()
-		progress = func(st corpus.IndexStats) {
+		progress = func(st ooni2018.IndexStats) {
 			p.Update(fmt.Sprintf("backfill: gen: %d buckets, %d reports, %d measurements", st.Buckets, st.Reports, st.Measurements))
 		}
 	}
-	st, err := corpus.WriteOONI2018Indexes(o.out, o.cfg.Seed, o.every, o.run, progress)
+	st, err := ooni2018.WriteIndexes(o.out, o.cfg.Seed, o.every, o.run, progress)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(std.Out, "buckets        %d\nfiles          %d\nreports        %d\nmeasurements   %d (%d badblobs)\nindexes        %s compressed, describing %s of text\nmanifest       %s\n",
-		st.Buckets, st.Files, st.Reports, st.Measurements, st.Badblobs, units.Bytes(st.IndexBytes), units.Bytes(st.TextBytes), o.out+"/"+corpus.ManifestName)
+		st.Buckets, st.Files, st.Reports, st.Measurements, st.Badblobs, units.Bytes(st.IndexBytes), units.Bytes(st.TextBytes), o.out+"/"+ooni2018.ManifestName)
 	return nil
 }
 

@@ -120,7 +120,7 @@ func (a *acReport) line(kind int, blob []byte) ([]byte, [20]byte) {
 	default:
 		body = a.r.tmpl.entryJSON
 	}
-	out := fmt.Appendf(nil, `{"id": "%s", "report_filename": %s`, id, quote(a.r.textname))
+	out := fmt.Appendf(nil, `{"id": "%s", "report_filename": %s`, id, QuoteJSON(a.r.textname))
 	if len(body) > 0 {
 		out = append(append(out, ", "...), body...)
 	}
@@ -129,7 +129,7 @@ func (a *acReport) line(kind int, blob []byte) ([]byte, [20]byte) {
 
 // hugeLine is the JSON line of a huge blob: its size, and a writer of it.
 func (a *acReport) hugeLine() (int64, func(*bytes.Buffer)) {
-	open := fmt.Appendf(nil, `{"report_filename": %s, "body": "`, quote(a.r.textname))
+	open := fmt.Appendf(nil, `{"report_filename": %s, "body": "`, QuoteJSON(a.r.textname))
 	fill := a.r.hugeSize
 	size := int64(len(open)) + fill + 2
 	return size, func(w *bytes.Buffer) { // a buffer's writes do not fail
@@ -324,7 +324,7 @@ func (g *bucketGen) writeAutoclavedFile(dir string, c *container, reps []*report
 	bw := bufio.NewWriterSize(f, 1<<20)
 	sha, crc := sha1.New(), crc32.NewIEEE()
 	w := &frameWriter{file: &countWriter{w: io.MultiWriter(bw, sha, crc)}, index: index}
-	fmt.Fprintf(index, `{"filename": %s, "type": "file"}`+"\n", quote(fileName))
+	fmt.Fprintf(index, `{"filename": %s, "type": "file"}`+"\n", QuoteJSON(fileName))
 	var truth []Truth
 	for _, r := range reps {
 		a := newACReport(r)
@@ -336,7 +336,7 @@ func (g *bucketGen) writeAutoclavedFile(dir string, c *container, reps []*report
 			t.Reasons = []string{r.corrupt}
 		}
 		truth = append(truth, t)
-		w.queue(fmt.Sprintf(`{"orig_sha1": %s, "src_size": %d, "textname": %s, "type": "report"}`, quote(b64(a.sha[:])), a.size, quote(r.textname)))
+		w.queue(fmt.Sprintf(`{"orig_sha1": %s, "src_size": %d, "textname": %s, "type": "report"}`, QuoteJSON(b64(a.sha[:])), a.size, QuoteJSON(r.textname)))
 		size := a.memberSize()
 		if c.tar {
 			var hb bytes.Buffer
@@ -353,11 +353,11 @@ func (g *bucketGen) writeAutoclavedFile(dir string, c *container, reps []*report
 			it := a.item(i)
 			if it.bad {
 				w.queue(fmt.Sprintf(`{"info": %s, "orig_sha1": %s, "src_off": %d, "src_size": %d, "type": "badblob"}`,
-					quote(it.info), quote(b64(it.sha[:])), it.srcOff, it.srcSize))
+					QuoteJSON(it.info), QuoteJSON(b64(it.sha[:])), it.srcOff, it.srcSize))
 				continue
 			}
 			w.queue(fmt.Sprintf(`{"orig_sha1": %s, "text_off": %d, "text_size": %d, "type": "datum"}`,
-				quote(b64(it.sha[:])), w.textOff+int64(len(w.buf)), it.size))
+				QuoteJSON(b64(it.sha[:])), w.textOff+int64(len(w.buf)), it.size))
 			line := it.line
 			if it.put != nil {
 				var b bytes.Buffer
@@ -378,7 +378,7 @@ func (g *bucketGen) writeAutoclavedFile(dir string, c *container, reps []*report
 			}
 		}
 		if a.info != "" {
-			w.queue(fmt.Sprintf(`{"info": %s, "src_cutoff": %d, "type": "/report"}`, quote(a.info), a.cutoff))
+			w.queue(fmt.Sprintf(`{"info": %s, "src_cutoff": %d, "type": "/report"}`, QuoteJSON(a.info), a.cutoff))
 		} else {
 			w.queue(`{"type": "/report"}`)
 		}
@@ -405,15 +405,15 @@ func (g *bucketGen) writeAutoclavedFile(dir string, c *container, reps []*report
 		return nil, err
 	}
 	fmt.Fprintf(index, `{"file_crc32": %d, "file_sha1": %s, "file_size": %d, "type": "/file"}`+"\n",
-		int32(crc.Sum32()), quote(b64(sha.Sum(nil))), w.file.n)
+		int32(crc.Sum32()), QuoteJSON(b64(sha.Sum(nil))), w.file.n)
 	st.Containers++
 	st.Bytes += w.file.n
 	st.TextBytes += w.textOff
 	return truth, f.Close()
 }
 
-// quote is a JSON string as Python's json.dumps writes an ASCII one.
-func quote(s string) string {
+// QuoteJSON is a JSON string as Python's json.dumps writes an ASCII one.
+func QuoteJSON(s string) string {
 	var b strings.Builder
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)

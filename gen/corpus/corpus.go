@@ -368,12 +368,13 @@ type bucketGen struct {
 
 var countries = []string{"US", "DE", "IR", "RU", "BR", "IN", "IT", "GB", "CN", "ZZ"}
 
-const alnum = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+// Alnum is the letters and digits of random report IDs.
+const Alnum = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 func (g *bucketGen) alnum(n int) string {
 	b := make([]byte, n)
 	for i := range b {
-		b[i] = alnum[g.rng.IntN(len(alnum))]
+		b[i] = Alnum[g.rng.IntN(len(Alnum))]
 	}
 	return string(b)
 }

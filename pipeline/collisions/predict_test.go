@@ -4,16 +4,16 @@ import (
 	"math"
 	"testing"
 
-	"github.com/backfill-dev/backfill/gen/corpus"
+	"github.com/backfill-dev/backfill/gen/ooni2018"
 )
 
-// notebookGroups are the groups of corpus.NotebookGroups: they honour
+// notebookGroups are the groups of ooni2018.NotebookGroups: they honour
 // everything the notebook publishes of its input, and one number (the pair
 // load, Σ K·M − K(K+1)/2) is set from its table; the formula must then give
 // all thirteen rows.
 func notebookGroups() []Group {
 	var out []Group
-	for _, g := range corpus.NotebookGroups() {
+	for _, g := range ooni2018.NotebookGroups() {
 		out = append(out, Group{g.Reports, g.Measurements})
 	}
 	return out

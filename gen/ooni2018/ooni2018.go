@@ -1,4 +1,10 @@
-package corpus
+// Package ooni2018 writes a synthetic corpus of the shape of the real OONI
+// archive up to bucket 2018-06-20, at full scale (3.6 M reports, 147 M
+// measurements, the notebook's shared timestamps): its report manifest,
+// and the autoclaved indexes of its buckets without their data, the input
+// of run --from-index. The small corpora with their ground truth are
+// gen/corpus's.
+package ooni2018
 
 import (
 	"bufio"
@@ -10,23 +16,25 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/backfill-dev/backfill/gen/corpus"
 )
 
 // The published statistics of the OONI corpus up to bucket 2018-06-20
 // (ooni-uuid, the ooid-hash-prob notebook) that the ooni2018
 // manifest reproduces.
 const (
-	OONI2018Reports      = 3_600_000
-	OONI2018Measurements = 147_000_000
-	OONI2018SharedTS     = 316_084    // timestamps shared by two reports or more
-	OONI2018SharedRep    = 753_235    // reports on those timestamps
-	OONI2018SharedMsm    = 40_440_216 // their measurements
-	OONI2018MinTS        = 0x50bef44d // 2012-12-05 07:14:21
-	OONI2018MaxTS        = 0x5b29a005 // 2018-06-20 00:29:57
+	Reports      = 3_600_000
+	Measurements = 147_000_000
+	SharedTS     = 316_084    // timestamps shared by two reports or more
+	SharedRep    = 753_235    // reports on those timestamps
+	SharedMsm    = 40_440_216 // their measurements
+	MinTS        = 0x50bef44d // 2012-12-05 07:14:21
+	MaxTS        = 0x5b29a005 // 2018-06-20 00:29:57
 )
 
-// OONI2018Largest are the largest reports of ooni-uuid.
-var OONI2018Largest = []uint32{1_000_003, 65_007, 41_889, 40_875, 30_949}
+// Largest are the largest reports of ooni-uuid.
+var Largest = []uint32{1_000_003, 65_007, 41_889, 40_875, 30_949}
 
 // Group is the reports sharing one timestamp.
 type Group struct{ Reports, Measurements int64 }
@@ -52,7 +60,7 @@ func NotebookGroups() []Group {
 			ks = append(ks, k)
 		}
 	}
-	rest, smallK := int64(OONI2018SharedMsm), int64(0)
+	rest, smallK := int64(SharedMsm), int64(0)
 	for _, g := range groups {
 		rest -= g.Measurements
 	}
@@ -79,7 +87,7 @@ func NotebookGroups() []Group {
 	for _, g := range groups {
 		sumM += g.Measurements
 	}
-	groups[len(groups)-1].Measurements += OONI2018SharedMsm - sumM
+	groups[len(groups)-1].Measurements += SharedMsm - sumM
 	for _, g := range groups {
 		sumKM += g.Reports * g.Measurements
 		half += g.Reports * (g.Reports + 1) / 2
@@ -141,34 +149,34 @@ var ooni2018Tests = []string{"web_connectivity", "http_requests", "dns_consisten
 
 var ooni2018CCs = []string{"US", "IT", "DE", "RU", "IR", "BR", "IN", "GB", "FR", "CN", "MY", "MM", "IQ", "ZZ", "UA", "TR", "EG", "CA"}
 
-// GenerateOONI2018Manifest writes a full-scale synthetic manifest
+// GenerateManifest writes a full-scale synthetic manifest
 // (TEXTNAME<TAB>N lines, bucket by bucket) with the published statistics of
 // the OONI corpus up to 2018-06-20: 3.6 M reports, 147 M measurements; the
-// shared timestamps of [NotebookGroups]; timestamps between OONI2018MinTS
-// and OONI2018MaxTS, both taken by the real reports that have them; the
+// shared timestamps of [NotebookGroups]; timestamps between MinTS
+// and MaxTS, both taken by the real reports that have them; the
 // five largest reports; the real mix of report_id forms (no_report_id, 64
 // characters, and a timestamped id whose time may differ from the
 // filename's); and reports uploaded twice, into two buckets (the same
 // basename, so the same timestamp). The same seed writes the same bytes.
-func GenerateOONI2018Manifest(w io.Writer, seed uint64) (ManifestStats, error) {
+func GenerateManifest(w io.Writer, seed uint64) (ManifestStats, error) {
 	rng := rand.New(rand.NewPCG(seed, 0x00112018))
 	if len(ooni2018CCs)*60000*len(ooni2018Tests) != basenameSeeds {
 		panic("corpus: basenameSeeds is stale")
 	}
 	groups := NotebookGroups()
-	singles := int64(OONI2018Reports - OONI2018SharedRep)
+	singles := int64(Reports - SharedRep)
 	distinct := singles + int64(len(groups))
 	// Distinct timestamps: one per slot of the range, jittered inside it.
 	// The two ends and the largest report's time are real reports'; the
 	// other slots go, shuffled, to the groups and then to the singles.
-	span := float64(OONI2018MaxTS-OONI2018MinTS) / float64(distinct)
+	span := float64(MaxTS-MinTS) / float64(distinct)
 	tss := make([]uint32, distinct)
 	for i := range tss {
-		tss[i] = OONI2018MinTS + uint32(float64(i)*span) + uint32(rng.Float64()*(span-1))
+		tss[i] = MinTS + uint32(float64(i)*span) + uint32(rng.Float64()*(span-1))
 	}
 	largestTS := uint32(time.Date(2014, 11, 22, 4, 9, 40, 0, time.UTC).Unix())
-	bigSlot := int(float64(largestTS-OONI2018MinTS) / span)
-	tss[0], tss[len(tss)-1], tss[bigSlot] = OONI2018MinTS, OONI2018MaxTS, largestTS
+	bigSlot := int(float64(largestTS-MinTS) / span)
+	tss[0], tss[len(tss)-1], tss[bigSlot] = MinTS, MaxTS, largestTS
 	var slots []int
 	for i := 1; i < len(tss)-1; i++ {
 		if i != bigSlot {
@@ -178,7 +186,7 @@ func GenerateOONI2018Manifest(w io.Writer, seed uint64) (ManifestStats, error) {
 	rng.Shuffle(len(slots), func(i, j int) { slots[i], slots[j] = slots[j], slots[i] })
 	nextTS := func() uint32 { ts := tss[slots[0]]; slots = slots[1:]; return ts }
 
-	reps := make([]manifestReport, 0, OONI2018Reports)
+	reps := make([]manifestReport, 0, Reports)
 	add := func(ts, n uint32, seed uint64) *manifestReport {
 		reps = append(reps, manifestReport{ts: ts, n: n, retryOf: -1, seed: seed})
 		return &reps[len(reps)-1]
@@ -213,14 +221,14 @@ func GenerateOONI2018Manifest(w io.Writer, seed uint64) (ManifestStats, error) {
 	// other four largest, then the rest with a heavy-tailed size (Pareto,
 	// shape 1.1, capped at 3000 times its minimum: at most about 10,000
 	// measurements, below the fifth largest).
-	add(OONI2018MinTS, 1, 0).fixed = "2012-12-05/20121205T071421Z-MM-AS18399-http_invalid_request_line-no_report_id-0.1.0-probe.yaml"
-	add(largestTS, OONI2018Largest[0], 0).fixed = "2014-11-22/20141122T040940Z-US-AS1968-tcp_connect-no_report_id-0.1.0-probe.yaml"
-	add(OONI2018MaxTS, 1, rng.Uint64()).last = true
-	left := int64(OONI2018Measurements - OONI2018SharedMsm - 2)
-	for _, n := range OONI2018Largest {
+	add(MinTS, 1, 0).fixed = "2012-12-05/20121205T071421Z-MM-AS18399-http_invalid_request_line-no_report_id-0.1.0-probe.yaml"
+	add(largestTS, Largest[0], 0).fixed = "2014-11-22/20141122T040940Z-US-AS1968-tcp_connect-no_report_id-0.1.0-probe.yaml"
+	add(MaxTS, 1, rng.Uint64()).last = true
+	left := int64(Measurements - SharedMsm - 2)
+	for _, n := range Largest {
 		left -= int64(n)
 	}
-	for _, n := range OONI2018Largest[1:] {
+	for _, n := range Largest[1:] {
 		add(nextTS(), n, rng.Uint64())
 	}
 	rest := len(slots)
@@ -385,7 +393,7 @@ func appendTextname(dst []byte, r *manifestReport) []byte {
 		dst = append(dst, "no_report_id"...)
 	case 1:
 		for range 64 {
-			dst = append(dst, alnum[rid.IntN(len(alnum))])
+			dst = append(dst, corpus.Alnum[rid.IntN(len(corpus.Alnum))])
 		}
 	default:
 		dst = stamp(dst, r.ts)
@@ -393,7 +401,7 @@ func appendTextname(dst []byte, r *manifestReport) []byte {
 		dst = strconv.AppendInt(dst, int64(asn), 10)
 		dst = append(dst, '_')
 		for range 50 {
-			dst = append(dst, alnum[rid.IntN(len(alnum))])
+			dst = append(dst, corpus.Alnum[rid.IntN(len(corpus.Alnum))])
 		}
 	}
 	if r.kind == 2 || pick(2) == 0 {

@@ -1,4 +1,4 @@
-package corpus
+package ooni2018
 
 import (
 	"bufio"
@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/backfill-dev/backfill/gen/corpus"
 )
 
 // ManifestName is the report manifest an index-only corpus is written with:
@@ -21,7 +23,7 @@ import (
 // backfill audit.
 const ManifestName = "manifest.tsv"
 
-// IndexStats is what WriteOONI2018Indexes wrote.
+// IndexStats is what WriteIndexes wrote.
 type IndexStats struct {
 	Buckets, Files, Reports int
 	Measurements            int64 // blobs: datum and badblob rows
@@ -39,8 +41,8 @@ const (
 	indexBadblobEvery = 50000
 )
 
-// WriteOONI2018Indexes writes the autoclaved indexes of the full-scale
-// corpus of GenerateOONI2018Manifest (the same seed, the same reports in the
+// WriteIndexes writes the autoclaved indexes of the full-scale
+// corpus of GenerateManifest (the same seed, the same reports in the
 // same buckets) into dir, one index.json.gz per bucket folder and no data
 // files, and the reports it lists to dir/manifest.tsv. Of every every
 // buckets in a row, the first run are written (every 1, run 1: all of
@@ -54,7 +56,7 @@ const (
 // seeded by each file's name, so the same seed writes the same bytes):
 // nothing can check them against data, and backfill run --from-index
 // reads none.
-func WriteOONI2018Indexes(dir string, seed uint64, every, run int, progress func(IndexStats)) (IndexStats, error) {
+func WriteIndexes(dir string, seed uint64, every, run int, progress func(IndexStats)) (IndexStats, error) {
 	var st IndexStats
 	if every < 1 || run < 1 || run > every {
 		return st, fmt.Errorf("corpus: every must be at least 1 and run from 1 to every, not %d and %d", every, run)
@@ -70,7 +72,7 @@ func WriteOONI2018Indexes(dir string, seed uint64, every, run int, progress func
 	manifest := bufio.NewWriterSize(mf, 1<<20)
 	pr, pw := io.Pipe()
 	go func() {
-		_, err := GenerateOONI2018Manifest(pw, seed)
+		_, err := GenerateManifest(pw, seed)
 		pw.CloseWithError(err)
 	}()
 	defer func() { _ = pr.Close() }() // on an early return, stops the generator (its error is the pipe's)
@@ -146,8 +148,7 @@ func writeIndexOnly(dir, date string, reps []indexReport, st *IndexStats) error 
 		return err
 	}
 	defer f.Close()
-	cw := &countWriter{w: f}
-	zw, err := gzip.NewWriterLevel(cw, gzip.BestSpeed)
+	zw, err := gzip.NewWriterLevel(f, gzip.BestSpeed)
 	if err != nil {
 		return err
 	}
@@ -183,8 +184,12 @@ func writeIndexOnly(dir, date string, reps []indexReport, st *IndexStats) error 
 	if err := zw.Close(); err != nil {
 		return err
 	}
+	size, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return err
+	}
 	st.Buckets++
-	st.IndexBytes += cw.n
+	st.IndexBytes += size
 	return f.Close()
 }
 
@@ -208,14 +213,14 @@ func (w *indexWriter) startFile(name string) {
 	_, _ = h.Write([]byte(name)) // a hash does not fail
 	w.name, w.rng = name, rand.New(rand.NewPCG(h.Sum64(), 0x1d3))
 	w.text, w.fileOff, w.buf = 0, 0, 0
-	fmt.Fprintf(w.w, `{"filename": %s, "type": "file"}`+"\n", quote(name))
+	fmt.Fprintf(w.w, `{"filename": %s, "type": "file"}`+"\n", corpus.QuoteJSON(name))
 }
 
 // write accounts for one write of n bytes of text, never split across
 // frames.
 func (w *indexWriter) write(n int64) {
 	w.buf += n
-	if w.buf >= FrameFlush {
+	if w.buf >= corpus.FrameFlush {
 		w.flush()
 	}
 }
@@ -257,18 +262,18 @@ func (w *indexWriter) report(r indexReport) {
 		size += sizes[i] + 1
 	}
 	fmt.Fprintf(&w.rows, `{"orig_sha1": %s, "src_size": %d, "textname": %s, "type": "report"}`+"\n",
-		quote(w.sha1()), size+int64(r.n)*32, quote(r.textname))
+		corpus.QuoteJSON(w.sha1()), size+int64(r.n)*32, corpus.QuoteJSON(r.textname))
 	w.write(header)
 	var member int64
 	for i, n := range sizes {
 		if w.rng.IntN(indexBadblobEvery) == 0 {
 			fmt.Fprintf(&w.rows, `{"info": "<class 'ValueError'>", "orig_sha1": %s, "src_off": %d, "src_size": %d, "type": "badblob"}`+"\n",
-				quote(w.sha1()), int64(i)*(n+32), n)
+				corpus.QuoteJSON(w.sha1()), int64(i)*(n+32), n)
 			w.st.Badblobs++
 			continue
 		}
 		fmt.Fprintf(&w.rows, `{"orig_sha1": %s, "text_off": %d, "text_size": %d, "type": "datum"}`+"\n",
-			quote(w.sha1()), w.text+w.buf, n)
+			corpus.QuoteJSON(w.sha1()), w.text+w.buf, n)
 		w.write(n)
 		w.write(1)
 		member += n + 1
@@ -291,7 +296,7 @@ func (w *indexWriter) endFile() {
 		w.flush()
 	}
 	fmt.Fprintf(w.w, `{"file_crc32": %d, "file_sha1": %s, "file_size": %d, "type": "/file"}`+"\n",
-		int32(w.rng.Uint32()), quote(w.sha1()), w.fileOff)
+		int32(w.rng.Uint32()), corpus.QuoteJSON(w.sha1()), w.fileOff)
 	w.st.Files++
 	w.st.TextBytes += w.text
 }

@@ -1,4 +1,4 @@
-package corpus
+package ooni2018
 
 import (
 	"bufio"
@@ -28,7 +28,7 @@ func TestOONI2018Manifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := GenerateOONI2018Manifest(f, 1)
+	st, err := GenerateManifest(f, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,9 +42,9 @@ func TestOONI2018Manifest(t *testing.T) {
 	// Sorted slices, not maps, for the 3.6 M names: the same counts at a
 	// fraction of the cost.
 	type tsN struct{ ts, n uint32 }
-	byTS := make([]tsN, 0, OONI2018Reports)
-	names := make([]uint64, 0, OONI2018Reports)     // a hash of each name, for duplicates
-	basenames := make([]uint64, 0, OONI2018Reports) // a hash of each basename: how many buckets hold each, for the re-uploads
+	byTS := make([]tsN, 0, Reports)
+	names := make([]uint64, 0, Reports)     // a hash of each name, for duplicates
+	basenames := make([]uint64, 0, Reports) // a hash of each basename: how many buckets hold each, for the re-uploads
 	var reports, kinds [3]int64
 	var msm int64
 	var ns []uint32
@@ -133,19 +133,19 @@ func TestOONI2018Manifest(t *testing.T) {
 			t.Errorf("%s: %d, want %d", what, got, want)
 		}
 	}
-	check("reports", reports[0], OONI2018Reports)
-	check("measurements", msm, OONI2018Measurements)
-	check("shared timestamps", shared, OONI2018SharedTS)
-	check("reports on shared timestamps", sharedRep, OONI2018SharedRep)
-	check("measurements on shared timestamps", sharedMsm, OONI2018SharedMsm)
+	check("reports", reports[0], Reports)
+	check("measurements", msm, Measurements)
+	check("shared timestamps", shared, SharedTS)
+	check("reports on shared timestamps", sharedRep, SharedRep)
+	check("measurements on shared timestamps", sharedMsm, SharedMsm)
 	check("most reports on one timestamp", maxK, 20)
-	check("first timestamp", int64(minTS), OONI2018MinTS)
-	check("last timestamp", int64(maxTS), OONI2018MaxTS)
-	if !slices.Equal(ns[:5], OONI2018Largest) {
-		t.Errorf("largest reports %v, want %v", ns[:5], OONI2018Largest)
+	check("first timestamp", int64(minTS), MinTS)
+	check("last timestamp", int64(maxTS), MaxTS)
+	if !slices.Equal(ns[:5], Largest) {
+		t.Errorf("largest reports %v, want %v", ns[:5], Largest)
 	}
 	for i, k := range kinds {
-		if k < OONI2018Reports/10 {
+		if k < Reports/10 {
 			t.Errorf("report_id form %d: only %d reports", i, k)
 		}
 	}
