@@ -15,7 +15,7 @@ import (
 	"github.com/backfill-dev/backfill/cumulus/records"
 	"github.com/backfill-dev/backfill/cumulus/replay"
 	"github.com/backfill-dev/backfill/internal/cli"
-	"github.com/backfill-dev/backfill/internal/pgconn"
+	"github.com/backfill-dev/backfill/internal/pgnet"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
 )
@@ -69,7 +69,7 @@ func (c *cumulusFlags) setup(ctx context.Context, cmd string, std cli.Stdio) (*p
 			files = records.Dir(dir)
 		}
 	}
-	pool, err := pgconn.Pool(ctx, c.dsn, c.schema, c.concurrency+1, c.timeout)
+	pool, err := pgnet.Pool(ctx, c.dsn, c.schema, c.concurrency+1, c.timeout)
 	if err != nil {
 		return nil, nil, replay.Options{}, err
 	}
@@ -181,7 +181,7 @@ func runGranuleSchema(ctx context.Context, args []string, std cli.Stdio) error {
 		return cli.Usagef("granule-schema: unexpected argument %q", rest[0])
 	}
 	if schema != "" {
-		pool, err := pgconn.Pool(ctx, dsn, "", 1, 10*time.Minute)
+		pool, err := pgnet.Pool(ctx, dsn, "", 1, 10*time.Minute)
 		if err != nil {
 			return err
 		}
@@ -191,7 +191,7 @@ func runGranuleSchema(ctx context.Context, args []string, std cli.Stdio) error {
 			return err
 		}
 	}
-	pool, err := pgconn.Pool(ctx, dsn, schema, 1, 10*time.Minute)
+	pool, err := pgnet.Pool(ctx, dsn, schema, 1, 10*time.Minute)
 	if err != nil {
 		return err
 	}

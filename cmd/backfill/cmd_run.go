@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/backfill-dev/backfill/internal/cli"
-	"github.com/backfill-dev/backfill/internal/pgconn"
+	"github.com/backfill-dev/backfill/internal/pgnet"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
 	"github.com/backfill-dev/backfill/internal/units"
@@ -275,11 +275,11 @@ func resumeCommand(args []string) string {
 		switch {
 		case dsnNext:
 			var h bool
-			a, h = pgconn.WithoutPassword(a)
+			a, h = pgnet.WithoutPassword(a)
 			hidden = hidden || h
 		case strings.HasPrefix(a, "--dsn=") || strings.HasPrefix(a, "-dsn="):
 			flag, v, _ := strings.Cut(a, "=")
-			v, h := pgconn.WithoutPassword(v)
+			v, h := pgnet.WithoutPassword(v)
 			a, hidden = flag+"="+v, hidden || h
 		}
 		dsnNext = a == "--dsn" || a == "-dsn"

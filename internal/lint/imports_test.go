@@ -35,7 +35,7 @@ var layering = []struct {
 	{"collector/", []string{"internal/store/location", "internal/store/s3", "github.com/aws/", "cumulus/", "cmd/", "pipeline/reader/", "pipeline/sink/", "pipeline/job/", "pipeline/stamp/", "pipeline/load/", "pipeline/collisions/"}, "the collector stamps IDs; it reads no archive and writes no output"},
 	{"internal/cli/", []string{"pipeline/", "cumulus/", "collector/", "internal/store"}, "the command-line toolkit knows nothing of what the commands do"},
 	{"internal/units/", []string{"pipeline/", "cumulus/", "collector/", "internal/"}, "sizes are plain words"},
-	{"internal/pgconn/", []string{"pipeline/", "cumulus/", "collector/"}, "every PostgreSQL client shares it"},
+	{"internal/pgnet/", []string{"pipeline/", "cumulus/", "collector/"}, "every PostgreSQL client shares it"},
 	{"pipeline/status/", []string{"pipeline/sink/", "pipeline/job/", "pipeline/load/"}, "status reads states a command hands it"},
 }
 
@@ -122,7 +122,7 @@ func TestViolates(t *testing.T) {
 		{"collector/", "pipeline/reader/", true},
 		{"internal/cli/", "pipeline/job/", true},
 		{"internal/cli/", "internal/units/", false},
-		{"internal/pgconn/", "pipeline/sink/pgcopy/", true},
+		{"internal/pgnet/", "pipeline/sink/pgcopy/", true},
 	} {
 		if got := violates(tc.pkg, tc.imp) != ""; got != tc.bad {
 			t.Errorf("violates(%s, %s) = %v, want %v", tc.pkg, tc.imp, got, tc.bad)

@@ -50,7 +50,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/backfill-dev/backfill/internal/pgconn"
+	"github.com/backfill-dev/backfill/internal/pgnet"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/sink"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
@@ -174,13 +174,13 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 	}
 	cfg, err := pgx.ParseConfig(opt.DSN)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: the connection string does not parse: %s", pgconn.Redact(err.Error(), opt.DSN))
+		return nil, fmt.Errorf("postgres: the connection string does not parse: %s", pgnet.Redact(err.Error(), opt.DSN))
 	}
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}
 	}
 	cfg.RuntimeParams["application_name"] = "backfill"
-	cfg.DialFunc = pgconn.Dial
+	cfg.DialFunc = pgnet.Dial
 	// A session the network cut off from us ends on the server's side too,
 	// and so gives back its locks: the server ends a session that waits
 	// on us longer than serverIdle, inside a transaction or not.
@@ -190,7 +190,7 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 	// And the server finds a client the network lost as the client finds
 	// the server (a COPY waiting for data is neither idle nor in a
 	// statement the server can time out).
-	pgconn.ServerKeepalives(cfg.RuntimeParams)
+	pgnet.ServerKeepalives(cfg.RuntimeParams)
 	if opt.Connections <= 0 {
 		opt.Connections = DefaultConnections
 	}
@@ -234,10 +234,10 @@ func (s *Sink) String() string {
 
 // Where is the database as user@host:port/database, the host a socket
 // folder when it is one; never the password.
-func (s *Sink) Where() string { return pgconn.Where(s.cfg) }
+func (s *Sink) Where() string { return pgnet.Where(s.cfg) }
 
 // named says which database err is of, in one line.
-func (s *Sink) named(err error) error { return pgconn.Named(s.cfg, err) }
+func (s *Sink) named(err error) error { return pgnet.Named(s.cfg, err) }
 
 func (s *Sink) connect(ctx context.Context, slot **pgx.Conn) error {
 	if *slot != nil && !(*slot).IsClosed() {

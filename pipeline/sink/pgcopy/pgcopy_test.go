@@ -12,7 +12,7 @@ import (
 
 	"github.com/backfill-dev/backfill/gen/corpus"
 	"github.com/backfill-dev/backfill/gen/corpus/corpustest"
-	"github.com/backfill-dev/backfill/internal/pgconn"
+	"github.com/backfill-dev/backfill/internal/pgnet"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/testutil"
@@ -654,7 +654,7 @@ func TestSchema_HostileNameAndPassword(t *testing.T) {
 	} {
 		_, err := pgcopy.Open(ctx, pgcopy.Options{DSN: bad, Retries: 0})
 		if err == nil {
-			t.Errorf("%s: no error", pgconn.Redact(bad, bad))
+			t.Errorf("%s: no error", pgnet.Redact(bad, bad))
 			continue
 		}
 		if strings.Contains(err.Error(), secret) {

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	netconn "github.com/backfill-dev/backfill/internal/pgconn"
+	"github.com/backfill-dev/backfill/internal/pgnet"
 	"github.com/backfill-dev/backfill/pipeline/sink"
 )
 
@@ -131,7 +131,7 @@ func permanent(format string, args ...any) error {
 // under way (the probe crosses the same network as the answer, which may
 // come first: the session is then idle because it has answered).
 func (s *Sink) watch(ctx context.Context, conn *pgx.Conn, cancel context.CancelCauseFunc) (stop func()) {
-	wc := netconn.Watched(conn.PgConn().Conn())
+	wc := pgnet.Watched(conn.PgConn().Conn())
 	if wc == nil {
 		return func() {}
 	}
@@ -193,7 +193,7 @@ func (s *Sink) watch(ctx context.Context, conn *pgx.Conn, cancel context.CancelC
 // answered tells whether the connection, whose last sign of life was at
 // life when a probe began, has had another since (its wait ended, or
 // another began), or holds bytes that have arrived and are not yet read.
-func answered(wc *netconn.Conn, life time.Time) bool {
+func answered(wc *pgnet.Conn, life time.Time) bool {
 	now, waiting := wc.Waiting()
 	return !waiting || now.After(life) || wc.Unread() > 0
 }

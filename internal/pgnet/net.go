@@ -1,8 +1,8 @@
-// Package pgconn is what every PostgreSQL connection of backfill shares:
+// Package pgnet is what every PostgreSQL connection of backfill shares:
 // its network bounds (keepalives and TCP_USER_TIMEOUT on both sides, so
 // that a network gone silent is found), how a database is named in
 // messages, and how a connection string's password is kept out of them.
-package pgconn
+package pgnet
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package pgconn
+package pgnet
 
 import (
 	"context"
