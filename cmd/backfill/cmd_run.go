@@ -17,6 +17,7 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/output"
 	"github.com/backfill-dev/backfill/pipeline/reader"
+	"github.com/backfill-dev/backfill/pipeline/reader/report"
 	"github.com/backfill-dev/backfill/pipeline/scaleout"
 	"github.com/backfill-dev/backfill/pipeline/sink"
 	"github.com/backfill-dev/backfill/pipeline/stamp"
@@ -38,7 +39,7 @@ type runOptions struct {
 
 func parseRunFlags(args []string, std cli.Stdio) (*runOptions, error) {
 	fs := newFlags("run", std)
-	o := &runOptions{cfg: job.Config{Scheme: ooid.DefaultScheme, Version: buildVersion()}, shard: -1, maxBlob: units.Size(reader.DefaultMaxBlob)}
+	o := &runOptions{cfg: job.Config{Scheme: ooid.DefaultScheme, Version: buildVersion()}, shard: -1, maxBlob: units.Size(report.DefaultMaxBlob)}
 	cfg := &o.cfg
 	o.pg.register(fs, true)
 	fs.StringVar(&o.sink, "sink", "parquet", "`NAME`: parquet or postgres")

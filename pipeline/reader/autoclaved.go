@@ -14,6 +14,7 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/reader/report"
 )
 
 // MaxVerifiedDatum bounds the datums Verify JSON-parses; a longer one is
@@ -32,8 +33,8 @@ func acReport(b *Bucket, c Container, r *ACIndexReport, datums bool, blobs int, 
 		problem(0, deadletter.BadIndexRow, r.Damaged)
 		return
 	}
-	kind := KindOf(r.Textname)
-	if kind == KindUnknown {
+	kind := report.KindOf(r.Textname)
+	if kind == report.KindUnknown {
 		problem(0, deadletter.BadTextname, "the textname ends in neither .json nor .yaml")
 		return
 	}
@@ -62,7 +63,7 @@ func acReport(b *Bucket, c Container, r *ACIndexReport, datums bool, blobs int, 
 		problem(0, deadletter.EmptyReport, "the report holds no measurements")
 	}
 	h.Report(ContainerReport{Textname: r.Textname, Kind: kind, Offset: r.FirstOff,
-		Stats: ReportStats{N: uint32(n), Size: r.SrcSize}, IndexSHA1: &r.SHA1})
+		Stats: report.Stats{N: uint32(n), Size: r.SrcSize}, IndexSHA1: &r.SHA1})
 }
 
 // IndexReports gives the reports of autoclaved container c from its index

@@ -16,6 +16,7 @@ import (
 	"github.com/backfill-dev/backfill/gen/corpus"
 	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/reader/report"
 )
 
 // genAutoclaved writes a clean autoclaved corpus of one bucket.
@@ -86,7 +87,7 @@ func TestAutoclaved_RealOffsets(t *testing.T) {
 	real := readRealOffsets(t)
 	b := genAutoclaved(t, 120)
 	for _, r := range real {
-		if KindOf(r.textname) == KindUnknown || !strings.HasPrefix(r.filename, r.textname[:11]) {
+		if report.KindOf(r.textname) == report.KindUnknown || !strings.HasPrefix(r.filename, r.textname[:11]) {
 			t.Errorf("real textname %s of %s: not a report of its file's bucket", r.textname, r.filename)
 		}
 		if r.intraOff == 1536 && r.frameOff == 0 && (len(r.textname) <= 100 || len(r.textname) > 512) {

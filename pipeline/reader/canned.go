@@ -29,6 +29,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/lz4nocheck"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/reader/report"
 )
 
 // IndexName is the name of a bucket's index file.
@@ -266,11 +267,11 @@ func (b *Bucket) readIndex(ix *index) []CannedFile {
 // ContainerReport is one report read from a container.
 type ContainerReport struct {
 	Textname string
-	Kind     Kind
+	Kind     report.Kind
 	// Offset is the member's header in the decompressed container (0 for
 	// an as-is file).
 	Offset int64
-	Stats  ReportStats
+	Stats  report.Stats
 	// IndexSHA1 is the index's text_sha1, when the index lists the report.
 	IndexSHA1 *[20]byte
 }
@@ -287,7 +288,7 @@ type ContainerStats struct {
 // measurement; Problem once per dead-letter record.
 type Handler struct {
 	Report  func(ContainerReport)
-	Blob    func(textname string, m Measurement)
+	Blob    func(textname string, m report.Measurement)
 	Problem func(deadletter.Record)
 }
 
@@ -306,7 +307,7 @@ type Handler struct {
 // the usual ones to that second read and archive/tar.
 // VerifySHA1 reads every container with every check.
 type ContainerReader struct {
-	Reports    *ReportReader
+	Reports    *report.Reader
 	VerifySHA1 bool
 	// ReportSHA1 makes each report's stats carry its SHA-1, without
 	// VerifySHA1's checks (nor its hash of the whole file).
@@ -324,7 +325,7 @@ type ContainerReader struct {
 // NewContainerReader returns a ContainerReader.
 func NewContainerReader() *ContainerReader {
 	return &ContainerReader{
-		Reports: NewReportReader(),
+		Reports: report.NewReader(),
 		lz:      lz4.NewReader(nil),
 		fast:    lz4nocheck.NewDecoder(),
 		fileSHA: sha1.New(),
@@ -429,8 +430,8 @@ func (cr *ContainerReader) read(ctx context.Context, b *Bucket, c Container, h H
 
 	var serr *streamError
 	readReport := func(r io.Reader, textname string, offset int64) {
-		kind := KindOf(textname)
-		st, err := cr.Reports.Read(r, kind, func(m Measurement) {
+		kind := report.KindOf(textname)
+		st, err := cr.Reports.Read(r, kind, func(m report.Measurement) {
 			if h.Blob != nil {
 				h.Blob(textname, m)
 			}
@@ -461,10 +462,10 @@ func (cr *ContainerReader) read(ctx context.Context, b *Bucket, c Container, h H
 		} else if c.Indexed {
 			notice(textname, offset, deadletter.NotInIndex, "the index row of this container does not list this report; it is read unchecked")
 		}
-		if kind == KindUnknown {
+		if kind == report.KindUnknown {
 			problem(textname, offset, deadletter.BadTextname, "the textname ends in neither .json nor .yaml")
 		}
-		if !st.Rejected && kind != KindUnknown {
+		if !st.Rejected && kind != report.KindUnknown {
 			h.Report(rep)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/reader"
+	"github.com/backfill-dev/backfill/pipeline/reader/report"
 )
 
 // sampleBucket generates one clean bucket and returns it with its first
@@ -180,7 +181,7 @@ func readRecords(t testing.TB, cr *reader.ContainerReader, b *reader.Bucket, c r
 		Problem: func(d deadletter.Record) { calls = append(calls, fmt.Sprintf("record %+v", d)) },
 	}
 	if checked {
-		h.Blob = func(string, reader.Measurement) {}
+		h.Blob = func(string, report.Measurement) {}
 	}
 	st, err := cr.Read(context.Background(), b, c, h)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/reader/report"
 )
 
 // CannedCheck compares autoclaved files with the canned files of the same
@@ -32,8 +33,8 @@ func NewCannedCheck() *CannedCheck {
 // cannedReport is what the canned file gave of one report.
 type cannedReport struct {
 	read  bool // read to its end, or to where its stream failed
-	stats ReportStats
-	blobs []Measurement
+	stats report.Stats
+	blobs []report.Measurement
 	cut   *deadletter.Record // where the slicer gave up
 	fail  *deadletter.Record // why the report is lost or incomplete
 }
@@ -82,7 +83,7 @@ func (k *CannedCheck) Check(ctx context.Context, b *Bucket, c Container, canned 
 			cr := get(r.Textname)
 			cr.read, cr.stats = true, r.Stats
 		},
-		Blob: func(textname string, m Measurement) {
+		Blob: func(textname string, m report.Measurement) {
 			cr := get(textname)
 			cr.blobs = append(cr.blobs, m)
 		},
@@ -117,7 +118,7 @@ func (k *CannedCheck) Check(ctx context.Context, b *Bucket, c Container, canned 
 		}
 		cr := got[r.Textname]
 		delete(got, r.Textname)
-		if r.Damaged != "" || KindOf(r.Textname) == KindUnknown {
+		if r.Damaged != "" || report.KindOf(r.Textname) == report.KindUnknown {
 			continue // no IDs, and recorded as such by the read
 		}
 		switch {
@@ -136,7 +137,7 @@ func (k *CannedCheck) Check(ctx context.Context, b *Bucket, c Container, canned 
 		}
 	}
 	for _, textname := range order {
-		if cr := got[textname]; cr != nil && cr.read && KindOf(textname) != KindUnknown {
+		if cr := got[textname]; cr != nil && cr.read && report.KindOf(textname) != report.KindUnknown {
 			record(textname, 0, fmt.Sprintf("the canned file holds this report (%d measurements); the index does not list it", len(cr.blobs)))
 		}
 	}

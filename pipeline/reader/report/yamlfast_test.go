@@ -1,4 +1,4 @@
-package reader
+package report
 
 import (
 	"bytes"
@@ -23,7 +23,7 @@ func loadsAsMapping(doc []byte) bool {
 // The header documents of the real YAML samples take the fast path, and
 // load as mappings.
 func TestSimpleMapping_RealHeaders(t *testing.T) {
-	files, _ := filepath.Glob("../../testdata/ooni/yaml/*.yaml")
+	files, _ := filepath.Glob("../../../testdata/ooni/yaml/*.yaml")
 	if len(files) == 0 {
 		t.Fatal("no YAML samples")
 	}

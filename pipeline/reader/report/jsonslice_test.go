@@ -1,4 +1,4 @@
-package reader
+package report
 
 import (
 	"bytes"
@@ -47,7 +47,7 @@ func checkAgainstRef(t testing.TB, data []byte) {
 
 // realReport joins the real compact JSON measurements into a report.
 func realReport(t testing.TB) ([]byte, [][]byte) {
-	files, err := filepath.Glob("../../testdata/ooni/json/*.json")
+	files, err := filepath.Glob("../../../testdata/ooni/json/*.json")
 	if err != nil || len(files) != 4 {
 		t.Fatalf("real JSON samples: %v %v", files, err)
 	}

@@ -1,4 +1,4 @@
-package reader
+package report
 
 import (
 	"bytes"

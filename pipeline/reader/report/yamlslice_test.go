@@ -1,4 +1,4 @@
-package reader
+package report
 
 import (
 	"bytes"
@@ -61,7 +61,7 @@ func checkYAMLAgainstRef(t testing.TB, data []byte) {
 }
 
 func realYAML(t testing.TB) map[string][]byte {
-	files, err := filepath.Glob("../../testdata/ooni/yaml/*.yaml")
+	files, err := filepath.Glob("../../../testdata/ooni/yaml/*.yaml")
 	if err != nil || len(files) != 3 {
 		t.Fatalf("real YAML samples: %v %v", files, err)
 	}

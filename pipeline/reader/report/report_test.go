@@ -1,4 +1,4 @@
-package reader
+package report
 
 import (
 	"bytes"
@@ -15,13 +15,13 @@ import (
 )
 
 type readResult struct {
-	st       ReportStats
+	st       Stats
 	ms       []Measurement
 	problems []deadletter.Record
 	err      error
 }
 
-func readReport(t testing.TB, rr *ReportReader, r io.Reader, kind Kind) readResult {
+func readReport(t testing.TB, rr *Reader, r io.Reader, kind Kind) readResult {
 	t.Helper()
 	var res readResult
 	rr.SHA1 = true
@@ -55,7 +55,7 @@ func TestFalsy(t *testing.T) {
 // The real YAML samples hold one measurement each (realdata MANIFEST §1),
 // and the stats hash the raw bytes as the canned index does.
 func TestReportReader_RealYAML(t *testing.T) {
-	rr := NewReportReader()
+	rr := NewReader()
 	for name, data := range realYAML(t) {
 		res := readReport(t, rr, bytes.NewReader(data), KindYAML)
 		if res.err != nil || res.st.N != 1 || len(res.ms) != 1 || len(res.problems) != 0 {
@@ -95,7 +95,7 @@ func TestReportReader_Rules(t *testing.T) {
 		{"unknown kind", "{}\n", KindUnknown, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := readReport(t, NewReportReader(), smallReader{strings.NewReader(tc.data), 7}, tc.kind)
+			res := readReport(t, NewReader(), smallReader{strings.NewReader(tc.data), 7}, tc.kind)
 			if res.err != nil {
 				t.Fatal(res.err)
 			}
@@ -173,7 +173,7 @@ func TestReportReader_HugeLine(t *testing.T) {
 	if testutil.RaceEnabled || testing.Short() {
 		size = 64 << 20
 	}
-	rr := NewReportReader()
+	rr := NewReader()
 	rr.MaxBlob = 16 << 20
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -192,7 +192,7 @@ func TestReportReader_HugeLine(t *testing.T) {
 // markers included and what lies between them left out, or of the JSON
 // line without its "\n".
 func TestReportReader_OrigSHA1(t *testing.T) {
-	rr := NewReportReader()
+	rr := NewReader()
 	rr.OrigSHA1 = true
 	for name, data := range realYAML(t) {
 		s := string(data)

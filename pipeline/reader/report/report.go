@@ -1,4 +1,8 @@
-package reader
+// Package report reads one raw OONI report, JSON lines or YAML documents,
+// into its measurements: the blob slicers of both formats, the ndx rules
+// (which blobs count), and the size, SHA-1 and CRC-32 the indexes hold the
+// report to. It reads bytes and knows no container, bucket or index.
+package report
 
 import (
 	"bytes"
@@ -56,16 +60,16 @@ type Measurement struct {
 	Ndx uint32
 	Blob
 	// OrigSHA1 is the autoclaved index's orig_sha1 of the blob, set with
-	// ReportReader.OrigSHA1: the SHA-1 of the YAML header document and
+	// Reader.OrigSHA1: the SHA-1 of the YAML header document and
 	// the blob, markers included, or of the JSON line without its "\n".
 	OrigSHA1 [20]byte
 }
 
-// ReportStats is what reading one raw report found.
-type ReportStats struct {
+// Stats is what reading one raw report found.
+type Stats struct {
 	N     uint32   // measurements counted: the next ndx
 	Size  int64    // bytes of the raw report read
-	SHA1  [20]byte // zero unless ReportReader.SHA1 is set
+	SHA1  [20]byte // zero unless Reader.SHA1 is set
 	CRC32 int32    // signed, as the canned index writes it
 	// Rejected is set when the report as a whole gets no IDs (a bad YAML
 	// header); N is then 0.
@@ -79,13 +83,13 @@ const (
 	falsyProbe     = 512      // documents up to this size are checked for a falsy value
 )
 
-// ReportReader reads raw reports one after the other, reusing its buffers.
+// Reader reads raw reports one after the other, reusing its buffers.
 // Measurements are numbered as docs/design.md §2 says: the YAML header is not a
 // measurement, YAML documents that load as a falsy value are skipped, and
 // every other blob counts, whether it would parse or not. Blob contents
 // are not parsed; they are checked for valid UTF-8 and size only, which is
 // all the IDs need.
-type ReportReader struct {
+type Reader struct {
 	// MaxBlob is the size over which a blob is flagged oversized_blob; 0
 	// means DefaultMaxBlob.
 	MaxBlob int64
@@ -114,9 +118,9 @@ type ReportReader struct {
 	yaml  *YAMLSlicer
 }
 
-// NewReportReader returns a ReportReader.
-func NewReportReader() *ReportReader {
-	rr := &ReportReader{sha: sha1.New(), orig: sha1.New(), crc: crc32.NewIEEE()}
+// NewReader returns a Reader.
+func NewReader() *Reader {
+	rr := &Reader{sha: sha1.New(), orig: sha1.New(), crc: crc32.NewIEEE()}
 	rr.sink.rr = rr
 	rr.json = NewJSONSlicer(nil)
 	rr.json.Content = &rr.sink
@@ -126,7 +130,7 @@ func NewReportReader() *ReportReader {
 }
 
 // blobSink receives the bytes of each blob from the slicer.
-type blobSink struct{ rr *ReportReader }
+type blobSink struct{ rr *Reader }
 
 func (s *blobSink) Write(p []byte) (int, error) {
 	if s.rr.OrigSHA1 {
@@ -136,7 +140,7 @@ func (s *blobSink) Write(p []byte) (int, error) {
 }
 
 // Write feeds the report's hashes: the raw bytes pass through here.
-func (rr *ReportReader) Write(p []byte) (int, error) {
+func (rr *Reader) Write(p []byte) (int, error) {
 	if rr.SHA1 {
 		rr.sha.Write(p)
 	}
@@ -151,7 +155,7 @@ func (rr *ReportReader) Write(p []byte) (int, error) {
 // Offset (in the report), Reason and Message set. The error is that of r,
 // e.g. a truncated container: the measurements before it were counted
 // and the stats say so.
-func (rr *ReportReader) Read(r io.Reader, kind Kind, onBlob func(Measurement), problem func(deadletter.Record)) (ReportStats, error) {
+func (rr *Reader) Read(r io.Reader, kind Kind, onBlob func(Measurement), problem func(deadletter.Record)) (Stats, error) {
 	rr.sha.Reset()
 	rr.crc.Reset()
 	rr.count = 0
@@ -169,9 +173,9 @@ func (rr *ReportReader) Read(r io.Reader, kind Kind, onBlob func(Measurement), p
 		rr.yaml.Reset(tee)
 		next = rr.yaml.Next
 	default:
-		return rr.finish(tee, ReportStats{Rejected: true})
+		return rr.finish(tee, Stats{Rejected: true})
 	}
-	var st ReportStats
+	var st Stats
 	header := kind == KindYAML
 	flag := func(reason string, off int64, msg string) {
 		problem(deadletter.Record{Offset: off, Reason: reason, Message: msg})
@@ -254,7 +258,7 @@ func (rr *ReportReader) Read(r io.Reader, kind Kind, onBlob func(Measurement), p
 // end ends the report at the slicer's error: its end, a cut (a
 // dead-letter record, the measurements before it kept) or a failure of the
 // reader.
-func (rr *ReportReader) end(err error, tee io.Reader, st ReportStats, flag func(reason string, off int64, msg string)) (ReportStats, error) {
+func (rr *Reader) end(err error, tee io.Reader, st Stats, flag func(reason string, off int64, msg string)) (Stats, error) {
 	var cut *SliceError
 	switch {
 	case errors.Is(err, io.EOF):
@@ -271,7 +275,7 @@ func (rr *ReportReader) end(err error, tee io.Reader, st ReportStats, flag func(
 }
 
 // finish drains what the slicer left of the report into the hashes.
-func (rr *ReportReader) finish(rest io.Reader, st ReportStats) (ReportStats, error) {
+func (rr *Reader) finish(rest io.Reader, st Stats) (Stats, error) {
 	var err error
 	if rest != nil {
 		_, err = io.Copy(io.Discard, rest)
