@@ -1,5 +1,8 @@
-// Package lz4frame edits the header of an LZ4 frame: the block-linking
-// flag, and the header checksum that any change to the descriptor needs.
+// Package lz4frame is the LZ4 frame format as the archive holds it: a
+// file's chain of frames read as one stream, each frame's ranges reported
+// and its damage named (Chain), and a frame's header edited (the
+// block-linking flag, and the header checksum any change to the
+// descriptor needs).
 package lz4frame
 
 // Magic starts every LZ4 frame.

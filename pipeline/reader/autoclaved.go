@@ -12,6 +12,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/backfill-dev/backfill/internal/lz4frame"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/reader/report"
@@ -107,7 +108,7 @@ type AutoclavedReader struct {
 	// Verify JSON-parses every datum and checks the file's SHA-1.
 	Verify bool
 
-	fc  *FrameChain
+	fc  *lz4frame.Chain
 	sha hash.Hash
 	crc hash.Hash32
 	buf []byte
@@ -116,7 +117,7 @@ type AutoclavedReader struct {
 
 // NewAutoclavedReader returns an AutoclavedReader.
 func NewAutoclavedReader() *AutoclavedReader {
-	return &AutoclavedReader{fc: NewFrameChain(), sha: sha1.New(), crc: crc32.NewIEEE(), buf: make([]byte, 64<<10)}
+	return &AutoclavedReader{fc: lz4frame.NewChain(), sha: sha1.New(), crc: crc32.NewIEEE(), buf: make([]byte, 64<<10)}
 }
 
 // Read reads autoclaved container c of bucket b (opened with
@@ -159,7 +160,7 @@ func (ar *AutoclavedReader) Read(ctx context.Context, b *Bucket, c Container, h 
 	// Frames against the index's frame rows.
 	var frameBad []string
 	frames := 0
-	ar.fc.OnFrame = func(got Frame) {
+	ar.fc.OnFrame = func(got lz4frame.Frame) {
 		if frames < len(f.Frames) && f.Frames[frames] != got {
 			want := f.Frames[frames]
 			frameBad = append(frameBad, fmt.Sprintf("frame %d is bytes %d+%d of the file holding %d+%d of the stream; the index says %d+%d holding %d+%d",
@@ -207,7 +208,7 @@ func (ar *AutoclavedReader) Read(ctx context.Context, b *Bucket, c Container, h 
 			}
 			if err != nil {
 				failed = err
-				if errors.Is(err, io.ErrUnexpectedEOF) && ar.fc.TextOffset() == off && ar.fc.err == io.EOF {
+				if errors.Is(err, io.ErrUnexpectedEOF) && ar.fc.TextOffset() == off && ar.fc.AtEnd() {
 					failed = errors.New("tar: the stream ends without the tar's end-of-archive blocks")
 				}
 				break
@@ -242,7 +243,7 @@ func (ar *AutoclavedReader) Read(ctx context.Context, b *Bucket, c Container, h 
 	_, _ = io.Copy(sums, file) // the rest of the file, for its checksums; a read error is file.failed, below
 	st := ContainerStats{BytesIn: ar.fc.FileOffset(), BytesOut: ar.fc.TextOffset()}
 	if failed != nil {
-		var fe *FrameError
+		var fe *lz4frame.FrameError
 		off := ar.fc.TextOffset()
 		if errors.As(failed, &fe) {
 			off = fe.Offset
@@ -282,7 +283,7 @@ func (ar *AutoclavedReader) Read(ctx context.Context, b *Bucket, c Container, h 
 
 // streamReason names the dead-letter reason of a stream error.
 func streamReason(err error) string {
-	var fe *FrameError
+	var fe *lz4frame.FrameError
 	switch {
 	case errors.As(err, &fe) && fe.Truncated:
 		return deadletter.LZ4Truncated

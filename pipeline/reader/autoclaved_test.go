@@ -246,7 +246,7 @@ func cannedSample(t testing.TB) string {
 	}
 	testutil.Check(t, tw.Close())
 	for name, data := range map[string][]byte{"web_connectivity.02.tar.lz4": tb.Bytes(), "d.json.lz4": []byte("{\"d\": 1}\n")} {
-		if err := os.WriteFile(filepath.Join(dir, name), frame(t, data), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, name), testutil.LZ4Frame(t, data), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
+	"github.com/backfill-dev/backfill/internal/lz4frame"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 )
@@ -27,7 +28,7 @@ const (
 
 // ACFile is an autoclaved file as its index describes it.
 type ACFile struct {
-	Frames  []Frame
+	Frames  []lz4frame.Frame
 	Reports []*ACIndexReport
 	Closed  bool // its /file row was read
 	Size    int64
@@ -224,7 +225,7 @@ func (b *Bucket) readAutoclavedIndex(ix *index, datums bool) (map[string]*ACFile
 	var file *ACFile
 	var fileName string
 	var report *ACIndexReport
-	var frame *Frame
+	var frame *lz4frame.Frame
 	skipFile := false // rows of a file listed twice
 	pending := ""     // a bad row since the last report: the next one is damaged
 	x := NewAutoclavedIndex(r)
@@ -285,11 +286,11 @@ func (b *Bucket) readAutoclavedIndex(ix *index, datums bool) (map[string]*ACFile
 			files[ev.Filename] = file
 			names = append(names, ev.Filename)
 		case RowFrame:
-			fr := Frame{FileOff: ev.FileOff, FileSize: ev.FileSize, TextOff: ev.TextOff, TextSize: ev.TextSize}
-			var want Frame
+			fr := lz4frame.Frame{FileOff: ev.FileOff, FileSize: ev.FileSize, TextOff: ev.TextOff, TextSize: ev.TextSize}
+			var want lz4frame.Frame
 			if n := len(file.Frames); n > 0 {
 				last := file.Frames[n-1]
-				want = Frame{FileOff: last.FileOff + last.FileSize, TextOff: last.TextOff + last.TextSize}
+				want = lz4frame.Frame{FileOff: last.FileOff + last.FileSize, TextOff: last.TextOff + last.TextSize}
 			}
 			if fr.FileOff != want.FileOff || fr.TextOff != want.TextOff {
 				odd(deadletter.FrameMismatch, "frame at file_off %d, text_off %d: the frame before it ends at %d, %d", fr.FileOff, fr.TextOff, want.FileOff, want.TextOff)

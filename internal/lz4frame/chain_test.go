@@ -1,4 +1,4 @@
-package reader
+package lz4frame
 
 import (
 	"bytes"
@@ -6,26 +6,8 @@ import (
 	"io"
 	"testing"
 
-	"github.com/pierrec/lz4/v4"
-
-	"github.com/backfill-dev/backfill/internal/lz4frame"
+	"github.com/backfill-dev/backfill/internal/testutil"
 )
-
-// frame compresses data into one LZ4 frame with the content size and
-// checksum set, 4 MiB blocks.
-func frame(t testing.TB, data []byte) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	zw := lz4.NewWriter(&b)
-	if err := zw.Apply(lz4.BlockSizeOption(lz4.Block4Mb), lz4.ChecksumOption(true), lz4.SizeOption(uint64(len(data))), lz4.ConcurrencyOption(1)); err != nil {
-		t.Fatal(err)
-	}
-	zw.Write(data)
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
 
 // A chain of frames, one of them empty, decompresses to the
 // concatenation, and each frame's ranges are reported.
@@ -34,12 +16,12 @@ func TestFrameChain(t *testing.T) {
 	var file, want []byte
 	var frames []Frame
 	for _, p := range parts {
-		f := frame(t, p)
+		f := testutil.LZ4Frame(t, p)
 		frames = append(frames, Frame{FileOff: int64(len(file)), FileSize: int64(len(f)), TextOff: int64(len(want)), TextSize: int64(len(p))})
 		file = append(file, f...)
 		want = append(want, p...)
 	}
-	fc := NewFrameChain()
+	fc := NewChain()
 	var got []Frame
 	fc.OnFrame = func(f Frame) { got = append(got, f) }
 	fc.Reset(bytes.NewReader(file))
@@ -79,10 +61,10 @@ func TestFrameChain(t *testing.T) {
 // The frame reader never panics, hangs or allocates without bound; what
 // it accepts is a chain whose frames tile the input.
 func FuzzFrameChain(f *testing.F) {
-	f.Add(frame(f, []byte("hello\n")))
-	f.Add(append(frame(f, bytes.Repeat([]byte("ab"), 1000)), frame(f, nil)...))
-	f.Add(frame(f, nil)[:9])
-	fc := NewFrameChain()
+	f.Add(testutil.LZ4Frame(f, []byte("hello\n")))
+	f.Add(append(testutil.LZ4Frame(f, bytes.Repeat([]byte("ab"), 1000)), testutil.LZ4Frame(f, nil)...))
+	f.Add(testutil.LZ4Frame(f, nil)[:9])
+	fc := NewChain()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var in, out int64
 		fc.OnFrame = func(fr Frame) {
@@ -105,12 +87,12 @@ func FuzzFrameChain(f *testing.F) {
 func TestFrameChain_Linked(t *testing.T) {
 	var file, want []byte
 	for _, p := range [][]byte{bytes.Repeat([]byte("ab"), 100000), {}, bytes.Repeat([]byte("xyz"), 5<<20/3), []byte("end\n")} {
-		f := frame(t, p)
-		lz4frame.SetLinked(f, true)
+		f := testutil.LZ4Frame(t, p)
+		SetLinked(f, true)
 		file = append(file, f...)
 		want = append(want, p...)
 	}
-	fc := NewFrameChain()
+	fc := NewChain()
 	fc.Reset(bytes.NewReader(file))
 	out, err := io.ReadAll(fc)
 	if err != nil || !bytes.Equal(out, want) {

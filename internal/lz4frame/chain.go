@@ -1,4 +1,4 @@
-package reader
+package lz4frame
 
 import (
 	"bufio"
@@ -8,8 +8,6 @@ import (
 	"io"
 
 	"github.com/pierrec/lz4/v4"
-
-	"github.com/backfill-dev/backfill/internal/lz4frame"
 )
 
 // Frame is one LZ4 frame of a chain: its compressed range in the file and
@@ -33,14 +31,14 @@ func (e *FrameError) Error() string {
 
 func (e *FrameError) Unwrap() error { return e.Err }
 
-// FrameChain decompresses a chain of LZ4 frames, as an autoclaved file is,
+// Chain decompresses a chain of LZ4 frames, as an autoclaved file is,
 // into one stream, and tells where each frame lies. It walks each frame's
 // structure itself (header, block sizes, checksums), so it knows the
 // compressed length of every frame without the index, and hands the
 // frame's bytes, and no more, to the LZ4 decoder, which checks the content
 // checksum and content size. Nothing is buffered beyond one read: a frame
 // of any size streams.
-type FrameChain struct {
+type Chain struct {
 	// OnFrame, when set, is called after each whole frame.
 	OnFrame func(Frame)
 
@@ -55,27 +53,31 @@ type FrameChain struct {
 	inFrm bool
 }
 
-// NewFrameChain returns a FrameChain; Reset it onto a file.
-func NewFrameChain() *FrameChain {
-	return &FrameChain{br: bufio.NewReaderSize(nil, peekSize), lz: lz4.NewReader(nil)}
+// AtEnd tells whether the chain has read its file to the end, every frame
+// of it whole.
+func (fc *Chain) AtEnd() bool { return fc.err == io.EOF }
+
+// NewChain returns a Chain; Reset it onto a file.
+func NewChain() *Chain {
+	return &Chain{br: bufio.NewReaderSize(nil, peekSize), lz: lz4.NewReader(nil)}
 }
 
 // Reset makes fc read the frames of r from the start.
-func (fc *FrameChain) Reset(r io.Reader) {
+func (fc *Chain) Reset(r io.Reader) {
 	fc.in = countingReader{r: r}
 	fc.br.Reset(&fc.in)
 	fc.n, fc.text, fc.err, fc.inFrm = 0, 0, nil, false
 }
 
 // FileOffset is how many bytes of the file the chain has consumed.
-func (fc *FrameChain) FileOffset() int64 { return fc.in.n - int64(fc.br.Buffered()) }
+func (fc *Chain) FileOffset() int64 { return fc.in.n - int64(fc.br.Buffered()) }
 
 // TextOffset is how many decompressed bytes the chain has returned.
-func (fc *FrameChain) TextOffset() int64 { return fc.text }
+func (fc *Chain) TextOffset() int64 { return fc.text }
 
 // Read returns the decompressed stream; io.EOF comes at the end of the
 // file after a whole frame, and any damage is a *FrameError.
-func (fc *FrameChain) Read(p []byte) (int, error) {
+func (fc *Chain) Read(p []byte) (int, error) {
 	for {
 		if fc.err != nil {
 			return 0, fc.err
@@ -137,7 +139,7 @@ const peekSize = 4<<20 + 64
 //
 // A frame of linked blocks that holds a single block (an autoclaved frame
 // of up to 4 MiB always does) is passed on marked as independent blocks
-// (lz4frame.SetLinked): the decoding is the same, and the decoder then
+// (SetLinked): the decoding is the same, and the decoder then
 // does not copy each block into the dictionary that only a next block of
 // the frame would use (a quarter of the data path's CPU time).
 type frameLimiter struct {
@@ -228,7 +230,7 @@ func (l *frameLimiter) next() error {
 		if err != nil {
 			return err
 		}
-		if magic := binary.LittleEndian.Uint32(h); magic != lz4frame.Magic {
+		if magic := binary.LittleEndian.Uint32(h); magic != Magic {
 			return fmt.Errorf("not an LZ4 frame (magic %#08x)", magic)
 		}
 		flg, bd := h[4], h[5]
@@ -244,12 +246,12 @@ func (l *frameLimiter) next() error {
 		if flg&0x04 != 0 {
 			l.sumLen = 4
 		}
-		l.left = lz4frame.HeaderLen(flg)
+		l.left = HeaderLen(flg)
 		l.state = limBlock
-		if lz4frame.Linked(flg) && l.singleBlock(l.left) {
+		if Linked(flg) && l.singleBlock(l.left) {
 			h, _ := l.br.Peek(l.left)
 			l.hdr = append(l.hdrBuf[:0], h...)
-			lz4frame.SetLinked(l.hdr, false)
+			SetLinked(l.hdr, false)
 		}
 	case limBlock:
 		h, err := peek(4)
@@ -271,4 +273,16 @@ func (l *frameLimiter) next() error {
 		}
 	}
 	return nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
