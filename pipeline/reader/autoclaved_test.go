@@ -16,6 +16,7 @@ import (
 	"github.com/backfill-dev/backfill/gen/corpus"
 	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/reader/index"
 	"github.com/backfill-dev/backfill/pipeline/reader/report"
 )
 
@@ -173,6 +174,11 @@ func TestAutoclaved_DataPathMatchesIndex(t *testing.T) {
 // Any index bytes: opening the bucket and enumerating it never panics or
 // hangs, and every report it gives is one the index lists.
 func FuzzAutoclavedBucket(f *testing.F) {
+	sample, err := os.ReadFile("index/testdata/autoclaved-sample.jsonl") // the index package's sample
+	if err != nil {
+		f.Fatal(err)
+	}
+	autoclavedSample := string(sample)
 	f.Add([]byte(autoclavedSample))
 	f.Add([]byte(strings.Replace(autoclavedSample, `"type": "/report"`, `"type": "datum"`, 1)))
 	f.Add([]byte(autoclavedSample[:700]))
@@ -181,12 +187,12 @@ func FuzzAutoclavedBucket(f *testing.F) {
 		f.Fatal(err)
 	}
 	check := NewCannedCheck()
-	f.Fuzz(func(t *testing.T, index []byte) {
+	f.Fuzz(func(t *testing.T, data []byte) {
 		dir := filepath.Join(t.TempDir(), "2017-08-28")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, IndexName), index, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, IndexName), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		b, err := Open(dir, Options{Format: FormatAutoclaved, Datums: true})
@@ -195,13 +201,13 @@ func FuzzAutoclavedBucket(f *testing.F) {
 		}
 		// The report rows, as the row parser alone reads them.
 		rows := map[string]bool{}
-		x := NewAutoclavedIndex(bytes.NewReader(index))
+		x := index.NewAutoclaved(bytes.NewReader(data))
 		for {
 			ev, err := x.Next()
 			if errors.Is(err, io.EOF) {
 				break
 			}
-			if err == nil && ev.Kind == RowReport {
+			if err == nil && ev.Kind == index.RowReport {
 				rows[ev.Textname] = true
 			}
 		}

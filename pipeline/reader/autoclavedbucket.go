@@ -17,6 +17,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/lz4frame"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/reader/index"
 )
 
 // Bucket layouts (docs/formats.md §1 and §2).
@@ -125,7 +126,7 @@ func OpenIn(ctx context.Context, fsys store.Store, date string, opt Options) (*B
 // without a readable index, from its first file's LZ4 frame header (the
 // autoclaving writer set the content-size flag, the lz4 CLI that canned
 // from a pipe could not).
-func (l *listing) detect(ix *index) Format {
+func (l *listing) detect(ix *indexFile) Format {
 	if line, ok := ix.firstRow(); ok {
 		if line == nil {
 			return FormatCanned // a gzip header that does not parse
@@ -153,7 +154,7 @@ func (l *listing) detect(ix *index) Format {
 
 // autoclaved makes the listed bucket an autoclaved one, with the rows of
 // its index.
-func (l *listing) autoclaved(ix *index, datums bool) *Bucket {
+func (l *listing) autoclaved(ix *indexFile, datums bool) *Bucket {
 	b, onDisk, dir := l.b, l.onDisk, l.b.Date
 	b.Format = FormatAutoclaved
 	files, names := b.readAutoclavedIndex(ix, datums)
@@ -194,7 +195,7 @@ func (l *listing) autoclaved(ix *index, datums bool) *Bucket {
 // row is a problem with its line; a bad row inside a report damages that
 // report (its numbering is in doubt), and a file whose rows end early is
 // kept with the reports its rows closed.
-func (b *Bucket) readAutoclavedIndex(ix *index, datums bool) (map[string]*ACFile, []string) {
+func (b *Bucket) readAutoclavedIndex(ix *indexFile, datums bool) (map[string]*ACFile, []string) {
 	indexFile := b.Date + "/" + IndexName
 	// Index-level records are notices: a report whose rows are in doubt
 	// gets a reject record of its own when it is read.
@@ -228,16 +229,16 @@ func (b *Bucket) readAutoclavedIndex(ix *index, datums bool) (map[string]*ACFile
 	var frame *lz4frame.Frame
 	skipFile := false // rows of a file listed twice
 	pending := ""     // a bad row since the last report: the next one is damaged
-	x := NewAutoclavedIndex(r)
+	x := index.NewAutoclaved(r)
 	for {
 		ev, err := x.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			var ie *IndexError
+			var ie *index.Error
 			if !errors.As(err, &ie) {
-				ie = &IndexError{Err: err}
+				ie = &index.Error{Err: err}
 			}
 			msg := err.Error()
 			inside := fmt.Sprintf("line %d of the index, inside this report, is bad (%v): its measurements cannot be numbered", ie.Line, ie.Err)
@@ -258,7 +259,7 @@ func (b *Bucket) readAutoclavedIndex(ix *index, datums bool) (map[string]*ACFile
 				msg = fmt.Sprintf("%s (in %s)", msg, fileName)
 			}
 			problem(deadletter.BadIndexRow, msg)
-			if x.eof {
+			if x.Ended() {
 				break
 			}
 			continue
@@ -270,7 +271,7 @@ func (b *Bucket) readAutoclavedIndex(ix *index, datums bool) (map[string]*ACFile
 			b.Problems = append(b.Problems, deadletter.Record{Bucket: b.Date, File: fileName, Reason: reason, Message: msg + " (the index row)"})
 		}
 		switch ev.Kind {
-		case RowFile:
+		case index.RowFile:
 			fileName, report, frame, skipFile, pending = ev.Filename, nil, nil, false, ""
 			if files[ev.Filename] != nil {
 				problem(deadletter.BadIndexRow, fmt.Sprintf("line %d: %s is listed twice; the second listing is skipped", ev.Line, ev.Filename))
@@ -285,7 +286,7 @@ func (b *Bucket) readAutoclavedIndex(ix *index, datums bool) (map[string]*ACFile
 			file = &ACFile{}
 			files[ev.Filename] = file
 			names = append(names, ev.Filename)
-		case RowFrame:
+		case index.RowFrame:
 			fr := lz4frame.Frame{FileOff: ev.FileOff, FileSize: ev.FileSize, TextOff: ev.TextOff, TextSize: ev.TextSize}
 			var want lz4frame.Frame
 			if n := len(file.Frames); n > 0 {
@@ -297,15 +298,15 @@ func (b *Bucket) readAutoclavedIndex(ix *index, datums bool) (map[string]*ACFile
 			}
 			file.Frames = append(file.Frames, fr)
 			frame = &file.Frames[len(file.Frames)-1]
-		case RowEndFrame:
+		case index.RowEndFrame:
 			frame = nil
-		case RowReport:
+		case index.RowReport:
 			report = &ACIndexReport{Textname: ev.Textname, SrcSize: ev.SrcSize, SHA1: ev.SHA1, Damaged: pending}
 			pending = ""
 			if !skipFile {
 				file.Reports = append(file.Reports, report)
 			}
-		case RowDatum:
+		case index.RowDatum:
 			if ev.TextOff < frame.TextOff || ev.TextOff+ev.TextSize > frame.TextOff+frame.TextSize {
 				odd(deadletter.DatumMismatch, "datum at text_off %d, %d bytes, lies outside its frame (text_off %d, %d bytes)", ev.TextOff, ev.TextSize, frame.TextOff, frame.TextSize)
 			}
@@ -316,12 +317,12 @@ func (b *Bucket) readAutoclavedIndex(ix *index, datums bool) (map[string]*ACFile
 				report.Items = append(report.Items, ACDatum{TextOff: ev.TextOff, TextSize: ev.TextSize, SHA1: ev.SHA1})
 			}
 			report.Datums++
-		case RowBadblob:
+		case index.RowBadblob:
 			report.Badblobs = append(report.Badblobs, ACBadblob{Blob: uint32(report.Blobs()), SrcOff: ev.SrcOff, SrcSize: ev.SrcSize, Info: ev.Info, SHA1: ev.SHA1})
-		case RowEndReport:
+		case index.RowEndReport:
 			report.Closed, report.Cutoff, report.HasCutoff, report.Info = true, ev.Cutoff, ev.HasCutoff, ev.Info
 			report = nil
-		case RowEndFile:
+		case index.RowEndFile:
 			file.Closed, file.Size, file.SHA1, file.CRC32 = true, ev.FileSize, ev.SHA1, ev.CRC32
 			file, report, frame = nil, nil, nil
 		}

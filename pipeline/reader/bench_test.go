@@ -15,6 +15,7 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/reader/index"
 )
 
 // benchIndex writes (once per process) an autoclaved index in the
@@ -192,7 +193,7 @@ func BenchmarkAutoclavedRows(b *testing.B) {
 	b.Run("impl=events", func(b *testing.B) {
 		start := time.Now()
 		for b.Loop() {
-			x := NewAutoclavedIndex(bytes.NewReader(text))
+			x := index.NewAutoclaved(bytes.NewReader(text))
 			n := 0
 			for {
 				if _, err := x.Next(); err != nil {

@@ -29,6 +29,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/lz4nocheck"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/reader/index"
 	"github.com/backfill-dev/backfill/pipeline/reader/report"
 )
 
@@ -48,9 +49,9 @@ type Container struct {
 	Size    int64  // on disk; for a missing file, the index's size
 	Tar     bool
 	Indexed bool
-	Missing bool       // listed by the index, not on disk
-	Entry   CannedFile // the index row, when Indexed (canned)
-	AC      *ACFile    // the index's rows of the file (autoclaved)
+	Missing bool             // listed by the index, not on disk
+	Entry   index.CannedFile // the index row, when Indexed (canned)
+	AC      *ACFile          // the index's rows of the file (autoclaved)
 }
 
 // Bucket is a bucket folder: its containers in name order, the
@@ -77,7 +78,7 @@ func OpenBucket(dir string) (*Bucket, error) {
 }
 
 // canned makes the listed bucket a canned one, with the rows of its index.
-func (l *listing) canned(ix *index) *Bucket {
+func (l *listing) canned(ix *indexFile) *Bucket {
 	b, onDisk, dir := l.b, l.onDisk, l.b.Date
 	indexed := b.readIndex(ix)
 	ix.close()
@@ -224,7 +225,7 @@ func (b *Bucket) open(name string) (*source, error) {
 
 // readIndex returns the good rows of the bucket's index, each container
 // once.
-func (b *Bucket) readIndex(ix *index) []CannedFile {
+func (b *Bucket) readIndex(ix *indexFile) []index.CannedFile {
 	problem := func(reason, msg string) {
 		// The index is only a check of a canned bucket: without a row,
 		// a container is still read, unchecked.
@@ -238,12 +239,12 @@ func (b *Bucket) readIndex(ix *index) []CannedFile {
 		problem(deadletter.Unreadable, ix.err.Error()+"; every container is read without checks")
 		return nil
 	}
-	ir, err := NewCannedIndexReader(ix.raw)
+	ir, err := index.NewCannedReader(ix.raw)
 	if err != nil {
 		problem(deadletter.BadIndexRow, err.Error()+"; every container is read without checks")
 		return nil
 	}
-	var rows []CannedFile
+	var rows []index.CannedFile
 	seen := map[string]bool{}
 	for {
 		row, err := ir.Next()
@@ -377,7 +378,7 @@ func (cr *ContainerReader) read(ctx context.Context, b *Bucket, c Container, h H
 		h.Problem(deadletter.Record{Bucket: b.Date, File: c.Name, Textname: textname, Offset: off, Reason: reason, Kind: deadletter.Notice, Message: msg})
 	}
 	// What the index expects, in order, and what has been read of it.
-	var want []Text
+	var want []index.Text
 	if c.Indexed {
 		want = c.Entry.Texts
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/reader"
+	"github.com/backfill-dev/backfill/pipeline/reader/index"
 	"github.com/backfill-dev/backfill/pipeline/reader/report"
 )
 
@@ -114,7 +115,7 @@ func FuzzContainerReader(f *testing.F) {
 // always flagged.
 func TestContainerReader_Checksums(t *testing.T) {
 	b, c, data := sampleBucket(t)
-	c.Entry.Texts = append([]reader.Text(nil), c.Entry.Texts...)
+	c.Entry.Texts = append([]index.Text(nil), c.Entry.Texts...)
 	c.Entry.Texts[1].SHA1[0] ^= 1
 	cr := reader.NewContainerReader()
 	for _, verify := range []bool{false, true} {

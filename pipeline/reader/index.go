@@ -12,11 +12,11 @@ import (
 	"github.com/backfill-dev/backfill/internal/store"
 )
 
-// index is a bucket's index file, opened once. Its raw bytes go to the
+// indexFile is a bucket's index file, opened once. Its raw bytes go to the
 // fingerprint as they are read, and whatever is left of them when it is
 // closed, so the fingerprint covers the whole file however far it was
 // parsed.
-type index struct {
+type indexFile struct {
 	f   fs.File
 	err error         // of opening it; os.ErrNotExist when there is none
 	raw *bufio.Reader // the raw bytes, through the fingerprint
@@ -27,9 +27,9 @@ type index struct {
 // row decompressed from what it holds.
 const indexBuffer = 256 << 10
 
-func openIndex(ctx context.Context, fsys store.Store, date string, fp io.Writer) *index {
+func openIndex(ctx context.Context, fsys store.Store, date string, fp io.Writer) *indexFile {
 	f, err := fsys.Open(ctx, date+"/"+IndexName)
-	ix := &index{f: f, err: err, fp: fp}
+	ix := &indexFile{f: f, err: err, fp: fp}
 	if err == nil {
 		ix.raw = bufio.NewReaderSize(io.TeeReader(f, fp), indexBuffer)
 	}
@@ -40,7 +40,7 @@ func openIndex(ctx context.Context, fsys store.Store, date string, fp io.Writer)
 // bytes of it, trimmed, without consuming anything: ok is false when
 // there is no index, or no row to tell the layout by; a nil row with ok
 // means a gzip header that does not parse.
-func (ix *index) firstRow() (row []byte, ok bool) {
+func (ix *indexFile) firstRow() (row []byte, ok bool) {
 	if ix.err != nil {
 		return nil, false
 	}
@@ -60,7 +60,7 @@ func (ix *index) firstRow() (row []byte, ok bool) {
 
 // close feeds the fingerprint what was not read, and closes the file. It
 // may be called more than once.
-func (ix *index) close() {
+func (ix *indexFile) close() {
 	if ix.f == nil {
 		return
 	}

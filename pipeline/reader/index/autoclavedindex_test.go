@@ -1,4 +1,4 @@
-package reader
+package index
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"testing"
 )
@@ -14,33 +15,22 @@ import (
 // Python separators), with the row shapes of the real examples of
 // docs/formats.md §2.3: a report spanning two frames, a frame holding two
 // reports, a badblob, a truncated report and an empty as-is file frame.
-const autoclavedSample = `{"filename": "2017-08-28/web_connectivity.02.tar.lz4", "type": "file"}
-{"file_off": 0, "file_size": 162864, "text_off": 0, "text_size": 362462, "type": "frame"}
-{"orig_sha1": "RXQFwOtpKtS0KicYi8JnWeQYYBw=", "src_size": 99999, "textname": "2017-08-28/a.json", "type": "report"}
-{"orig_sha1": "OSVZy4G4MaKizTNl5m3+LGoSdW4=", "text_off": 1536, "text_size": 58327, "type": "datum"}
-{"info": "<class 'yaml.constructor.ConstructorError'>", "orig_sha1": "RXQFwOtpKtS0KicYi8JnWeQYYBw=", "src_off": 99257, "src_size": 238, "type": "badblob"}
-{"type": "/frame"}
-{"file_off": 162864, "file_size": 1000, "text_off": 362462, "text_size": 300000, "type": "frame"}
-{"orig_sha1": "OSVZy4G4MaKizTNl5m3+LGoSdW4=", "text_off": 362462, "text_size": 10, "type": "datum"}
-{"type": "/report"}
-{"orig_sha1": "RXQFwOtpKtS0KicYi8JnWeQYYBw=", "src_size": 49484800, "textname": "2017-08-28/b.yaml", "type": "report"}
-{"orig_sha1": "OSVZy4G4MaKizTNl5m3+LGoSdW4=", "text_off": 362473, "text_size": 5, "type": "datum"}
-{"info": "<class '__main__.TruncatedReportError'>", "src_cutoff": 49484700, "type": "/report"}
-{"orig_sha1": "RXQFwOtpKtS0KicYi8JnWeQYYBw=", "src_size": 10, "textname": "2017-08-28/c.json", "type": "report"}
-{"type": "/report"}
-{"type": "/frame"}
-{"file_crc32": -156566611, "file_sha1": "q7tUjCvlf3DlMhRTHGmePYIq5zc=", "file_size": 163864, "type": "/file"}
-{"filename": "2017-08-28/d.json.lz4", "type": "file"}
-{"file_off": 0, "file_size": 15, "text_off": 0, "text_size": 0, "type": "frame"}
-{"type": "/frame"}
-{"file_crc32": 927831702, "file_sha1": "OSVZy4G4MaKizTNl5m3+LGoSdW4=", "file_size": 15, "type": "/file"}
-`
+var autoclavedSample = readSample("testdata/autoclaved-sample.jsonl")
+
+// readSample is a file of testdata, for a test's sample.
+func readSample(name string) string {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
 
 // enumerate is the §2.4 walk: (textname, ndx) per datum, and per badblob
 // too under the blobs policy.
 func enumerate(t *testing.T, index string, countBadblobs bool) ([]string, []error) {
 	t.Helper()
-	x := NewAutoclavedIndex(strings.NewReader(index))
+	x := NewAutoclaved(strings.NewReader(index))
 	var out []string
 	var errs []error
 	var cur string
@@ -135,7 +125,7 @@ func TestAutoclavedIndex_BadRows(t *testing.T) {
 			t.Errorf("%s: no error", v.name)
 			continue
 		}
-		var ie *IndexError
+		var ie *Error
 		if !errors.As(errs[0], &ie) || ie.Line != v.line || !strings.Contains(errs[0].Error(), v.msg) || !errors.Is(errs[0], ErrIndex) {
 			t.Errorf("%s: %v, want line %d with %q", v.name, errs[0], v.line, v.msg)
 		}
@@ -178,7 +168,7 @@ func FuzzAutoclavedIndex(f *testing.F) {
 	f.Add([]byte(autoclavedSample[:400]))
 	f.Add([]byte("{\"type\": \"file\"}\n\n{}"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		x := NewAutoclavedIndex(strings.NewReader(string(b)))
+		x := NewAutoclaved(strings.NewReader(string(b)))
 		for i := 0; ; i++ {
 			if i > len(b)+2 {
 				t.Fatalf("more rows than lines")

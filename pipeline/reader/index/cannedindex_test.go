@@ -1,4 +1,4 @@
-package reader
+package index
 
 import (
 	"bufio"
@@ -21,7 +21,7 @@ import (
 // pipeline.
 func realTexts(t testing.TB) []map[string]any {
 	t.Helper()
-	f, err := os.Open("../../testdata/ooni/canned_index_text_entries_quoted.jsonl")
+	f, err := os.Open("../../../testdata/ooni/canned_index_text_entries_quoted.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func readAll(t testing.TB, data []byte) ([]CannedFile, []error) {
 }
 
 func readAllMax(t testing.TB, data []byte, maxRow int) ([]CannedFile, []error) {
-	ir, err := NewCannedIndexReader(bytes.NewReader(data))
+	ir, err := NewCannedReader(bytes.NewReader(data))
 	if err != nil {
 		return nil, []error{err}
 	}
@@ -181,7 +181,7 @@ func TestCannedIndex_BadRows(t *testing.T) {
 			if len(files) != 2 || len(errs) != 1 {
 				t.Fatalf("%d files, errors %v; want 2 files and 1 error", len(files), errs)
 			}
-			var ie *IndexError
+			var ie *Error
 			if !errors.As(errs[0], &ie) || ie.Line != 2 || !errors.Is(errs[0], ErrIndex) || !strings.Contains(ie.Error(), tc.want) {
 				t.Errorf("error %v, want line 2 with %q", errs[0], tc.want)
 			}

@@ -1,4 +1,4 @@
-package reader
+package index
 
 import (
 	"bufio"
@@ -63,17 +63,17 @@ type AutoclavedEvent struct {
 // so a corrupt index cannot make the reader allocate without bound.
 const MaxAutoclavedIndexLine = 1 << 20
 
-// AutoclavedIndex reads the decompressed event stream of an autoclaved
+// Autoclaved reads the decompressed event stream of an autoclaved
 // index.json.gz and checks that its rows nest as the writer emits them: a
 // file holds frames; every other row lies inside a frame; datum and
 // badblob rows lie inside a report, which may span frames.
 //
 // Next returns each row; a row that does not parse or is out of order is
-// an *IndexError, after which Next goes on with the next row (the state
+// an *Error, after which Next goes on with the next row (the state
 // stays as the good rows left it). Datum rows, 99.9 % of an index, are
 // parsed by hand when they have the writer's exact form, and with
 // encoding/json otherwise.
-type AutoclavedIndex struct {
+type Autoclaved struct {
 	r      *bufio.Reader
 	line   int
 	inFile bool
@@ -83,15 +83,20 @@ type AutoclavedIndex struct {
 	ev     AutoclavedEvent
 }
 
-// NewAutoclavedIndex reads rows from r (the decompressed index).
-func NewAutoclavedIndex(r io.Reader) *AutoclavedIndex {
-	return &AutoclavedIndex{r: bufio.NewReaderSize(r, 64<<10)}
+// NewAutoclaved reads rows from r (the decompressed index).
+func NewAutoclaved(r io.Reader) *Autoclaved {
+	return &Autoclaved{r: bufio.NewReaderSize(r, 64<<10)}
 }
+
+// Ended tells whether the index has been read to its end, or to an error
+// that ends it: after an error, Next may go on to the next row only when
+// Ended is false.
+func (x *Autoclaved) Ended() bool { return x.eof }
 
 // Next returns the next row, or io.EOF after the last one. An index that
 // ends inside a file or report is an error before io.EOF. The row is the
 // reader's own: it holds until the next call.
-func (x *AutoclavedIndex) Next() (*AutoclavedEvent, error) {
+func (x *Autoclaved) Next() (*AutoclavedEvent, error) {
 	for {
 		if x.eof {
 			return nil, io.EOF
@@ -109,7 +114,7 @@ func (x *AutoclavedIndex) Next() (*AutoclavedEvent, error) {
 				return nil, x.errorf("row longer than %d bytes", MaxAutoclavedIndexLine)
 			}
 			x.eof = true
-			return nil, &IndexError{Line: x.line, Err: err}
+			return nil, &Error{Line: x.line, Err: err}
 		}
 		ev := &x.ev
 		if !parseRowFast(line, ev) {
@@ -128,7 +133,7 @@ func (x *AutoclavedIndex) Next() (*AutoclavedEvent, error) {
 	}
 }
 
-func (x *AutoclavedIndex) open() string {
+func (x *Autoclaved) open() string {
 	switch {
 	case x.report:
 		return "report"
@@ -138,12 +143,12 @@ func (x *AutoclavedIndex) open() string {
 	return "file"
 }
 
-func (x *AutoclavedIndex) errorf(format string, args ...any) error {
-	return &IndexError{Line: x.line, Err: fmt.Errorf(format, args...)}
+func (x *Autoclaved) errorf(format string, args ...any) error {
+	return &Error{Line: x.line, Err: fmt.Errorf(format, args...)}
 }
 
 // advance checks that a row of kind k may come now and records it.
-func (x *AutoclavedIndex) advance(k AutoclavedRow) error {
+func (x *Autoclaved) advance(k AutoclavedRow) error {
 	bad := func(why string) error { return x.errorf("%s row %s", k, why) }
 	switch k {
 	case RowFile:
@@ -188,7 +193,7 @@ func (x *AutoclavedIndex) advance(k AutoclavedRow) error {
 
 var errLongLine = errors.New("line too long")
 
-func (x *AutoclavedIndex) readLine() ([]byte, error) {
+func (x *Autoclaved) readLine() ([]byte, error) {
 	line, err := x.r.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {
 		// Skip the rest of the row without keeping it.

@@ -1,7 +1,10 @@
-// Package reader reads OONI bucket folders: their indexes and, in later
-// stages, the canned and autoclaved containers. Its functions are
-// synchronous and single-goroutine; the orchestrator runs them in parallel.
-package reader
+// Package index parses the index of an OONI bucket, in either layout, one
+// row at a time: a canned index.json.gz (a container per row, its reports'
+// sizes and sums) and an autoclaved index (files, frames, reports, datums
+// and badblobs, as events), each with a fast path for the rows the
+// archive's writers wrote and the full JSON parse for any other. It reads
+// rows and knows no container or folder.
+package index
 
 import (
 	"bufio"
@@ -45,20 +48,20 @@ type CannedFile struct {
 // ErrIndex is wrapped by every index error.
 var ErrIndex = errors.New("bad index")
 
-// IndexError locates a bad index row.
-type IndexError struct {
+// Error locates a bad index row.
+type Error struct {
 	Line int // 1-based line of the decompressed index; 0 for the container
 	Err  error
 }
 
-func (e *IndexError) Error() string {
+func (e *Error) Error() string {
 	if e.Line == 0 {
 		return fmt.Sprintf("index: %v", e.Err)
 	}
 	return fmt.Sprintf("index line %d: %v", e.Line, e.Err)
 }
 
-func (e *IndexError) Unwrap() []error { return []error{ErrIndex, e.Err} }
+func (e *Error) Unwrap() []error { return []error{ErrIndex, e.Err} }
 
 // MaxIndexRow bounds one row of an index. A tar row lists every report of
 // a slice of at most 64 MiB of reports; each report takes at least 1 KiB
@@ -68,11 +71,11 @@ func (e *IndexError) Unwrap() []error { return []error{ErrIndex, e.Err} }
 // index costs no more memory than this.
 const MaxIndexRow = 16 << 20
 
-// CannedIndexReader reads the rows of a canned index: gzip-compressed JSON
+// CannedReader reads the rows of a canned index: gzip-compressed JSON
 // lines, or (for indexes written by shovel 0.0.13 and earlier) plain JSON
 // lines, possibly under a .gz name, possibly ending with an empty line.
-type CannedIndexReader struct {
-	// MaxRow bounds one row; NewCannedIndexReader sets MaxIndexRow.
+type CannedReader struct {
+	// MaxRow bounds one row; NewCannedReader sets MaxIndexRow.
 	MaxRow int
 
 	br   *bufio.Reader
@@ -82,9 +85,9 @@ type CannedIndexReader struct {
 	done bool
 }
 
-// NewCannedIndexReader sniffs the gzip magic and returns a reader of r.
-func NewCannedIndexReader(r io.Reader) (*CannedIndexReader, error) {
-	ir := &CannedIndexReader{MaxRow: MaxIndexRow}
+// NewCannedReader sniffs the gzip magic and returns a reader of r.
+func NewCannedReader(r io.Reader) (*CannedReader, error) {
+	ir := &CannedReader{MaxRow: MaxIndexRow}
 	if err := ir.Reset(r); err != nil {
 		return nil, err
 	}
@@ -92,12 +95,12 @@ func NewCannedIndexReader(r io.Reader) (*CannedIndexReader, error) {
 }
 
 // Reset makes ir read r, reusing its buffers and decompressor.
-func (ir *CannedIndexReader) Reset(r io.Reader) error {
+func (ir *CannedReader) Reset(r io.Reader) error {
 	src := bufio.NewReaderSize(r, 64<<10)
 	magic, err := src.Peek(2)
 	ir.line, ir.done, ir.buf = 0, false, ir.buf[:0]
 	if err != nil && !errors.Is(err, io.EOF) {
-		return &IndexError{Err: err}
+		return &Error{Err: err}
 	}
 	if bytes.Equal(magic, []byte{0x1f, 0x8b}) {
 		if ir.gz == nil {
@@ -106,7 +109,7 @@ func (ir *CannedIndexReader) Reset(r io.Reader) error {
 			err = ir.gz.Reset(src)
 		}
 		if err != nil {
-			return &IndexError{Err: fmt.Errorf("gzip header: %w", err)}
+			return &Error{Err: fmt.Errorf("gzip header: %w", err)}
 		}
 		ir.br = bufio.NewReaderSize(ir.gz, 64<<10)
 		return nil
@@ -116,24 +119,24 @@ func (ir *CannedIndexReader) Reset(r io.Reader) error {
 }
 
 // Next returns the next row. It returns io.EOF after the last row, an
-// *IndexError for a bad row (the next call goes on with the row after it),
-// and an *IndexError followed by io.EOF when the container itself is
+// *Error for a bad row (the next call goes on with the row after it),
+// and an *Error followed by io.EOF when the container itself is
 // broken (truncated gzip, CRC error).
-func (ir *CannedIndexReader) Next() (CannedFile, error) {
+func (ir *CannedReader) Next() (CannedFile, error) {
 	if ir.done {
 		return CannedFile{}, io.EOF
 	}
 	line, err := ir.readLine()
 	var long *longRowError
 	if errors.As(err, &long) {
-		return CannedFile{}, &IndexError{Line: ir.line, Err: err}
+		return CannedFile{}, &Error{Line: ir.line, Err: err}
 	}
 	if err != nil {
 		ir.done = true
 		if errors.Is(err, io.EOF) {
 			return CannedFile{}, io.EOF
 		}
-		return CannedFile{}, &IndexError{Line: ir.line, Err: err}
+		return CannedFile{}, &Error{Line: ir.line, Err: err}
 	}
 	if len(bytes.TrimSpace(line)) == 0 {
 		// The explicit empty-line EOF of old plain indexes: it must be
@@ -142,20 +145,20 @@ func (ir *CannedIndexReader) Next() (CannedFile, error) {
 			ir.done = true
 			return CannedFile{}, io.EOF
 		}
-		return CannedFile{}, &IndexError{Line: ir.line, Err: errors.New("empty line before the end of the index")}
+		return CannedFile{}, &Error{Line: ir.line, Err: errors.New("empty line before the end of the index")}
 	}
 	f, err := parseCannedRow(line)
 	if err != nil {
-		return CannedFile{}, &IndexError{Line: ir.line, Err: err}
+		return CannedFile{}, &Error{Line: ir.line, Err: err}
 	}
 	return f, nil
 }
 
 // readLine returns the next line without its "\n"; a last line without
 // "\n" is returned too. A line over MaxRow is read to its end without
-// being kept and is an *IndexError of its own; the next call goes on after
+// being kept and is an *Error of its own; the next call goes on after
 // it.
-func (ir *CannedIndexReader) readLine() ([]byte, error) {
+func (ir *CannedReader) readLine() ([]byte, error) {
 	ir.buf = ir.buf[:0]
 	ir.line++
 	for {
