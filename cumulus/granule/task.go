@@ -62,7 +62,7 @@ func AddUniqueGranuleIDs(payload []byte, cfg TaskConfig) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %v", ErrPayload, err)
 	}
 	rawGranules, ok := top.get("granules")
-	if !ok || jsKind(rawGranules) != '[' {
+	if !ok || rawKind(rawGranules) != '[' {
 		return nil, fmt.Errorf("%w: no \"granules\" array", ErrPayload)
 	}
 	var granules []json.RawMessage
@@ -105,7 +105,7 @@ func addUniqueID(raw json.RawMessage, hashLength int, includeTimestamp bool) (js
 	}
 	rawID, _ := g.get("granuleId")
 	var id string
-	if jsKind(rawID) != '"' || json.Unmarshal(rawID, &id) != nil {
+	if rawKind(rawID) != '"' || json.Unmarshal(rawID, &id) != nil {
 		return nil, errors.New("granuleId is missing or not a string")
 	}
 	collectionID, err := granuleCollection(g)
@@ -227,4 +227,14 @@ func jsonString(s string) json.RawMessage {
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(s)
 	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})
+}
+
+// rawKind is the first byte of a raw JSON value, which tells its JSON type
+// ('[' an array, '"' a string), or 0 when there is none (undefined).
+func rawKind(v json.RawMessage) byte {
+	v = bytes.TrimLeft(v, " \t\r\n")
+	if len(v) == 0 {
+		return 0
+	}
+	return v[0]
 }

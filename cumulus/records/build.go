@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/backfill-dev/backfill/cumulus/cmr"
+	"github.com/backfill-dev/backfill/cumulus/jsvalue"
 )
 
 // A MessageError is what Cumulus throws as CumulusMessageError.
@@ -44,11 +45,11 @@ func executionURL(arn string, region string) string {
 // collectionID is name___version from meta.collection, "" when either is
 // falsy.
 func collectionID(m map[string]any) string {
-	c := obj(obj(m["meta"])["collection"])
-	if !truthy(c["name"]) || !truthy(c["version"]) {
+	c := jsvalue.Obj(jsvalue.Obj(m["meta"])["collection"])
+	if !jsvalue.Truthy(c["name"]) || !jsvalue.Truthy(c["version"]) {
 		return ""
 	}
-	return jsString(c["name"], true) + "___" + jsString(c["version"], true)
+	return jsvalue.String(c["name"], true) + "___" + jsvalue.String(c["version"], true)
 }
 
 // parseException is Cumulus's parseException.
@@ -69,7 +70,7 @@ func parseException(v any, present bool) any {
 func (w *Writer) granuleRecord(mc *msgContext, granule any, now int64) (map[string]any, error) {
 	g, isObj := granule.(map[string]any)
 	if !isObj {
-		return nil, fmt.Errorf("TypeError: a granule is %s, not an object", jsString(granule, true))
+		return nil, fmt.Errorf("TypeError: a granule is %s, not an object", jsvalue.String(granule, true))
 	}
 	filesV, filesPresent := g["files"]
 	if filesPresent && filesV == nil {
@@ -77,11 +78,11 @@ func (w *Writer) granuleRecord(mc *msgContext, granule any, now int64) (map[stri
 	}
 	var files []any
 	built := false
-	if truthy(filesV) {
+	if jsvalue.Truthy(filesV) {
 		if !mc.providerPresent || mc.provider == nil {
-			return nil, errors.New("TypeError: Cannot destructure properties of meta.provider, which is " + jsString(mc.provider, mc.providerPresent))
+			return nil, errors.New("TypeError: Cannot destructure properties of meta.provider, which is " + jsvalue.String(mc.provider, mc.providerPresent))
 		}
-		providerURL, err := buildProviderURL(obj(mc.provider))
+		providerURL, err := buildProviderURL(jsvalue.Obj(mc.provider))
 		if err != nil {
 			return nil, err
 		}
@@ -92,10 +93,10 @@ func (w *Writer) granuleRecord(mc *msgContext, granule any, now int64) (map[stri
 	}
 	timeToArchive := secondsOf(g, "post_to_cmr_duration")
 	timeToPreprocess := secondsOf(g, "sync_granule_duration")
-	startMs := toNumber(mc.workflowStartTime, true)
+	startMs := jsvalue.Number(mc.workflowStartTime, true)
 	duration := (float64(now) - startMs) / 1000
 	status, statusPresent := mc.workflowStatus, mc.statusPresent
-	if !truthy(status) {
+	if !jsvalue.Truthy(status) {
 		status, statusPresent = g["status"]
 	}
 	published, pubPresent := g["published"]
@@ -103,19 +104,19 @@ func (w *Writer) granuleRecord(mc *msgContext, granule any, now int64) (map[stri
 		published = false
 	}
 	createdAt := g["createdAt"]
-	if !truthy(createdAt) {
+	if !jsvalue.Truthy(createdAt) {
 		createdAt = mc.workflowStartTime
 	}
 	producer := g["producerGranuleId"]
-	if !truthy(producer) {
+	if !jsvalue.Truthy(producer) {
 		producer = g["granuleId"]
 	}
 	if !mc.providerPresent || mc.provider == nil {
-		return nil, errors.New("TypeError: Cannot read properties of " + jsString(mc.provider, mc.providerPresent) + " (reading 'id')")
+		return nil, errors.New("TypeError: Cannot read properties of " + jsvalue.String(mc.provider, mc.providerPresent) + " (reading 'id')")
 	}
 	granuleID, idPresent := g["granuleId"]
-	if !truthy(granuleID) {
-		return nil, &MessageError{"Could not create granule record, invalid granuleId: " + jsString(granuleID, idPresent)}
+	if !jsvalue.Truthy(granuleID) {
+		return nil, &MessageError{"Could not create granule record, invalid granuleId: " + jsvalue.String(granuleID, idPresent)}
 	}
 	if mc.collectionID == "" {
 		return nil, &MessageError{"collectionId required to generate a granule record"}
@@ -141,7 +142,7 @@ func (w *Writer) granuleRecord(mc *msgContext, granule any, now int64) (map[stri
 	}
 	set("pdrName", mc.pdrName, mc.pdrPresent)
 	set("status", status, statusPresent)
-	if p, ok := obj(mc.provider)["id"]; ok {
+	if p, ok := jsvalue.Obj(mc.provider)["id"]; ok {
 		rec["provider"] = p
 	}
 	if v, ok := g["cmrLink"]; ok {
@@ -191,14 +192,14 @@ func secondsOf(g map[string]any, k string) float64 {
 	if !ok {
 		return 0
 	}
-	return toNumber(v, true) / 1000
+	return jsvalue.Number(v, true) / 1000
 }
 
 // productVolume sums the integer sizes as a BigInt, as a decimal string.
 func productVolume(files []any) string {
 	sum := new(big.Int)
 	for _, f := range files {
-		if s, ok := obj(f)["size"]; ok && isInteger(s) {
+		if s, ok := jsvalue.Obj(f)["size"]; ok && jsvalue.IsInteger(s) {
 			v, _ := big.NewFloat(s.(float64)).Int(nil)
 			sum.Add(sum, v)
 		}
@@ -223,13 +224,13 @@ func buildProviderURL(p map[string]any) (string, error) {
 	if !ok || host == nil {
 		return "", errors.New("TypeError: host is required")
 	}
-	scheme, h := jsString(proto, true), jsString(host, true)
+	scheme, h := jsvalue.String(proto, true), jsvalue.String(host, true)
 	u, err := parseURL(scheme, h)
 	if err != nil {
 		return "", fmt.Errorf("TypeError: Invalid URL: %s://%s", scheme, h)
 	}
-	if port, ok := p["port"]; ok && truthy(port) && scheme != "s3" {
-		u.setPort(jsString(port, true))
+	if port, ok := p["port"]; ok && jsvalue.Truthy(port) && scheme != "s3" {
+		u.setPort(jsvalue.String(port, true))
 	}
 	return strings.TrimSuffix(u.String(), "/"), nil
 }
@@ -338,21 +339,21 @@ func (w *Writer) databaseFiles(providerURL string, v any) ([]any, error) {
 		}
 		f["checksum"] = firstTruthy(f, "checksum", "checksumValue")
 		f["fileName"] = firstTruthy(f, "fileName", "name")
-		if providerURL != "" && truthy(f["path"]) {
+		if providerURL != "" && jsvalue.Truthy(f["path"]) {
 			// url-join throws on a part that is not a string (a file
 			// without a name, a numeric path), and the granule fails.
 			for _, part := range []any{f["path"], f["fileName"]} {
 				if _, isString := part.(string); !isString {
-					return nil, errors.New("TypeError: Url must be a string. Received " + jsString(part, part != nil))
+					return nil, errors.New("TypeError: Url must be a string. Received " + jsvalue.String(part, part != nil))
 				}
 			}
 			f["source"] = urlJoin(providerURL, f["path"].(string), f["fileName"].(string))
 		}
-		if !isInteger(f["size"]) {
-			if isInteger(f["fileSize"]) {
+		if !jsvalue.IsInteger(f["size"]) {
+			if jsvalue.IsInteger(f["fileSize"]) {
 				f["size"] = f["fileSize"]
 			} else if w.files != nil {
-				if n, err := w.files.Size(jsString(f["bucket"], true), jsString(f["key"], true)); err == nil {
+				if n, err := w.files.Size(jsvalue.String(f["bucket"], true), jsvalue.String(f["key"], true)); err == nil {
 					f["size"] = float64(n)
 				}
 			}
@@ -372,11 +373,11 @@ func (w *Writer) databaseFiles(providerURL string, v any) ([]any, error) {
 // parsed from its filename (an error when that is not an s3:// URI), else
 // undefined (nil here: undefined and null both go at the end).
 func fromFilename(f map[string]any, k string) (any, error) {
-	if truthy(f[k]) {
+	if jsvalue.Truthy(f[k]) {
 		return f[k], nil
 	}
-	if truthy(f["filename"]) {
-		b, key, err := parseS3URI(jsString(f["filename"], true))
+	if jsvalue.Truthy(f["filename"]) {
+		b, key, err := parseS3URI(jsvalue.String(f["filename"], true))
 		if err != nil {
 			return nil, err
 		}
@@ -390,7 +391,7 @@ func fromFilename(f map[string]any, k string) (any, error) {
 
 func firstTruthy(f map[string]any, keys ...string) any {
 	for _, k := range keys {
-		if truthy(f[k]) {
+		if jsvalue.Truthy(f[k]) {
 			return f[k]
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/backfill-dev/backfill/cumulus/cmr"
+	"github.com/backfill-dev/backfill/cumulus/jsvalue"
 	"github.com/backfill-dev/backfill/internal/store"
 )
 
@@ -167,13 +168,13 @@ func cmrLocation(granule map[string]any) (bucket, key string, f cmr.Format, ok b
 			return "", "", "", false // reading a property of null throws
 		}
 		name := file["key"]
-		if !truthy(name) {
+		if !jsvalue.Truthy(name) {
 			name = file["name"]
 		}
-		if !truthy(name) {
+		if !jsvalue.Truthy(name) {
 			name = file["filename"]
 		}
-		if !truthy(name) {
+		if !jsvalue.Truthy(name) {
 			name = ""
 		}
 		s, isStr := name.(string)
@@ -211,14 +212,14 @@ func cmrLocation(granule map[string]any) (bucket, key string, f cmr.Format, ok b
 
 // s3URLOfFile is Cumulus's getS3UrlOfFile.
 func s3URLOfFile(file map[string]any) (string, error) {
-	if truthy(file["filename"]) {
+	if jsvalue.Truthy(file["filename"]) {
 		return fmt.Sprint(file["filename"]), nil
 	}
-	if truthy(file["bucket"]) && truthy(file["filepath"]) {
-		return buildS3URI(jsString(file["bucket"], true), jsString(file["filepath"], true)), nil
+	if jsvalue.Truthy(file["bucket"]) && jsvalue.Truthy(file["filepath"]) {
+		return buildS3URI(jsvalue.String(file["bucket"], true), jsvalue.String(file["filepath"], true)), nil
 	}
-	if truthy(file["bucket"]) && truthy(file["key"]) {
-		return buildS3URI(jsString(file["bucket"], true), jsString(file["key"], true)), nil
+	if jsvalue.Truthy(file["bucket"]) && jsvalue.Truthy(file["key"]) {
+		return buildS3URI(jsvalue.String(file["bucket"], true), jsvalue.String(file["key"], true)), nil
 	}
 	return "", errors.New("unable to determine location of file")
 }

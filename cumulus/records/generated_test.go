@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backfill-dev/backfill/cumulus/jsvalue"
 	"github.com/backfill-dev/backfill/internal/cumulustest"
 	"github.com/backfill-dev/backfill/internal/testutil"
 )
@@ -215,18 +216,18 @@ func (s genStep) smaller() []genStep {
 	if s.exc != "" {
 		with(func(c *genStep) { c.exc = "" })
 	}
-	gs, _ := get(s.msg, "payload", "granules")
+	gs, _ := jsvalue.Get(s.msg, "payload", "granules")
 	list, _ := gs.([]any)
 	for i := range list {
 		with(func(c *genStep) {
-			p := obj(c.msg["payload"])
+			p := jsvalue.Obj(c.msg["payload"])
 			l := p["granules"].([]any)
 			p["granules"] = append(l[:i:i], l[i+1:]...)
 		})
-		files, _ := obj(list[i])["files"].([]any)
+		files, _ := jsvalue.Obj(list[i])["files"].([]any)
 		for k := range files {
 			with(func(c *genStep) {
-				gr := obj(obj(c.msg["payload"])["granules"].([]any)[i])
+				gr := jsvalue.Obj(jsvalue.Obj(c.msg["payload"])["granules"].([]any)[i])
 				f := gr["files"].([]any)
 				gr["files"] = append(f[:k:k], f[k+1:]...)
 			})
@@ -254,7 +255,7 @@ func (s genStep) step() step {
 	out := step{Now: s.now}
 	if s.wrap == bare {
 		out.Text = text
-		cm := obj(s.msg["cumulus_meta"])
+		cm := jsvalue.Obj(s.msg["cumulus_meta"])
 		if _, ok := cm["workflow_start_time"].(float64); ok {
 			out.StartDate = ms(s.start)
 		}
@@ -265,12 +266,12 @@ func (s genStep) step() step {
 	}
 	sfn, field := "RUNNING", "input"
 	var stop any
-	if st, _ := get(s.msg, "meta", "status"); st == "completed" {
+	if st, _ := jsvalue.Get(s.msg, "meta", "status"); st == "completed" {
 		sfn, field, stop = "SUCCEEDED", "output", float64(s.now-1000)
 		out.StopDate = ms(s.now - 1000)
 	}
 	out.StartDate = ms(s.start)
-	arn := "arn:aws:states:us-east-1:123456789012:execution:IngestGranule:" + jsString(obj(s.msg["cumulus_meta"])["execution_name"], true)
+	arn := "arn:aws:states:us-east-1:123456789012:execution:IngestGranule:" + jsvalue.String(jsvalue.Obj(s.msg["cumulus_meta"])["execution_name"], true)
 	detail := map[string]any{
 		"executionArn": arn, "stateMachineArn": "arn:aws:states:us-east-1:123456789012:stateMachine:IngestGranule",
 		"name": "x", "status": sfn, "startDate": float64(s.start), "stopDate": stop, "input": string(text),
@@ -365,21 +366,21 @@ func (g *gen) message(now int64) genStep {
 		if g.chance(70) {
 			delete(m, "payload")
 		}
-		gs, _ := get(m, "payload", "granules")
+		gs, _ := jsvalue.Get(m, "payload", "granules")
 		list, _ := gs.([]any)
 		for _, gr := range list {
-			gr := obj(gr)
-			gr["granuleId"] = g.p + jsString(gr["granuleId"], true)
+			gr := jsvalue.Obj(gr)
+			gr["granuleId"] = g.p + jsvalue.String(gr["granuleId"], true)
 			files, _ := gr["files"].([]any)
 			for _, f := range files {
-				obj(f)["name"] = g.p + jsString(obj(f)["name"], true)
+				jsvalue.Obj(f)["name"] = g.p + jsvalue.String(jsvalue.Obj(f)["name"], true)
 			}
 		}
 	} else {
 		m = msg("", "", 0)
 		delete(m, "payload")
 	}
-	cm, meta := obj(m["cumulus_meta"]), obj(m["meta"])
+	cm, meta := jsvalue.Obj(m["cumulus_meta"]), jsvalue.Obj(m["meta"])
 	cm["execution_name"] = g.p + "e" + strconv.Itoa(g.r.IntN(4))
 	s := genStep{msg: m, now: now, start: t0 + int64(g.r.IntN(7)-3)*60000}
 	switch {
@@ -428,9 +429,9 @@ func (g *gen) message(now int64) genStep {
 	}
 	s.exc = g.exception()
 	if g.chance(5) {
-		wf := jsString(meta["workflow_name"], true)
+		wf := jsvalue.String(meta["workflow_name"], true)
 		cm["sf_event_sqs_to_db_records_types"] = map[string]any{wf: map[string]any{
-			jsString(meta["status"], true): oneOf[any](g, []any{"execution"}, []any{"execution", "granule"}, []any{"granule", "pdr"})}}
+			jsvalue.String(meta["status"], true): oneOf[any](g, []any{"execution"}, []any{"execution", "granule"}, []any{"granule", "pdr"})}}
 	}
 	if g.chance(5) {
 		cm["parentExecutionArn"] = "arn:aws:states:us-east-1:123456789012:execution:IngestGranule:" + g.p + "e0"

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/backfill-dev/backfill/cumulus/jsvalue"
 	"github.com/backfill-dev/backfill/cumulus/message"
 )
 
@@ -22,7 +23,7 @@ var finalStatus = map[any]bool{"completed": true, "failed": true}
 func (w *Writer) writeGranules(ctx context.Context, in Input, execCID *int64) (Result, error) {
 	m := in.Message
 	var res Result
-	list, _ := obj(m["payload"])["granules"].([]any)
+	list, _ := jsvalue.Obj(m["payload"])["granules"].([]any)
 	if len(list) == 0 {
 		return res, nil
 	}
@@ -40,15 +41,15 @@ func (w *Writer) writeGranules(ctx context.Context, in Input, execCID *int64) (R
 			mc.processingEnd = isoMs(w.now())
 		}
 	}
-	meta := obj(m["meta"])
+	meta := jsvalue.Obj(m["meta"])
 	mc.provider, mc.providerPresent = meta["provider"]
 	exc, excPresent := m["exception"]
 	mc.errorObj = parseException(exc, excPresent)
 	mc.errorText = exceptionText(exc, in.Exception)
 	mc.workflowStatus, mc.statusPresent = meta["status"]
 	mc.collectionID = collectionID(m)
-	mc.pdrName, mc.pdrPresent = get(m, "payload", "pdr", "name")
-	mc.queryFields, mc.queryPresent = get(m, "meta", "granule", "queryFields")
+	mc.pdrName, mc.pdrPresent = jsvalue.Get(m, "payload", "pdr", "name")
+	mc.queryFields, mc.queryPresent = jsvalue.Get(m, "meta", "granule", "queryFields")
 	start, err := workflowStart(m)
 	if err != nil {
 		return res, &MessageError{"writeGranulesFromMessage called without a valid workflow start time in the Cumulus Message, all granules failed to write"}
@@ -57,7 +58,7 @@ func (w *Writer) writeGranules(ctx context.Context, in Input, execCID *int64) (R
 
 	var errs []error
 	for _, g := range list {
-		id := jsString(obj(g)["granuleId"], true)
+		id := jsvalue.String(jsvalue.Obj(g)["granuleId"], true)
 		out, err := w.writeGranule(ctx, mc, g, execCID)
 		res.Granules = append(res.Granules, GranuleResult{GranuleID: id, Outcome: out, Err: err})
 		if err != nil {
@@ -171,13 +172,13 @@ func (w *Writer) writeGranule(ctx context.Context, mc *msgContext, g any, execCI
 	if w.direct != nil && r.safeIn("granules") {
 		direct = w.direct
 	}
-	tx, other, err := beginGranule(ctx, w.q, direct, jsString(granuleID, true), collCID)
+	tx, other, err := beginGranule(ctx, w.q, direct, jsvalue.String(granuleID, true), collCID)
 	if err != nil {
 		return Failed, err
 	}
 	defer tx.Rollback(ctx)
 	if other {
-		return Failed, fmt.Errorf("Error: A granule already exists for granuleId: %s with collectionId: %s", jsString(granuleID, true), rec["collectionId"])
+		return Failed, fmt.Errorf("Error: A granule already exists for granuleId: %s with collectionId: %s", jsvalue.String(granuleID, true), rec["collectionId"])
 	}
 	if err := validate(rec); err != nil {
 		tx.Rollback(ctx)
@@ -215,7 +216,7 @@ func (w *Writer) writeGranule(ctx context.Context, mc *msgContext, g any, execCI
 // execution join row; written is false when the constraints dropped it.
 func upsertGranule(ctx context.Context, tx granuleTx, r row, rec map[string]any, execCID *int64) (int64, bool, error) {
 	createdV, ok := rec["createdAt"]
-	if !ok || !truthy(createdV) {
+	if !ok || !jsvalue.Truthy(createdV) {
 		b, _ := json.Marshal(rec)
 		return 0, false, fmt.Errorf("Error: Granule upsert called with write constraints but no createdAt set: %s", b)
 	}
@@ -269,7 +270,7 @@ func (w *Writer) writeFiles(ctx context.Context, granuleCID int64, rec map[strin
 	var failures []string
 	rows := make([]row, len(files))
 	for i, f := range files {
-		fo := obj(f)
+		fo := jsvalue.Obj(f)
 		for _, c := range [][3]string{
 			{"bucket", "text", "bucket"}, {"key", "text", "key"}, {"checksum_type", "text", "checksumType"},
 			{"checksum_value", "text", "checksum"}, {"file_name", "text", "fileName"}, {"file_size", "bigint", "size"},
@@ -310,7 +311,7 @@ func (w *Writer) writeFiles(ctx context.Context, granuleCID int64, rec map[strin
 		failures = append(failures, err.Error())
 	}
 	var errs []any
-	if !jsEmpty(rec["error"]) {
+	if !jsvalue.Empty(rec["error"]) {
 		errs = append(errs, json.RawMessage(errorText))
 	}
 	errs = append(errs, errorEntry{Error: "Failed writing files to PostgreSQL.", Cause: "AggregateError: " + strings.Join(failures, "; ")})
@@ -374,7 +375,7 @@ func quoteLiteral(s string) string {
 // the error; an error when there is no row.
 func (w *Writer) markFailedOnSchemaError(ctx context.Context, rec map[string]any, errorText string, collCID int64, se *SchemaError) error {
 	var errs []any
-	if truthy(rec["error"]) {
+	if jsvalue.Truthy(rec["error"]) {
 		errs = append(errs, json.RawMessage(errorText))
 	}
 	errs = append(errs, errorEntry{
@@ -382,12 +383,12 @@ func (w *Writer) markFailedOnSchemaError(ctx context.Context, rec map[string]any
 		Cause: schemaCause{Name: "SchemaValidationError", Detail: se.Detail},
 	})
 	tag, err := w.q.Exec(ctx, "UPDATE granules SET status = 'failed', error = $3::jsonb WHERE granule_id = $1 AND collection_cumulus_id = $2",
-		jsString(rec["granuleId"], true), collCID, mustJSON(map[string]any{"errors": mustJSON(errs)}))
+		jsvalue.String(rec["granuleId"], true), collCID, mustJSON(map[string]any{"errors": mustJSON(errs)}))
 	if err != nil {
 		return err
 	}
 	if tag.RowsAffected() == 0 {
-		return &RecordDoesNotExist{"granules", fmt.Sprintf(`{"granule_id":%q,"collection_cumulus_id":%d}`, jsString(rec["granuleId"], true), collCID)}
+		return &RecordDoesNotExist{"granules", fmt.Sprintf(`{"granule_id":%q,"collection_cumulus_id":%d}`, jsvalue.String(rec["granuleId"], true), collCID)}
 	}
 	return nil
 }

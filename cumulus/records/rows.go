@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/backfill-dev/backfill/cumulus/jsvalue"
 	"github.com/backfill-dev/backfill/cumulus/message"
 )
 
@@ -68,7 +69,7 @@ func mergeOnly(r row, names ...string) string {
 }
 
 // epochSeconds is Cumulus's translateDateToUTC as SQL text.
-func epochSeconds(ms int64) string { return jsNumber(float64(ms) / 1000) }
+func epochSeconds(ms int64) string { return jsvalue.FormatNumber(float64(ms) / 1000) }
 
 func workflowStart(m map[string]any) (any, error) {
 	cm, ok := m["cumulus_meta"].(map[string]any)
@@ -76,7 +77,7 @@ func workflowStart(m map[string]any) (any, error) {
 		return nil, errors.New("TypeError: Cannot read properties of undefined (reading 'workflow_start_time')")
 	}
 	v := cm["workflow_start_time"]
-	if !truthy(v) {
+	if !jsvalue.Truthy(v) {
 		return nil, &MessageError{"getMessageWorkflowStartTime on a message without a workflow_start_time"}
 	}
 	return v, nil
@@ -86,7 +87,7 @@ func durationOf(start any, stop any, stopPresent bool) float64 {
 	if !stopPresent || stop == nil {
 		return 0
 	}
-	return (toNumber(stop, true) - toNumber(start, true)) / 1000
+	return (jsvalue.Number(stop, true) - jsvalue.Number(start, true)) / 1000
 }
 
 func isoMs(ms int64) string { return jsDateMust(float64(ms)) }
@@ -98,8 +99,8 @@ func jsDateMust(v float64) string {
 
 // writeExecution is Cumulus's writeExecutionRecordFromMessage.
 func (w *Writer) writeExecution(ctx context.Context, m map[string]any, now int64, collectionCID, asyncCID, parentCID *int64) (*int64, error) {
-	meta := obj(m["meta"])
-	cmeta := obj(m["cumulus_meta"])
+	meta := jsvalue.Obj(m["meta"])
+	cmeta := jsvalue.Obj(m["cumulus_meta"])
 	arn, hasARN := message.ExecutionARN(m)
 	start, err := workflowStart(m)
 	if err != nil {
@@ -182,7 +183,7 @@ func countOf(payload map[string]any, k string) float64 {
 
 // writePDR is Cumulus's writePdr.
 func (w *Writer) writePDR(ctx context.Context, m map[string]any, now int64, collectionCID, providerCID, execCID *int64) error {
-	payload := obj(m["payload"])
+	payload := jsvalue.Obj(m["payload"])
 	pdrV, has := payload["pdr"]
 	if !has {
 		return nil
@@ -193,7 +194,7 @@ func (w *Writer) writePDR(ctx context.Context, m map[string]any, now int64, coll
 	if providerCID == nil {
 		return errors.New("Error: Provider reference is required for a PDR")
 	}
-	pdr := obj(pdrV)
+	pdr := jsvalue.Obj(pdrV)
 	running, completed, failed := countOf(payload, "running"), countOf(payload, "completed"), countOf(payload, "failed")
 	total := running + completed + failed
 	progress := 0.0
@@ -210,12 +211,12 @@ func (w *Writer) writePDR(ctx context.Context, m map[string]any, now int64, coll
 	if err != nil {
 		return err
 	}
-	status := obj(m["meta"])["status"]
+	status := jsvalue.Obj(m["meta"])["status"]
 	var r row
 	if v, ok := pdr["name"]; ok {
 		r.add("name", "text", v)
 	}
-	if v, ok := obj(m["meta"])["status"]; ok {
+	if v, ok := jsvalue.Obj(m["meta"])["status"]; ok {
 		r.add("status", "text", v)
 	}
 	panSent, ok := pdr["PANSent"]
@@ -238,7 +239,7 @@ func (w *Writer) writePDR(ctx context.Context, m map[string]any, now int64, coll
 	r.add("created_at", "timestamptz", created)
 	r.add("updated_at", "timestamptz", isoMs(now))
 	r.add("timestamp", "timestamptz", isoMs(now))
-	r.add("duration", "real", (float64(now)-toNumber(start, true))/1000)
+	r.add("duration", "real", (float64(now)-jsvalue.Number(start, true))/1000)
 	startMs, err := jsDateMs(start)
 	if err != nil {
 		return err
@@ -255,7 +256,7 @@ func (w *Writer) writePDR(ctx context.Context, m map[string]any, now int64, coll
 	}
 	defer tx.Rollback(ctx)
 	if _, err := tx.Exec(ctx, sql, args...); err != nil {
-		return fmt.Errorf("writing PDR %s: %w", jsString(pdr["name"], true), err)
+		return fmt.Errorf("writing PDR %s: %w", jsvalue.String(pdr["name"], true), err)
 	}
 	return tx.Commit(ctx)
 }
@@ -266,10 +267,10 @@ func (w *Writer) writePDR(ctx context.Context, m map[string]any, now int64, coll
 // Message): every granule must then be an object with a string granuleId,
 // or the message fails whole.
 func (w *Writer) writeJoinsOnly(ctx context.Context, m map[string]any, execCID int64) error {
-	list, _ := obj(m["payload"])["granules"].([]any)
+	list, _ := jsvalue.Obj(m["payload"])["granules"].([]any)
 	var ids []string
 	for _, g := range list {
-		id, ok := obj(g)["granuleId"].(string)
+		id, ok := jsvalue.Obj(g)["granuleId"].(string)
 		if !ok {
 			return errors.New("TypeError: Invalid granule: missing granuleId")
 		}

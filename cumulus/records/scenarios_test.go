@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/backfill-dev/backfill/cumulus/jsvalue"
 	"github.com/backfill-dev/backfill/internal/cumulustest"
 	"github.com/backfill-dev/backfill/internal/s3test"
 	"github.com/backfill-dev/backfill/internal/store"
@@ -52,7 +53,7 @@ func files(specs ...[2]any) []any {
 func ms(v int64) *int64 { return &v }
 
 func at(m map[string]any, now int64) step {
-	start, ok := obj(m["cumulus_meta"])["workflow_start_time"].(float64)
+	start, ok := jsvalue.Obj(m["cumulus_meta"])["workflow_start_time"].(float64)
 	if !ok {
 		return step{Message: m, Now: now}
 	}
@@ -132,11 +133,13 @@ func TestWrite_SameAsCumulus(t *testing.T) {
 		"failures": {
 			at(msg("e1", "completed", t0, g("g1", "files", nil)), t0+10000),
 			at(msg("e2", "completed", t0, base, map[string]any{}), t0+20000),
-			at(with(msg("e3", "completed", t0, base), func(m map[string]any) { delete(obj(m["cumulus_meta"]), "workflow_start_time") }), t0+30000),
+			at(with(msg("e3", "completed", t0, base), func(m map[string]any) { delete(jsvalue.Obj(m["cumulus_meta"]), "workflow_start_time") }), t0+30000),
 			at(msg("e4", "queued", t0+1000, g("g5")), t0+40000),
 			at(msg("e5", "completed", t0+2000, g("g5", "files", []any{map[string]any{"bucket": "protected", "key": "n", "checksum": 5.0}})), t0+50000),
-			at(with(msg("e6", "completed", t0, base), func(m map[string]any) { obj(m["meta"])["collection"] = map[string]any{"name": "NOPE", "version": "1"} }), t0+60000),
-			at(with(msg("e7", "completed", t0, base), func(m map[string]any) { obj(m["meta"])["provider"].(map[string]any)["id"] = "nope" }), t0+70000),
+			at(with(msg("e6", "completed", t0, base), func(m map[string]any) {
+				jsvalue.Obj(m["meta"])["collection"] = map[string]any{"name": "NOPE", "version": "1"}
+			}), t0+60000),
+			at(with(msg("e7", "completed", t0, base), func(m map[string]any) { jsvalue.Obj(m["meta"])["provider"].(map[string]any)["id"] = "nope" }), t0+70000),
 			at(msg("e8", "failed", t0+3000, g("g6", "files", []any{map[string]any{"key": "nobucket"}, map[string]any{"bucket": "protected", "key": "ok6", "size": 3.0}})), t0+80000),
 		},
 		"fields absent on a rewrite": {
@@ -147,10 +150,10 @@ func TestWrite_SameAsCumulus(t *testing.T) {
 		"granules without a string granuleId, granule writes off": {
 			at(msg("e1", "completed", t0, base), t0+10000),
 			at(with(msg("e2", "completed", t0+1000, base, map[string]any{"granuleId": 5.0}), func(m map[string]any) {
-				obj(m["cumulus_meta"])["sf_event_sqs_to_db_records_types"] = map[string]any{"IngestGranule": map[string]any{"completed": []any{"execution"}}}
+				jsvalue.Obj(m["cumulus_meta"])["sf_event_sqs_to_db_records_types"] = map[string]any{"IngestGranule": map[string]any{"completed": []any{"execution"}}}
 			}), t0+20000),
 			at(with(msg("e3", "completed", t0+2000, base), func(m map[string]any) {
-				obj(m["cumulus_meta"])["sf_event_sqs_to_db_records_types"] = map[string]any{"IngestGranule": map[string]any{"completed": []any{"execution"}}}
+				jsvalue.Obj(m["cumulus_meta"])["sf_event_sqs_to_db_records_types"] = map[string]any{"IngestGranule": map[string]any{"completed": []any{"execution"}}}
 			}), t0+30000),
 		},
 		"a schema error and a date that does not convert": {
@@ -163,7 +166,7 @@ func TestWrite_SameAsCumulus(t *testing.T) {
 			}), t0+10000),
 			at(with(msg("e2", "completed", t0+1000, base), func(m map[string]any) {
 				m["exception"] = []any{}
-				obj(m["meta"])["workflow_tasks"] = []any{}
+				jsvalue.Obj(m["meta"])["workflow_tasks"] = []any{}
 			}), t0+20000),
 			at(with(msg("e3", "running", t0+2000), func(m map[string]any) { m["payload"] = []any{} }), t0+30000),
 		},
@@ -177,14 +180,16 @@ func TestWrite_SameAsCumulus(t *testing.T) {
 		},
 		"cross-collection": {
 			at(msg("e1", "completed", t0, base), t0+10000),
-			at(with(msg("e2", "completed", t0+1000, base), func(m map[string]any) { obj(m["meta"])["collection"] = map[string]any{"name": "OTHER", "version": "1"} }), t0+20000),
+			at(with(msg("e2", "completed", t0+1000, base), func(m map[string]any) {
+				jsvalue.Obj(m["meta"])["collection"] = map[string]any{"name": "OTHER", "version": "1"}
+			}), t0+20000),
 		},
 		"exception and PDR": {
 			at(with(msg("e1", "failed", t0, base), func(m map[string]any) {
 				m["exception"] = map[string]any{"Error": "Unknown error", "Cause": map[string]any{"Error": "Workflow failed"}}
-				obj(m["payload"])["pdr"] = map[string]any{"name": "p1.PDR"}
-				obj(m["payload"])["running"] = []any{"a"}
-				obj(m["payload"])["completed"] = []any{"b", "c"}
+				jsvalue.Obj(m["payload"])["pdr"] = map[string]any{"name": "p1.PDR"}
+				jsvalue.Obj(m["payload"])["running"] = []any{"a"}
+				jsvalue.Obj(m["payload"])["completed"] = []any{"b", "c"}
 			}), t0+10000),
 			at(with(msg("e2", "completed", t0+1000, g("g7")), func(m map[string]any) { m["exception"] = "None" }), t0+20000),
 		},

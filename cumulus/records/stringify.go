@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/backfill-dev/backfill/cumulus/jsvalue"
 )
 
 // Cumulus stores a granule's errors as a JSON string (error.errors), so
@@ -121,7 +123,7 @@ func stringify(b *strings.Builder, v any) {
 	case bool:
 		b.WriteString(strconv.FormatBool(x))
 	case float64:
-		b.WriteString(jsNumber(x))
+		b.WriteString(jsvalue.FormatNumber(x))
 	case string:
 		quote(b, x)
 	case []any:

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/backfill-dev/backfill/cumulus/cmr"
+	"github.com/backfill-dev/backfill/cumulus/jsvalue"
 )
 
 // Options configure a Writer.
@@ -129,13 +130,13 @@ func (e *RecordDoesNotExist) Error() string {
 func (w *Writer) Write(ctx context.Context, in Input) (Result, error) {
 	m := in.Message
 	var res Result
-	meta := obj(m["meta"])
-	cmeta := obj(m["cumulus_meta"])
+	meta := jsvalue.Obj(m["meta"])
+	cmeta := jsvalue.Obj(m["cumulus_meta"])
 
 	var collectionCID, asyncCID, parentCID *int64
 	var err error
 	named := false
-	if c := obj(meta["collection"]); truthy(c["name"]) && truthy(c["version"]) {
+	if c := jsvalue.Obj(meta["collection"]); jsvalue.Truthy(c["name"]) && jsvalue.Truthy(c["version"]) {
 		named = true
 		if collectionCID, err = w.lookup(ctx, "collections", map[string]any{"name": c["name"], "version": c["version"]}); err != nil {
 			return res, err
@@ -146,7 +147,7 @@ func (w *Writer) Write(ctx context.Context, in Input) (Result, error) {
 			return res, err
 		}
 		if asyncCID == nil {
-			return res, &UnmetRequirementsError{Missing: "async operation " + jsString(id, true) + " (cumulus_meta.asyncOperationId) is not in async_operations"}
+			return res, &UnmetRequirementsError{Missing: "async operation " + jsvalue.String(id, true) + " (cumulus_meta.asyncOperationId) is not in async_operations"}
 		}
 	}
 	if arn, ok := cmeta["parentExecutionArn"]; ok && arn != nil {
@@ -154,12 +155,12 @@ func (w *Writer) Write(ctx context.Context, in Input) (Result, error) {
 			return res, err
 		}
 		if parentCID == nil {
-			return res, &UnmetRequirementsError{Missing: "parent execution " + jsString(arn, true) + " (cumulus_meta.parentExecutionArn) is not in executions"}
+			return res, &UnmetRequirementsError{Missing: "parent execution " + jsvalue.String(arn, true) + " (cumulus_meta.parentExecutionArn) is not in executions"}
 		}
 	}
 	if named && collectionCID == nil {
-		c := obj(meta["collection"])
-		return res, &UnmetRequirementsError{Missing: "collection " + jsString(c["name"], true) + "___" + jsString(c["version"], true) +
+		c := jsvalue.Obj(meta["collection"])
+		return res, &UnmetRequirementsError{Missing: "collection " + jsvalue.String(c["name"], true) + "___" + jsvalue.String(c["version"], true) +
 			" (meta.collection name___version) is not in collections"}
 	}
 
@@ -172,7 +173,7 @@ func (w *Writer) Write(ctx context.Context, in Input) (Result, error) {
 		}
 	}
 	var providerCID *int64
-	if id, ok := obj(meta["provider"])["id"]; ok && id != nil {
+	if id, ok := jsvalue.Obj(meta["provider"])["id"]; ok && id != nil {
 		if providerCID, err = w.lookup(ctx, "providers", map[string]any{"name": id}); err != nil {
 			return res, err
 		}
@@ -212,13 +213,13 @@ func (e *UnmetRequirementsError) Error() string {
 // (cumulus_meta.sf_event_sqs_to_db_records_types[workflow][status]; all
 // when absent or when meta.reportMessageSource is set).
 func recordFlags(m map[string]any) (exec, granules, pdr bool) {
-	meta := obj(m["meta"])
-	if truthy(meta["reportMessageSource"]) {
+	meta := jsvalue.Obj(m["meta"])
+	if jsvalue.Truthy(meta["reportMessageSource"]) {
 		return true, true, true
 	}
-	wf := jsString(meta["workflow_name"], hasKey(meta, "workflow_name"))
-	st := jsString(meta["status"], hasKey(meta, "status"))
-	types, ok := get(m, "cumulus_meta", "sf_event_sqs_to_db_records_types", wf, st)
+	wf := jsvalue.String(meta["workflow_name"], hasKey(meta, "workflow_name"))
+	st := jsvalue.String(meta["status"], hasKey(meta, "status"))
+	types, ok := jsvalue.Get(m, "cumulus_meta", "sf_event_sqs_to_db_records_types", wf, st)
 	if !ok || types == nil {
 		return true, true, true
 	}
@@ -303,7 +304,7 @@ func textOf(v any) *string {
 	case string:
 		s = x
 	case float64:
-		s = jsNumber(x)
+		s = jsvalue.FormatNumber(x)
 	case bool:
 		s = fmt.Sprint(x)
 	case int64:
@@ -380,7 +381,7 @@ func jsDate(v any) (string, error) {
 	case nil:
 		return cmr.FormatISO(0), nil
 	}
-	return "", fmt.Errorf("RangeError: Invalid time value: %s", jsString(v, true))
+	return "", fmt.Errorf("RangeError: Invalid time value: %s", jsvalue.String(v, true))
 }
 
 // jsDateMs is new Date(v).getTime().
@@ -395,5 +396,5 @@ func jsDateMs(v any) (int64, error) {
 			return ms, nil
 		}
 	}
-	return 0, fmt.Errorf("RangeError: Invalid time value: %s", jsString(v, true))
+	return 0, fmt.Errorf("RangeError: Invalid time value: %s", jsvalue.String(v, true))
 }

@@ -1,6 +1,4 @@
-// Package jsnum converts between numbers and strings as JavaScript does,
-// for the Cumulus code that must give the same text and values as Node.
-package jsnum
+package jsvalue
 
 import (
 	"math"
@@ -11,8 +9,8 @@ import (
 
 var decimalLiteral = regexp.MustCompile(`^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$`)
 
-// Parse is JavaScript's StringToNumber (Number(s) of a string).
-func Parse(s string) float64 {
+// ParseNumber is JavaScript's StringToNumber (Number(s) of a string).
+func ParseNumber(s string) float64 {
 	s = strings.TrimFunc(s, func(r rune) bool {
 		return r == '\uFEFF' || strings.ContainsRune(" \t\n\v\f\r\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000", r)
 	})
@@ -56,8 +54,8 @@ func Parse(s string) float64 {
 	return f
 }
 
-// Format is JavaScript's Number::toString (String(f)).
-func Format(f float64) string {
+// FormatNumber is JavaScript's Number::toString (String(f)).
+func FormatNumber(f float64) string {
 	switch {
 	case math.IsNaN(f):
 		return "NaN"
