@@ -1,4 +1,4 @@
-package records
+package jsvalue
 
 import (
 	"bytes"
@@ -8,15 +8,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/backfill-dev/backfill/cumulus/jsvalue"
 )
 
-// Cumulus stores a granule's errors as a JSON string (error.errors), so
-// the key order of the message's exception shows in the rows: JavaScript
-// keeps the order JSON.parse met the keys in, except that keys which are
-// array indexes ("0", "1", …) come first, in ascending order. Go's maps
-// keep no order, so the exception is written again from its text.
+// JSON.stringify writes an object's keys in the order JSON.parse met them,
+// except that keys which are array indexes ("0", "1", …) come first, in
+// ascending order. Go's maps keep no order, so a value whose text must be
+// Node's is written again from its text (StringifyText); one known only
+// decoded has its keys sorted (Stringify).
 
 // ordered is a JSON object with its keys in JavaScript's order.
 type ordered struct {
@@ -27,8 +25,8 @@ type ordered struct {
 // maxOrderedDepth bounds the nesting parseOrdered follows.
 const maxOrderedDepth = 512
 
-// stringifyText is JSON.stringify(JSON.parse(text)).
-func stringifyText(text []byte) (string, error) {
+// StringifyText is JSON.stringify(JSON.parse(text)).
+func StringifyText(text []byte) (string, error) {
 	dec := json.NewDecoder(bytes.NewReader(text))
 	v, err := parseOrdered(dec, 0)
 	if err != nil {
@@ -113,6 +111,14 @@ func arrayIndex(k string) (uint64, bool) {
 	return n, err == nil && n < 1<<32-1
 }
 
+// Stringify is JSON.stringify(v) of a decoded value, an object's keys
+// sorted.
+func Stringify(v any) string {
+	var b strings.Builder
+	stringify(&b, v)
+	return b.String()
+}
+
 // stringify writes v as JSON.stringify does: an ordered object in its
 // order, a Go map (whose order is lost) with its index keys first and the
 // rest sorted.
@@ -123,7 +129,7 @@ func stringify(b *strings.Builder, v any) {
 	case bool:
 		b.WriteString(strconv.FormatBool(x))
 	case float64:
-		b.WriteString(jsvalue.FormatNumber(x))
+		b.WriteString(FormatNumber(x))
 	case string:
 		quote(b, x)
 	case []any:
@@ -146,7 +152,7 @@ func stringify(b *strings.Builder, v any) {
 		sortIndexKeys(keys)
 		members(b, keys, x)
 	default:
-		b.WriteString(mustJSON(x))
+		b.WriteString(encodeJSON(x))
 	}
 }
 
@@ -196,25 +202,12 @@ func quote(b *strings.Builder, s string) {
 	b.WriteByte('"')
 }
 
-// exceptionText is JSON.stringify(parseException(message.exception)) with
-// the keys in the order of text, the exception as the input held it (nil:
-// unknown, and an object's keys are sorted).
-func exceptionText(exc any, text json.RawMessage) string {
+// encodeJSON is encoding/json's text of v, with no HTML escaping, as
+// JSON.stringify writes a number, a boolean or null.
+func encodeJSON(v any) string {
 	var b strings.Builder
-	switch exc.(type) {
-	case nil:
-		return "{}"
-	case map[string]any, []any:
-		if text != nil {
-			if s, err := stringifyText(text); err == nil {
-				return s
-			}
-		}
-		stringify(&b, exc)
-	default:
-		b.WriteString(`{"Error":"Unknown Error","Cause":`) // parseException's order
-		stringify(&b, exc)
-		b.WriteByte('}')
-	}
-	return b.String()
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // the values given are decoded JSON, which encodes
+	return strings.TrimSuffix(b.String(), "\n")
 }

@@ -1,4 +1,4 @@
-package records
+package jsvalue
 
 import (
 	"encoding/json"
@@ -18,13 +18,13 @@ func TestStringifyText(t *testing.T) {
 		`{"4294967295":1,"4294967294":2}`:         `{"4294967294":2,"4294967295":1}`,
 		`[{"y":[{"d":null,"c":true}],"x":{}}]`:    `[{"y":[{"d":null,"c":true}],"x":{}}]`,
 	} {
-		got, err := stringifyText([]byte(in))
+		got, err := StringifyText([]byte(in))
 		if err != nil || got != want {
 			t.Errorf("%s: %s %v, want %s", in, got, err, want)
 		}
 	}
 	for _, bad := range []string{``, `{`, `{"a":}`, `[1,]`, `1 2`, `{"a":1}}`} {
-		if got, err := stringifyText([]byte(bad)); err == nil {
+		if got, err := StringifyText([]byte(bad)); err == nil {
 			t.Errorf("%q: %s, want an error", bad, got)
 		}
 	}
@@ -36,7 +36,7 @@ func FuzzStringifyText(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, text []byte) {
-		out, err := stringifyText(text)
+		out, err := StringifyText(text)
 		if err != nil {
 			return
 		}
