@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/backfill-dev/backfill/cumulus/dla"
+	"github.com/backfill-dev/backfill/cumulus/granulefiles"
 	"github.com/backfill-dev/backfill/cumulus/message"
 	"github.com/backfill-dev/backfill/cumulus/records"
 	"github.com/backfill-dev/backfill/cumulus/replay"
@@ -55,18 +56,18 @@ func (c *cumulusFlags) check(cmd string) error {
 // setup connects and builds the writer and the replay options of the flags.
 // The files root is checked before connecting: a bad one is a usage error.
 func (c *cumulusFlags) setup(ctx context.Context, cmd string, std cli.Stdio) (*pgxpool.Pool, *records.Writer, replay.Options, error) {
-	var files records.Files
+	var files granulefiles.Source
 	if c.filesRoot != "" {
 		root, err := location.Open(ctx, c.filesRoot)
 		if err != nil {
 			return nil, nil, replay.Options{}, err
 		}
-		files = records.Objects{Ctx: ctx, Root: root}
+		files = granulefiles.Objects{Ctx: ctx, Root: root}
 		if dir, ok := store.LocalDir(root); ok {
 			if !store.IsDir(ctx, root, ".") {
 				return nil, nil, replay.Options{}, cli.Usagef("%s: --files-root %s is not a folder", cmd, c.filesRoot)
 			}
-			files = records.Dir(dir)
+			files = granulefiles.Dir(dir)
 		}
 	}
 	pool, err := pgnet.Pool(ctx, c.dsn, c.schema, c.concurrency+1, c.timeout)

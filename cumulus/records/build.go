@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/backfill-dev/backfill/cumulus/cmr"
+	"github.com/backfill-dev/backfill/cumulus/granulefiles"
 	"github.com/backfill-dev/backfill/cumulus/jsvalue"
 )
 
@@ -161,7 +162,7 @@ func (w *Writer) granuleRecord(mc *msgContext, granule any, now int64) (map[stri
 		withStatus[k] = v
 	}
 	withStatus["status"] = status
-	dates, err := cmrTemporal(w.files, withStatus, w.warn)
+	dates, err := granulefiles.Temporal(w.files, withStatus, w.warn)
 	if err != nil {
 		return nil, err
 	}
@@ -377,7 +378,7 @@ func fromFilename(f map[string]any, k string) (any, error) {
 		return f[k], nil
 	}
 	if jsvalue.Truthy(f["filename"]) {
-		b, key, err := parseS3URI(jsvalue.String(f["filename"], true))
+		b, key, err := granulefiles.ParseS3URI(jsvalue.String(f["filename"], true))
 		if err != nil {
 			return nil, err
 		}

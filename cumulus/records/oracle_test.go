@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/backfill-dev/backfill/cumulus/granulefiles"
 	"github.com/backfill-dev/backfill/cumulus/message"
 	"github.com/backfill-dev/backfill/internal/cumulustest"
 	"github.com/backfill-dev/backfill/internal/pgtest"
@@ -198,13 +199,13 @@ func (o *oracle) stop() {
 func runOurs(t *testing.T, url, filesRoot string, steps []step) []string {
 	t.Helper()
 	var now int64
-	var files Files = Dir(filesRoot)
+	var files granulefiles.Source = granulefiles.Dir(filesRoot)
 	if store.IsRemote(filesRoot) {
 		root, err := location.Open(context.Background(), filesRoot)
 		if err != nil {
 			t.Fatal(err)
 		}
-		files = Objects{Ctx: context.Background(), Root: root}
+		files = granulefiles.Objects{Ctx: context.Background(), Root: root}
 	}
 	w := New(cumulustest.Pool(t, url), Options{Files: files, Now: func() int64 { return now }})
 	var errs []string
@@ -253,7 +254,7 @@ func errText(err error) string {
 func runOursBatched(t *testing.T, url, filesRoot string, steps []step) []string {
 	t.Helper()
 	var now int64
-	w := New(cumulustest.Pool(t, url), Options{Files: Dir(filesRoot), Now: func() int64 { return now }})
+	w := New(cumulustest.Pool(t, url), Options{Files: granulefiles.Dir(filesRoot), Now: func() int64 { return now }})
 	var ins []Input
 	var at []int // the step of each input
 	errs := make([]string, len(steps))

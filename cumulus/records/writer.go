@@ -19,15 +19,16 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/backfill-dev/backfill/cumulus/cmr"
+	"github.com/backfill-dev/backfill/cumulus/granulefiles"
 	"github.com/backfill-dev/backfill/cumulus/jsvalue"
 )
 
 // Options configure a Writer.
 type Options struct {
-	Files  Files        // where CMR files and unsized files are read; nil: nowhere
-	Region string       // AWS region of execution URLs; "" is us-east-1
-	Now    func() int64 // the clock, in milliseconds since the epoch
-	Warn   func(string) // warnings (a CMR file that does not exist); nil: dropped
+	Files  granulefiles.Source // where CMR files and unsized files are read; nil: nowhere
+	Region string              // AWS region of execution URLs; "" is us-east-1
+	Now    func() int64        // the clock, in milliseconds since the epoch
+	Warn   func(string)        // warnings (a CMR file that does not exist); nil: dropped
 }
 
 // Writer writes messages' records.
@@ -43,7 +44,7 @@ type Writer struct {
 	// batch): a row's cumulus_id does not change, and the batch's
 	// messages look up the same collections and providers again and again.
 	found  map[string]int64
-	files  Files
+	files  granulefiles.Source
 	region string
 	now    func() int64
 	warn   func(string)

@@ -1,4 +1,8 @@
-package records
+// Package granulefiles reads the files of a granule where the Cumulus
+// writer finds them: the object store they live in (a local folder that
+// stands for the buckets, or s3:// objects), their S3 URIs, and the CMR
+// file among them, whose temporal values go into the granule's record.
+package granulefiles
 
 import (
 	"context"
@@ -17,9 +21,9 @@ import (
 	"github.com/backfill-dev/backfill/internal/store"
 )
 
-// Files stands for the object store the granule files live in: a CMR file
+// Source stands for the object store the granule files live in: a CMR file
 // is read from it, and a file without a size is sized from it.
-type Files interface {
+type Source interface {
 	// Open opens bucket/key; an error wrapping fs.ErrNotExist when there is
 	// no such object.
 	Open(bucket, key string) (io.ReadCloser, error)
@@ -131,8 +135,8 @@ func (o Objects) Size(bucket, key string) (int64, error) {
 
 var s3URI = regexp.MustCompile(`^s3://([^/]+)/(.*)$`)
 
-// parseS3URI is Cumulus's parseS3Uri.
-func parseS3URI(uri string) (bucket, key string, err error) {
+// ParseS3URI is Cumulus's parseS3Uri.
+func ParseS3URI(uri string) (bucket, key string, err error) {
 	m := s3URI.FindStringSubmatch(uri)
 	if m == nil {
 		return "", "", fmt.Errorf("TypeError: Unable to parse S3 URI: %s", uri)
@@ -140,18 +144,18 @@ func parseS3URI(uri string) (bucket, key string, err error) {
 	return m[1], m[2], nil
 }
 
-// buildS3URI is Cumulus's buildS3Uri: leading slashes of the key go.
-func buildS3URI(bucket, key string) string {
+// BuildS3URI is Cumulus's buildS3Uri: leading slashes of the key go.
+func BuildS3URI(bucket, key string) string {
 	return "s3://" + bucket + "/" + strings.TrimLeft(key, "/")
 }
 
-// cmrLocation picks a granule's CMR file as Cumulus does: the first file
+// CMRLocation picks a granule's CMR file as Cumulus does: the first file
 // whose key, name or filename (the first of them that is truthy) ends like
 // a CMR file, located by filename, or bucket with filepath or key. Any
 // CMR file of the list whose location cannot be told means no CMR file at
 // all, as in Cumulus (the whole lookup fails and is ignored). ok is false
 // when there is none.
-func cmrLocation(granule map[string]any) (bucket, key string, f cmr.Format, ok bool) {
+func CMRLocation(granule map[string]any) (bucket, key string, f cmr.Format, ok bool) {
 	files, present := granule["files"]
 	if !present {
 		files = []any{}
@@ -184,22 +188,22 @@ func cmrLocation(granule map[string]any) (bucket, key string, f cmr.Format, ok b
 		if _, isCMR := cmr.FormatOf(s); !isCMR {
 			continue
 		}
-		url, err := s3URLOfFile(file)
+		url, err := S3URLOfFile(file)
 		if err != nil {
 			return "", "", "", false
 		}
-		b, k, err := parseS3URI(url)
+		b, k, err := ParseS3URI(url)
 		if err != nil {
 			return "", "", "", false
 		}
 		if !found {
-			first, found = buildS3URI(b, k), true
+			first, found = BuildS3URI(b, k), true
 		}
 	}
 	if !found {
 		return "", "", "", false
 	}
-	b, k, err := parseS3URI(first)
+	b, k, err := ParseS3URI(first)
 	if err != nil {
 		return "", "", "", false
 	}
@@ -210,26 +214,26 @@ func cmrLocation(granule map[string]any) (bucket, key string, f cmr.Format, ok b
 	return b, k, format, true
 }
 
-// s3URLOfFile is Cumulus's getS3UrlOfFile.
-func s3URLOfFile(file map[string]any) (string, error) {
+// S3URLOfFile is Cumulus's getS3UrlOfFile.
+func S3URLOfFile(file map[string]any) (string, error) {
 	if jsvalue.Truthy(file["filename"]) {
 		return fmt.Sprint(file["filename"]), nil
 	}
 	if jsvalue.Truthy(file["bucket"]) && jsvalue.Truthy(file["filepath"]) {
-		return buildS3URI(jsvalue.String(file["bucket"], true), jsvalue.String(file["filepath"], true)), nil
+		return BuildS3URI(jsvalue.String(file["bucket"], true), jsvalue.String(file["filepath"], true)), nil
 	}
 	if jsvalue.Truthy(file["bucket"]) && jsvalue.Truthy(file["key"]) {
-		return buildS3URI(jsvalue.String(file["bucket"], true), jsvalue.String(file["key"], true)), nil
+		return BuildS3URI(jsvalue.String(file["bucket"], true), jsvalue.String(file["key"], true)), nil
 	}
 	return "", errors.New("unable to determine location of file")
 }
 
-// cmrTemporal reads the granule's CMR temporal values: (nil, nil) when the
+// Temporal reads the granule's CMR temporal values: (nil, nil) when the
 // granule has no CMR file, or its file is not in files (Cumulus logs a
 // warning and uses the payload granule's own values), else the four values
 // normalised, or the error that fails the granule.
-func cmrTemporal(files Files, granule map[string]any, warn func(string)) (*cmr.Dates, error) {
-	bucket, key, format, ok := cmrLocation(granule)
+func Temporal(files Source, granule map[string]any, warn func(string)) (*cmr.Dates, error) {
+	bucket, key, format, ok := CMRLocation(granule)
 	if !ok {
 		return nil, nil
 	}

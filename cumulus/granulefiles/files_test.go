@@ -1,4 +1,4 @@
-package records
+package granulefiles
 
 import (
 	"errors"
