@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/backfill-dev/backfill/cumulus/cumulusdb"
 	"github.com/backfill-dev/backfill/cumulus/dla"
 	"github.com/backfill-dev/backfill/cumulus/records"
 	"github.com/backfill-dev/backfill/cumulus/replay"
@@ -55,7 +56,7 @@ func granuleDB(b *testing.B) (*pgxpool.Pool, string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(pool.Close)
-	if err := records.CreateTables(context.Background(), pool); err != nil {
+	if err := cumulusdb.CreateTables(context.Background(), pool); err != nil {
 		b.Fatal(err)
 	}
 	cumulustest.Seed(b, url)

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/backfill-dev/backfill/cumulus/cumulusdb"
 	"github.com/backfill-dev/backfill/cumulus/dla"
 	"github.com/backfill-dev/backfill/cumulus/granulefiles"
 	"github.com/backfill-dev/backfill/cumulus/message"
@@ -197,7 +198,7 @@ func runGranuleSchema(ctx context.Context, args []string, std cli.Stdio) error {
 		return err
 	}
 	defer pool.Close()
-	if err := records.CreateTables(ctx, pool); err != nil {
+	if err := cumulusdb.CreateTables(ctx, pool); err != nil {
 		return err
 	}
 	where := "the connection's schema"

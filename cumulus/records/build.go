@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/big"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -446,13 +445,3 @@ var (
 	protocolSlashes   = regexp.MustCompile(`^([^/:]+):/*`)
 	slashBeforeParams = regexp.MustCompile(`/(\?|&|#[^!])`)
 )
-
-// sortedKeys lists a record's keys in order, for messages.
-func sortedKeys(m map[string]any) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
-}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/backfill-dev/backfill/cumulus/cumulusdb"
 	"github.com/backfill-dev/backfill/cumulus/jsvalue"
 	"github.com/backfill-dev/backfill/cumulus/message"
 )
@@ -180,9 +181,9 @@ func (w *Writer) writeGranule(ctx context.Context, mc *msgContext, g any, execCI
 	if other {
 		return Failed, fmt.Errorf("Error: A granule already exists for granuleId: %s with collectionId: %s", jsvalue.String(granuleID, true), rec["collectionId"])
 	}
-	if err := validate(rec); err != nil {
+	if err := cumulusdb.Validate(rec); err != nil {
 		tx.Rollback(ctx)
-		var se *SchemaError
+		var se *cumulusdb.SchemaError
 		if errors.As(err, &se) && finalStatus[rec["status"]] {
 			if ferr := w.markFailedOnSchemaError(ctx, rec, mc.errorText, collCID, se); ferr != nil {
 				return Failed, ferr
@@ -373,7 +374,7 @@ func quoteLiteral(s string) string {
 // markFailedOnSchemaError is updateGranuleStatusToFailed after a schema
 // error of a final-status granule: the existing row becomes failed with
 // the error; an error when there is no row.
-func (w *Writer) markFailedOnSchemaError(ctx context.Context, rec map[string]any, errorText string, collCID int64, se *SchemaError) error {
+func (w *Writer) markFailedOnSchemaError(ctx context.Context, rec map[string]any, errorText string, collCID int64, se *cumulusdb.SchemaError) error {
 	var errs []any
 	if jsvalue.Truthy(rec["error"]) {
 		errs = append(errs, json.RawMessage(errorText))

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/backfill-dev/backfill/cumulus/cumulusdb"
 	"github.com/backfill-dev/backfill/cumulus/granulefiles"
 	"github.com/backfill-dev/backfill/cumulus/message"
 	"github.com/backfill-dev/backfill/internal/cumulustest"
@@ -37,7 +38,7 @@ func cumulusDB(t *testing.T) string { t.Helper(); return cumulustest.MigratedDB(
 func ownDB(t *testing.T) string {
 	t.Helper()
 	url := pgtest.NewDatabase(t)
-	if err := CreateTables(context.Background(), cumulustest.Pool(t, url)); err != nil {
+	if err := cumulusdb.CreateTables(context.Background(), cumulustest.Pool(t, url)); err != nil {
 		t.Fatal(err)
 	}
 	cumulustest.Seed(t, url)
@@ -355,9 +356,9 @@ func differences(t *testing.T, filesRoot string, steps []step, extra func(testin
 		}
 	}
 	b := dump(t, theirs)
-	out = append(out, rowDifferences("backfill", dump(t, ours), b)...)
-	out = append(out, rowDifferences("backfill (one batch)", dump(t, batched), b)...)
-	out = append(out, rowDifferences("backfill (CreateTables)", dump(t, own), b)...)
+	out = append(out, cumulustest.Differences("backfill", dump(t, ours), b)...)
+	out = append(out, cumulustest.Differences("backfill (one batch)", dump(t, batched), b)...)
+	out = append(out, cumulustest.Differences("backfill (CreateTables)", dump(t, own), b)...)
 	failed := 0
 	for _, e := range te {
 		if e != "" {
@@ -371,26 +372,4 @@ func differences(t *testing.T, filesRoot string, steps []step, extra func(testin
 	}
 	return out, fmt.Sprintf("%d of %d messages failed; rows: %d granules, %d files, %d executions, %d granule-execution links, %d PDRs",
 		append([]any{failed, len(steps)}, rows...)...)
-}
-
-// rowDifferences lists every line where the dumps differ.
-func rowDifferences(who, a, b string) []string {
-	if a == b {
-		return nil
-	}
-	var out []string
-	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
-	for i := 0; i < len(al) || i < len(bl); i++ {
-		var x, y string
-		if i < len(al) {
-			x = al[i]
-		}
-		if i < len(bl) {
-			y = bl[i]
-		}
-		if x != y {
-			out = append(out, fmt.Sprintf("tables differ at line %d:\n%s: %s\nCumulus:  %s", i, who, x, y))
-		}
-	}
-	return out
 }

@@ -2,6 +2,7 @@ package records
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -49,12 +50,12 @@ func (r row) safeIn(table string) bool {
 	}
 	for _, col := range r {
 		if col.val == nil {
-			if contains(c.required, col.name) || contains(c.notNull, col.name) {
+			if slices.Contains(c.required, col.name) || slices.Contains(c.notNull, col.name) {
 				return false
 			}
 			continue
 		}
-		if allowed, checked := c.oneOf[col.name]; checked && !contains(allowed, *col.val) {
+		if allowed, checked := c.oneOf[col.name]; checked && !slices.Contains(allowed, *col.val) {
 			return false
 		}
 		if !readable(col.typ, *col.val) {

@@ -12,6 +12,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -276,7 +278,7 @@ func lookupIn(ctx context.Context, q interface {
 }, table string, where map[string]any) (*int64, error) {
 	var conds []string
 	var args []any
-	for _, k := range sortedKeys(where) {
+	for _, k := range slices.Sorted(maps.Keys(where)) {
 		args = append(args, textOf(where[k]))
 		conds = append(conds, fmt.Sprintf("%s = $%d", k, len(args)))
 	}

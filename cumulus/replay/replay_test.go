@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/backfill-dev/backfill/cumulus/cumulusdb"
 	"github.com/backfill-dev/backfill/cumulus/dla"
 	"github.com/backfill-dev/backfill/cumulus/records"
 	"github.com/backfill-dev/backfill/internal/cumulustest"
@@ -97,7 +98,7 @@ func newEnv(t *testing.T, migrated bool, collections ...string) *env {
 		url = cumulustest.MigratedDB(t, collections...)
 	} else {
 		url = pgtest.NewDatabase(t)
-		if err := records.CreateTables(context.Background(), cumulustest.Pool(t, url)); err != nil {
+		if err := cumulusdb.CreateTables(context.Background(), cumulustest.Pool(t, url)); err != nil {
 			t.Fatal(err)
 		}
 		cumulustest.Seed(t, url, collections...)

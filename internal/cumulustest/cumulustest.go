@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -177,6 +178,28 @@ func Lines(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) []string {
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+// Differences lists every line where the dumps differ.
+func Differences(who, a, b string) []string {
+	if a == b {
+		return nil
+	}
+	var out []string
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := 0; i < len(al) || i < len(bl); i++ {
+		var x, y string
+		if i < len(al) {
+			x = al[i]
+		}
+		if i < len(bl) {
+			y = bl[i]
+		}
+		if x != y {
+			out = append(out, fmt.Sprintf("tables differ at line %d:\n%s: %s\nCumulus:  %s", i, who, x, y))
+		}
 	}
 	return out
 }

@@ -1,4 +1,4 @@
-package records
+package cumulusdb
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/backfill-dev/backfill/internal/cumulustest"
+	"github.com/backfill-dev/backfill/internal/pgtest"
 )
 
 // catalog describes the writer's tables as the database sees them:
@@ -35,12 +36,12 @@ func catalog(t *testing.T, url string) string {
 // columns, types, defaults, checks, keys and indexes.
 func TestCreateTables_SameAsCumulusMigrations(t *testing.T) {
 	t.Parallel()
-	needReference(t)
-	theirs, ours := catalog(t, cumulusDB(t)), catalog(t, ownDB(t))
+	cumulustest.NeedReference(t)
+	theirs, ours := catalog(t, cumulustest.MigratedDB(t)), catalog(t, ownDB(t))
 	if strings.Count(theirs, "\n") < 150 {
 		t.Fatalf("the migrated catalog has only %d lines:\n%s", strings.Count(theirs, "\n"), theirs)
 	}
-	for _, d := range rowDifferences("CreateTables", ours, theirs) {
+	for _, d := range cumulustest.Differences("CreateTables", ours, theirs) {
 		t.Error(d)
 	}
 	// Idempotent: a second run changes nothing.
@@ -51,4 +52,16 @@ func TestCreateTables_SameAsCumulusMigrations(t *testing.T) {
 	if again := catalog(t, url); again != ours {
 		t.Errorf("a second CreateTables changed the catalog")
 	}
+}
+
+// ownDB is a new database with the tables of CreateTables and the rows
+// Cumulus's tests seed.
+func ownDB(t *testing.T) string {
+	t.Helper()
+	url := pgtest.NewDatabase(t)
+	if err := CreateTables(context.Background(), cumulustest.Pool(t, url)); err != nil {
+		t.Fatal(err)
+	}
+	cumulustest.Seed(t, url)
+	return url
 }

@@ -1,8 +1,12 @@
-package records
+package cumulusdb
 
 import (
+	"encoding/json"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // The API granule schema of Cumulus v21 (api/lib/schemas.js), checked as
@@ -103,11 +107,11 @@ func typeOK(v any, typ string) bool {
 }
 
 func schemaErr(e ajvError) error {
-	return &SchemaError{Detail: mustJSON([]ajvError{e})}
+	return &SchemaError{Detail: encodeJSON([]ajvError{e})}
 }
 
-// validate checks an API granule record against the schema.
-func validate(rec map[string]any) error {
+// Validate checks an API granule record against the schema.
+func Validate(rec map[string]any) error {
 	r := make(map[string]any, len(rec))
 	for k, v := range rec {
 		if v != nil {
@@ -132,7 +136,7 @@ func validate(rec map[string]any) error {
 		if !typeOK(v, p.typ) {
 			return schemaErr(ajvError{"type", path, sp + "/type", map[string]any{"type": p.typ}, "should be " + p.typ})
 		}
-		if p.enum != nil && !contains(p.enum, v.(string)) {
+		if p.enum != nil && !slices.Contains(p.enum, v.(string)) {
 			return schemaErr(ajvError{"enum", path, sp + "/enum", map[string]any{"allowedValues": p.enum}, "should be equal to one of the allowed values"})
 		}
 		if p.name == "files" {
@@ -161,7 +165,7 @@ func validate(rec map[string]any) error {
 // object's own key order as Ajv walks it (insertion order in JavaScript;
 // the builder's order here, which names only schema properties).
 func checkObject(o map[string]any, props []prop, path, sp string) error {
-	for _, k := range sortedKeys(o) {
+	for _, k := range slices.Sorted(maps.Keys(o)) {
 		known := false
 		for _, p := range props {
 			if p.name == k {
@@ -176,11 +180,12 @@ func checkObject(o map[string]any, props []prop, path, sp string) error {
 	return nil
 }
 
-func contains(list []string, s string) bool {
-	for _, e := range list {
-		if e == s {
-			return true
-		}
-	}
-	return false
+// encodeJSON is encoding/json's text of v, with no HTML escaping, as
+// JSON.stringify writes it.
+func encodeJSON(v any) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // plain structs of strings, which encode
+	return strings.TrimSuffix(b.String(), "\n")
 }

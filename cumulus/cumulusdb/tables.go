@@ -1,4 +1,8 @@
-package records
+// Package cumulusdb is what Cumulus v21's database holds the granule
+// writer to: its tables (CreateTables, for databases Cumulus did not
+// make), and the API granule schema a record must meet before it is
+// written (Validate).
+package cumulusdb
 
 import (
 	"context"
