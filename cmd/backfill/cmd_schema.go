@@ -10,6 +10,7 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
+	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy/pgschema"
 )
 
 // pgFlags are the connection flags of run and schema.
@@ -23,7 +24,7 @@ type pgFlags struct {
 
 func (p *pgFlags) register(fs *flag.FlagSet, retries bool) {
 	fs.StringVar(&p.dsn, "dsn", "", "PostgreSQL connection string `URL` (or key=value string); the PG* environment variables fill in what it leaves out")
-	fs.StringVar(&p.schema, "pg-schema", pgcopy.DefaultSchema, "schema `NAME` of the tables, quoted as an identifier")
+	fs.StringVar(&p.schema, "pg-schema", pgschema.Default, "schema `NAME` of the tables, quoted as an identifier")
 	if retries {
 		fs.IntVar(&p.retries, "retries", pgcopy.DefaultRetries, "tries again `N` times per bucket after a lost connection")
 		fs.DurationVar(&p.retryWait, "retry-wait", pgcopy.DefaultRetryWait, "first wait `D` before a retry, then twice as long each time (at most 30s)")

@@ -7,6 +7,7 @@ import (
 
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
+	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy/pgschema"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
@@ -18,7 +19,7 @@ type Postgres struct {
 	S       *pgcopy.Sink
 	states  map[string]stamped.State
 	buckets []string
-	byDay   map[int32]int // a bucket's day (pgcopy.Day) -> its index in buckets
+	byDay   map[int32]int // a bucket's day (pgschema.Day) -> its index in buckets
 	lastDay int32         // the day of the last row read
 }
 
@@ -35,7 +36,7 @@ func (p *Postgres) Buckets(ctx context.Context) ([]string, error) {
 		if s.Status != stamped.StatusCommitted {
 			continue
 		}
-		day, err := pgcopy.Day(s.Meta.Bucket)
+		day, err := pgschema.Day(s.Meta.Bucket)
 		if err != nil {
 			return nil, err
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink"
+	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy/pgschema"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
@@ -51,7 +52,7 @@ func (s *Sink) prepareBulk(ctx context.Context, conn *pgx.Conn) error {
 	if rows {
 		s.opt.Log("schema %s holds a bulk load that stopped before its indexes were built; carrying on", pgx.Identifier{s.schema}.Sanitize())
 	}
-	return s.clean(dropConstraints(ctx, conn, s.schema))
+	return s.clean(pgschema.DropConstraints(ctx, conn, s.schema))
 }
 
 // Finish builds the indexes and constraints and analyzes the tables.
@@ -62,7 +63,7 @@ func (b *BulkSink) Finish(ctx context.Context) error {
 	// Building an index is as long as the table is large, and silent: the
 	// probes of the bound on silence find the session at work.
 	return b.retry(ctx, "building indexes", func(ctx context.Context, conn *pgx.Conn) error {
-		if err := buildConstraints(ctx, conn, b.schema, b.opt.Log); err != nil {
+		if err := pgschema.BuildConstraints(ctx, conn, b.schema, b.opt.Log); err != nil {
 			return err
 		}
 		for _, t := range []string{"measurements", "reports", "dead_letters", "ledger"} {

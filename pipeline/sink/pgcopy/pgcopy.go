@@ -53,6 +53,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/pgnet"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/sink"
+	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy/pgschema"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
@@ -61,7 +62,7 @@ type Options struct {
 	// DSN is a PostgreSQL URL or keyword/value string; the PG* environment
 	// variables fill in what it leaves out (all of it when empty).
 	DSN string
-	// Schema holds the tables; DefaultSchema when empty.
+	// Schema holds the tables; pgschema.Default when empty.
 	Schema string
 	// CreateSchema creates the tables where they are missing.
 	CreateSchema bool
@@ -152,9 +153,9 @@ func (s *Sink) Commits() int { return cap(s.slots) }
 // Open connects and checks (or, with CreateSchema, creates) the schema.
 func Open(ctx context.Context, opt Options) (*Sink, error) {
 	if opt.Schema == "" {
-		opt.Schema = DefaultSchema
+		opt.Schema = pgschema.Default
 	}
-	if err := checkSchemaName(opt.Schema); err != nil {
+	if err := pgschema.CheckName(opt.Schema); err != nil {
 		return nil, err
 	}
 	if opt.Retries < 0 {
@@ -210,7 +211,7 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 	}
 	if opt.CreateSchema {
 		err := s.retry(ctx, "creating the schema", func(ctx context.Context, conn *pgx.Conn) error {
-			return createSchema(ctx, conn, s.schema, !opt.Bulk)
+			return pgschema.Ensure(ctx, conn, s.schema, !opt.Bulk)
 		})
 		if err != nil {
 			return nil, errors.Join(err, s.Close())

@@ -20,6 +20,7 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
+	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy/pgschema"
 	"github.com/backfill-dev/backfill/pipeline/stamp"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
@@ -457,7 +458,7 @@ func TestLoad_BulkSameEndState(t *testing.T) {
 	// Into an empty schema made beforehand (backfill schema, then run
 	// --bulk): the measurements' key is dropped for the load too, and
 	// built at the end like the others.
-	if err := pgcopy.CreateSchema(t.Context(), c, "made"); err != nil {
+	if err := pgschema.Create(t.Context(), c, "made"); err != nil {
 		t.Fatal(err)
 	}
 	l3 := loader{t: t, dsn: dsn, schema: "made", scheme: narrow}

@@ -1,4 +1,8 @@
-package pgcopy
+// Package pgschema is the PostgreSQL output's tables: their definitions
+// (and the columns later versions added), the keys and indexes a bulk load
+// builds at its end, the schema made once under its advisory lock however
+// many runs start at once, and the schema names the server can hold.
+package pgschema
 
 import (
 	"context"
@@ -9,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// DefaultSchema is the schema the tables live in unless told otherwise.
-const DefaultSchema = "backfill"
+// Default is the schema the tables live in unless told otherwise.
+const Default = "backfill"
 
 // The tables, in the schema of the sink:
 //
@@ -136,14 +140,14 @@ func constraints(schema string) []constraint {
 	}
 }
 
-// CreateSchema creates the schema, its tables, indexes, constraints and
+// Create creates the schema, its tables, indexes, constraints and
 // view where they are missing. It is idempotent, and it completes a bulk
 // load that stopped before building its indexes.
-func CreateSchema(ctx context.Context, c *pgx.Conn, schema string) error {
-	return createSchema(ctx, c, schema, true)
+func Create(ctx context.Context, c *pgx.Conn, schema string) error {
+	return Ensure(ctx, c, schema, true)
 }
 
-// createSchema creates the tables, and with constraints their indexes and
+// Ensure creates the tables, and with constraints their indexes and
 // constraints, where they are missing, holding the schema's advisory lock
 // (of the session): of many runs started at once on an empty database one
 // creates and the others, waiting, find it done. (IF NOT EXISTS alone
@@ -152,8 +156,8 @@ func CreateSchema(ctx context.Context, c *pgx.Conn, schema string) error {
 // before: one transaction over them all would hold a table's lock while
 // waiting for another's, which loads under way hold, and deadlock with
 // them.
-func createSchema(ctx context.Context, c *pgx.Conn, schema string, constraints bool) (err error) {
-	if err := checkSchemaName(schema); err != nil {
+func Ensure(ctx context.Context, c *pgx.Conn, schema string, constraints bool) (err error) {
+	if err := CheckName(schema); err != nil {
 		return err
 	}
 	key := "backfill schema " + schema
@@ -171,7 +175,7 @@ func createSchema(ctx context.Context, c *pgx.Conn, schema string, constraints b
 		return err
 	}
 	if constraints {
-		return buildConstraints(ctx, c, schema, nil)
+		return BuildConstraints(ctx, c, schema, nil)
 	}
 	return nil
 }
@@ -185,8 +189,8 @@ func createTables(ctx context.Context, c *pgx.Conn, schema string) error {
 	return nil
 }
 
-// buildConstraints adds the missing indexes and constraints, logging each.
-func buildConstraints(ctx context.Context, c *pgx.Conn, schema string, log func(string, ...any)) error {
+// BuildConstraints adds the missing indexes and constraints, logging each.
+func BuildConstraints(ctx context.Context, c *pgx.Conn, schema string, log func(string, ...any)) error {
 	for _, k := range constraints(schema) {
 		var exists bool
 		table := pgx.Identifier{schema, k.table}.Sanitize()
@@ -209,9 +213,9 @@ func buildConstraints(ctx context.Context, c *pgx.Conn, schema string, log func(
 	return nil
 }
 
-// dropConstraints removes the indexes and constraints a bulk load builds
+// DropConstraints removes the indexes and constraints a bulk load builds
 // at the end.
-func dropConstraints(ctx context.Context, c *pgx.Conn, schema string) error {
+func DropConstraints(ctx context.Context, c *pgx.Conn, schema string) error {
 	for _, k := range constraints(schema) {
 		table := pgx.Identifier{schema, k.table}.Sanitize()
 		s := `ALTER TABLE ` + table + ` DROP CONSTRAINT IF EXISTS ` + pgx.Identifier{k.name}.Sanitize()
@@ -225,9 +229,9 @@ func dropConstraints(ctx context.Context, c *pgx.Conn, schema string) error {
 	return nil
 }
 
-// checkSchemaName refuses names Postgres would truncate or cannot store;
+// CheckName refuses names Postgres would truncate or cannot store;
 // any other name is quoted wherever it is used.
-func checkSchemaName(s string) error {
+func CheckName(s string) error {
 	switch {
 	case s == "":
 		return fmt.Errorf("empty schema name")

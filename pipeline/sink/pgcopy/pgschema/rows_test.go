@@ -1,4 +1,4 @@
-package pgcopy
+package pgschema
 
 import (
 	"encoding/binary"
@@ -29,7 +29,7 @@ func TestCopyRows(t *testing.T) {
 	stream := copyStream(want)
 	for size := 1; size <= len(stream); size++ {
 		var got [][4]int64
-		c := &copyRows{fn: func(day, report, ndx int32, id int64) error {
+		c := &MeasurementRows{fn: func(day, report, ndx int32, id int64) error {
 			got = append(got, [4]int64{int64(day), int64(report), int64(ndx), id})
 			return nil
 		}}
@@ -47,18 +47,18 @@ func TestCopyRows(t *testing.T) {
 			}
 		}
 	}
-	short := &copyRows{fn: func(int32, int32, int32, int64) error { return nil }}
+	short := &MeasurementRows{fn: func(int32, int32, int32, int64) error { return nil }}
 	if _, err := short.Write(stream[:len(stream)-5]); err != nil || short.ended {
 		t.Errorf("a stream cut short: %v, ended %v", err, short.ended)
 	}
 	bad := append([]byte(nil), stream...)
 	bad[0] = 'X'
-	if _, err := (&copyRows{}).Write(bad); err == nil {
+	if _, err := (&MeasurementRows{}).Write(bad); err == nil {
 		t.Error("a stream that is not binary COPY was read")
 	}
 	null := append([]byte(nil), stream...)
 	binary.BigEndian.PutUint32(null[len(copySignature)+8+2:], 0xffffffff) // the first row's bucket NULL
-	if _, err := (&copyRows{fn: func(int32, int32, int32, int64) error { return nil }}).Write(null); err == nil {
+	if _, err := (&MeasurementRows{fn: func(int32, int32, int32, int64) error { return nil }}).Write(null); err == nil {
 		t.Error("a row with a NULL was read")
 	}
 }
