@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/backfill-dev/backfill/cmd/backfill/internal/cumuluscmd"
+	"github.com/backfill-dev/backfill/cmd/backfill/internal/idcmd"
 	"github.com/backfill-dev/backfill/docs"
 	"github.com/backfill-dev/backfill/internal/cli"
 )
@@ -49,14 +51,14 @@ func commands() []command {
 		{name: "load", run: runLoad},
 		{name: "keysearch", run: runKeysearch},
 		{name: "gen", run: runGen},
-		{name: "ooid", run: runOOID},
-		{name: "stamp", run: runStamp},
-		{name: "decode", run: runDecode},
-		{name: "granule-id", run: runGranuleID},
-		{name: "cmr-temporal", run: runCMRTemporal},
-		{name: "granule-write", run: runGranuleWrite},
-		{name: "granule-recover", run: runGranuleRecover},
-		{name: "granule-schema", run: runGranuleSchema},
+		{name: "ooid", run: idcmd.RunOOID},
+		{name: "stamp", run: idcmd.RunStamp},
+		{name: "decode", run: idcmd.RunDecode},
+		{name: "granule-id", run: cumuluscmd.RunGranuleID},
+		{name: "cmr-temporal", run: cumuluscmd.RunCMRTemporal},
+		{name: "granule-write", run: cumuluscmd.RunGranuleWrite},
+		{name: "granule-recover", run: cumuluscmd.RunGranuleRecover},
+		{name: "granule-schema", run: cumuluscmd.RunGranuleSchema},
 		{name: "version", run: runVersion},
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/backfill-dev/backfill/cmd/backfill/internal/idcmd"
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/pgnet"
 	"github.com/backfill-dev/backfill/internal/store"
@@ -64,7 +65,7 @@ func parseRunFlags(args []string, std cli.Stdio) (*runOptions, error) {
 	fs.BoolVar(&o.asJSON, "json", false, "print the summary as JSON")
 	fs.BoolVar(&o.quiet, "q", false, "no progress output")
 	fs.BoolVar(&o.strict, "strict", false, "exit 3 for notices too, not only for rejects")
-	o.loadScheme = schemeFlags(fs, &cfg.Scheme)
+	o.loadScheme = idcmd.SchemeFlags(fs, &cfg.Scheme)
 	var err error
 	if o.buckets, err = cli.ParseFlags(fs, args); err != nil {
 		return nil, err

@@ -35,6 +35,8 @@ var layering = []struct {
 	{"internal/", []string{"cmd/", "pipeline/", "cumulus/", "collector/", "gen/"}, "internal/ is what every part shares: it imports none of them"},
 	{"pipeline/", []string{"internal/store/location", "internal/store/s3", "github.com/aws/"}, "only the commands open locations and link S3; the pipeline is handed stores"},
 	{"cumulus/", []string{"internal/store/location", "internal/store/s3", "github.com/aws/"}, "only the commands open locations and link S3; the Cumulus code is handed stores"},
+	{"cmd/backfill/internal/cumuluscmd/", []string{"pipeline/", "collector/", "gen/"}, "the Cumulus commands wire the Cumulus code alone"},
+	{"cmd/backfill/internal/idcmd/", []string{"cumulus/", "pipeline/reader/", "pipeline/sink/", "pipeline/job/", "pipeline/collisions/", "internal/store/location"}, "the ID commands read no archive and write no output"},
 	{"collector/", []string{"internal/store/location", "internal/store/s3", "github.com/aws/", "cumulus/", "cmd/", "pipeline/reader/", "pipeline/sink/", "pipeline/job/", "pipeline/stamp/", "pipeline/load/", "pipeline/collisions/"}, "the collector stamps IDs; it reads no archive and writes no output"},
 	{"internal/cli/", []string{"pipeline/", "cumulus/", "collector/", "internal/store"}, "the command-line toolkit knows nothing of what the commands do"},
 	{"internal/units/", []string{"pipeline/", "cumulus/", "collector/", "internal/"}, "sizes are plain words"},
@@ -130,6 +132,8 @@ func TestViolates(t *testing.T) {
 		{"collector/", "pipeline/ooid/", false},
 		{"collector/", "pipeline/reader/", true},
 		{"internal/cli/", "pipeline/job/", true},
+		{"cmd/backfill/internal/cumuluscmd/", "pipeline/ooid/", true},
+		{"cmd/backfill/internal/idcmd/", "collector/", false},
 		{"internal/cli/", "internal/units/", false},
 		{"internal/pgnet/", "pipeline/sink/pgcopy/", true},
 	} {

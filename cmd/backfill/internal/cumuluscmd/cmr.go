@@ -1,4 +1,4 @@
-package main
+package cumuluscmd
 
 import (
 	"bufio"
@@ -6,12 +6,13 @@ import (
 	"fmt"
 
 	"github.com/backfill-dev/backfill/cumulus/cmr"
+	"github.com/backfill-dev/backfill/docs"
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/units"
 )
 
-func runCMRTemporal(ctx context.Context, args []string, std cli.Stdio) error {
-	fs := newFlags("cmr-temporal", std)
+func RunCMRTemporal(ctx context.Context, args []string, std cli.Stdio) error {
+	fs := cli.NewFlagSet("cmr-temporal", docs.Help("cmr-temporal"), std)
 	var format string
 	maxSize := units.Size(cmr.MaxSize)
 	fs.StringVar(&format, "format", "", "`F`: echo10, umm-g or iso, for every FILE")

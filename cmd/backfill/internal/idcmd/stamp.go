@@ -1,4 +1,4 @@
-package main
+package idcmd
 
 import (
 	"bufio"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/backfill-dev/backfill/collector"
+	"github.com/backfill-dev/backfill/docs"
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/lines"
 	"github.com/backfill-dev/backfill/internal/store"
@@ -36,7 +37,7 @@ type stampOptions struct {
 }
 
 func parseStampFlags(args []string, std cli.Stdio) (*stampOptions, error) {
-	fs := newFlags("stamp", std)
+	fs := cli.NewFlagSet("stamp", docs.Help("stamp"), std)
 	o := &stampOptions{maxLine: units.Size(64 << 20)}
 	fs.IntVar(&o.id, "collector-id", 0, "this collector's id `N`, 0..239 (0x00..0xEF) (required)")
 	fs.StringVar(&o.opt.State, "state", "", "the state `FILE` (required; created for a new collector)")
@@ -96,7 +97,7 @@ func (o *stampOptions) check() error {
 	return nil
 }
 
-func runStamp(ctx context.Context, args []string, std cli.Stdio) (err error) {
+func RunStamp(ctx context.Context, args []string, std cli.Stdio) (err error) {
 	o, err := parseStampFlags(args, std)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package main
+package cumuluscmd
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/backfill-dev/backfill/cumulus/message"
 	"github.com/backfill-dev/backfill/cumulus/records"
 	"github.com/backfill-dev/backfill/cumulus/replay"
+	"github.com/backfill-dev/backfill/docs"
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/pgnet"
 	"github.com/backfill-dev/backfill/internal/store"
@@ -90,18 +91,18 @@ func (c *cumulusFlags) setup(ctx context.Context, cmd string, std cli.Stdio) (*p
 	return pool, records.New(pool, opt), ropt, nil
 }
 
-func runGranuleWrite(ctx context.Context, args []string, std cli.Stdio) error {
+func RunGranuleWrite(ctx context.Context, args []string, std cli.Stdio) error {
 	return replayMessages(ctx, "granule-write", args, std)
 }
 
-func runGranuleRecover(ctx context.Context, args []string, std cli.Stdio) error {
+func RunGranuleRecover(ctx context.Context, args []string, std cli.Stdio) error {
 	return replayMessages(ctx, "granule-recover", args, std)
 }
 
 // replayMessages runs granule-write (the messages of the inputs) or
 // granule-recover (those of the archive) through the writer.
 func replayMessages(ctx context.Context, cmd string, args []string, std cli.Stdio) error {
-	fs := newFlags(cmd, std)
+	fs := cli.NewFlagSet(cmd, docs.Help(cmd), std)
 	var c cumulusFlags
 	c.register(fs)
 	inputs, err := cli.ParseFlags(fs, args)
@@ -170,8 +171,8 @@ func leftWhat(recovering bool) (string, string) {
 	return "input that is not a regular file", "inputs that are not regular files"
 }
 
-func runGranuleSchema(ctx context.Context, args []string, std cli.Stdio) error {
-	fs := newFlags("granule-schema", std)
+func RunGranuleSchema(ctx context.Context, args []string, std cli.Stdio) error {
+	fs := cli.NewFlagSet("granule-schema", docs.Help("granule-schema"), std)
 	var dsn, schema string
 	fs.StringVar(&dsn, "dsn", "", "connection string `URL` (default: the PG* variables)")
 	fs.StringVar(&schema, "pg-schema", "", "schema `NAME` to create the tables in (default: the connection's search_path)")

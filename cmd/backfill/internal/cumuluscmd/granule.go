@@ -1,4 +1,7 @@
-package main
+// Package cumuluscmd is backfill's NASA Cumulus commands, wired from the
+// cumulus/ packages: granule-id, cmr-temporal, granule-write,
+// granule-recover and granule-schema.
+package cumuluscmd
 
 import (
 	"bufio"
@@ -11,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/backfill-dev/backfill/cumulus/granule"
+	"github.com/backfill-dev/backfill/docs"
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/store"
 )
@@ -28,8 +32,8 @@ type granuleConfig struct {
 	set              map[string]bool
 }
 
-func runGranuleID(ctx context.Context, args []string, std cli.Stdio) error {
-	fs := newFlags("granule-id", std)
+func RunGranuleID(ctx context.Context, args []string, std cli.Stdio) error {
+	fs := cli.NewFlagSet("granule-id", docs.Help("granule-id"), std)
 	var c granuleConfig
 	fs.StringVar(&c.collectionID, "collection-id", "", "collection `ID` for IDs given without one")
 	fs.IntVar(&c.hashLength, "hash-length", granule.DefaultHashLength, "suffix length `N`, 1..22 (--risk: 6..9)")

@@ -1,21 +1,22 @@
-package main
+package idcmd
 
 import (
 	"context"
 	"fmt"
 	"strings"
 
+	"github.com/backfill-dev/backfill/docs"
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/ooidlines"
 )
 
-func runDecode(ctx context.Context, args []string, std cli.Stdio) error {
-	fs := newFlags("decode", std)
+func RunDecode(ctx context.Context, args []string, std cli.Stdio) error {
+	fs := cli.NewFlagSet("decode", docs.Help("decode"), std)
 	var verify bool
 	fs.BoolVar(&verify, "verify", false, "check each OOID against its textname and NDX, under the scheme of the flags below")
 	scheme := ooid.DefaultScheme
-	loadScheme := schemeFlags(fs, &scheme)
+	loadScheme := SchemeFlags(fs, &scheme)
 	args, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err

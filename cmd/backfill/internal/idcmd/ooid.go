@@ -1,4 +1,8 @@
-package main
+// Package idcmd is backfill's commands over IDs alone, wired from their
+// packages: ooid (IDs of textnames and indexes), decode (IDs into their
+// fields) and stamp (collector-stamped IDs), and the flags that choose an
+// ID scheme, which the OONI commands take too.
+package idcmd
 
 import (
 	"bufio"
@@ -6,15 +10,16 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/backfill-dev/backfill/docs"
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/ooidlines"
 )
 
-// schemeFlags adds --counter-bits, --sha1-offset and --scheme FILE to fs.
+// SchemeFlags adds --counter-bits, --sha1-offset and --scheme FILE to fs.
 // After parsing, the returned function sets *s from them and checks it:
 // a scheme file replaces the other two, which may then not be given.
-func schemeFlags(fs *flag.FlagSet, s *ooid.Scheme) func() error {
+func SchemeFlags(fs *flag.FlagSet, s *ooid.Scheme) func() error {
 	fs.IntVar(&s.CounterBits, "counter-bits", ooid.DefaultCounterBits, "counter width `N`, 20..28; with fewer bits the bits between counter and nibble are zero")
 	fs.IntVar(&s.SHA1Offset, "sha1-offset", ooid.DefaultSHA1Offset, "first hex digit `N` of the 7-digit SHA-1 window, 0..33 (33: the last 7 digits)")
 	var path string
@@ -38,10 +43,10 @@ func schemeFlags(fs *flag.FlagSet, s *ooid.Scheme) func() error {
 	}
 }
 
-func runOOID(ctx context.Context, args []string, std cli.Stdio) error {
-	fs := newFlags("ooid", std)
+func RunOOID(ctx context.Context, args []string, std cli.Stdio) error {
+	fs := cli.NewFlagSet("ooid", docs.Help("ooid"), std)
 	scheme := ooid.DefaultScheme
-	loadScheme := schemeFlags(fs, &scheme)
+	loadScheme := SchemeFlags(fs, &scheme)
 	args, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
