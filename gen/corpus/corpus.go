@@ -1,5 +1,6 @@
-// Package corpus generates synthetic OONI canned buckets, byte-faithful to
-// the real format, with a ground truth to check a run against.
+// Package corpus generates synthetic OONI buckets, canned or autoclaved,
+// byte-faithful to the real formats, with a ground truth to check a run
+// against.
 //
 // A bucket is what the OONI canning step wrote: per test name, reports
 // sorted by basename and cut into slices of under CanSize bytes, each a

@@ -19,8 +19,26 @@ import (
 // Sink stores buckets. A run calls it from one goroutine, unless it is
 // [Concurrent].
 //
-// The collision verdicts (docs/design.md §3) are settled by the run when the
-// sink is a [Rewriter], and by the sink itself when it is [SelfSettling].
+// State, Begin and Close are what every sink does. What only some sinks
+// can do, each says by an optional interface, which the run finds by type
+// assertion:
+//
+//   - [SelfSettling] (PostgreSQL): the sink settles the collision verdicts
+//     (docs/design.md §3) itself as it commits, against every run's rows.
+//     A Parquet folder cannot see what other runs commit, so it cannot.
+//   - [Rewriter] (Parquet, the --bulk load, sinktest): the run settles the
+//     verdicts in memory, and the sink lists its buckets' reports and
+//     rewrites a bucket whose verdicts change. A SelfSettling sink never
+//     needs it; every sink is one or the other.
+//   - [Concurrent] (PostgreSQL): a SelfSettling sink that commits several
+//     buckets at once, on connections of its own. A Rewriter commits one
+//     at a time: the run's verdicts depend on the order.
+//   - [InputRecorder] (Parquet, PostgreSQL): keeps the input's own dead
+//     letters (its folders that are not buckets) for status; the
+//     in-memory test sink has no status to give.
+//   - [FailureRecorder] (Parquet): keeps a record of a bucket whose load
+//     failed. PostgreSQL marks the bucket failed in its ledger itself when
+//     its commit fails, so the run need not tell it.
 type Sink interface {
 	// State reads the ledger: every bucket the output holds, committed
 	// or failed, with its Meta and counts, by bucket. --resume skips the

@@ -1,3 +1,7 @@
+// Package s3 is the store.Store of an s3:// prefix, and the only package
+// that links the AWS SDK: listings, ranged reads that resume where a
+// dropped or stalled body left off, writes made visible whole by a
+// completed PUT, and the one lock a conditional PUT gives.
 package s3
 
 import (
