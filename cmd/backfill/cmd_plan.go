@@ -41,7 +41,7 @@ func runPlan(ctx context.Context, args []string, std cli.Stdio) error {
 	if err != nil {
 		return inputError("plan", err)
 	}
-	buckets, err := scaleout.ListBuckets(ctx, input.Dir, input.Buckets)
+	buckets, err := scaleout.SizeBuckets(ctx, input.Dir, input.Buckets)
 	if err != nil {
 		return err
 	}

@@ -134,7 +134,7 @@ func (s *Source) buckets(ctx context.Context, fsys store.Store, fn Func) error {
 	}
 	cfg := s.Stamp
 	cfg.In, cfg.Buckets, cfg.Scheme = in.Dir, in.Buckets, ooid.DefaultScheme
-	plan, err := stamp.NewPlan(ctx, cfg)
+	plan, err := stamp.NewWork(ctx, cfg)
 	if err != nil {
 		return err
 	}

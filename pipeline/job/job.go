@@ -129,7 +129,7 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (sum Summary, err error) 
 	sum = Summary{Reasons: map[string]int64{}, Tally: stamped.NewTally()}
 	defer func() { sum.Elapsed = time.Since(start) }()
 	scfg := cfg.stamp()
-	plan, err := stamp.NewPlan(ctx, scfg)
+	plan, err := stamp.NewWork(ctx, scfg)
 	if err != nil {
 		return sum, err
 	}

@@ -42,9 +42,9 @@ const (
 // ShardOut is where shard i of a plan writes, under the job's output.
 func ShardOut(out store.Store, i int) store.Store { return out.Sub("shards/" + strconv.Itoa(i)) }
 
-// ListBuckets lists the bucket folders names of fsys, eight at a time (on
+// SizeBuckets measures the named bucket folders of fsys, eight at a time (on
 // S3 each is a request), with their sizes and fingerprints.
-func ListBuckets(ctx context.Context, fsys store.Store, names []string) ([]Bucket, error) {
+func SizeBuckets(ctx context.Context, fsys store.Store, names []string) ([]Bucket, error) {
 	out := make([]Bucket, len(names))
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
@@ -71,7 +71,7 @@ var ErrStale = errors.New("changed since the plan was made: make a new plan")
 // Unchanged checks that the buckets of shard of p, in the input in, are
 // those that were planned.
 func Unchanged(ctx context.Context, p Plan, in store.Store, shard int) error {
-	now, err := ListBuckets(ctx, in, p.Names(shard))
+	now, err := SizeBuckets(ctx, in, p.Names(shard))
 	if err != nil {
 		return err
 	}

@@ -78,15 +78,15 @@ func ListBuckets(ctx context.Context, fsys store.Store) ([]string, error) {
 	return out, nil
 }
 
-// Plan is what a run will stamp.
-type Plan struct {
+// Work is what a run will stamp.
+type Work struct {
 	Buckets []string // sorted
 	Bytes   int64    // compressed, of their files but the indexes
 }
 
-// NewPlan checks cfg and returns its plan.
-func NewPlan(ctx context.Context, cfg Config) (Plan, error) {
-	var p Plan
+// NewWork checks cfg and returns the work it names.
+func NewWork(ctx context.Context, cfg Config) (Work, error) {
+	var p Work
 	if err := cfg.Scheme.Validate(); err != nil {
 		return p, err
 	}
@@ -137,14 +137,14 @@ func NewPlan(ctx context.Context, cfg Config) (Plan, error) {
 	return p, nil
 }
 
-// planListings bounds the bucket folders NewPlan lists at once.
+// planListings bounds the bucket folders NewWork lists at once.
 const planListings = 8
 
-// Run stamps the buckets of plan (NewPlan's, of cfg) and calls emit with
+// Run stamps the buckets of plan (NewWork's, of cfg) and calls emit with
 // each, in bucket order, from one goroutine. It stops at the first error
 // of emit, of reading (not of the data: problems with the data are
 // records), or of ctx.
-func Run(ctx context.Context, cfg Config, plan Plan, emit func(*stamped.Bucket) error) error {
+func Run(ctx context.Context, cfg Config, plan Work, emit func(*stamped.Bucket) error) error {
 	if cfg.Format == "" {
 		cfg.Format = reader.FormatAuto
 	}

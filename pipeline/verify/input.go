@@ -32,7 +32,7 @@ type inputBucket struct {
 // ReadInput reads the buckets of cfg (its In and Buckets resolved, as
 // stamp.ResolveInput gives them) until Close.
 func ReadInput(ctx context.Context, cfg stamp.Config) (*Input, error) {
-	plan, err := stamp.NewPlan(ctx, cfg)
+	plan, err := stamp.NewWork(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
