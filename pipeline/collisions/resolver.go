@@ -2,6 +2,33 @@ package collisions
 
 import "fmt"
 
+// Settle is the collision policy of docs/design.md §3 over a group of
+// reports given in textname order (equal textnames in the order they were
+// listed), written as the rule reads: report i is rejected exactly when a
+// report before it has IDs that overlap its own, whether or not that report
+// was itself rejected, and its winner is the first of those; winners[i] is
+// that report's index, or -1 when report i keeps its IDs. A report marked
+// out (one whose range wraps onto itself, which its caller rejects on its
+// own) takes no part. It compares every pair: it is for groups that share
+// a timestamp, which are small, and it is what Resolver, which applies the
+// same rule as reports come in any order, is tested against.
+func Settle(ranges []Range, bits int, out []bool) (winners []int) {
+	winners = make([]int, len(ranges))
+	for i := range ranges {
+		winners[i] = -1
+		if out != nil && out[i] {
+			continue
+		}
+		for j := range i {
+			if (out == nil || !out[j]) && ranges[j].Overlaps(ranges[i], bits) {
+				winners[i] = j
+				break
+			}
+		}
+	}
+	return winners
+}
+
 // Resolver applies the collision policy of docs/design.md §3 to reports as they
 // are added: of two reports whose IDs overlap, the one whose textname sorts
 // first keeps its IDs and the other is rejected whole.

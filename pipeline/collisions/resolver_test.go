@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -190,5 +191,44 @@ func TestResolver_TextnamesFileFails(t *testing.T) {
 	}
 	if err := r.Err(); err == nil || !strings.Contains(err.Error(), "textnames") {
 		t.Errorf("Err() = %v, want the textnames' file's error", err)
+	}
+}
+
+// Settle, the rule as it reads, and Resolver, the rule as reports come in
+// any order, give every report the same verdict, as does the brute force.
+func TestSettle_SameAsResolver(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, bits := range []int{16, 20, 24} {
+		names, rgs := randomReports(rng, 300, 3, 1<<uint(bits-4), func(i int) string {
+			return fmt.Sprintf("2018-06-%02d/r%05d", 1+rng.IntN(28), rng.IntN(100000)*10+i%10)
+		})
+		// In textname order, the reports whose range wraps onto itself out.
+		order := make([]int, len(names))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(names[a], names[b]) })
+		sorted, out := make([]Range, len(order)), make([]bool, len(order))
+		for k, i := range order {
+			sorted[k], out[k] = rgs[i], rgs[i].SelfOverlaps(bits)
+		}
+		got := map[string]string{}
+		for k, w := range Settle(sorted, bits, out) {
+			if w >= 0 {
+				got[names[order[k]]] = names[order[w]]
+			}
+		}
+		var in []int // the reports that take part, for the others
+		for k, i := range order {
+			if !out[k] {
+				in = append(in, i)
+			}
+		}
+		want := resolve(names, rgs, bits, in)
+		if len(want) < 10 {
+			t.Fatalf("%d bits: only %d losers: the test proves little", bits, len(want))
+		}
+		sameVerdicts(t, fmt.Sprint(bits, " bits: Settle against Resolver"), got, want)
+		sameVerdicts(t, fmt.Sprint(bits, " bits: Resolver against Settle"), want, got)
 	}
 }

@@ -233,33 +233,30 @@ type settled struct {
 	n   uint32
 }
 
-// settle applies the policy to reports sharing one timestamp, given in
-// textname order: a report is rejected exactly when a report it collides
-// with sorts before it, and its winner is the first of those (the rule
-// collisions.Resolver applies; groups are small, so the pairs are
-// compared directly). A report with more measurements than counter values
-// was rejected by its shard before any comparison, as a run rejects it: it
-// keeps that verdict and takes no part.
+// settle applies the policy (collisions.Settle) to reports sharing one
+// timestamp, given in textname order. A report with more measurements
+// than counter values was rejected by its shard before any comparison, as
+// a run rejects it: it keeps that verdict and takes no part.
 func settle(group []ManifestEntry, bits int) []settled {
 	out := make([]settled, len(group))
 	ranges := make([]collisions.Range, len(group))
-	part := make([]bool, len(group))
+	apart := make([]bool, len(group))
 	for i, e := range group {
 		ranges[i] = collisions.Range{TS: e.TS, Base: e.Base, N: e.N}
-		part[i] = len(group) > 1 && !ranges[i].SelfOverlaps(bits)
+		apart[i] = len(group) == 1 || ranges[i].SelfOverlaps(bits)
 		out[i] = settled{Change{Bucket: e.Bucket, Textname: e.Textname, RejectedBy: e.RejectedBy}, e.RejectedBy, e.N}
 	}
-	for i := range group {
-		if !part[i] {
-			continue // alone at its time, or rejected on its own
+	if len(group) == 1 {
+		return out // alone at its time
+	}
+	for i, w := range collisions.Settle(ranges, bits, apart) {
+		if apart[i] {
+			continue // rejected on its own
 		}
 		out[i].RejectedBy, out[i].Message = "", ""
-		for j := range i {
-			if part[j] && ranges[j].Overlaps(ranges[i], bits) {
-				out[i].RejectedBy = group[j].Textname
-				out[i].Message = collisions.Message(group[j].Textname, ranges[j], ranges[i], bits)
-				break
-			}
+		if w >= 0 {
+			out[i].RejectedBy = group[w].Textname
+			out[i].Message = collisions.Message(group[w].Textname, ranges[w], ranges[i], bits)
 		}
 	}
 	return out
