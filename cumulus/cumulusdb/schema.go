@@ -1,12 +1,12 @@
 package cumulusdb
 
 import (
-	"encoding/json"
 	"maps"
 	"math"
 	"slices"
 	"strconv"
-	"strings"
+
+	"github.com/backfill-dev/backfill/cumulus/jsvalue"
 )
 
 // The API granule schema of Cumulus v21 (api/lib/schemas.js), checked as
@@ -107,7 +107,7 @@ func typeOK(v any, typ string) bool {
 }
 
 func schemaErr(e ajvError) error {
-	return &SchemaError{Detail: encodeJSON([]ajvError{e})}
+	return &SchemaError{Detail: jsvalue.Stringify([]ajvError{e})}
 }
 
 // Validate checks an API granule record against the schema.
@@ -178,14 +178,4 @@ func checkObject(o map[string]any, props []prop, path, sp string) error {
 		}
 	}
 	return nil
-}
-
-// encodeJSON is encoding/json's text of v, with no HTML escaping, as
-// JSON.stringify writes it.
-func encodeJSON(v any) string {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v) // plain structs of strings, which encode
-	return strings.TrimSuffix(b.String(), "\n")
 }

@@ -11,24 +11,8 @@ import (
 	"github.com/pierrec/lz4/v4"
 
 	"github.com/backfill-dev/backfill/internal/lz4frame"
+	"github.com/backfill-dev/backfill/internal/testutil"
 )
-
-// frame compresses data with pierrec/lz4's writer under the options.
-func frame(t testing.TB, data []byte, opts ...lz4.Option) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	w := lz4.NewWriter(&b)
-	if err := w.Apply(opts...); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Write(data); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
 
 // sample is compressible text with random stretches.
 func sample(rng *rand.Rand, n int) []byte {
@@ -66,7 +50,7 @@ func TestDecoder_SameAsPierrec(t *testing.T) {
 				if sums {
 					opts = append(opts, lz4.SizeOption(uint64(n)))
 				}
-				z := frame(t, data, opts...)
+				z := testutil.LZ4(t, data, opts...)
 				got, err := decodeAll(bytes.NewReader(z))
 				if err != nil || !bytes.Equal(got, data) {
 					t.Fatalf("%d bytes, %v, sums %v: %d bytes back, %v", n, bs, sums, len(got), err)
@@ -74,7 +58,7 @@ func TestDecoder_SameAsPierrec(t *testing.T) {
 			}
 		}
 		// Two frames and a skippable one between them.
-		z := frame(t, data)
+		z := testutil.LZ4(t, data)
 		skip := []byte{0x50, 0x2A, 0x4D, 0x18, 3, 0, 0, 0, 'x', 'y', 'z'}
 		two := append(append(append([]byte{}, z...), skip...), z...)
 		got, err := decodeAll(bytes.NewReader(two))
@@ -90,7 +74,7 @@ func TestDecoder_SameAsPierrec(t *testing.T) {
 func TestDecoder_BadInput(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	data := sample(rng, 200_000)
-	z := frame(t, data, lz4.BlockSizeOption(lz4.Block64Kb), lz4.SizeOption(uint64(len(data))))
+	z := testutil.LZ4(t, data, lz4.BlockSizeOption(lz4.Block64Kb), lz4.SizeOption(uint64(len(data))))
 	for cut := 1; cut < len(z); cut += 1 + cut/50 {
 		_, err := decodeAll(bytes.NewReader(z[:cut]))
 		if !errors.Is(err, io.ErrUnexpectedEOF) {
@@ -127,7 +111,7 @@ func TestDecoder_BadInput(t *testing.T) {
 func FuzzDecoder(f *testing.F) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, n := range []int{0, 100, 70_000} {
-		f.Add(frame(f, sample(rng, n), lz4.BlockSizeOption(lz4.Block64Kb), lz4.ChecksumOption(n > 0)))
+		f.Add(testutil.LZ4(f, sample(rng, n), lz4.BlockSizeOption(lz4.Block64Kb), lz4.ChecksumOption(n > 0)))
 	}
 	f.Fuzz(func(t *testing.T, z []byte) {
 		got, err := decodeAll(bytes.NewReader(z))
@@ -144,7 +128,7 @@ func FuzzDecoder(f *testing.F) {
 //	go test -run '^$' -bench Decode ./internal/lz4nocheck/
 func BenchmarkDecode(b *testing.B) {
 	data := sample(rand.New(rand.NewPCG(7, 8)), 16<<20)
-	z := frame(b, data, lz4.BlockSizeOption(lz4.Block4Mb))
+	z := testutil.LZ4(b, data, lz4.BlockSizeOption(lz4.Block4Mb))
 	b.Run("impl=nocheck", func(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		d := NewDecoder()
