@@ -17,6 +17,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Get walks keys through nested objects, as lodash's get does; anything
@@ -129,8 +130,12 @@ func Number(v any, present bool) float64 {
 // (present false). A number beyond float64's range is ±Infinity, as
 // JSON.parse gives it, where encoding/json refuses it.
 func Decode(raw []byte) (v any, present bool, err error) {
-	if len(bytes.TrimSpace(raw)) == 0 {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
 		return nil, false, nil
+	}
+	if v, ok := decodePlain(raw); ok {
+		return v, true, nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -141,6 +146,33 @@ func Decode(raw []byte) (v any, present bool, err error) {
 		return nil, false, errors.New("jsvalue: more than one JSON value")
 	}
 	return numbers(v), true, nil
+}
+
+// decodePlain decodes, without a decoder, the values a granule's fields
+// mostly hold: the three literals, and a string without escapes, control
+// characters or invalid UTF-8. Anything else is not ok, for the decoder.
+func decodePlain(raw []byte) (any, bool) {
+	switch string(raw) {
+	case "null":
+		return nil, true
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	}
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return nil, false
+	}
+	body := raw[1 : len(raw)-1]
+	for _, c := range body {
+		if c < 0x20 || c == '"' || c == '\\' {
+			return nil, false
+		}
+	}
+	if !utf8.Valid(body) {
+		return nil, false
+	}
+	return string(body), true
 }
 
 // numbers turns the json.Numbers of a decoded value into float64s.

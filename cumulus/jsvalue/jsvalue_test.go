@@ -85,3 +85,17 @@ func TestDecode_OneValue(t *testing.T) {
 		t.Errorf("String of the array: %q", s)
 	}
 }
+
+// The values Decode takes without a decoder come out as encoding/json
+// decodes them.
+func TestDecode_PlainAsDecoder(t *testing.T) {
+	for _, text := range []string{`null`, `true`, `false`, ` true `, `""`, `"abc"`, `"é ü"`, `"a\"b"`, `"a\\b"`, `"\u00e9"`,
+		"\"\xff\"", "\"a\tb\"", `"`, `"a`, `nul`, `truex`} {
+		got, gotOK, gotErr := Decode([]byte(text))
+		var want any
+		wantErr := json.Unmarshal([]byte(text), &want)
+		if (gotErr != nil) != (wantErr != nil) || (gotErr == nil && (!gotOK || got != want)) {
+			t.Errorf("%q: Decode gives %#v %v %v, encoding/json %#v %v", text, got, gotOK, gotErr, want, wantErr)
+		}
+	}
+}
