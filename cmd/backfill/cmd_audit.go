@@ -7,15 +7,10 @@ import (
 	"runtime"
 
 	"github.com/backfill-dev/backfill/internal/cli"
+	"github.com/backfill-dev/backfill/internal/store/location"
 	"github.com/backfill-dev/backfill/pipeline/audit"
-	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
-	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
 )
-
-// keepPairs is how many pairs per scheme the auditor keeps, so the pairs
-// listed are the first by textname whenever there are no more than that.
-const keepPairs = 1000
 
 func runAudit(ctx context.Context, args []string, std cli.Stdio) (err error) {
 	fs := newFlags("audit", std)
@@ -50,31 +45,22 @@ func runAudit(ctx context.Context, args []string, std cli.Stdio) (err error) {
 	if err != nil {
 		return err
 	}
-	a, err := collisions.NewSchemeAuditor(schemes, max(pairs, keepPairs))
-	if err != nil {
-		return cli.Usagef("audit: %v", err)
-	}
 	in.read.Workers = workers
-	src := in.source("audit", std.Err)
-	au := &audit.Auditor{A: a, Src: src, KeepNames: !audit.AllFiles(inputs), Reread: audit.RereadFiles(inputs)}
 	pg, err := in.openPostgres(ctx, std)
 	if err != nil {
 		return err
 	}
 	if pg != nil {
-		defer cli.CloseAlso(&err, pg) // au.Reread reads it again
+		defer cli.CloseAlso(&err, pg) // the audit reads it again to name pairs
 	}
-	if err := readAudit(ctx, std, pg, au, inputs, workers); err != nil {
-		return err
-	}
-	results := a.Finish()
-	names, err := au.Names(results)
+	a, err := audit.New(audit.Job{Schemes: schemes, Pairs: pairs, Predict: predict, Workers: workers,
+		Src: in.source("audit", std.Err), Inputs: inputs, Stdin: std.In, Open: location.Open, PG: pg})
 	if err != nil {
-		return err
+		return cli.Usagef("audit: %v", err)
 	}
-	rep := audit.Report{Reports: a.Reports, Measurements: a.Measurements, Rejected: src.Rejected}
-	for _, r := range results {
-		rep.Results = append(rep.Results, audit.NewResult(r, names, pairs, predict))
+	rep, err := a.Run(ctx)
+	if err != nil {
+		return inputUsage("audit", err)
 	}
 	return reportAudit(std, rep, asJSON, predict)
 }
@@ -93,35 +79,6 @@ func reportAudit(std cli.Stdio, rep audit.Report, asJSON, predict bool) error {
 	}
 	if rep.Rejected > 0 {
 		return &cli.RejectsError{N: int(rep.Rejected), What: "inputs"}
-	}
-	return nil
-}
-
-// readAudit feeds the auditor every report of the inputs, and of the
-// PostgreSQL schema s when there is one.
-func readAudit(ctx context.Context, std cli.Stdio, s *pgcopy.Sink, au *audit.Auditor, inputs []string, workers int) error {
-	if s != nil {
-		files := au.Reread
-		au.Reread = func(fn func([]byte)) error {
-			if err := s.EachReport(ctx, func(textname []byte, _ uint32) error { fn(textname); return nil }); err != nil {
-				return err
-			}
-			return files(fn)
-		}
-		if err := au.Src.Postgres(ctx, s, au.Add); err != nil {
-			return err
-		}
-	}
-	for _, input := range inputs {
-		var err error
-		if au.KeepNames {
-			err = eachReport(ctx, au.Src, "audit", input, std.In, au.Add)
-		} else {
-			err = au.ReadManifestFile(input, workers) // parsed and hashed on every worker
-		}
-		if err != nil {
-			return err
-		}
 	}
 	return nil
 }

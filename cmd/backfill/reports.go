@@ -70,14 +70,12 @@ func (f *inputFlags) source(cmd string, w io.Writer) *audit.Source {
 // eachReport calls fn for every report of the input named on the command
 // line ("-": a manifest on stdin).
 func eachReport(ctx context.Context, src *audit.Source, cmd, input string, stdin io.Reader, fn audit.Func) error {
-	if input == "-" {
-		return src.Manifest(input, stdin, fn)
-	}
-	fsys, err := location.Open(ctx, input)
-	if err != nil {
-		return err
-	}
-	err = src.Each(ctx, fsys, fn)
+	return inputUsage(cmd, src.Input(ctx, location.Open, input, stdin, fn))
+}
+
+// inputUsage is err, or, when an input named on the command line holds no
+// bucket, the usage error of cmd that says so (exit 2).
+func inputUsage(cmd string, err error) error {
 	if ie := (*stamp.InputError)(nil); errors.As(err, &ie) {
 		return &cli.UsageError{Msg: cmd + ": " + err.Error(), Cmd: cmd}
 	}

@@ -1,8 +1,9 @@
-// Package audit reads the reports that audit and keysearch count, from
-// every kind of input they take (report manifests, the output folders of
-// run, bucket folders, a PostgreSQL schema), and feeds them to a
-// collisions.Auditor. Every input that cannot be taken is handed to
-// Source.Reject and counted, never skipped in silence.
+// Package audit runs `backfill audit`: it reads the reports of every kind
+// of input audit and keysearch take (report manifests, the output folders
+// of run, bucket folders, a PostgreSQL schema), counts their collisions
+// under each scheme with a collisions.Sweep, and makes the report audit
+// prints, each pair named by its textnames. Every input that cannot be
+// taken is handed to Source.Reject and counted, never skipped in silence.
 package audit
 
 import (
@@ -10,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 
@@ -40,6 +40,10 @@ func (p Place) String() string {
 
 // Func is called with every report an input holds.
 type Func func(at Place, textname []byte, n uint32)
+
+// OpenFunc opens an input named on the command line: a local path or an
+// s3:// URL.
+type OpenFunc func(ctx context.Context, input string) (store.Store, error)
 
 // Source reads the reports of inputs.
 type Source struct {
@@ -78,6 +82,20 @@ func (s *Source) Each(ctx context.Context, fsys store.Store, fn Func) error {
 		return s.runOutput(ctx, fsys, fn)
 	}
 	return s.buckets(ctx, fsys, fn)
+}
+
+// Input calls fn for every report of the input named on the command line:
+// "-" is a manifest on stdin; any other name is opened with open and read
+// as Each reads it.
+func (s *Source) Input(ctx context.Context, open OpenFunc, input string, stdin io.Reader, fn Func) error {
+	if input == "-" {
+		return s.Manifest(input, stdin, fn)
+	}
+	fsys, err := open(ctx, input)
+	if err != nil {
+		return err
+	}
+	return s.Each(ctx, fsys, fn)
 }
 
 // Manifest calls fn for every report of the manifest r (lines of a
@@ -152,117 +170,4 @@ func (s *Source) buckets(ctx context.Context, fsys store.Store, fn Func) error {
 		}
 		return nil
 	})
-}
-
-// AllFiles reports whether every input is a local regular file (a
-// manifest), which can be read again cheaply.
-func AllFiles(inputs []string) bool {
-	for _, in := range inputs {
-		if st, err := os.Stat(in); in == "-" || err != nil || !st.Mode().IsRegular() {
-			return false
-		}
-	}
-	return true
-}
-
-// Auditor feeds the reports of inputs to a collisions.Auditor and finds
-// the textnames of the colliding pairs afterwards: kept as they come, or,
-// when every input is a manifest file, read again.
-type Auditor struct {
-	A   *collisions.Auditor
-	Src *Source
-	// KeepNames keeps every textname; without it Reread must read the
-	// inputs' textnames again, in the same order.
-	KeepNames bool
-	Reread    func(fn func(textname []byte)) error
-	textnames []string
-}
-
-// ReadManifestFile adds the reports of the local manifest file path,
-// parsed and hashed on every worker.
-func (au *Auditor) ReadManifestFile(path string, workers int) error {
-	f, err := store.OpenRegular(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
-		au.A.Grow(int(st.Size() / minManifestLine))
-	}
-	return au.A.AddManifest(f, workers, func(line int64, err error) {
-		if _, ok := err.(*collisions.ManifestError); ok {
-			au.Src.Reject(path, err)
-			return
-		}
-		au.Src.Reject(Place{path, line}.String(), err)
-	})
-}
-
-// minManifestLine is about the shortest line of a real manifest: a
-// textname of the canned layout (a bucket, a time, a country, an ASN, a
-// test name), a tab and a count. Room for a file's size over it holds
-// every report; what goes unused is never touched, so it costs no memory.
-const minManifestLine = 80
-
-// Add adds a report; a textname that gets no IDs is rejected.
-func (au *Auditor) Add(at Place, textname []byte, n uint32) {
-	if err := au.A.Add(textname, n); err != nil {
-		au.Src.Reject(at.String(), err)
-		return
-	}
-	if au.KeepNames {
-		au.textnames = append(au.textnames, string(textname))
-	}
-}
-
-// Names returns the textnames of the reports in the results' pairs.
-func (au *Auditor) Names(results []collisions.Result) (map[uint32]string, error) {
-	want := map[uint32]string{}
-	for _, r := range results {
-		for _, p := range r.First {
-			want[p.A], want[p.B] = "", ""
-		}
-	}
-	if au.KeepNames {
-		for ref := range want {
-			want[ref] = au.textnames[ref]
-		}
-		return want, nil
-	}
-	if len(want) == 0 {
-		return want, nil
-	}
-	// Read the inputs again, counting the textnames that were taken.
-	ref := uint32(0)
-	err := au.Reread(func(textname []byte) {
-		if _, err := ooid.ParseTextnameBytes(textname); err != nil {
-			return
-		}
-		if _, ok := want[ref]; ok {
-			want[ref] = string(textname)
-		}
-		ref++
-	})
-	return want, err
-}
-
-// RereadFiles reads the textnames of local manifest files again.
-func RereadFiles(inputs []string) func(func([]byte)) error {
-	return func(fn func([]byte)) error {
-		for _, in := range inputs {
-			f, err := store.OpenRegular(in)
-			if err != nil {
-				return err
-			}
-			err = collisions.ReadManifest(f, func(_ int64, textname []byte, _ uint32) error {
-				fn(textname)
-				return nil
-			}, func(error) {})
-			f.Close()
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	}
 }

@@ -11,19 +11,19 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 )
 
-// Result is one scheme's result as audit prints it.
-type Result struct {
-	CounterBits  int        `json:"counter_bits"`
-	SHA1Offset   int        `json:"sha1_offset"`
-	KeyTable     string     `json:"key_table,omitempty"`
-	Pairs        int64      `json:"colliding_pairs"`
-	Measurements int64      `json:"measurements_involved"`
-	First        []Pair     `json:"pairs"`
-	Predicted    *Predicted `json:"predicted,omitempty"`
+// SchemeResult is one scheme's result as audit prints it.
+type SchemeResult struct {
+	CounterBits  int         `json:"counter_bits"`
+	SHA1Offset   int         `json:"sha1_offset"`
+	KeyTable     string      `json:"key_table,omitempty"`
+	Pairs        int64       `json:"colliding_pairs"`
+	Measurements int64       `json:"measurements_involved"`
+	First        []NamedPair `json:"pairs"`
+	Predicted    *Predicted  `json:"predicted,omitempty"`
 }
 
-// Pair is two colliding reports, by textname.
-type Pair struct {
+// NamedPair is two colliding reports, by textname.
+type NamedPair struct {
 	A string `json:"a"`
 	B string `json:"b"`
 }
@@ -36,24 +36,24 @@ type Predicted struct {
 
 // Report is what audit prints: the corpus counted, each scheme's result.
 type Report struct {
-	Reports      int64    `json:"reports"`
-	Measurements int64    `json:"measurements"`
-	Rejected     int64    `json:"rejected"`
-	Results      []Result `json:"results"`
+	Reports      int64          `json:"reports"`
+	Measurements int64          `json:"measurements"`
+	Rejected     int64          `json:"rejected"`
+	Results      []SchemeResult `json:"results"`
 }
 
-// NewResult is the result r as audit prints it: its first pairs by name
+// newResult is the result r as audit prints it: its first pairs by name
 // (names maps a report to its textname), in order, at most pairs of them,
 // and with predict the predicted chance of no collision.
-func NewResult(r collisions.Result, names map[uint32]string, pairs int, predict bool) Result {
-	ar := Result{CounterBits: r.Scheme.CounterBits, SHA1Offset: r.Scheme.SHA1Offset, KeyTable: r.Scheme.Table,
-		Pairs: r.Pairs, Measurements: r.Measurements, First: []Pair{}}
+func newResult(r collisions.Result, names map[uint32]string, pairs int, predict bool) SchemeResult {
+	ar := SchemeResult{CounterBits: r.Scheme.CounterBits, SHA1Offset: r.Scheme.SHA1Offset, KeyTable: r.Scheme.Table,
+		Pairs: r.Pairs, Measurements: r.Measurements, First: []NamedPair{}}
 	for _, p := range r.First {
 		x, y := names[p.A], names[p.B]
 		if y < x {
 			x, y = y, x
 		}
-		ar.First = append(ar.First, Pair{x, y})
+		ar.First = append(ar.First, NamedPair{x, y})
 	}
 	sort.Slice(ar.First, func(i, j int) bool {
 		if ar.First[i].A != ar.First[j].A {
@@ -98,14 +98,14 @@ func IntList(s string, lo, hi int) ([]int, error) {
 }
 
 // offset is the offset column: the SHA-1 window's offset, or "keyed".
-func (r Result) offset() string {
+func (r SchemeResult) offset() string {
 	if r.KeyTable != "" {
 		return "keyed"
 	}
 	return strconv.Itoa(r.SHA1Offset)
 }
 
-func (r Result) name() string {
+func (r SchemeResult) name() string {
 	if r.KeyTable != "" {
 		return "key table " + r.KeyTable
 	}

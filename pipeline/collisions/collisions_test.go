@@ -224,10 +224,10 @@ func rangesOf(t *testing.T, names []string, ns []uint32, s ooid.Scheme) []Range 
 	return rgs
 }
 
-// The auditor (the sweep) and the index both equal the brute force, for
+// The sweep and the index both equal the brute force, for
 // every scheme: SHA-1 windows kept as windows (two offsets) or read from
 // the kept SHA-1 (five), and keyed schemes beside them.
-func TestAuditorMatchesBruteForce(t *testing.T) {
+func TestSweepMatchesBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	names, ns := textnames(rng, 600)
 	kt, err := ooid.NewKeyTable("audit-test", 1, []ooid.Override{{TS: 1354691661, Index: 2}})
@@ -244,7 +244,7 @@ func TestAuditorMatchesBruteForce(t *testing.T) {
 			}
 			schemes = append(schemes, ooid.KeyedScheme(b, kt))
 		}
-		multi, err := NewSchemeAuditor(schemes, 1<<20)
+		multi, err := NewSchemeSweep(schemes, 1<<20)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -286,8 +286,8 @@ func TestAuditorMatchesBruteForce(t *testing.T) {
 	}
 }
 
-func TestAuditorRejectsBadTextname(t *testing.T) {
-	a, err := NewAuditor([]int{28}, []int{33}, 10)
+func TestSweepRejectsBadTextname(t *testing.T) {
+	a, err := NewSweep([]int{28}, []int{33}, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func TestAuditorRejectsBadTextname(t *testing.T) {
 	if a.Reports != 0 || a.Measurements != 0 {
 		t.Errorf("a rejected textname was counted: %d reports", a.Reports)
 	}
-	if _, err := NewAuditor([]int{19}, []int{33}, 1); err == nil {
+	if _, err := NewSweep([]int{19}, []int{33}, 1); err == nil {
 		t.Error("19 counter bits accepted")
 	}
 }
@@ -319,7 +319,7 @@ func TestSweepCrafted(t *testing.T) {
 			sums = append(sums, sumWith(r.Base))
 		}
 		s := ooid.Scheme{CounterBits: bits, SHA1Offset: 33}
-		res := sweep(reps, []ooid.Scheme{s}, 1<<20, func(_ int, p *sweepRep) uint32 { return ooid.Window(&sums[p.ref], 33) & s.Mask() })[0]
+		res := sweepSchemes(reps, []ooid.Scheme{s}, 1<<20, func(_ int, p *sweepRep) uint32 { return ooid.Window(&sums[p.ref], 33) & s.Mask() })[0]
 		want, msm := bruteForce(rgs, bits)
 		got := map[Pair]bool{}
 		for _, p := range res.First {

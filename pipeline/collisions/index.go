@@ -2,19 +2,24 @@
 // share, exactly, and says which report keeps its IDs.
 //
 // Two reports collide only when they share a timestamp and their counter
-// ranges [base, base+n) modulo 2^bits overlap (docs/design.md §3). Three tools
+// ranges [base, base+n) modulo 2^bits overlap (docs/design.md §3). Four tools
 // work on that fact:
 //
+//   - [Settle] is the policy, written as it reads, over the reports of
+//     one timestamp: a report loses its IDs to the first report before it
+//     in textname order whose IDs overlap its own. The scale-out merge
+//     settles each shared timestamp with it.
 //   - [Index] holds the IDs of every report added to it as the reports'
 //     ranges, by timestamp, and answers, as a report is added, which
 //     reports added before share an ID with it: it compares the report
 //     with those of its timestamp alone. Safe for concurrent use: a shard
 //     is chosen by the timestamp, so adders rarely wait on each other.
-//   - [Resolver] applies the policy on top of an Index: of two colliding
-//     reports, the one whose textname sorts first keeps its IDs.
-//   - [Sweep] evaluates many schemes (counter widths × SHA-1 offsets) in
-//     one pass, hashing each textname once, for `backfill audit --offsets
-//     all`.
+//   - [Resolver] applies the policy on top of an Index, as reports come in
+//     any order: of two colliding reports, the one whose textname sorts
+//     first keeps its IDs. It is tested against Settle.
+//   - [Sweep] counts the collisions of many schemes (counter widths ×
+//     SHA-1 offsets) in one pass, hashing each textname once, for
+//     `backfill audit --offsets all`.
 //
 // # Memory
 //
@@ -27,7 +32,7 @@
 // colliding reports and to name a winner). BenchmarkResolverMemory
 // measures about 66 bytes of live heap per report at 2^20 reports, under a
 // fifth of the 352 the bitmap index and in-memory textnames took; at the
-// full archive's 3.6 M reports, about 230 MB. The Auditor keeps 32 bytes
+// full archive's 3.6 M reports, about 230 MB. The Sweep keeps 32 bytes
 // per report. None of it grows with the number of measurements.
 package collisions
 

@@ -94,7 +94,7 @@ func bruteCollides(t testing.TB, reps []report, s ooid.Scheme) bool {
 
 func auditPairs(t testing.TB, reps []report, s ooid.Scheme) int64 {
 	t.Helper()
-	a, err := collisions.NewSchemeAuditor([]ooid.Scheme{s}, 10)
+	a, err := collisions.NewSchemeSweep([]ooid.Scheme{s}, 10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ const batchLines = 4096
 // calling one reads. The reports are added in line order, as Add would add
 // them, and bad is called in line order for each line not taken: with a
 // [*ManifestError] for a malformed line, or the textname's error.
-func (a *Auditor) AddManifest(r io.Reader, workers int, bad func(line int64, err error)) error {
+func (a *Sweep) AddManifest(r io.Reader, workers int, bad func(line int64, err error)) error {
 	workers = max(workers, 1)
 	todo := make(chan *manifestBatch, workers)
 	order := make(chan *manifestBatch, 2*workers)
@@ -114,7 +114,7 @@ func (b *manifestBatch) reset() {
 	b.done = make(chan struct{})
 }
 
-func (a *Auditor) hashBatch(b *manifestBatch) {
+func (a *Sweep) hashBatch(b *manifestBatch) {
 	start := uint32(0)
 	var sum [20]byte
 	for i, end := range b.ends {
@@ -133,7 +133,7 @@ func (a *Auditor) hashBatch(b *manifestBatch) {
 	}
 }
 
-func (a *Auditor) addBatch(b *manifestBatch, bad func(int64, error)) {
+func (a *Sweep) addBatch(b *manifestBatch, bad func(int64, error)) {
 	for _, r := range b.reps {
 		r.ref = uint32(a.Reports)
 		a.reps = append(a.reps, r)

@@ -59,7 +59,7 @@ func TestAddManifest_SameAsAdd(t *testing.T) {
 	}
 	kt, _ := ooid.NewKeyTable("m", 0, nil)
 	schemes := []ooid.Scheme{{CounterBits: 20, SHA1Offset: 33}, {CounterBits: 22, SHA1Offset: 0}, ooid.KeyedScheme(20, kt)}
-	seq, _ := NewSchemeAuditor(schemes, 1<<20)
+	seq, _ := NewSchemeSweep(schemes, 1<<20)
 	var seqBad []string
 	err := ReadManifest(strings.NewReader(b.String()), func(line int64, name []byte, n uint32) error {
 		if err := seq.Add(name, n); err != nil {
@@ -73,7 +73,7 @@ func TestAddManifest_SameAsAdd(t *testing.T) {
 	seqReps := slices.Clone(seq.reps) // Finish sorts them
 	s := seq.Finish()
 	for _, workers := range []int{1, 2, 5} {
-		par, _ := NewSchemeAuditor(schemes, 1<<20)
+		par, _ := NewSchemeSweep(schemes, 1<<20)
 		if workers == 2 {
 			par.Grow(len(names) / 2)
 		}

@@ -22,7 +22,7 @@ type Result struct {
 	// Measurements is the number of measurements of the reports in at
 	// least one pair.
 	Measurements int64
-	// First holds up to the auditor's keep pairs, in timestamp order.
+	// First holds up to the sweep's keep pairs, in timestamp order.
 	First []Pair
 	// Groups are the timestamps shared by two reports or more, for
 	// [Predict].
@@ -33,17 +33,17 @@ type Result struct {
 // measurements in all.
 type Group struct{ K, M int64 }
 
-// Auditor counts the collisions of a set of reports under one or many
+// Sweep counts the collisions of a set of reports under one or many
 // schemes. It keeps each report's timestamp, size and counter base under
 // each hash the schemes use (16 bytes a report for one scheme; for more
-// than four SHA-1 offsets, the SHA-1 itself), then, in [Auditor.Finish],
+// than four SHA-1 offsets, the SHA-1 itself), then, in [Sweep.Finish],
 // sorts them by timestamp and checks every scheme on each group of reports
 // sharing one: only those can collide. For one scheme that finds exactly
 // what an [Index] finds (the tests hold both to a brute-force set of IDs),
 // in a tenth of the memory, because the audit has every report before it
 // starts; a run, which gets them one bucket at a time and must answer at
 // once, uses the Index.
-type Auditor struct {
+type Sweep struct {
 	schemes []ooid.Scheme
 	keep    int
 	hashes  hashes
@@ -56,7 +56,7 @@ type Auditor struct {
 
 type sweepRep struct{ ts, n, ref uint32 }
 
-// maxWindows is the most SHA-1 offsets whose windows the auditor keeps
+// maxWindows is the most SHA-1 offsets whose windows the sweep keeps
 // (4 bytes each); beyond, it keeps the 20-byte SHA-1.
 const maxWindows = 4
 
@@ -116,21 +116,21 @@ func (h *hashes) base(textname []byte, ts uint32, out []uint32, sum *[20]byte) [
 	return out
 }
 
-// NewAuditor returns an auditor for every combination of the counter
+// NewSweep returns a sweep for every combination of the counter
 // widths and SHA-1 offsets, keeping up to keep pairs of each.
-func NewAuditor(bits, offsets []int, keep int) (*Auditor, error) {
+func NewSweep(bits, offsets []int, keep int) (*Sweep, error) {
 	var schemes []ooid.Scheme
 	for _, b := range bits {
 		for _, o := range offsets {
 			schemes = append(schemes, ooid.Scheme{CounterBits: b, SHA1Offset: o})
 		}
 	}
-	return NewSchemeAuditor(schemes, keep)
+	return NewSchemeSweep(schemes, keep)
 }
 
-// NewSchemeAuditor returns an auditor for the given schemes, SHA-1
+// NewSchemeSweep returns a sweep for the given schemes, SHA-1
 // windows or keyed, keeping up to keep pairs of each.
-func NewSchemeAuditor(schemes []ooid.Scheme, keep int) (*Auditor, error) {
+func NewSchemeSweep(schemes []ooid.Scheme, keep int) (*Sweep, error) {
 	for _, s := range schemes {
 		if err := s.Validate(); err != nil {
 			return nil, err
@@ -139,12 +139,12 @@ func NewSchemeAuditor(schemes []ooid.Scheme, keep int) (*Auditor, error) {
 	if len(schemes) == 0 {
 		return nil, fmt.Errorf("collisions: no scheme to audit")
 	}
-	return &Auditor{keep: keep, schemes: schemes, hashes: newHashes(schemes)}, nil
+	return &Sweep{keep: keep, schemes: schemes, hashes: newHashes(schemes)}, nil
 }
 
 // Grow makes room for n more reports, so that adding them does not copy
 // what was added before (a manifest's size over a short line is a bound).
-func (a *Auditor) Grow(n int) {
+func (a *Sweep) Grow(n int) {
 	a.reps = slices.Grow(a.reps, n)
 	a.bases = slices.Grow(a.bases, n*a.hashes.stride)
 	if a.hashes.sums {
@@ -154,7 +154,7 @@ func (a *Auditor) Grow(n int) {
 
 // Add adds a report of n measurements. It fails, adding nothing, for a
 // textname that gets no IDs.
-func (a *Auditor) Add(textname []byte, n uint32) error {
+func (a *Sweep) Add(textname []byte, n uint32) error {
 	t, err := ooid.ParseTextnameBytes(textname)
 	if err != nil {
 		return err
@@ -172,9 +172,9 @@ func (a *Auditor) Add(textname []byte, n uint32) error {
 
 // Finish returns one result per scheme, widths in the order given, then
 // offsets.
-func (a *Auditor) Finish() []Result {
+func (a *Sweep) Finish() []Result {
 	h := &a.hashes
-	return sweep(a.reps, a.schemes, a.keep, func(si int, p *sweepRep) uint32 {
+	return sweepSchemes(a.reps, a.schemes, a.keep, func(si int, p *sweepRep) uint32 {
 		mask := a.schemes[si].Mask()
 		if at := h.of[si]; at >= 0 {
 			return a.bases[int(p.ref)*h.stride+at] & mask
@@ -202,10 +202,10 @@ func appendGroups(out []Group, n int, at func(int) (ts, n uint32)) []Group {
 	return out
 }
 
-// sweep evaluates every scheme on the reports, grouped by timestamp. Only
+// sweepSchemes evaluates every scheme on the reports, grouped by timestamp. Only
 // groups of two reports or more can collide, and a report too long for the
 // counter space collides with itself.
-func sweep(reps []sweepRep, schemes []ooid.Scheme, keep int, base func(si int, p *sweepRep) uint32) []Result {
+func sweepSchemes(reps []sweepRep, schemes []ooid.Scheme, keep int, base func(si int, p *sweepRep) uint32) []Result {
 	reps = sortByTS(reps)
 	res := make([]Result, len(schemes))
 	for i, s := range schemes {
