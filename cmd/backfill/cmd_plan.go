@@ -10,8 +10,8 @@ import (
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
+	"github.com/backfill-dev/backfill/pipeline/ingest"
 	"github.com/backfill-dev/backfill/pipeline/scaleout"
-	"github.com/backfill-dev/backfill/pipeline/stamp"
 )
 
 func runPlan(ctx context.Context, args []string, std cli.Stdio) error {
@@ -37,7 +37,7 @@ func runPlan(ctx context.Context, args []string, std cli.Stdio) error {
 	if err != nil {
 		return cli.Usagef("plan: --in %v", err)
 	}
-	input, err := stamp.ResolveInput(ctx, fsys, nil)
+	input, err := ingest.ResolveInput(ctx, fsys, nil)
 	if err != nil {
 		return inputError("plan", err)
 	}

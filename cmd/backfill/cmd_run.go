@@ -14,6 +14,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
 	"github.com/backfill-dev/backfill/internal/units"
+	"github.com/backfill-dev/backfill/pipeline/ingest"
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/output"
@@ -21,7 +22,6 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/reader/report"
 	"github.com/backfill-dev/backfill/pipeline/scaleout"
 	"github.com/backfill-dev/backfill/pipeline/sink"
-	"github.com/backfill-dev/backfill/pipeline/stamp"
 )
 
 // runOptions are run's flags.
@@ -191,8 +191,8 @@ func (o *runOptions) locations(ctx context.Context, std cli.Stdio) (outStore sto
 			return nil, false, err
 		}
 	}
-	in, err := stamp.ResolveInput(ctx, cfg.In, buckets)
-	if ie := (*stamp.InputError)(nil); errors.As(err, &ie) && ie.Name {
+	in, err := ingest.ResolveInput(ctx, cfg.In, buckets)
+	if ie := (*ingest.InputError)(nil); errors.As(err, &ie) && ie.Name {
 		return nil, false, cli.Usagef("run: %v", err)
 	} else if err != nil {
 		return nil, false, inputError("run", err)

@@ -8,8 +8,8 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/store/location"
+	"github.com/backfill-dev/backfill/pipeline/ingest"
 	"github.com/backfill-dev/backfill/pipeline/output"
-	"github.com/backfill-dev/backfill/pipeline/stamp"
 	"github.com/backfill-dev/backfill/pipeline/status"
 )
 
@@ -29,13 +29,13 @@ func runStatus(ctx context.Context, args []string, std cli.Stdio) error {
 	if err := checkOutputArgs(fs, sinkName, rest); err != nil {
 		return err
 	}
-	var input stamp.Input
+	var input ingest.Input
 	if in != "" {
 		fsys, err := location.Open(ctx, in)
 		if err != nil {
 			return cli.Usagef("status: --in %v", err)
 		}
-		if input, err = stamp.ResolveInput(ctx, fsys, nil); err != nil {
+		if input, err = ingest.ResolveInput(ctx, fsys, nil); err != nil {
 			return inputError("status", err)
 		}
 	}

@@ -11,10 +11,10 @@ import (
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
+	"github.com/backfill-dev/backfill/pipeline/ingest"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/reader"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
-	"github.com/backfill-dev/backfill/pipeline/stamp"
 	"github.com/backfill-dev/backfill/pipeline/verify"
 )
 
@@ -148,7 +148,7 @@ func (f *madeFrom) open(ctx context.Context, std cli.Stdio, fs *flag.FlagSet) (*
 	if err != nil {
 		return nil, cli.Usagef("verify: --in %v", err)
 	}
-	in, err := stamp.ResolveInput(ctx, fsys, nil)
+	in, err := ingest.ResolveInput(ctx, fsys, nil)
 	if err != nil {
 		return nil, inputError("verify", err)
 	}
@@ -158,7 +158,7 @@ func (f *madeFrom) open(ctx context.Context, std cli.Stdio, fs *flag.FlagSet) (*
 	for _, name := range in.Ignored {
 		fmt.Fprintf(std.Err, "backfill: notice: %s is not a bucket folder (its name is not a date YYYY-MM-DD); skipped\n", in.Dir.Where(name))
 	}
-	cfg := stamp.Config{In: in.Dir, Buckets: in.Buckets, Workers: f.workers, Scheme: ooid.DefaultScheme, Format: f.format,
+	cfg := ingest.Config{In: in.Dir, Buckets: in.Buckets, Workers: f.workers, Scheme: ooid.DefaultScheme, Format: f.format,
 		Read: reader.ReadOptions{Ndx: f.ndx, FromIndex: f.fromIndex}, Source: store.Abs(in.Dir.Where("."))}
 	input, err := verify.ReadInput(ctx, cfg)
 	if err != nil {

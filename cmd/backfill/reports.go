@@ -11,15 +11,15 @@ import (
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/store/location"
 	"github.com/backfill-dev/backfill/pipeline/audit"
+	"github.com/backfill-dev/backfill/pipeline/ingest"
 	"github.com/backfill-dev/backfill/pipeline/reader"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
-	"github.com/backfill-dev/backfill/pipeline/stamp"
 )
 
 // inputFlags are the flags of the inputs audit and keysearch read: how
 // bucket folders are read, and --sink postgres with its connection.
 type inputFlags struct {
-	read stamp.Config
+	read ingest.Config
 	sink string
 	pg   pgFlags
 }
@@ -76,7 +76,7 @@ func eachReport(ctx context.Context, src *audit.Source, cmd, input string, stdin
 // inputUsage is err, or, when an input named on the command line holds no
 // bucket, the usage error of cmd that says so (exit 2).
 func inputUsage(cmd string, err error) error {
-	if ie := (*stamp.InputError)(nil); errors.As(err, &ie) {
+	if ie := (*ingest.InputError)(nil); errors.As(err, &ie) {
 		return &cli.UsageError{Msg: cmd + ": " + err.Error(), Cmd: cmd}
 	}
 	return err
@@ -86,7 +86,7 @@ func inputUsage(cmd string, err error) error {
 // error when the folder is not one a run reads (exit 2), the store's
 // failure (network, permissions: exit 1) otherwise.
 func inputError(cmd string, err error) error {
-	if ie := (*stamp.InputError)(nil); errors.As(err, &ie) {
+	if ie := (*ingest.InputError)(nil); errors.As(err, &ie) {
 		return cli.Usagef("%s: --in %v", cmd, err)
 	}
 	return fmt.Errorf("%s: --in %w", cmd, err)

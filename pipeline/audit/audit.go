@@ -17,10 +17,10 @@ import (
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/ingest"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
-	"github.com/backfill-dev/backfill/pipeline/stamp"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
@@ -47,7 +47,7 @@ type OpenFunc func(ctx context.Context, input string) (store.Store, error)
 
 // Source reads the reports of inputs.
 type Source struct {
-	Stamp stamp.Config // how bucket folders are read (In, Buckets and Scheme are set per input)
+	Stamp ingest.Config // how bucket folders are read (In, Buckets and Scheme are set per input)
 	// OnReject is told of every input, or part of one, that cannot be
 	// taken.
 	OnReject func(what string, err error)
@@ -63,7 +63,7 @@ func (s *Source) Reject(what string, err error) {
 
 // Each calls fn for every report of the input fsys: a manifest file, the
 // output folder of a run, or a folder of bucket folders (or one bucket
-// folder). A folder that holds no bucket is a *stamp.InputError.
+// folder). A folder that holds no bucket is a *ingest.InputError.
 func (s *Source) Each(ctx context.Context, fsys store.Store, fn Func) error {
 	st, err := fsys.Stat(ctx, ".")
 	if err != nil {
@@ -143,7 +143,7 @@ func (s *Source) runOutput(ctx context.Context, fsys store.Store, fn Func) error
 
 // buckets reads bucket folders as run does, but keeps only their reports.
 func (s *Source) buckets(ctx context.Context, fsys store.Store, fn Func) error {
-	in, err := stamp.ResolveInput(ctx, fsys, nil)
+	in, err := ingest.ResolveInput(ctx, fsys, nil)
 	if err != nil {
 		return err
 	}
@@ -152,11 +152,11 @@ func (s *Source) buckets(ctx context.Context, fsys store.Store, fn Func) error {
 	}
 	cfg := s.Stamp
 	cfg.In, cfg.Buckets, cfg.Scheme = in.Dir, in.Buckets, ooid.DefaultScheme
-	plan, err := stamp.NewWork(ctx, cfg)
+	plan, err := ingest.NewWork(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	return stamp.Run(ctx, cfg, plan, func(b *stamped.Bucket) error {
+	return ingest.Run(ctx, cfg, plan, func(b *stamped.Bucket) error {
 		for _, d := range b.Records {
 			if d.Reason == deadletter.Collision && d.Textname != "" {
 				continue // more measurements than counter values: counted by the caller itself

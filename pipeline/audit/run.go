@@ -64,7 +64,7 @@ func New(job Job) (*Audit, error) {
 // Run reads every report of the PostgreSQL schema, then of each input in
 // turn, counts the collisions of each scheme, and names the reports of
 // the pairs it lists. An input it cannot read at all ends the run with
-// its error (a *stamp.InputError for a folder that holds no bucket); a
+// its error (a *ingest.InputError for a folder that holds no bucket); a
 // report, a line or a file it cannot take is handed to Src.Reject and
 // counted in the report.
 func (a *Audit) Run(ctx context.Context) (Report, error) {

@@ -16,11 +16,11 @@ import (
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/ingest"
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/reader"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
-	"github.com/backfill-dev/backfill/pipeline/stamp"
 )
 
 // genBoth writes a corpus in both forms with every report-level
@@ -64,7 +64,7 @@ func runWith(t testing.TB, cfg job.Config) outcome {
 		t.Fatal(err)
 	}
 	o := outcome{ids: map[mkey]int64{}, summary: sum}
-	buckets, _ := stamp.ListBuckets(t.Context(), cfg.In)
+	buckets, _ := ingest.ListBuckets(t.Context(), cfg.In)
 	for _, b := range buckets {
 		rows, err := parquetfile.ReadMeasurements(t.Context(), store.Local(out), "measurements/"+b+".parquet")
 		if err != nil {

@@ -12,10 +12,10 @@ import (
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/ingest"
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
-	"github.com/backfill-dev/backfill/pipeline/stamp"
 )
 
 // narrow is a scheme under which the colliding corpus collides often.
@@ -180,7 +180,7 @@ func TestRun_CollisionsOrderIndependent(t *testing.T) {
 	if len(losers) < 5 || across < 2 {
 		t.Fatalf("%d colliding reports, %d across buckets: too few to prove anything", len(losers), across)
 	}
-	buckets, err := stamp.ListBuckets(t.Context(), store.Local(in))
+	buckets, err := ingest.ListBuckets(t.Context(), store.Local(in))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,9 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/ingest"
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/reader"
-	"github.com/backfill-dev/backfill/pipeline/stamp"
 )
 
 // indexReport is a report of an autoclaved index: the lines of its rows.
@@ -77,7 +77,7 @@ func deadKeys(dead []deadletter.Record) []deadKey {
 func TestRun_CannedCheck(t *testing.T) {
 	dir := genBoth(t, 1, 150)
 	canned, auto := filepath.Join(dir, "canned"), filepath.Join(dir, "autoclaved")
-	buckets, _ := stamp.ListBuckets(t.Context(), store.Local(auto))
+	buckets, _ := ingest.ListBuckets(t.Context(), store.Local(auto))
 	bucket := buckets[0]
 
 	for _, mode := range []job.Config{{In: store.Local(auto)}, {In: store.Local(auto), FromIndex: true, Ndx: reader.NdxDatums}} {

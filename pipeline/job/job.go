@@ -1,12 +1,12 @@
 // Package job is the orchestrator of `backfill run`: it joins the two
-// stages, stamp and load, and keeps the run's summary.
+// stages, ingest and load, and keeps the run's summary.
 //
-//	bucket folders ──▶ stamp.Run ──stamped.Bucket, in order──▶ queue ──▶ load.Loader ──▶ sink.Sink
+//	bucket folders ──▶ ingest.Run ──stamped.Bucket, in order──▶ queue ──▶ load.Loader ──▶ sink.Sink
 //	                       ▲                                                 │
 //	                       └──────── Skip: the sink's state, read once ──────┘
 //
 // The two stages run side by side: while the loader commits a bucket, the
-// stamp stage reads the next ones (the queue holds Lookahead stamped
+// ingest stage reads the next ones (the queue holds Lookahead stamped
 // buckets: their reports' IDs and names, a few hundred bytes a report,
 // never the measurements' bytes, so memory stays bounded). The
 // sink's state is read once, before anything is stamped: the buckets
@@ -24,11 +24,11 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/ingest"
 	"github.com/backfill-dev/backfill/pipeline/load"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/reader"
 	"github.com/backfill-dev/backfill/pipeline/sink"
-	"github.com/backfill-dev/backfill/pipeline/stamp"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
@@ -62,7 +62,7 @@ type Config struct {
 	// (reader.CannedCheck), which checks every orig_sha1.
 	Canned store.Store
 	// InputRecords are the dead-letter records of the folders beside the
-	// buckets that are not read (stamp.Input.Records): counted in the
+	// buckets that are not read (ingest.Input.Records): counted in the
 	// summary, and kept by a sink that is a [sink.InputRecorder].
 	InputRecords []deadletter.Record
 	Version      string
@@ -72,12 +72,12 @@ type Config struct {
 }
 
 // Lookahead is how many stamped buckets wait for the loader while it
-// commits one: the stamp stage reads on meanwhile.
+// commits one: the ingest stage reads on meanwhile.
 const Lookahead = 4
 
-// stamp returns the configuration of the stamp stage.
-func (cfg Config) stamp() stamp.Config {
-	return stamp.Config{In: cfg.In, Buckets: cfg.Buckets, Workers: cfg.Workers, Scheme: cfg.Scheme, Format: cfg.Format,
+// ingest returns the configuration of the ingest stage.
+func (cfg Config) ingest() ingest.Config {
+	return ingest.Config{In: cfg.In, Buckets: cfg.Buckets, Workers: cfg.Workers, Scheme: cfg.Scheme, Format: cfg.Format,
 		Read:   reader.ReadOptions{Ndx: cfg.Ndx, MaxBlob: cfg.MaxBlob, Verify: cfg.VerifySHA1, FromIndex: cfg.FromIndex},
 		Canned: cfg.Canned, Version: cfg.Version, Source: cfg.Source}
 }
@@ -128,8 +128,8 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (sum Summary, err error) 
 	start := time.Now()
 	sum = Summary{Reasons: map[string]int64{}, Tally: stamped.NewTally()}
 	defer func() { sum.Elapsed = time.Since(start) }()
-	scfg := cfg.stamp()
-	plan, err := stamp.NewWork(ctx, scfg)
+	scfg := cfg.ingest()
+	plan, err := ingest.NewWork(ctx, scfg)
 	if err != nil {
 		return sum, err
 	}
@@ -158,7 +158,7 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (sum Summary, err error) 
 		scfg.Skip = func(m stamped.Meta) bool { return sameMeta(committed[m.Bucket].Meta, m) }
 	}
 	prog := Progress{BucketsTotal: len(plan.Buckets), BytesTotal: plan.Bytes}
-	var progMu sync.Mutex // the stamp stage and the loader both report
+	var progMu sync.Mutex // the ingest stage and the loader both report
 	report := func(update func(*Progress)) {
 		progMu.Lock()
 		defer progMu.Unlock()
@@ -167,7 +167,7 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (sum Summary, err error) 
 			cfg.Progress(prog)
 		}
 	}
-	scfg.Progress = func(p stamp.Progress) {
+	scfg.Progress = func(p ingest.Progress) {
 		report(func(prog *Progress) {
 			prog.BytesIn, prog.Reports, prog.Measurements = p.BytesIn, p.Reports, p.Measurements
 		})
@@ -214,7 +214,7 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (sum Summary, err error) 
 	queue := make(chan *stamped.Bucket, Lookahead)
 	g.Go(func() error {
 		defer close(queue)
-		return stamp.Run(gctx, scfg, plan, func(b *stamped.Bucket) error {
+		return ingest.Run(gctx, scfg, plan, func(b *stamped.Bucket) error {
 			select {
 			case queue <- b:
 				return nil

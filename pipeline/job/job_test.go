@@ -20,10 +20,10 @@ import (
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/ingest"
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
-	"github.com/backfill-dev/backfill/pipeline/stamp"
 )
 
 const maxBlob = 256 << 10
@@ -165,7 +165,7 @@ func runMatchesTruth(t *testing.T, in string) {
 			t.Errorf("the corpus has no %s case", k)
 		}
 	}
-	buckets, _ := stamp.ListBuckets(t.Context(), store.Local(in))
+	buckets, _ := ingest.ListBuckets(t.Context(), store.Local(in))
 	gotN := map[string]int{}
 	seen := map[int64]bool{}
 	gotReasons := map[key][]string{}

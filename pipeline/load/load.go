@@ -2,8 +2,8 @@
 // sink, one at a time (or, for a sink.Concurrent that settles its own
 // verdicts, several at once), and settles the collision verdicts (docs/design.md §3) through one seam, the Settler.
 //
-//	stamp ──stamped.Bucket──▶ Loader ──Settle──▶ Settler
-//	                             └──Begin/Report/DeadLetter/Commit──▶ sink.Sink
+//	ingest ──stamped.Bucket──▶ Loader ──Settle──▶ Settler
+//	                              └──Begin/Report/DeadLetter/Commit──▶ sink.Sink
 //
 // Two Settlers implement the policy. The in-memory one (for Parquet and
 // bulk loads, whose sinks are sink.Rewriters) keeps every report of the

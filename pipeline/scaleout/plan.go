@@ -48,7 +48,7 @@ type Plan struct {
 	Shards  int      `json:"shards"`
 	Buckets []Bucket `json:"buckets"` // by name
 	// InputRecords are the dead-letter records of the input's folders that
-	// are not buckets (stamp.Input.Records): check counts them, once.
+	// are not buckets (ingest.Input.Records): check counts them, once.
 	InputRecords []deadletter.Record `json:"input_dead_letters,omitempty"`
 	Checksum     string              `json:"checksum"`
 }

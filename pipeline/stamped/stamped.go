@@ -203,7 +203,7 @@ func (t *Tally) Add(c Counts) {
 	}
 }
 
-// Bucket is a bucket as the stamp stage hands it on: its reports with
+// Bucket is a bucket as the ingest stage hands it on: its reports with
 // their IDs, in container order and file order, and its records, in the
 // order they were found (the bucket's own, then each container's).
 type Bucket struct {

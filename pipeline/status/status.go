@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/ingest"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/reader"
-	"github.com/backfill-dev/backfill/pipeline/stamp"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
@@ -82,7 +82,7 @@ func (rep *Output) Fill(states []stamped.State) {
 
 // Resume lists the buckets of the input that run --resume would load:
 // not committed, failed, or committed from other input.
-func Resume(ctx context.Context, in stamp.Input, states []stamped.State) []Todo {
+func Resume(ctx context.Context, in ingest.Input, states []stamped.State) []Todo {
 	byBucket := map[string]stamped.State{}
 	for _, st := range states {
 		byBucket[st.Meta.Bucket] = st

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/backfill-dev/backfill/pipeline/stamp"
+	"github.com/backfill-dev/backfill/pipeline/ingest"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
@@ -30,9 +30,9 @@ type inputBucket struct {
 }
 
 // ReadInput reads the buckets of cfg (its In and Buckets resolved, as
-// stamp.ResolveInput gives them) until Close.
-func ReadInput(ctx context.Context, cfg stamp.Config) (*Input, error) {
-	plan, err := stamp.NewWork(ctx, cfg)
+// ingest.ResolveInput gives them) until Close.
+func ReadInput(ctx context.Context, cfg ingest.Config) (*Input, error) {
+	plan, err := ingest.NewWork(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +40,7 @@ func ReadInput(ctx context.Context, cfg stamp.Config) (*Input, error) {
 	in := &Input{Where: cfg.In.Where("."), buckets: make(chan inputBucket, 2), cancel: cancel}
 	go func() {
 		defer close(in.buckets)
-		in.err = stamp.Run(ctx, cfg, plan, func(b *stamped.Bucket) error {
+		in.err = ingest.Run(ctx, cfg, plan, func(b *stamped.Bucket) error {
 			ib := inputBucket{date: b.Meta.Bucket, reports: make([]Report, len(b.Reports))}
 			for i, r := range b.Reports {
 				ib.reports[i] = Report{Textname: r.Textname, N: r.N}

@@ -12,8 +12,8 @@ import (
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/collisions"
+	"github.com/backfill-dev/backfill/pipeline/ingest"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
-	"github.com/backfill-dev/backfill/pipeline/stamp"
 )
 
 // Buckets committed side by side, over 1, 2 and 4 connections and by two
@@ -49,7 +49,7 @@ func TestLoad_Connections(t *testing.T) {
 		}
 	}
 
-	buckets, err := stamp.ListBuckets(t.Context(), store.Local(in))
+	buckets, err := ingest.ListBuckets(t.Context(), store.Local(in))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"github.com/backfill-dev/backfill/gen/corpus/corpustest"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/pipeline/ingest"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
-	"github.com/backfill-dev/backfill/pipeline/stamp"
 )
 
 func keyed(t testing.TB, seed string, def uint64, ov ...ooid.Override) ooid.Scheme {
@@ -37,7 +37,7 @@ func TestLoad_KeyedScheme(t *testing.T) {
 	if got := rows(t, c, `SELECT DISTINCT key_table || ' ' || sha1_offset FROM keyed.ledger`); len(got) != 1 || got[0] != scheme.Table+" -1" {
 		t.Errorf("ledger key tables: %v, want %s", got, scheme.Table)
 	}
-	buckets, _ := stamp.ListBuckets(t.Context(), store.Local(in))
+	buckets, _ := ingest.ListBuckets(t.Context(), store.Local(in))
 	other := loader{t: t, dsn: dsn, schema: "keyed", scheme: keyed(t, "pg-test", 4)}
 	_, err := other.run(context.Background(), in, 2, buckets[0])
 	if err == nil || !strings.Contains(err.Error(), "key_table="+scheme.Table) {

@@ -16,12 +16,12 @@ import (
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/testutil"
+	"github.com/backfill-dev/backfill/pipeline/ingest"
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy/pgschema"
-	"github.com/backfill-dev/backfill/pipeline/stamp"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
@@ -365,7 +365,7 @@ func TestLoad_OrderAndConcurrency(t *testing.T) {
 	if rejected < 5 {
 		t.Fatalf("only %d rejected reports: the corpus does not exercise the collision policy", rejected)
 	}
-	buckets, err := stamp.ListBuckets(t.Context(), store.Local(in))
+	buckets, err := ingest.ListBuckets(t.Context(), store.Local(in))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,7 +424,7 @@ func TestLoad_BulkSameEndState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	buckets, _ := stamp.ListBuckets(t.Context(), store.Local(in))
+	buckets, _ := ingest.ListBuckets(t.Context(), store.Local(in))
 	if _, err := job.Run(context.Background(), job.Config{In: store.Local(in), Buckets: buckets[:2], Workers: 2, Scheme: narrow, MaxBlob: maxBlob, Version: "test"}, bs); err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,5 @@
-// Package stamp is the first stage of a run: it turns bucket folders into
-// stamped buckets, each report of each bucket with its OOIDs and every
+// Package ingest is the first stage of a run: it reads bucket folders and
+// turns them into stamped buckets, each report of each bucket with its OOIDs and every
 // problem as a dead-letter record, and hands them on one at a time, in
 // bucket order. It knows nothing of sinks: `run` loads what it stamps
 // (package load), `audit` counts it.
@@ -16,7 +16,7 @@
 // and each bucket's containers in name order, so what it emits does not
 // depend on the number of workers. A semaphore bounds the containers
 // between feeder and emitter, which bounds memory whatever the corpus size.
-package stamp
+package ingest
 
 import (
 	"context"
