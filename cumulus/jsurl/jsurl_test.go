@@ -1,4 +1,4 @@
-package records
+package jsurl
 
 import (
 	"bytes"
@@ -7,15 +7,17 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/backfill-dev/backfill/internal/cumulustest"
 )
 
-// buildProviderURL against @cumulus/common's own buildURL, on the real
+// ProviderURL against @cumulus/common's own buildURL, on the real
 // providers' forms and on providers drawn at random: schemes special and
 // not, hosts in any case, with ports (their scheme's default or not, as a
 // number or a string), paths, and hosts that are URLs themselves.
 func TestBuildProviderURL_SameAsCumulus(t *testing.T) {
 	t.Parallel()
-	needReference(t)
+	cumulustest.NeedReference(t)
 	providers := []map[string]any{
 		{"protocol": "http", "host": "https://e4ftl01.cr.usgs.gov:40521"}, // LPDAAC_HTTPS
 		{"protocol": "https", "host": "example.com", "port": 443.0},
@@ -56,7 +58,7 @@ for (const l of lines) {
 		if err := json.Unmarshal([]byte(lines[i]), &want); err != nil {
 			t.Fatal(err)
 		}
-		got, err := buildProviderURL(p)
+		got, err := ProviderURL(p)
 		switch {
 		case want.Error != "" && err == nil:
 			t.Errorf("%v: Cumulus throws %q, backfill gives %q", p, want.Error, got)
@@ -68,12 +70,12 @@ for (const l of lines) {
 
 func pick2(rng *rand.Rand, xs ...int) int { return xs[rng.IntN(len(xs))] }
 
-// urlJoin against the url-join package Cumulus joins a file's source with,
+// Join against the url-join package Cumulus joins a file's source with,
 // on the source's real forms and on parts drawn at random from slashes,
 // protocols, hosts that are URLs, queries and fragments.
 func TestURLJoin_SameAsURLJoin(t *testing.T) {
 	t.Parallel()
-	needReference(t)
+	cumulustest.NeedReference(t)
 	cases := [][]string{
 		{"http://https//e4ftl01.cr.usgs.gov:40521", "granules/x", "a.hdf"},
 		{"https://example.com", "/p/", "a.hdf"},
@@ -99,9 +101,9 @@ for (const l of lines) console.log(JSON.stringify(urljoin(...JSON.parse(l))));`,
 		if err := json.Unmarshal([]byte(lines[i]), &want); err != nil {
 			t.Fatal(err)
 		}
-		if got := urlJoin(c...); got != want && bad < 10 {
+		if got := Join(c...); got != want && bad < 10 {
 			bad++
-			t.Errorf("urlJoin(%q) = %q, url-join gives %q", c, got, want)
+			t.Errorf("Join(%q) = %q, url-join gives %q", c, got, want)
 		}
 	}
 }
@@ -116,7 +118,7 @@ func nodeLines[T any](t *testing.T, script string, inputs []T) []string {
 		in.Write(append(b, '\n'))
 	}
 	cmd := exec.Command("node", "-e", script)
-	cmd.Dir = refDir
+	cmd.Dir = cumulustest.RefDir()
 	cmd.Stdin = &in
 	out, err := cmd.Output()
 	if err != nil {
