@@ -54,7 +54,7 @@ func runAudit(ctx context.Context, args []string, std cli.Stdio) (err error) {
 		defer cli.CloseAlso(&err, pg) // the audit reads it again to name pairs
 	}
 	a, err := audit.New(audit.Job{Schemes: schemes, Pairs: pairs, Predict: predict, Workers: workers,
-		Src: in.source("audit", std.Err), Inputs: inputs, Stdin: std.In, Open: location.Open, PG: pg})
+		Src: in.source("audit", std.Err), In: audit.Inputs{Names: inputs, Stdin: std.In, Open: location.Open, PG: pg}})
 	if err != nil {
 		return cli.Usagef("audit: %v", err)
 	}

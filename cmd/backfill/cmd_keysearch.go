@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/internal/store/location"
 	"github.com/backfill-dev/backfill/pipeline/audit"
 	"github.com/backfill-dev/backfill/pipeline/keysearch"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
@@ -124,9 +124,8 @@ func runKeysearch(ctx context.Context, args []string, std cli.Stdio) error {
 	return nil
 }
 
-// readCorpus reads the inputs twice: the shape of the corpus (its
-// timestamps and their reports), then the textnames of the reports that
-// share a timestamp. It returns how many inputs were rejected.
+// readCorpus reads the inputs twice (audit.KeysearchCorpus) and returns
+// how many inputs were rejected.
 func (o *keysearchOptions) readCorpus(ctx context.Context, std cli.Stdio) (_ *keysearch.Shape, _ *keysearch.Corpus, _ int64, err error) {
 	o.in.read.Workers = o.workers
 	pg, err := o.in.openPostgres(ctx, std)
@@ -136,42 +135,10 @@ func (o *keysearchOptions) readCorpus(ctx context.Context, std cli.Stdio) (_ *ke
 	if pg != nil {
 		defer cli.CloseAlso(&err, pg)
 	}
-	// each reads every input once.
-	each := func(src *audit.Source, fn audit.Func) error {
-		if pg != nil {
-			if err := src.Postgres(ctx, pg, fn); err != nil {
-				return err
-			}
-		}
-		for _, input := range o.inputs {
-			if err := eachReport(ctx, src, "keysearch", input, std.In, fn); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
 	src := o.in.source("keysearch", std.Err)
-	var census keysearch.Census
-	err = each(src, func(at audit.Place, textname []byte, n uint32) {
-		t, err := ooid.ParseTextnameBytes(textname)
-		if err != nil {
-			src.Reject(at.String(), err)
-			return
-		}
-		census.Add(t.TS, n)
-	})
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	shape := census.Shape()
-	corpus := keysearch.NewCorpus(shape)
-	var addErr error // a corpus too large to search; the search must not run on part of it
-	err = each(o.in.source("keysearch", io.Discard), func(_ audit.Place, textname []byte, n uint32) {
-		if t, err := ooid.ParseTextnameBytes(textname); err == nil && addErr == nil {
-			addErr = corpus.Add(t.TS, textname, n)
-		}
-	})
-	return shape, corpus, src.Rejected, errors.Join(err, addErr)
+	in := audit.Inputs{Names: o.inputs, Stdin: std.In, Open: location.Open, PG: pg}
+	shape, corpus, err := audit.KeysearchCorpus(ctx, in, src, o.in.source("keysearch", io.Discard))
+	return shape, corpus, src.Rejected, inputUsage("keysearch", err)
 }
 
 // policy is the search the flags ask for, with its progress lines.

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/backfill-dev/backfill/internal/cli"
-	"github.com/backfill-dev/backfill/internal/store/location"
 	"github.com/backfill-dev/backfill/pipeline/audit"
 	"github.com/backfill-dev/backfill/pipeline/ingest"
 	"github.com/backfill-dev/backfill/pipeline/reader"
@@ -65,12 +64,6 @@ func (f *inputFlags) source(cmd string, w io.Writer) *audit.Source {
 	return &audit.Source{Stamp: cfg, OnReject: func(what string, err error) {
 		fmt.Fprintf(w, "backfill %s: %s: %s\n", cmd, cli.Printable(what), cli.Printable(err.Error()))
 	}}
-}
-
-// eachReport calls fn for every report of the input named on the command
-// line ("-": a manifest on stdin).
-func eachReport(ctx context.Context, src *audit.Source, cmd, input string, stdin io.Reader, fn audit.Func) error {
-	return inputUsage(cmd, src.Input(ctx, location.Open, input, stdin, fn))
 }
 
 // inputUsage is err, or, when an input named on the command line holds no

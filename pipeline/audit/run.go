@@ -19,11 +19,35 @@ type Job struct {
 	Predict bool // list beside each result the chance of no collision the corpus's shape predicts
 	Workers int  // goroutines hashing a manifest file
 
-	Src    *Source
-	Inputs []string  // as named on the command line; "-" is a manifest on Stdin
-	Stdin  io.Reader // read for the input "-"
-	Open   OpenFunc  // opens every other input
-	PG     *pgcopy.Sink
+	Src *Source
+	In  Inputs
+}
+
+// Inputs are where audit and keysearch read reports: a PostgreSQL schema
+// first, when there is one, then each input named on the command line.
+type Inputs struct {
+	Names []string  // as named on the command line; "-" is a manifest on Stdin
+	Stdin io.Reader // read for the input "-"
+	Open  OpenFunc  // opens every other input
+	PG    *pgcopy.Sink
+}
+
+// Each calls fn for every report of the inputs, in order. An input it
+// cannot read at all ends it with its error (a *ingest.InputError for a
+// folder that holds no bucket); a report, a line or a file it cannot take
+// is handed to src.Reject.
+func (in Inputs) Each(ctx context.Context, src *Source, fn Func) error {
+	if in.PG != nil {
+		if err := src.Postgres(ctx, in.PG, fn); err != nil {
+			return err
+		}
+	}
+	for _, name := range in.Names {
+		if err := src.Input(ctx, in.Open, name, in.Stdin, fn); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // keepPairs is how many pairs per scheme the sweep keeps, so the pairs
@@ -48,8 +72,8 @@ func New(job Job) (*Audit, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Audit{job: job, sweep: sw, keepNames: !allFiles(job.Inputs), reread: rereadFiles(job.Inputs)}
-	if pg := job.PG; pg != nil {
+	a := &Audit{job: job, sweep: sw, keepNames: !allFiles(job.In.Names), reread: rereadFiles(job.In.Names)}
+	if pg := job.In.PG; pg != nil {
 		files := a.reread
 		a.reread = func(ctx context.Context, fn func([]byte)) error {
 			if err := pg.EachReport(ctx, func(textname []byte, _ uint32) error { fn(textname); return nil }); err != nil {
@@ -61,29 +85,15 @@ func New(job Job) (*Audit, error) {
 	return a, nil
 }
 
-// Run reads every report of the PostgreSQL schema, then of each input in
-// turn, counts the collisions of each scheme, and names the reports of
-// the pairs it lists. An input it cannot read at all ends the run with
-// its error (a *ingest.InputError for a folder that holds no bucket); a
-// report, a line or a file it cannot take is handed to Src.Reject and
-// counted in the report.
+// Run reads every report of the inputs, counts the collisions of each
+// scheme, and names the reports of the pairs it lists. An input it cannot
+// read at all ends the run with its error (a *ingest.InputError for a
+// folder that holds no bucket); a report, a line or a file it cannot take
+// is handed to Src.Reject and counted in the report.
 func (a *Audit) Run(ctx context.Context) (Report, error) {
 	j := a.job
-	if j.PG != nil {
-		if err := j.Src.Postgres(ctx, j.PG, a.add); err != nil {
-			return Report{}, err
-		}
-	}
-	for _, input := range j.Inputs {
-		var err error
-		if a.keepNames {
-			err = j.Src.Input(ctx, j.Open, input, j.Stdin, a.add)
-		} else {
-			err = a.readManifestFile(input) // parsed and hashed on every worker
-		}
-		if err != nil {
-			return Report{}, err
-		}
+	if err := a.read(ctx); err != nil {
+		return Report{}, err
 	}
 	results := a.sweep.Finish()
 	names, err := a.names(ctx, results)
@@ -95,6 +105,26 @@ func (a *Audit) Run(ctx context.Context) (Report, error) {
 		rep.Results = append(rep.Results, newResult(r, names, j.Pairs, j.Predict))
 	}
 	return rep, nil
+}
+
+// read adds every report of the inputs: as they come, or, when every
+// input is a manifest file, each file parsed and hashed on every worker.
+func (a *Audit) read(ctx context.Context) error {
+	j := a.job
+	if a.keepNames {
+		return j.In.Each(ctx, j.Src, a.add)
+	}
+	if j.In.PG != nil {
+		if err := j.Src.Postgres(ctx, j.In.PG, a.add); err != nil {
+			return err
+		}
+	}
+	for _, name := range j.In.Names {
+		if err := a.readManifestFile(name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readManifestFile adds the reports of the local manifest file path,

@@ -136,14 +136,10 @@ func ResolveInput(ctx context.Context, fsys store.Store, names []string) (Input,
 		}
 	}
 	st, err := fsys.Stat(ctx, ".")
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return Input{}, inputErr("%s: no such folder", in)
-	case store.Failed(err):
-		return Input{}, err // the store failed (network, permissions): not a usage error
-	case err != nil:
-		return Input{}, inputErr("%s: %v", in, err)
-	case !st.IsDir():
+	if err != nil {
+		return Input{}, folderErr(in, err)
+	}
+	if !st.IsDir() {
 		return Input{}, inputErr("%s is a file; give the folder that holds the bucket folders (YYYY-MM-DD), or one bucket folder", in)
 	}
 	if parent, base := fsys.Parent(); reader.IsBucketName(base) {
@@ -160,13 +156,8 @@ func ResolveInput(ctx context.Context, fsys store.Store, names []string) (Input,
 		return Input{Dir: parent, Buckets: []string{base}}, nil
 	}
 	ents, err := fsys.ReadDir(ctx, ".")
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return Input{}, inputErr("%s: no such folder", in)
-	case store.Failed(err):
-		return Input{}, err // the store failed (network, permissions): not a usage error
-	case err != nil:
-		return Input{}, inputErr("%s: %v", in, err)
+	if err != nil {
+		return Input{}, folderErr(in, err)
 	}
 	var out Input
 	out.Dir = fsys
@@ -210,6 +201,20 @@ func ResolveInput(ctx context.Context, fsys store.Store, names []string) (Input,
 	sort.Strings(out.Buckets)
 	out.Buckets = compactSorted(out.Buckets)
 	return out, nil
+}
+
+// folderErr is the error of the input folder in when reading it failed
+// with err: a usage error, or, when the store failed (network,
+// permissions), err itself.
+func folderErr(in string, err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return inputErr("%s: no such folder", in)
+	case store.Failed(err):
+		return err
+	default:
+		return inputErr("%s: %v", in, err)
+	}
 }
 
 // entryKind says what a folder entry that is not a folder is.
