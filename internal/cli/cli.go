@@ -82,6 +82,23 @@ func (e *RejectsError) Error() string {
 	return fmt.Sprintf("%d %s %s", e.N, what, verb)
 }
 
+// FilterLines runs a command that filters the lines of its standard
+// input: run is handed the function that says a bad line on std.Err
+// (its number and why, printable) and returns how many it said. Bad lines
+// make a *RejectsError, exit 3; run's own error wins over them.
+func FilterLines(std Stdio, run func(bad func(line int, why string)) (int, error)) error {
+	n, err := run(func(line int, why string) {
+		fmt.Fprintf(std.Err, "backfill: line %d: %s\n", line, Printable(why))
+	})
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		return &RejectsError{N: n, What: "lines"}
+	}
+	return nil
+}
+
 // ErrHelp is returned when help was asked for and printed; it exits 0.
 var ErrHelp = flag.ErrHelp
 

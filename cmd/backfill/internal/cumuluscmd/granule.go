@@ -115,16 +115,9 @@ func granuleArgs(gen *granule.Generator, collectionID string, ids []string, std 
 
 // granuleStream prints the unique granule ID of every line of stdin.
 func granuleStream(ctx context.Context, gen *granule.Generator, defaultCollection string, hasDefault bool, std cli.Stdio) error {
-	bad, err := gen.Stream(ctx, std.In, std.Out, defaultCollection, hasDefault, func(n int, why string) {
-		fmt.Fprintf(std.Err, "backfill: line %d: %s\n", n, cli.Printable(why))
+	return cli.FilterLines(std, func(bad func(int, string)) (int, error) {
+		return gen.Stream(ctx, std.In, std.Out, defaultCollection, hasDefault, bad)
 	})
-	if err != nil {
-		return err
-	}
-	if bad > 0 {
-		return &cli.RejectsError{N: bad, What: "lines"}
-	}
-	return nil
 }
 
 func granulePayload(c granuleConfig, std cli.Stdio) error {

@@ -100,14 +100,7 @@ func ooidArgs(scheme ooid.Scheme, textname string, ndxs []string, std cli.Stdio)
 // ooidStream is "backfill ooid -": package ooidlines, with each bad line
 // reported on stderr.
 func ooidStream(ctx context.Context, scheme ooid.Scheme, std cli.Stdio) error {
-	bad, err := ooidlines.Run(ctx, scheme, std.In, std.Out, func(line int, msg string) {
-		fmt.Fprintf(std.Err, "backfill: line %d: %s\n", line, cli.Printable(msg))
+	return cli.FilterLines(std, func(bad func(int, string)) (int, error) {
+		return ooidlines.Run(ctx, scheme, std.In, std.Out, bad)
 	})
-	if err != nil {
-		return err
-	}
-	if bad > 0 {
-		return &cli.RejectsError{N: bad, What: "lines"}
-	}
-	return nil
 }

@@ -155,16 +155,9 @@ func stampFilterRejects(ctx context.Context, s *collector.Stamper, rejects strin
 
 // stampFilter stamps the JSON lines of lr, saying each line it rejects.
 func stampFilter(ctx context.Context, s *collector.Stamper, lr *lines.Reader, dead io.Writer, std cli.Stdio) error {
-	bad, err := s.Filter(ctx, lr, std.Out, dead, func(n int, why string) {
-		fmt.Fprintf(std.Err, "backfill: line %d: %s\n", n, cli.Printable(why))
+	return cli.FilterLines(std, func(bad func(int, string)) (int, error) {
+		return s.Filter(ctx, lr, std.Out, dead, bad)
 	})
-	if err != nil {
-		return err
-	}
-	if bad > 0 {
-		return &cli.RejectsError{N: bad, What: "lines"}
-	}
-	return nil
 }
 
 // tokenEnv is the variable that gives stamp --listen its token, as
