@@ -53,6 +53,7 @@ func parseRunFlags(args []string, std cli.Stdio) (*runOptions, error) {
 	fs.IntVar(&o.shard, "shard", -1, "the shard `I` of --plan (default: JOB_COMPLETION_INDEX, as a Kubernetes Indexed Job sets it)")
 	fs.IntVar(&cfg.Workers, "workers", runtime.NumCPU(), "`N` containers read at once (default: the number of CPUs)")
 	fs.BoolVar(&cfg.Resume, "resume", false, "skip buckets committed with the same input and scheme")
+	fs.BoolVar(&cfg.NoWithdraw, "no-withdraw", false, "refuse to commit a bucket that would take back the IDs of a committed report (a collision with a report that sorts first); without it they are withdrawn, named, and counted as rejects (exit 3)")
 	fs.BoolVar(&cfg.Replace, "replace", false, "replace buckets the output holds from another input folder (without it the run refuses, exit 1)")
 	fs.BoolVar(&cfg.VerifySHA1, "verify-sha1", false, "")
 	fs.BoolVar(&cfg.VerifySHA1, "verify", false, "check every report's and file's SHA-1 against the index too (sizes and CRC-32s always are), every LZ4 checksum, and parse every autoclaved datum as JSON: about half the CPU time of a run (--verify-sha1 is the same flag)")
@@ -123,7 +124,7 @@ func runRun(ctx context.Context, args []string, std cli.Stdio) (err error) {
 		return err
 	}
 	pg := o.pg.options(std)
-	pg.CreateSchema, pg.SkipLocked, pg.Resume = o.createSchema, o.skipLocked, o.cfg.Resume
+	pg.CreateSchema, pg.SkipLocked, pg.Resume, pg.NoWithdraw = o.createSchema, o.skipLocked, o.cfg.Resume, o.cfg.NoWithdraw
 	out, err := openOutput(ctx, std, output.Config{Postgres: o.sink == "postgres", Folder: outStore, PG: pg, Bulk: o.bulk})
 	if err != nil {
 		return err
@@ -247,6 +248,7 @@ func (o *runOptions) report(std cli.Stdio, sum job.Summary, deadLetters string) 
 	if err := write(std.Out); err != nil {
 		return fmt.Errorf("write the summary: %w", err)
 	}
+	warnWithdrawn(std, sum.Withdrawn)
 	switch {
 	case o.planFile != "":
 		// A shard that completed exits 0 whatever it recorded, so that a
@@ -261,6 +263,22 @@ func (o *runOptions) report(std cli.Stdio, sum job.Summary, deadLetters string) 
 		return &cli.RejectsError{N: int(sum.Notices), What: "notices", Note: "--strict; records in " + deadLetters, Verb: "recorded"}
 	}
 	return nil
+}
+
+// warnWithdrawn names each committed report whose IDs the run took back.
+func warnWithdrawn(std cli.Stdio, ws []sink.Withdrawal) {
+	if len(ws) == 0 {
+		return
+	}
+	var n int64
+	for _, w := range ws {
+		n += int64(w.N)
+	}
+	fmt.Fprintf(std.Err, "backfill: warning: published IDs withdrawn: %s committed before this run lost their %d IDs to reports that sort first (collision; --no-withdraw refuses instead):\n",
+		cli.Count(len(ws), "report", "reports"), n)
+	for _, w := range ws {
+		fmt.Fprintf(std.Err, "backfill:   bucket %s: %s (%d measurements) now rejected by %s\n", w.Bucket, cli.Printable(w.Textname), w.N, cli.Printable(w.Winner))
+	}
 }
 
 // resumeCommand is the command line that finishes an interrupted run. A

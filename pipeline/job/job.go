@@ -45,6 +45,11 @@ type Config struct {
 	// *sink.OtherSourceError.
 	Source  string
 	Replace bool
+	// NoWithdraw refuses to commit a bucket that would withdraw the IDs
+	// of a committed report (sink.WithdrawError); without it the run
+	// withdraws them, names them in the summary and counts them as
+	// rejects. A PostgreSQL sink is told by its own options too.
+	NoWithdraw bool
 	MaxBlob int64 // blob size over which a measurement is flagged; 0 for the default
 	// VerifySHA1 checks every report's and file's SHA-1 against the index
 	// too (sizes and CRC-32s always are); it costs about half the CPU.
@@ -105,6 +110,10 @@ type Summary struct {
 	// reject each when it holds bucket files (misnamed_bucket), else a
 	// notice (not_a_bucket).
 	Ignored []string `json:"ignored_folders,omitempty"`
+	// Withdrawn are the committed reports whose IDs the run withdrew
+	// (sink.Withdrawal): each is a reject, counted once (in its bucket's
+	// counts when the bucket is in the run's scope, else on its own).
+	Withdrawn []sink.Withdrawal `json:"withdrawn,omitempty"`
 	// Written is the measurements of the buckets this run committed;
 	// BytesIn and BytesOut what it read of them.
 	Written  int64         `json:"measurements_written"`
@@ -145,6 +154,9 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (sum Summary, err error) 
 	ld, err := load.New(s, cfg.Scheme)
 	if err != nil {
 		return sum, err
+	}
+	if cfg.NoWithdraw {
+		ld.Forbid()
 	}
 	// The collision verdicts start from the committed buckets this run
 	// leaves alone; the others are added as they are written or kept.
@@ -193,7 +205,8 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (sum Summary, err error) 
 			sum.Skipped++
 			return addCommitted(ctx, s, b.Meta, &sum)
 		case err != nil:
-			if fr, ok := s.(sink.FailureRecorder); ok && ctx.Err() == nil {
+			var we *sink.WithdrawError
+			if fr, ok := s.(sink.FailureRecorder); ok && ctx.Err() == nil && !errors.As(err, &we) {
 				fr.RecordFailure(ctx, b.Meta, err)
 			}
 			return err
@@ -240,7 +253,48 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (sum Summary, err error) 
 	if err == nil {
 		err = ld.Finish(ctx)
 	}
+	sum.Withdrawn = ld.Withdrawn()
+	if err == nil {
+		err = sum.recount(ctx, s, plan.Buckets, cfg.InputRecords)
+	}
 	return sum, err
+}
+
+// recount computes the summary's counts from what the output holds once
+// the run is done, not from what the run added up as it went: the
+// buckets of the run's scope as the sink holds them committed (those
+// --resume skipped, and those whose verdicts changed after they were
+// committed, included), the input's records, and a collision reject for
+// each withdrawal outside the scope. So an interrupted run resumed gives
+// the counts an uninterrupted one does.
+func (sum *Summary) recount(ctx context.Context, s sink.Sink, scope []string, input []deadletter.Record) error {
+	states, err := s.State(ctx)
+	if err != nil {
+		return err
+	}
+	sum.Tally, sum.Reasons, sum.DeadLetters = stamped.NewTally(), map[string]int64{}, 0
+	var c stamped.Counts
+	for _, r := range input {
+		c.Add(r)
+	}
+	sum.add(c)
+	in := map[string]bool{}
+	for _, b := range scope {
+		in[b] = true
+	}
+	for _, st := range states {
+		if st.Status == stamped.StatusCommitted && in[st.Meta.Bucket] {
+			sum.add(st.Counts)
+		}
+	}
+	var out stamped.Counts
+	for _, w := range sum.Withdrawn {
+		if !in[w.Bucket] {
+			out.AddCollisions(1)
+		}
+	}
+	sum.add(out)
+	return nil
 }
 
 // committedState returns the committed buckets of the ledger of s.

@@ -14,8 +14,10 @@
 package load
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
@@ -95,6 +97,30 @@ func (l *Loader) Commits() int {
 		}
 	}
 	return 1
+}
+
+// Forbid makes the run refuse to withdraw the IDs of a committed report
+// (--no-withdraw): a commit that would fails with a *sink.WithdrawError.
+// A sink that settles collisions itself is told so by its own options.
+func (l *Loader) Forbid() {
+	if m, ok := l.settler.(*Memory); ok {
+		m.Forbid()
+	}
+}
+
+// Withdrawn returns the committed reports whose IDs the run withdrew
+// (sink.Withdrawal), sorted by bucket and textname.
+func (l *Loader) Withdrawn() []sink.Withdrawal {
+	var out []sink.Withdrawal
+	if m, ok := l.settler.(*Memory); ok {
+		out = m.Withdrawn()
+	} else if w, ok := l.s.(sink.Withdrawer); ok {
+		out = w.Withdrawn()
+	}
+	slices.SortFunc(out, func(a, b sink.Withdrawal) int {
+		return cmp.Or(cmp.Compare(a.Bucket, b.Bucket), cmp.Compare(a.Textname, b.Textname))
+	})
+	return slices.CompactFunc(out, func(a, b sink.Withdrawal) bool { return a.Bucket == b.Bucket && a.Textname == b.Textname })
 }
 
 // Start tells the settler the buckets of the run.

@@ -25,36 +25,123 @@ import (
 // textname sorts first, which lives in the same bucket or an earlier one,
 // so buckets run in order never change the buckets of the same run; the
 // changes fall on buckets committed before, out of order.
+//
+// A committed report of a bucket the run keeps that loses its IDs, or one
+// of a bucket the run writes again that kept them before, is a withdrawal
+// (sink.Withdrawal): Withdrawn lists them. With forbid set, the run
+// refuses one instead (a *sink.WithdrawError, before anything of the
+// bucket is written or any committed bucket changes): Start then loads
+// every committed report that keeps its IDs into a second resolver, the
+// published one, which each bucket is checked against before it is
+// settled.
 type Memory struct {
 	scheme    ooid.Scheme
 	s         sink.Rewriter
 	res       *collisions.Resolver
 	buckets   []string          // by tag
 	persisted map[uint32]string // by ref: the winner the sink holds, where there is one
+	kept      map[uint32]bool   // the tags of the buckets committed before the run and kept
+	before    map[string]bool   // the buckets committed when the run started
+	withdrawn []sink.Withdrawal
+	forbid    bool
+	pub       *collisions.Resolver // with forbid: the reports that keep their IDs in the output (tagged i+1 for pubOf[i]), and the run's (0)
+	pubOf     []string
 }
 
 var _ Settler = (*Memory)(nil)
 
 // NewMemory returns the in-memory Settler of s.
 func NewMemory(scheme ooid.Scheme, s sink.Rewriter) *Memory {
-	return &Memory{scheme: scheme, s: s, res: collisions.NewResolver(scheme.CounterBits), persisted: map[uint32]string{}}
+	return &Memory{scheme: scheme, s: s, res: collisions.NewResolver(scheme.CounterBits), persisted: map[uint32]string{},
+		kept: map[uint32]bool{}, before: map[string]bool{}}
 }
 
-// Start loads the committed buckets that are not among names (sorted).
+// Forbid makes the Settler refuse any withdrawal (--no-withdraw).
+func (v *Memory) Forbid() { v.forbid = true }
+
+// Withdrawn returns the withdrawals so far, in the order they were made.
+func (v *Memory) Withdrawn() []sink.Withdrawal { return slices.Clone(v.withdrawn) }
+
+// Start loads the committed buckets that are not among names (sorted);
+// with forbid, every committed report that keeps its IDs into the
+// published resolver too.
 func (v *Memory) Start(ctx context.Context, names []string) error {
 	committed, err := v.s.Buckets(ctx)
 	if err != nil {
 		return err
 	}
+	if v.forbid {
+		v.pub = collisions.NewResolver(v.scheme.CounterBits)
+	}
 	for _, b := range committed {
-		if _, in := slices.BinarySearch(names, b); !in {
-			if err := v.Keep(ctx, b); err != nil {
+		v.before[b] = true
+		_, in := slices.BinarySearch(names, b)
+		if in && !v.forbid {
+			continue
+		}
+		m, reports, err := v.s.Manifest(ctx, b)
+		if err != nil {
+			return err
+		}
+		if v.forbid {
+			if !m.Scheme.Equal(v.scheme) {
+				return fmt.Errorf("bucket %s of the output was made under %s: writing it under %s would withdraw every ID it holds (--no-withdraw)", b, m.Scheme, v.scheme)
+			}
+			if err := v.publish(b, reports); err != nil {
+				return err
+			}
+		}
+		if !in {
+			if err := v.keep(b, m, reports); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
 }
+
+// publish adds the reports of a committed bucket that keep their IDs to
+// the published resolver.
+func (v *Memory) publish(bucket string, reports []stamped.ManifestEntry) error {
+	v.pubOf = append(v.pubOf, bucket)
+	tag := uint32(len(v.pubOf))
+	for _, r := range reports {
+		if r.RejectedBy != "" {
+			continue
+		}
+		id, err := v.scheme.Report(r.Textname)
+		if err != nil {
+			return fmt.Errorf("bucket %s: committed report %s: %w", bucket, r.Textname, err)
+		}
+		v.pub.Add(r.Textname, collisions.RangeOf(id, r.N), tag)
+	}
+	return v.pub.Err()
+}
+
+// checkPublished refuses the bucket when one of its reports would take
+// the IDs of a report that keeps them in the output (forbid).
+func (v *Memory) checkPublished(b *stamped.Bucket) error {
+	var ws []sink.Withdrawal
+	for i := range b.Reports {
+		r := &b.Reports[i]
+		ref, changed := v.pub.Add(r.Textname, collisions.RangeOf(r.ID, r.N), 0)
+		for _, c := range changed {
+			if c == ref || v.pub.Tag(c) == 0 {
+				continue
+			}
+			ws = append(ws, sink.Withdrawal{Bucket: v.pubOf[v.pub.Tag(c)-1], Textname: v.pub.Name(c), N: v.pub.Range(c).N, Winner: r.Textname})
+		}
+	}
+	if err := v.pub.Err(); err != nil {
+		return err
+	}
+	if len(ws) > 0 {
+		return &sink.WithdrawError{Bucket: b.Meta.Bucket, Withdrawals: ws}
+	}
+	return nil
+}
+
+
 
 func (v *Memory) tag(bucket string) uint32 {
 	v.buckets = append(v.buckets, bucket)
@@ -67,11 +154,16 @@ func (v *Memory) Keep(ctx context.Context, bucket string) error {
 	if err != nil {
 		return err
 	}
+	return v.keep(bucket, m, reports)
+}
+
+func (v *Memory) keep(bucket string, m stamped.Meta, reports []stamped.ManifestEntry) error {
 	if !m.Scheme.Equal(v.scheme) {
 		return fmt.Errorf("bucket %s of the output was made under %s and this run uses %s: IDs of two schemes cannot be checked against each other; rerun that bucket too, or write to another folder",
 			bucket, m.Scheme, v.scheme)
 	}
 	tag := v.tag(bucket)
+	v.kept[tag] = true
 	for _, r := range reports {
 		id, err := v.scheme.Report(r.Textname)
 		if err != nil {
@@ -95,6 +187,15 @@ func (v *Memory) persist(ref uint32, winner string) {
 // Settle adds the bucket's reports, rewrites the committed buckets whose
 // verdicts change, and sets the bucket's own verdicts.
 func (v *Memory) Settle(ctx context.Context, b *stamped.Bucket) ([]deadletter.Record, error) {
+	if v.forbid {
+		if err := v.checkPublished(b); err != nil {
+			return nil, err
+		}
+	}
+	var was map[string]bool // the reports that kept their IDs in the bucket as committed before
+	if v.before[b.Meta.Bucket] {
+		was = v.keptBefore(ctx, b.Meta.Bucket)
+	}
 	tag := v.tag(b.Meta.Bucket)
 	refs := make([]uint32, len(b.Reports))
 	var others []uint32
@@ -113,13 +214,34 @@ func (v *Memory) Settle(ctx context.Context, b *stamped.Bucket) ([]deadletter.Re
 	}
 	msgs := make([]string, len(b.Reports))
 	for i := range b.Reports {
-		b.Reports[i].RejectedBy, msgs[i] = v.winner(refs[i])
-		v.persist(refs[i], b.Reports[i].RejectedBy)
+		r := &b.Reports[i]
+		r.RejectedBy, msgs[i] = v.winner(refs[i])
+		v.persist(refs[i], r.RejectedBy)
+		if r.RejectedBy != "" && was[r.Textname] {
+			v.withdrawn = append(v.withdrawn, sink.Withdrawal{Bucket: b.Meta.Bucket, Textname: r.Textname, N: r.N, Winner: r.RejectedBy})
+		}
 	}
 	if err := v.res.Err(); err != nil {
 		return nil, err
 	}
 	return collisionRecords(b, msgs), nil
+}
+
+// keptBefore returns the textnames of the reports that keep their IDs in
+// a committed bucket the run writes again; none when its manifest cannot
+// be read (the bucket is replaced whole, and what it held is not known).
+func (v *Memory) keptBefore(ctx context.Context, bucket string) map[string]bool {
+	_, reports, err := v.s.Manifest(ctx, bucket)
+	if err != nil {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, r := range reports {
+		if r.RejectedBy == "" && r.N > 0 {
+			out[r.Textname] = true
+		}
+	}
+	return out
 }
 
 // winner returns the textname of the report that keeps the IDs ref would
@@ -156,6 +278,9 @@ func (v *Memory) sync(ctx context.Context, refs []uint32) error {
 			seen[ref] = true
 			w, msg := v.winner(ref)
 			vs = append(vs, stamped.Verdict{Textname: v.res.Name(ref), RejectedBy: w, Message: msg})
+			if w != "" && v.persisted[ref] == "" && v.kept[t] && v.res.Range(ref).N > 0 {
+				v.withdrawn = append(v.withdrawn, sink.Withdrawal{Bucket: v.buckets[t], Textname: v.res.Name(ref), N: v.res.Range(ref).N, Winner: w})
+			}
 		}
 		if err := v.res.Err(); err != nil {
 			return err // the textnames could not be read back
@@ -184,5 +309,8 @@ func (v *Memory) Finish(ctx context.Context) error {
 		refs[i] = uint32(i)
 	}
 	err := v.sync(ctx, refs)
+	if v.pub != nil {
+		err = errors.Join(err, v.pub.Close())
+	}
 	return errors.Join(err, v.res.Err(), v.res.Close())
 }

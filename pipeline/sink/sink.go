@@ -10,6 +10,7 @@ package sink
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
@@ -119,4 +120,41 @@ type BucketWriter interface {
 // failed, for the status command; the next commit of the bucket clears it.
 type FailureRecorder interface {
 	RecordFailure(ctx context.Context, m stamped.Meta, failure error)
+}
+
+// Withdrawal is a report that kept its IDs in a bucket the output held
+// committed before the run (an earlier run's, or another session's) and
+// loses them to a report the run committed: IDs a user may have copied,
+// taken back. A run names each one, counts it as a reject, and exits 3.
+type Withdrawal struct {
+	Bucket   string `json:"bucket"`
+	Textname string `json:"textname"`
+	N        uint32 `json:"measurements"`
+	// Winner is the report that keeps the IDs now.
+	Winner string `json:"winner"`
+}
+
+// Withdrawer is a SelfSettling Sink that says which committed reports it
+// withdrew the IDs of (see Withdrawal), since it was opened.
+type Withdrawer interface {
+	Withdrawn() []Withdrawal
+}
+
+// WithdrawError is the refusal of a run that forbids withdrawals
+// (--no-withdraw): committing the bucket would have withdrawn the IDs of
+// these committed reports. Nothing of the bucket was written, and no
+// committed report changed.
+type WithdrawError struct {
+	Bucket      string
+	Withdrawals []Withdrawal
+}
+
+func (e *WithdrawError) Error() string {
+	w := e.Withdrawals[0]
+	more := ""
+	if len(e.Withdrawals) > 1 {
+		more = fmt.Sprintf(" (and %d more)", len(e.Withdrawals)-1)
+	}
+	return fmt.Sprintf("bucket %s would withdraw the IDs of committed reports: %s of bucket %s (%d measurements) loses them to %s%s; nothing of the bucket was written (--no-withdraw)",
+		e.Bucket, w.Textname, w.Bucket, w.N, w.Winner, more)
 }

@@ -21,6 +21,7 @@ import (
 // when they collide with nothing committed (writeAhead), and otherwise
 // written after settle, under the verdict lock.
 func (s *Sink) commit(ctx context.Context, conn *pgx.Conn, w *bucketWriter, c stamped.Counts) (stamped.Counts, error) {
+	w.withdrawn = nil
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return c, err
@@ -55,7 +56,11 @@ func (s *Sink) commit(ctx context.Context, conn *pgx.Conn, w *bucketWriter, c st
 			return c, err
 		}
 	}
-	return out, tx.Commit(ctx)
+	if err := tx.Commit(ctx); err != nil {
+		return out, err
+	}
+	s.committedBy(w)
+	return out, nil
 }
 
 // verdictLock takes the schema's verdict lock for the transaction: it
@@ -103,7 +108,7 @@ func (s *Sink) writeAhead(ctx context.Context, tx pgx.Tx, w *bucketWriter, c sta
 	case err == nil:
 		s.opt.Log("bucket %s: its reports collide with committed ones; settling them under the verdict lock", w.m.Bucket)
 	case taken(err):
-		s.opt.Log("bucket %s: an ID of it was taken meanwhile by another transaction (%v); settling it under the verdict lock", w.m.Bucket, s.clean(err))
+		s.opt.Log("bucket %s: an ID of it is held by a committed report (%v); settling it under the verdict lock", w.m.Bucket, s.clean(err))
 	default:
 		return c, false, err
 	}

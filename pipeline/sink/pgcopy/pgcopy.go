@@ -43,6 +43,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,6 +96,11 @@ type Options struct {
 	// a few Silences per try. Connecting is bounded by it too.
 	// DefaultSilence when 0.
 	Silence time.Duration
+	// NoWithdraw refuses to commit a bucket that would take the IDs of a
+	// report that another run committed (a *sink.WithdrawError, the
+	// bucket's transaction rolled back); without it they are withdrawn,
+	// and Withdrawn lists them.
+	NoWithdraw bool
 	// Log receives progress messages (waits, retries, verdict changes in
 	// other buckets); nil discards them.
 	Log func(format string, args ...any)
@@ -129,6 +135,11 @@ type Sink struct {
 	zmu     sync.Mutex
 	zombies map[uint32]bool
 	q       func(table string) string
+	// wmu guards mine, the buckets this sink committed, and withdrawn,
+	// the reports of others' buckets whose IDs its commits withdrew.
+	wmu       sync.Mutex
+	mine      map[string]bool
+	withdrawn []sink.Withdrawal
 	// verdict, when set (by this package's tests), is told each probe's
 	// finding that a session is not at work (or the probe's failure), and
 	// whether it was set aside because the answer came during the probe.
@@ -139,6 +150,7 @@ var (
 	_ sink.SelfSettling  = (*Sink)(nil)
 	_ sink.Concurrent    = (*Sink)(nil)
 	_ sink.InputRecorder = (*Sink)(nil)
+	_ sink.Withdrawer    = (*Sink)(nil)
 	_ sink.BucketWriter  = (*bucketWriter)(nil)
 )
 
@@ -401,6 +413,35 @@ type bucketWriter struct {
 	started time.Time
 	reports []stamped.Report
 	dead    []deadletter.Record
+	// withdrawn are the withdrawals of the attempt under way, the Sink's
+	// once it commits.
+	withdrawn []sink.Withdrawal
+}
+
+// Withdrawn implements sink.Withdrawer.
+func (s *Sink) Withdrawn() []sink.Withdrawal {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return slices.Clone(s.withdrawn)
+}
+
+// committedBy records a bucket this sink committed and what its commit
+// withdrew.
+func (s *Sink) committedBy(w *bucketWriter) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.mine == nil {
+		s.mine = map[string]bool{}
+	}
+	s.mine[w.m.Bucket] = true
+	s.withdrawn = append(s.withdrawn, w.withdrawn...)
+}
+
+// isMine reports whether this sink committed the bucket.
+func (s *Sink) isMine(bucket string) bool {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.mine[bucket]
 }
 
 func (w *bucketWriter) Report(r *stamped.Report) error {
@@ -430,7 +471,8 @@ func (w *bucketWriter) Commit(ctx context.Context, c stamped.Counts) (stamped.Co
 		}
 		return err
 	})
-	if err != nil && !errors.Is(err, sink.ErrSkipped) && ctx.Err() == nil {
+	var we *sink.WithdrawError
+	if err != nil && !errors.Is(err, sink.ErrSkipped) && ctx.Err() == nil && !errors.As(err, &we) {
 		w.s.recordFailure(w, err)
 	}
 	w.Abort()

@@ -2,8 +2,10 @@ package pgcopy_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -19,6 +21,7 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/ingest"
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
+	"github.com/backfill-dev/backfill/pipeline/sink"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy/pgschema"
@@ -504,8 +507,34 @@ func TestLoad_CrossBucketCollisionEitherOrder(t *testing.T) {
 	for _, order := range [][]string{{winner[:10], loser[:10]}, {loser[:10], winner[:10]}} {
 		dsn := pgtest.CreateDatabase(t, admin)
 		l := loader{t: t, dsn: dsn, schema: "backfill", scheme: narrow}
+		withdraws := order[0] == loser[:10]
+		if withdraws {
+			// Forbidden, the bucket that would take the loser's IDs back
+			// is refused and nothing changes.
+			l.load(in, order[0])
+			forbid := l
+			forbid.opt = func(o *pgcopy.Options) { o.NoWithdraw = true }
+			_, err := forbid.run(context.Background(), in, 2, order[1])
+			var we *sink.WithdrawError
+			if !errors.As(err, &we) || !slices.ContainsFunc(we.Withdrawals, func(w sink.Withdrawal) bool { return w.Textname == loser }) {
+				t.Fatalf("--no-withdraw: %v, want the refusal to withdraw %s", err, loser)
+			}
+			var kept bool
+			testutil.Check(t, pgtest.Connect(t, dsn).QueryRow(context.Background(), `SELECT rejected_by IS NULL FROM backfill.reports WHERE textname = $1`, loser).Scan(&kept))
+			if !kept {
+				t.Errorf("--no-withdraw: %s lost its IDs", loser)
+			}
+			order = order[1:]
+		}
 		for _, b := range order {
-			l.load(in, b)
+			sum := l.load(in, b)
+			if !withdraws {
+				continue
+			}
+			named := slices.ContainsFunc(sum.Withdrawn, func(w sink.Withdrawal) bool { return w.Textname == loser && w.Winner == winner })
+			if !named || sum.Rejects < int64(len(sum.Withdrawn)) {
+				t.Errorf("the load that takes %s's IDs back: withdrawn %+v, rejects %d", loser, sum.Withdrawn, sum.Rejects)
+			}
 		}
 		c := pgtest.Connect(t, dsn)
 		var rejectedBy string

@@ -10,6 +10,7 @@ import (
 
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/sink"
 )
 
 // stored is a committed report as the collision verdicts see it.
@@ -93,6 +94,7 @@ func (s *Sink) settle(ctx context.Context, tx pgx.Tx, w *bucketWriter) ([]string
 	if err != nil {
 		return nil, nil, err
 	}
+	var withdrawn []sink.Withdrawal
 	for _, k := range keys {
 		if !decide[k] {
 			continue
@@ -109,10 +111,21 @@ func (s *Sink) settle(ctx context.Context, tx pgx.Tx, w *bucketWriter) ([]string
 		if want == x.winner {
 			continue
 		}
+		if x.winner == "" && x.bucket != w.m.Bucket && !s.isMine(x.bucket) {
+			// IDs another run committed, taken back.
+			withdrawn = append(withdrawn, sink.Withdrawal{Bucket: x.bucket, Textname: x.textname, N: x.rg.N, Winner: want})
+			if s.opt.NoWithdraw {
+				continue
+			}
+		}
 		if err := s.reassign(ctx, tx, x, want, msg, bits); err != nil {
 			return nil, nil, err
 		}
 	}
+	if len(withdrawn) > 0 && s.opt.NoWithdraw {
+		return nil, nil, &permanentError{&sink.WithdrawError{Bucket: w.m.Bucket, Withdrawals: withdrawn}}
+	}
+	w.withdrawn = withdrawn
 	return winners, msgs, res.Err()
 }
 

@@ -1,0 +1,138 @@
+package job_test
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"testing"
+
+	"github.com/backfill-dev/backfill/gen/corpus"
+	"github.com/backfill-dev/backfill/gen/corpus/corpustest"
+	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/pipeline/job"
+	"github.com/backfill-dev/backfill/pipeline/sink"
+	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
+)
+
+func runNarrow(t testing.TB, cfg job.Config, out string) (job.Summary, error) {
+	t.Helper()
+	s, err := parquetfile.Open(t.Context(), store.Local(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cfg.Scheme, cfg.MaxBlob, cfg.Version, cfg.Workers = narrow, maxBlob, "test", 2
+	return job.Run(context.Background(), cfg, s)
+}
+
+// withdrawnWhen returns the reports of bucket b that keep their IDs when
+// b is run alone but lose them once every bucket is in: the IDs a run of
+// the whole corpus takes back from a run of b alone.
+func withdrawnWhen(t testing.TB, truth []corpus.Truth, b string) map[string]string {
+	var alone []corpus.Truth
+	for _, tr := range truth {
+		if tr.Bucket == b {
+			alone = append(alone, tr)
+		}
+	}
+	lostAlone := expectedLosers(t, alone)
+	out := map[string]string{}
+	for l, w := range expectedLosers(t, truth) {
+		if _, lost := lostAlone[l]; !lost && inBucket(truth, l) == b {
+			out[l] = w
+		}
+	}
+	return out
+}
+
+func inBucket(truth []corpus.Truth, textname string) string {
+	for _, tr := range truth {
+		if tr.Textname == textname {
+			return tr.Bucket
+		}
+	}
+	return ""
+}
+
+// A run that takes back IDs an earlier run committed says so: it names
+// each report, counts it as a reject, and its summary equals an
+// uninterrupted run's; with NoWithdraw it refuses and changes nothing.
+func TestRun_WithdrawalIsLoud(t *testing.T) {
+	skipUnderRace(t)
+	in := genColliding(t, 12)
+	truth := corpustest.ReadTruth(t, in)
+	buckets := slices.Sorted(maps.Keys(bucketSet(truth)))
+	last := buckets[len(buckets)-1]
+	want := withdrawnWhen(t, truth, last)
+	if len(want) == 0 {
+		t.Fatalf("no report of %s loses its IDs to an earlier bucket: the corpus proves nothing", last)
+	}
+	clean, err := runNarrow(t, job.Config{In: store.Local(in)}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if clean.Rejects == 0 {
+		t.Fatal("the uninterrupted run has no reject")
+	}
+
+	for _, resume := range []bool{true, false} {
+		out := t.TempDir()
+		first, err := runNarrow(t, job.Config{In: store.Local(in), Buckets: []string{last}}, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(first.Withdrawn) != 0 {
+			t.Fatalf("a first run withdrew %v", first.Withdrawn)
+		}
+		before := filesOf(t, out)
+		// Forbidden: the run refuses before it changes anything.
+		cfg := job.Config{In: store.Local(in), Resume: resume, NoWithdraw: true}
+		_, err = runNarrow(t, cfg, out)
+		var we *sink.WithdrawError
+		if !errors.As(err, &we) {
+			t.Fatalf("resume=%v, --no-withdraw: err %v, want a *sink.WithdrawError", resume, err)
+		}
+		for _, w := range we.Withdrawals {
+			if want[w.Textname] == "" || w.Bucket != last {
+				t.Errorf("refusal names %+v, which is not withdrawn", w)
+			}
+		}
+		after := filesOf(t, out)
+		for name, b := range before {
+			if string(after[name]) != string(b) {
+				t.Errorf("--no-withdraw changed %s", name)
+			}
+		}
+
+		cfg.NoWithdraw = false
+		sum, err := runNarrow(t, cfg, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, w := range sum.Withdrawn {
+			if w.Bucket != last || w.N == 0 {
+				t.Errorf("withdrawal %+v", w)
+			}
+			got[w.Textname] = w.Winner
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("resume=%v: withdrawn %v, want %v", resume, got, want)
+		}
+		if sum.Reports != clean.Reports || sum.Measurements != clean.Measurements || sum.Rejects != clean.Rejects ||
+			!maps.Equal(sum.RejectsByReason, clean.RejectsByReason) || !maps.Equal(sum.Reasons, clean.Reasons) {
+			t.Errorf("resume=%v: summary %+v, an uninterrupted run's %+v", resume, sum.Tally, clean.Tally)
+		}
+	}
+}
+
+func bucketSet(truth []corpus.Truth) map[string]bool {
+	out := map[string]bool{}
+	for _, tr := range truth {
+		if tr.Bucket != "" {
+			out[tr.Bucket] = true
+		}
+	}
+	return out
+}
