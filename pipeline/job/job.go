@@ -50,7 +50,7 @@ type Config struct {
 	// withdraws them, names them in the summary and counts them as
 	// rejects. A PostgreSQL sink is told by its own options too.
 	NoWithdraw bool
-	MaxBlob int64 // blob size over which a measurement is flagged; 0 for the default
+	MaxBlob    int64 // blob size over which a measurement is flagged; 0 for the default
 	// VerifySHA1 checks every report's and file's SHA-1 against the index
 	// too (sizes and CRC-32s always are); it costs about half the CPU.
 	VerifySHA1 bool

@@ -141,8 +141,6 @@ func (v *Memory) checkPublished(b *stamped.Bucket) error {
 	return nil
 }
 
-
-
 func (v *Memory) tag(bucket string) uint32 {
 	v.buckets = append(v.buckets, bucket)
 	return uint32(len(v.buckets) - 1)

@@ -108,7 +108,7 @@ func (s *Sink) writeAhead(ctx context.Context, tx pgx.Tx, w *bucketWriter, c sta
 	case err == nil:
 		s.opt.Log("bucket %s: its reports collide with committed ones; settling them under the verdict lock", w.m.Bucket)
 	case taken(err):
-		s.opt.Log("bucket %s: an ID of it is held by a committed report (%v); settling it under the verdict lock", w.m.Bucket, s.clean(err))
+		s.opt.Log("bucket %s: an ID of it is held by another report, committed before or meanwhile (%v); settling it under the verdict lock", w.m.Bucket, s.clean(err))
 	default:
 		return c, false, err
 	}

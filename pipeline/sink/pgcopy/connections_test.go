@@ -155,7 +155,7 @@ func TestLoad_WriteAheadMeetsTakenID(t *testing.T) {
 		if mode == "bare" {
 			var committed int
 			testutil.Check(t, hc.QueryRow(ctx, `SELECT count(*) FROM backfill.ledger WHERE status = 'committed'`).Scan(&committed))
-			if bg.err == nil || !strings.Contains(bg.err.Error(), "duplicate key") || committed != 0 || logs.count("taken meanwhile") != 1 {
+			if bg.err == nil || !strings.Contains(bg.err.Error(), "duplicate key") || committed != 0 || logs.count("held by another report") != 1 {
 				t.Errorf("ID taken with no report: run error %v, %d buckets committed; want a duplicate key error, none (%v)", bg.err, committed, logs.lines)
 			}
 			continue
@@ -169,7 +169,7 @@ func TestLoad_WriteAheadMeetsTakenID(t *testing.T) {
 			FROM backfill.reports r WHERE textname = $1`, victim.Textname).Scan(&rejectedBy, &rows); err != nil {
 			t.Fatal(err)
 		}
-		taken := logs.count("taken meanwhile")
+		taken := logs.count("held by another report")
 		if mode == "commit" && (rejectedBy != other || rows != 0 || taken != 1) {
 			t.Errorf("held ID committed: %s rejected by %q with %d rows, %d fallbacks logged; want rejected by %s, no rows, 1 (%v)",
 				victim.Textname, rejectedBy, rows, taken, other, logs.lines)
