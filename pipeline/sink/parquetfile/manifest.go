@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -49,21 +50,18 @@ func (s *Sink) Buckets(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// Manifest implements sink.Rewriter.
+// Manifest implements sink.Rewriter: the bucket checked against its
+// ledger entry first (CheckBucket).
 func (s *Sink) Manifest(ctx context.Context, bucket string) (stamped.Meta, []stamped.ManifestEntry, error) {
-	l, err := s.ReadLedger(ctx, bucket)
+	c, err := readChecked(ctx, s.st, bucket)
 	if err != nil {
-		return stamped.Meta{}, nil, fmt.Errorf("bucket %s: ledger: %w", bucket, err)
+		return stamped.Meta{}, nil, err
 	}
-	rows, err := readRows[Report](ctx, s.st, s.path("reports", bucket, ".parquet"))
-	if err != nil {
-		return stamped.Meta{}, nil, fmt.Errorf("bucket %s: %w", bucket, err)
-	}
-	out := make([]stamped.ManifestEntry, len(rows))
-	for i, r := range rows {
+	out := make([]stamped.ManifestEntry, len(c.reports))
+	for i, r := range c.reports {
 		out[i] = stamped.ManifestEntry{Textname: r.Textname, N: uint32(r.N), Container: r.Container, Offset: r.Offset, RejectedBy: r.RejectedBy}
 	}
-	return l.meta(), out, nil
+	return c.ledger.meta(), out, nil
 }
 
 // Scheme is the scheme the bucket was made under.
@@ -73,33 +71,48 @@ func (l Ledger) Scheme() ooid.Scheme { return l.meta().Scheme }
 // a shard's) into the sink's output, the ledger entry last, as a commit
 // does, and returns its ledger entry.
 func (s *Sink) CopyBucket(ctx context.Context, src store.Store, bucket string) (Ledger, error) {
-	var l Ledger
+	c, err := readChecked(ctx, src, bucket)
+	if err != nil {
+		return c.ledger, fmt.Errorf("not committed whole in %s: %w", src.Where("."), err)
+	}
+	l := c.ledger
 	lb, err := store.ReadFile(ctx, src, s.path("ledger", bucket, ".json"))
 	if err != nil {
-		return l, fmt.Errorf("not committed in %s: %w", src.Where("."), err)
-	}
-	if err := json.Unmarshal(lb, &l); err != nil {
 		return l, err
 	}
 	if err := s.lock.Held(ctx); err != nil {
 		return l, err
 	}
+	files := bucketFiles(bucket)
+	// As a commit: the measurements leave first and come back last.
+	if err := s.st.Remove(ctx, files[0]); err != nil {
+		return l, err
+	}
 	if err := s.st.Remove(ctx, s.path("ledger", bucket, ".json")); err != nil {
 		return l, err
 	}
-	for _, f := range []string{s.path("measurements", bucket, ".parquet"), s.path("reports", bucket, ".parquet"), s.path("dead-letters", bucket, ".jsonl")} {
+	copyFile := func(f string) error {
 		data, err := store.ReadFile(ctx, src, f)
 		if err != nil {
-			return l, err
+			return err
 		}
-		if err := store.WriteFile(ctx, s.st, f, data); err != nil {
+		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != l.Files[f].SHA256 {
+			return &MismatchError{bucket, src.Where(f), "changed while it was copied"}
+		}
+		return store.WriteFile(ctx, s.st, f, data)
+	}
+	for _, f := range files[1:] {
+		if err := copyFile(f); err != nil {
 			return l, err
 		}
 	}
 	if err := s.lock.Held(ctx); err != nil { // again, just before the commit point
 		return l, err
 	}
-	return l, store.WriteFile(ctx, s.st, s.path("ledger", bucket, ".json"), lb)
+	if err := store.WriteFile(ctx, s.st, s.path("ledger", bucket, ".json"), lb); err != nil {
+		return l, err
+	}
+	return l, copyFile(files[0])
 }
 
 func (l Ledger) meta() stamped.Meta {
@@ -234,18 +247,11 @@ func readDeadLetters(f fs.File, path string) ([]deadletter.Record, error) {
 // manifest and dead letters, through the same writer as a run, so the
 // files are those a run with the new verdicts writes.
 func (s *Sink) Reassign(ctx context.Context, scheme ooid.Scheme, bucket string, verdicts []stamped.Verdict) error {
-	l, err := s.ReadLedger(ctx, bucket)
-	if err != nil {
-		return fmt.Errorf("reassign %s: ledger: %w", bucket, err)
-	}
-	rows, err := readRows[Report](ctx, s.st, s.path("reports", bucket, ".parquet"))
+	c, err := readChecked(ctx, s.st, bucket)
 	if err != nil {
 		return fmt.Errorf("reassign %s: %w", bucket, err)
 	}
-	dead, err := s.readDeadLetters(ctx, bucket)
-	if err != nil {
-		return fmt.Errorf("reassign %s: %w", bucket, err)
-	}
+	l, rows, dead := c.ledger, c.reports, c.dead
 	byName := map[string]stamped.Verdict{}
 	for _, v := range verdicts {
 		byName[v.Textname] = v
@@ -340,18 +346,11 @@ func (row Report) stamped(scheme ooid.Scheme) (stamped.Report, error) {
 // the reports rejected. Loading it into another sink through a Loader
 // commits what a run would have.
 func (s *Sink) Stamped(ctx context.Context, bucket string) (*stamped.Bucket, error) {
-	l, err := s.ReadLedger(ctx, bucket)
+	c, err := readChecked(ctx, s.st, bucket)
 	if err != nil {
-		return nil, fmt.Errorf("bucket %s: ledger: %w", bucket, err)
+		return nil, err
 	}
-	rows, err := readRows[Report](ctx, s.st, s.path("reports", bucket, ".parquet"))
-	if err != nil {
-		return nil, fmt.Errorf("bucket %s: %w", bucket, err)
-	}
-	dead, err := s.readDeadLetters(ctx, bucket)
-	if err != nil {
-		return nil, fmt.Errorf("bucket %s: %w", bucket, err)
-	}
+	l, rows, dead := c.ledger, c.reports, c.dead
 	b := &stamped.Bucket{Meta: l.meta(), BytesIn: l.Counts.BytesIn, BytesOut: l.Counts.BytesOut}
 	rejected := map[string]bool{}
 	for _, row := range rows {

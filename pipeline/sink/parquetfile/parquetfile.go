@@ -82,7 +82,10 @@ type Ledger struct {
 	NdxPolicy   string         `json:"ndx_policy"`
 	Version     string         `json:"version"`
 	Counts      stamped.Counts `json:"counts"`
-	Started     time.Time      `json:"started"`
+	// Files are the size and SHA-256 of each of the bucket's files, by
+	// name under the output: whoever builds on the bucket checks them.
+	Files   map[string]Digest `json:"files"`
+	Started time.Time         `json:"started"`
 	Finished    time.Time      `json:"finished"`
 }
 
@@ -232,7 +235,8 @@ func (s *Sink) Begin(ctx context.Context, m stamped.Meta) (sink.BucketWriter, er
 		w.Abort()
 		return nil, err
 	}
-	w.mbuf, w.rbuf, w.dbuf = bufio.NewWriterSize(w.mf, 1<<20), bufio.NewWriterSize(w.rf, 256<<10), bufio.NewWriterSize(w.df, 64<<10)
+	w.md, w.rd, w.dd = newDigester(w.mf), newDigester(w.rf), newDigester(w.df)
+	w.mbuf, w.rbuf, w.dbuf = bufio.NewWriterSize(w.md, 1<<20), bufio.NewWriterSize(w.rd, 256<<10), bufio.NewWriterSize(w.dd, 64<<10)
 	w.mw = parquet.NewGenericWriter[Measurement](w.mbuf, opts...)
 	w.rw = parquet.NewGenericWriter[Report](w.rbuf, opts...)
 	w.dl = json.NewEncoder(w.dbuf)
@@ -246,6 +250,7 @@ type bucketWriter struct {
 	days             int32
 	started          time.Time
 	mf, rf, df       store.Writer
+	md, rd, dd       *digester
 	mbuf, rbuf, dbuf *bufio.Writer
 	mw               *parquet.GenericWriter[Measurement]
 	rw               *parquet.GenericWriter[Report]
@@ -329,26 +334,40 @@ func (w *bucketWriter) commit(ctx context.Context, c stamped.Counts) error {
 		w.Abort()
 		return err
 	}
+	files := bucketFiles(w.m.Bucket)
 	l := Ledger{Bucket: w.m.Bucket, Fingerprint: w.m.Fingerprint, Source: w.m.Source, CounterBits: w.m.Scheme.CounterBits, SHA1Offset: w.m.Scheme.SHA1Offset,
-		KeyTable: w.m.Scheme.Table, NdxPolicy: w.m.NdxPolicy, Version: w.m.Version, Counts: c, Started: w.started, Finished: time.Now().UTC()}
+		KeyTable: w.m.Scheme.Table, NdxPolicy: w.m.NdxPolicy, Version: w.m.Version, Counts: c, Started: w.started, Finished: time.Now().UTC(),
+		Files: map[string]Digest{files[0]: w.md.digest(), files[1]: w.rd.digest(), files[2]: w.dd.digest()}}
 	lb, _ := json.MarshalIndent(l, "", "  ")
-	// Drop the old ledger entry first: from here until the new one lands,
-	// --resume redoes the bucket.
+	// The bucket's measurements, which readers glob, leave first and come
+	// back last, after the ledger entry: a measurements file is always
+	// that of a committed bucket. Between the two the bucket is not whole
+	// (State), and --resume redoes it; an old file never stands beside a
+	// new ledger entry.
 	st := w.s.st
+	if err := st.Remove(ctx, files[0]); err != nil {
+		w.Abort()
+		return err
+	}
 	if err := st.Remove(ctx, w.s.path("ledger", w.m.Bucket, ".json")); err != nil {
 		w.Abort()
 		return err
 	}
-	for _, f := range []store.Writer{w.mf, w.rf, w.df} {
+	for _, f := range []store.Writer{w.rf, w.df} {
 		if err := f.Commit(); err != nil {
 			w.Abort()
 			return err
 		}
 	}
 	if err := w.s.lock.Held(ctx); err != nil {
+		w.Abort()
 		return err
 	}
 	if err := store.WriteFile(ctx, st, w.s.path("ledger", w.m.Bucket, ".json"), append(lb, '\n')); err != nil {
+		w.Abort()
+		return err
+	}
+	if err := w.mf.Commit(); err != nil {
 		w.Abort()
 		return err
 	}
