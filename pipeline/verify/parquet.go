@@ -3,6 +3,7 @@ package verify
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
@@ -25,20 +26,46 @@ type Parquet struct {
 
 var _ Source = (*Parquet)(nil)
 
-// Buckets implements Source.
+// Buckets implements Source. It first checks the folder against its
+// ledger: a file under it that no committed bucket holds is a failure
+// (readers that glob the folder would count it), and so is a committed
+// bucket whose files or counts are not those its ledger entry recorded
+// (parquetfile.CheckBucket).
 func (p *Parquet) Buckets(ctx context.Context) ([]string, error) {
 	states, err := parquetfile.ReadState(ctx, p.St)
 	if err != nil {
 		return nil, err
 	}
+	strays, err := parquetfile.Strays(ctx, p.St)
+	if err != nil {
+		return nil, err
+	}
+	if len(strays) > 0 {
+		where := make([]string, len(strays))
+		for i, f := range strays {
+			where[i] = p.St.Where(f)
+		}
+		return nil, fmt.Errorf("%d %s that no committed bucket holds (a run stopped before its ledger entry, or put there; readers that glob the folders count them): %s",
+			len(strays), plural(len(strays), "file", "files"), strings.Join(where, ", "))
+	}
 	p.states, p.buckets = map[string]stamped.State{}, nil
 	for _, s := range states {
 		if s.Status == stamped.StatusCommitted {
+			if err := parquetfile.CheckBucket(ctx, p.St, s.Meta.Bucket); err != nil {
+				return nil, err
+			}
 			p.states[s.Meta.Bucket] = s
 			p.buckets = append(p.buckets, s.Meta.Bucket)
 		}
 	}
 	return p.buckets, nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // Scheme implements Source.

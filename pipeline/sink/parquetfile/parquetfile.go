@@ -20,10 +20,16 @@
 // backfill.bucket and backfill.input_fingerprint. The ooid column holds the
 // same 64 bits as the Postgres bigint (two's complement).
 //
-// The ledger entry is written last: a bucket whose ledger entry is
-// missing or stale is redone by --resume, and every file is replaced
-// whole, so a run killed at any point leaves either the old or the new
-// version of each file, never a part of one.
+// The ledger entry is the commit point, and records the size and SHA-256
+// of each of the bucket's files: whoever builds on a committed bucket
+// checks them (CheckBucket). A commit removes the bucket's measurements
+// file, then its ledger entry, puts the new reports and dead letters in
+// place, writes the new entry, and puts the measurements file in place
+// last: a measurements file is always a committed bucket's, a bucket whose
+// entry is missing or whose files are not all there is redone by
+// --resume, and every file is replaced whole, so a run killed at any point
+// leaves either the old or the new version of each file, never a part of
+// one, and never an old file beside a new entry.
 package parquetfile
 
 import (

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/backfill-dev/backfill/internal/cli"
+	"github.com/backfill-dev/backfill/internal/testutil"
+)
+
+// A step never builds on a committed bucket it did not check: a bucket
+// file replaced by another run's, a ledger whose counts were edited, and
+// a file the ledger does not hold are each refused by run --resume (exit
+// 1, naming the file) and by verify, where before they passed in silence.
+func TestRun_ChecksWhatItBuildsOn(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	genCorpus(t, a)
+	genCorpus(t, b, "--seed", "7")
+	outOf := func(in string) string {
+		out := t.TempDir()
+		if code, s := callIn("", "run", "-q", "--in", in, "--out", out); code != cli.ExitOK {
+			t.Fatalf("run: exit %d\n%s", code, s)
+		}
+		return out
+	}
+	other := outOf(b)
+	refused := func(what, out, file string) {
+		t.Helper()
+		code, s := callIn("", "run", "-q", "--resume", "--in", a, "--out", out)
+		if code != cli.ExitFailure || !strings.Contains(s, file) || !strings.Contains(s, "changed after the bucket was committed") {
+			t.Errorf("%s: run --resume: exit %d, want 1 naming %s\n%s", what, code, file, s)
+		}
+		code, s = callIn("", "verify", out)
+		if code != cli.ExitFailure || !strings.Contains(s, file) {
+			t.Errorf("%s: verify: exit %d, want 1 naming %s\n%s", what, code, file, s)
+		}
+	}
+
+	// Another run's report manifest in place of the bucket's own.
+	out := outOf(a)
+	rel := "reports/2017-06-02.parquet"
+	data, err := os.ReadFile(filepath.Join(other, rel))
+	testutil.Check(t, err)
+	testutil.Check(t, os.WriteFile(filepath.Join(out, rel), data, 0o644))
+	refused("a replaced report manifest", out, filepath.Join(out, rel))
+
+	// A ledger entry whose counts were edited.
+	out = outOf(a)
+	ledger := filepath.Join(out, "ledger", "2017-06-01.json")
+	var l map[string]any
+	data, err = os.ReadFile(ledger)
+	testutil.Check(t, err)
+	testutil.Check(t, json.Unmarshal(data, &l))
+	l["counts"].(map[string]any)["measurements"] = 16.0
+	data, _ = json.Marshal(l)
+	testutil.Check(t, os.WriteFile(ledger, data, 0o644))
+	refused("edited counts", out, ledger)
+
+	// A bucket's files without their ledger entry (a run stopped between
+	// the two, or copied in): verify names them.
+	out = outOf(a)
+	stray := filepath.Join(out, "measurements", "2017-06-09.parquet")
+	data, err = os.ReadFile(filepath.Join(out, "measurements", "2017-06-01.parquet"))
+	testutil.Check(t, err)
+	testutil.Check(t, os.WriteFile(stray, data, 0o644))
+	if code, s := callIn("", "verify", out); code != cli.ExitFailure || !strings.Contains(s, stray) {
+		t.Errorf("a stray file: verify: exit %d, want 1 naming %s\n%s", code, stray, s)
+	}
+}
