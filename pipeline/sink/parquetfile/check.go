@@ -44,7 +44,9 @@ func (d *digester) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func (d *digester) digest() Digest { return Digest{Size: d.n, SHA256: hex.EncodeToString(d.h.Sum(nil))} }
+func (d *digester) digest() Digest {
+	return Digest{Size: d.n, SHA256: hex.EncodeToString(d.h.Sum(nil))}
+}
 
 // bucketFiles are a bucket's files, by the names a ledger entry records
 // their digests under.

@@ -90,9 +90,9 @@ type Ledger struct {
 	Counts      stamped.Counts `json:"counts"`
 	// Files are the size and SHA-256 of each of the bucket's files, by
 	// name under the output: whoever builds on the bucket checks them.
-	Files   map[string]Digest `json:"files"`
-	Started time.Time         `json:"started"`
-	Finished    time.Time      `json:"finished"`
+	Files    map[string]Digest `json:"files"`
+	Started  time.Time         `json:"started"`
+	Finished time.Time         `json:"finished"`
 }
 
 // Dirs are the sub-folders of the output folder.
