@@ -340,4 +340,41 @@ func TestPlan_PhasesInOrder(t *testing.T) {
 	if code, out := callIn("", "load", "--plan", planFile, "--shard", "0", "--out", job); code != cli.ExitOK {
 		t.Errorf("load after check: exit %d\n%s", code, out)
 	}
+
+	// The input re-canned, planned and mapped again, check forgotten:
+	// the verdicts are the old plan's, and load refuses them.
+	if code, out := call("gen", "-q", "--seed", "9", "--out", dir+"/c2", "--buckets", "4", "--reports", "20", "--max-measurements", "200"); code != cli.ExitOK {
+		t.Fatalf("gen: exit %d\n%s", code, out)
+	}
+	plan2 := filepath.Join(dir, "plan2.json")
+	if code, out := call("plan", "--in", dir+"/c2", "--shards", "2", "--out", plan2); code != cli.ExitOK {
+		t.Fatalf("plan: exit %d\n%s", code, out)
+	}
+	for i := range 2 {
+		if code, out := callIn("", "run", "-q", "--replace", "--plan", plan2, "--shard", fmt.Sprint(i), "--out", job); code != cli.ExitOK {
+			t.Fatalf("map %d of the new plan: exit %d\n%s", i, code, out)
+		}
+	}
+	if code, out := callIn("", "load", "--plan", plan2, "--shard", "0", "--out", job); code != cli.ExitUsage || !strings.Contains(out, "made by check for another plan") {
+		t.Errorf("load of a new plan with the old verdicts: exit %d, want 2 naming check\n%s", code, out)
+	}
+	if code, out := callIn("", "check", "--plan", plan2, "--out", job); code != cli.ExitOK {
+		t.Fatalf("check: exit %d\n%s", code, out)
+	}
+	// A shard's manifest changed after check: refused too.
+	manifest := filepath.Join(job, "shards", "1", scaleout.ManifestName)
+	data := testutil.Must(os.ReadFile(manifest))
+	testutil.Check(t, os.WriteFile(manifest, append(data, '\n'), 0o644))
+	if code, out := callIn("", "load", "--plan", plan2, "--shard", "0", "--out", job); code != cli.ExitUsage || !strings.Contains(out, "changed since check") {
+		t.Errorf("load after a manifest changed: exit %d, want 2\n%s", code, out)
+	}
+	testutil.Check(t, os.WriteFile(manifest, data, 0o644))
+	for i := range 2 {
+		if code, out := callIn("", "load", "--plan", plan2, "--shard", fmt.Sprint(i), "--out", job); code != cli.ExitOK {
+			t.Errorf("load %d after check: exit %d\n%s", i, code, out)
+		}
+	}
+	if code, out := callIn("", "verify", job); code != cli.ExitOK {
+		t.Errorf("verify of the loaded job: exit %d\n%s", code, out)
+	}
 }

@@ -10,6 +10,8 @@ package scaleout
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -164,6 +166,8 @@ func (s CheckSummary) WriteJSON(w io.Writer) error {
 func Check(ctx context.Context, p Plan, out store.Store) (CheckSummary, error) {
 	var readers []*ManifestReader
 	counts := stamped.NewCounts()
+	made := VerdictsHeader{Plan: p.Checksum, Manifests: map[string]string{}}
+	var hashed []func() error // each reads the rest of a manifest into its digest
 	for i := range p.Shards {
 		if len(p.Names(i)) == 0 {
 			continue
@@ -183,11 +187,19 @@ func Check(ctx context.Context, p Plan, out store.Store) (CheckSummary, error) {
 		}
 		counts.Merge(c)
 		defer f.Close()
-		r, err := NewManifestReader(so.Where(ManifestName), f)
+		h := sha256.New()
+		r, err := NewManifestReader(so.Where(ManifestName), io.TeeReader(f, h))
 		if err != nil {
 			return CheckSummary{}, err
 		}
 		readers = append(readers, r)
+		hashed = append(hashed, func() error {
+			if _, err := io.Copy(h, f); err != nil {
+				return err
+			}
+			made.Manifests[strconv.Itoa(i)] = hex.EncodeToString(h.Sum(nil))
+			return nil
+		})
 	}
 	var verdicts []Change
 	st, err := Merge(readers, func(v Change) error {
@@ -201,6 +213,11 @@ func Check(ctx context.Context, p Plan, out store.Store) (CheckSummary, error) {
 	if err := shardsComplete(p, readers, out); err != nil {
 		return CheckSummary{}, err
 	}
+	for _, h := range hashed {
+		if err := h(); err != nil {
+			return CheckSummary{}, err
+		}
+	}
 	slices.SortFunc(verdicts, func(a, b Change) int {
 		if c := strings.Compare(a.Bucket, b.Bucket); c != 0 {
 			return c
@@ -210,6 +227,9 @@ func Check(ctx context.Context, p Plan, out store.Store) (CheckSummary, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
+	if err := enc.Encode(made); err != nil {
+		return CheckSummary{}, err
+	}
 	// A collision is one reject per report that loses its IDs: the
 	// shards counted their own verdicts, the corpus has the settled ones.
 	counts.AddCollisions(st.Lost - st.Regained)
@@ -280,8 +300,20 @@ type OrderError struct{ Msg string }
 
 func (e *OrderError) Error() string { return e.Msg }
 
-// ReadVerdicts reads what Check wrote under out, by bucket.
-func ReadVerdicts(ctx context.Context, out store.Store) (map[string][]stamped.Verdict, error) {
+// VerdictsHeader is the first line of verdicts.jsonl: what Check made
+// the verdicts from, the plan's checksum and the SHA-256 of each shard's
+// manifest (by shard index). Load takes the verdicts only when they are
+// those of its plan and of the manifests the shards hold now.
+type VerdictsHeader struct {
+	Plan      string            `json:"plan"`
+	Manifests map[string]string `json:"manifests"`
+}
+
+// ReadVerdicts reads what Check wrote under out, by bucket, once it has
+// checked that Check made them from the plan p and from the manifests
+// its shards hold now: an *OrderError, naming the step to run again,
+// when it did not.
+func ReadVerdicts(ctx context.Context, p Plan, out store.Store) (map[string][]stamped.Verdict, error) {
 	f, err := out.Open(ctx, VerdictsName)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &OrderError{out.Where(".") + " has no verdicts: run backfill check first, once every shard's map has completed"}
@@ -291,6 +323,28 @@ func ReadVerdicts(ctx context.Context, out store.Store) (map[string][]stamped.Ve
 	}
 	defer f.Close()
 	dec := json.NewDecoder(f)
+	var h VerdictsHeader
+	if err := dec.Decode(&h); err != nil || h.Plan == "" {
+		return nil, &OrderError{fmt.Sprintf("%s was not written by backfill check (it names no plan): run backfill check --plan PLAN --out %s again", out.Where(VerdictsName), out.Where("."))}
+	}
+	if h.Plan != p.Checksum {
+		return nil, &OrderError{fmt.Sprintf("%s was made by check for another plan (checksum %s, this plan's is %s): run backfill check with this plan, once every shard's map has completed",
+			out.Where(VerdictsName), short(h.Plan), short(p.Checksum))}
+	}
+	for i := range p.Shards {
+		if len(p.Names(i)) == 0 {
+			continue
+		}
+		so := ShardOut(out, i)
+		got, err := fileDigest(ctx, so, ManifestName)
+		if err != nil {
+			return nil, err
+		}
+		if want := h.Manifests[strconv.Itoa(i)]; got != want {
+			return nil, &OrderError{fmt.Sprintf("%s changed since check made %s (shard %d was mapped again): run backfill check again before load",
+				so.Where(ManifestName), out.Where(VerdictsName), i)}
+		}
+	}
 	byBucket := map[string][]stamped.Verdict{}
 	for {
 		var v Change
@@ -301,6 +355,22 @@ func ReadVerdicts(ctx context.Context, out store.Store) (map[string][]stamped.Ve
 		}
 		byBucket[v.Bucket] = append(byBucket[v.Bucket], stamped.Verdict{Textname: v.Textname, RejectedBy: v.RejectedBy, Message: v.Message})
 	}
+}
+
+func short(sum string) string { return sum[:min(len(sum), 12)] }
+
+// fileDigest is the SHA-256 of the file name of st, in hex.
+func fileDigest(ctx context.Context, st store.Store, name string) (string, error) {
+	f, err := st.Open(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("%s: %w", st.Where(name), err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // Load copies the buckets of shard of p from its shard output into out
@@ -316,7 +386,7 @@ func Load(ctx context.Context, p Plan, shard int, out store.Store) (_ int, err e
 	if err := Mapped(ctx, src, shard); err != nil {
 		return 0, err
 	}
-	byBucket, err := ReadVerdicts(ctx, out)
+	byBucket, err := ReadVerdicts(ctx, p, out)
 	if err != nil {
 		return 0, err
 	}
