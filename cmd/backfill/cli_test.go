@@ -29,8 +29,10 @@ import (
 // any number of "setup: ..." commands run first, each of which must exit 0
 // or 3; the files are stdin, stdout (compared exactly), stdout-contains and
 // stderr (each of their lines must appear in that output), stderr-lacks
-// (none of its lines may appear), and fs/PATH,
-// written to $WORK/PATH first. $WORK is a fresh folder and $PGDSN the URL
+// (none of its lines may appear), fs/PATH, written to $WORK/PATH first,
+// and fs-after/PATH, written there right after the first setup command
+// that is a gen (into the corpus it made: gen writes only into an empty
+// folder). $WORK is a fresh folder and $PGDSN the URL
 // of a fresh database on the test server, wherever they appear.
 func TestCLI(t *testing.T) {
 	t.Parallel()
@@ -55,15 +57,23 @@ func TestCLI(t *testing.T) {
 			ar.Comment = []byte(expand(string(ar.Comment)))
 			args, wantExit := scenarioHeader(t, ar.Comment)
 			parts := map[string][]byte{}
+			var after []txtar.File
+			write := func(p string, data []byte) {
+				path := filepath.Join(work, filepath.FromSlash(p))
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 			for _, f := range ar.Files {
 				if p, ok := strings.CutPrefix(f.Name, "fs/"); ok {
-					path := filepath.Join(work, filepath.FromSlash(p))
-					if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-						t.Fatal(err)
-					}
-					if err := os.WriteFile(path, f.Data, 0o644); err != nil {
-						t.Fatal(err)
-					}
+					write(p, f.Data)
+					continue
+				}
+				if p, ok := strings.CutPrefix(f.Name, "fs-after/"); ok {
+					after = append(after, txtar.File{Name: p, Data: f.Data})
 					continue
 				}
 				switch f.Name {
@@ -78,7 +88,16 @@ func TestCLI(t *testing.T) {
 					if code, out := call(strings.Fields(v)...); code != cli.ExitOK && code != cli.ExitRejects {
 						t.Fatalf("setup %s: exit %d\n%s", v, code, out)
 					}
+					if strings.Fields(v)[0] == "gen" {
+						for _, f := range after {
+							write(f.Name, f.Data)
+						}
+						after = nil
+					}
 				}
+			}
+			if len(after) > 0 {
+				t.Fatal("fs-after/ files, but no setup: gen to write them after")
 			}
 			var stdout, stderr bytes.Buffer
 			err = run(context.Background(), args, cli.Stdio{In: bytes.NewReader(parts["stdin"]), Out: &stdout, Err: &stderr})

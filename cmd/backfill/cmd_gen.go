@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"time"
@@ -132,6 +133,14 @@ func runGen(ctx context.Context, args []string, std cli.Stdio) error {
 func (o *genOptions) generate(ctx context.Context) (corpus.Stats, error) {
 	dst, err := location.Open(ctx, o.out)
 	if err != nil {
+		return corpus.Stats{}, err
+	}
+	// A corpus goes into a folder of its own: files already there would
+	// stand beside it with no line of its ground truth, and a link planted
+	// among them would be written through.
+	if ents, err := dst.ReadDir(ctx, "."); err == nil && len(ents) > 0 {
+		return corpus.Stats{}, cli.Usagef("gen: --out %s is not empty (%s, ...): gen writes a corpus into a new or empty folder", dst.Where("."), cli.Printable(ents[0].Name()))
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return corpus.Stats{}, err
 	}
 	dir, local := store.LocalDir(dst)

@@ -20,7 +20,7 @@ func runPlan(ctx context.Context, args []string, std cli.Stdio) error {
 	var shards int
 	fs.StringVar(&in, "in", "", "the folder of bucket folders `DIR` (local or s3://)")
 	fs.StringVar(&out, "out", "", "where to write the plan, a path or an s3:// URL `FILE` (default: standard output)")
-	fs.IntVar(&shards, "shards", 0, "the number of shards `N` (1 or more)")
+	fs.IntVar(&shards, "shards", 0, "the number of shards `N` (1 to 100000)")
 	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
@@ -30,8 +30,8 @@ func runPlan(ctx context.Context, args []string, std cli.Stdio) error {
 		return cli.Usagef("plan: unexpected argument %q", rest[0])
 	case in == "":
 		return cli.Usagef("plan: --in is required")
-	case shards < 1:
-		return cli.Usagef("plan: --shards must be 1 or more")
+	case shards < 1 || shards > scaleout.MaxShards:
+		return cli.Usagef("plan: --shards must be 1 to %d (a Kubernetes Indexed Job runs at most that many completions)", scaleout.MaxShards)
 	}
 	fsys, err := location.Open(ctx, in)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 )
 
@@ -188,12 +189,43 @@ func TestVerify(t *testing.T) {
 			if tc.reports != nil {
 				writeParquet(t, filepath.Join(bad, "reports", bucket+".parquet"), tc.reports)
 			}
+			// As it is, the ledger's digests refuse the bucket; resealed
+			// (a forger who recomputes them and the counts), the rows
+			// themselves fail.
+			if code, o := callIn("", "verify", bad); code != 1 || !strings.Contains(o, "is not the file its ledger entry recorded") {
+				t.Errorf("unsealed: exit %d, %q; want exit 1 naming the digest", code, o)
+			}
+			reseal(t, bad, bucket)
 			code, o := callIn("", "verify", bad)
 			if code != 1 || !strings.Contains(o, "backfill: verify: "+bad+"/measurements/"+bucket+".parquet: ") || !strings.Contains(o, tc.want) {
 				t.Errorf("exit %d, %q; want exit 1 naming the file and %q", code, o, tc.want)
 			}
 		})
 	}
+}
+
+// reseal rewrites a bucket's ledger entry for its files as they are now:
+// their digests, and the reports and measurements its manifest keeps.
+func reseal(t *testing.T, out, bucket string) {
+	t.Helper()
+	path := filepath.Join(out, "ledger", bucket+".json")
+	var l parquetfile.Ledger
+	testutil.Check(t, json.Unmarshal(testutil.Must(os.ReadFile(path)), &l))
+	for name := range l.Files {
+		data := testutil.Must(os.ReadFile(filepath.Join(out, name)))
+		sum := sha256.Sum256(data)
+		l.Files[name] = parquetfile.Digest{Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}
+	}
+	reports, err := parquetfile.ReadReports(t.Context(), store.Local(out), "reports/"+bucket+".parquet")
+	testutil.Check(t, err)
+	l.Counts.Reports, l.Counts.Measurements = 0, 0
+	for _, r := range reports {
+		if r.RejectedBy == "" {
+			l.Counts.Reports++
+			l.Counts.Measurements += r.N
+		}
+	}
+	testutil.Check(t, os.WriteFile(path, testutil.Must(json.Marshal(l)), 0o644))
 }
 
 func writeParquet[T any](t *testing.T, path string, rows []T) {

@@ -306,10 +306,32 @@ var ErrFormat = errors.New("format")
 
 // Check checks the configuration's counts, sizes, format and corruption
 // kinds and rates; Generate refuses a configuration it fails.
+// The bounds of a Config: a test corpus, not the archive (147 M
+// measurements); past them a typing slip would fill the disk.
+const (
+	MaxBuckets      = 10_000
+	MaxReports      = 1_000_000
+	MaxMeasurements = 10_000_000
+	MaxHugeBlob     = 1 << 30
+	MaxCanSize      = 4 << 30
+)
+
 func (c Config) Check() error {
 	if c.Buckets < 1 || c.Reports < 0 || c.MinMeasurements < 1 || c.Alpha <= 0 || c.MaxMeasurements < 1 ||
 		c.JSONFraction < 0 || c.JSONFraction > 1 || c.CanSize < 1 || c.HugeBlob < 16 || c.TimeSlots < 0 {
 		return errors.New("a count, size or fraction is out of range")
+	}
+	switch {
+	case c.Buckets > MaxBuckets:
+		return fmt.Errorf("%d buckets: at most %d (the real archive has 2,026)", c.Buckets, MaxBuckets)
+	case c.Reports > MaxReports:
+		return fmt.Errorf("%d reports a bucket: at most %d", c.Reports, MaxReports)
+	case c.MaxMeasurements > MaxMeasurements || c.MinMeasurements > MaxMeasurements:
+		return fmt.Errorf("%d measurements a report: at most %d", max(c.MinMeasurements, c.MaxMeasurements), MaxMeasurements)
+	case c.HugeBlob > MaxHugeBlob || c.MaxBlob > MaxHugeBlob:
+		return fmt.Errorf("a blob of %d bytes: at most %d (1 GiB)", max(c.HugeBlob, c.MaxBlob), int64(MaxHugeBlob))
+	case c.CanSize > MaxCanSize:
+		return fmt.Errorf("cans of %d bytes: at most %d (4 GiB)", c.CanSize, int64(MaxCanSize))
 	}
 	switch c.Format {
 	case "", FormatCanned, FormatAutoclaved, FormatBoth:

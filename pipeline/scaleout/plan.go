@@ -53,11 +53,15 @@ type Plan struct {
 	Checksum     string              `json:"checksum"`
 }
 
+// MaxShards bounds a plan's shards: a Kubernetes Indexed Job runs at most
+// 100,000 completions, and a shard holds one bucket at least.
+const MaxShards = 100_000
+
 // NewPlan plans buckets (names, bytes and fingerprints; Shard is set here) of
 // input into shards.
 func NewPlan(input string, buckets []Bucket, shards int) (Plan, error) {
-	if shards < 1 {
-		return Plan{}, fmt.Errorf("plan: %d shards; want 1 or more", shards)
+	if shards < 1 || shards > MaxShards {
+		return Plan{}, fmt.Errorf("plan: %d shards; want 1 to %d", shards, MaxShards)
 	}
 	if err := checkInput(input); err != nil {
 		return Plan{}, fmt.Errorf("plan: %w", err)
@@ -178,8 +182,8 @@ func ParsePlan(data []byte) (Plan, error) {
 		return Plan{}, fmt.Errorf("a plan of version %d; this backfill reads version %d", p.Version, PlanVersion)
 	case p.Checksum != p.sum():
 		return Plan{}, errors.New("the plan's checksum does not match its content: it was changed after it was written")
-	case p.Shards < 1:
-		return Plan{}, fmt.Errorf("a plan of %d shards", p.Shards)
+	case p.Shards < 1 || p.Shards > MaxShards:
+		return Plan{}, fmt.Errorf("a plan of %d shards; a plan has 1 to %d", p.Shards, MaxShards)
 	}
 	if err := checkInput(p.Input); err != nil {
 		return Plan{}, err

@@ -107,6 +107,19 @@ func TestPlan_Parse(t *testing.T) {
 	if _, err := scaleout.NewPlan("data/canned", days(3, 1), 2); err == nil || !strings.Contains(err.Error(), "relative path") {
 		t.Errorf("a relative input is planned: %v", err)
 	}
+	// Shards past any Job's completions: refused before anything is
+	// allocated for them, from the flag and from a plan forged with its
+	// checksum recomputed.
+	for _, n := range []int{scaleout.MaxShards + 1, 1 << 32, 4e18} {
+		if _, err := scaleout.NewPlan("/in", days(3, 1), n); err == nil {
+			t.Errorf("%d shards planned", n)
+		}
+		forged := p
+		forged.Shards = n
+		if _, err := scaleout.ParsePlan(forged.Marshal()); err == nil || !strings.Contains(err.Error(), "shards") {
+			t.Errorf("a plan of %d shards is read: %v", n, err)
+		}
+	}
 	rel := p
 	rel.Input = "data/canned"
 	if _, err := scaleout.ParsePlan(rel.Marshal()); err == nil || !strings.Contains(err.Error(), "relative path") {
