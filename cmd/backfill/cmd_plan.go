@@ -45,7 +45,7 @@ func runPlan(ctx context.Context, args []string, std cli.Stdio) error {
 	if err != nil {
 		return err
 	}
-	p, err := scaleout.NewPlan(store.Abs(input.Dir.Where(".")), buckets, shards)
+	p, err := scaleout.NewPlan(store.Identity(input.Dir.Where(".")), buckets, shards)
 	if err != nil {
 		return err
 	}

@@ -202,7 +202,7 @@ func (o *runOptions) locations(ctx context.Context, std cli.Stdio) (outStore sto
 		return nil, false, cli.Usagef("run: --out %s is inside --in %s: the output would be read as input (and change its buckets' fingerprints); give a folder outside it", outStore.Where("."), in.Dir.Where("."))
 	}
 	cfg.In, cfg.Buckets, cfg.MaxBlob = in.Dir, in.Buckets, int64(o.maxBlob)
-	cfg.Source = store.Abs(in.Dir.Where("."))
+	cfg.Source = store.Identity(in.Dir.Where("."))
 	if o.planFile == "" { // a plan's input records are said by plan, counted by check
 		cfg.InputRecords = in.Records()
 		for _, m := range in.Misnamed {

@@ -159,7 +159,7 @@ func (f *madeFrom) open(ctx context.Context, std cli.Stdio, fs *flag.FlagSet) (*
 		fmt.Fprintf(std.Err, "backfill: notice: %s is not a bucket folder (its name is not a date YYYY-MM-DD); skipped\n", in.Dir.Where(name))
 	}
 	cfg := ingest.Config{In: in.Dir, Buckets: in.Buckets, Workers: f.workers, Scheme: ooid.DefaultScheme, Format: f.format,
-		Read: reader.ReadOptions{Ndx: f.ndx, FromIndex: f.fromIndex}, Source: store.Abs(in.Dir.Where("."))}
+		Read: reader.ReadOptions{Ndx: f.ndx, FromIndex: f.fromIndex}, Source: store.Identity(in.Dir.Where("."))}
 	input, err := verify.ReadInput(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("verify: --in: %w", err)

@@ -72,3 +72,28 @@ func TestRun_ChecksWhatItBuildsOn(t *testing.T) {
 		t.Errorf("a stray file: verify: exit %d, want 1 naming %s\n%s", code, stray, s)
 	}
 }
+
+// An output records its input by identity: a link to the input and its
+// real path are one input, and a link repointed at another archive is
+// another input, whose buckets do not replace the committed ones without
+// --replace.
+func TestRun_InputByIdentity(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a, b, link := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "current")
+	genCorpus(t, a)
+	genCorpus(t, b, "--seed", "7")
+	testutil.Check(t, os.Symlink(a, link))
+	out := t.TempDir()
+	if code, s := callIn("", "run", "-q", "--in", link, "--out", out); code != cli.ExitOK {
+		t.Fatalf("run through the link: exit %d\n%s", code, s)
+	}
+	if code, s := callIn("", "run", "-q", "--resume", "--in", a, "--out", out); code != cli.ExitOK {
+		t.Errorf("the real path of the same input: exit %d, want 0\n%s", code, s)
+	}
+	testutil.Check(t, os.Remove(link))
+	testutil.Check(t, os.Symlink(b, link))
+	if code, s := callIn("", "run", "-q", "--in", link, "--out", out); code != cli.ExitFailure || !strings.Contains(s, "not replaced (--replace replaces them)") || !strings.Contains(s, b) {
+		t.Errorf("the link repointed at another archive: exit %d, want 1 naming %s\n%s", code, b, s)
+	}
+}

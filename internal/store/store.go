@@ -295,6 +295,17 @@ func (c ctxFS) Open(name string) (fs.File, error)          { return c.s.Open(c.c
 func (c ctxFS) ReadDir(name string) ([]fs.DirEntry, error) { return c.s.ReadDir(c.ctx, name) }
 func (c ctxFS) Stat(name string) (fs.FileInfo, error)      { return c.s.Stat(c.ctx, name) }
 
+// Identity is how outputs record their input: an s3:// URL as it is, a
+// local path absolute with its links resolved, so that two spellings of
+// one folder are one input and a link repointed at another folder is not
+// the folder it used to name.
+func Identity(p string) string {
+	if IsRemote(p) {
+		return p
+	}
+	return resolved(p)
+}
+
 // Abs is the absolute form of a location p, as outputs record their input
 // and messages name them; an s3:// URL is as it is.
 func Abs(p string) string {
