@@ -45,6 +45,7 @@ const (
 	DefaultLease     = 10        // seconds reserved by each durable mark
 	DefaultMaxLead   = 60        // seconds the IDs may run ahead of the clock
 	DefaultMaxFuture = 24 * 3600 // a recorded mark further ahead than this is refused
+	DefaultMaxWait   = time.Minute
 )
 
 // Options say how a Stamper issues IDs.
@@ -65,8 +66,15 @@ type Options struct {
 	// MaxFuture refuses a state file whose mark is further ahead of the
 	// clock than this many seconds; DefaultMaxFuture when 0.
 	MaxFuture uint32
-	// Clock and Sleep are the wall clock and the wait (time.Now and
-	// time.Sleep when nil), for tests.
+	// MaxWait bounds one wait for the clock (past MaxLead): a wait longer
+	// than this fails at once with ErrAhead, naming the clock and the
+	// mark (a clock stepped back, a restored snapshot); DefaultMaxWait
+	// when 0.
+	MaxWait time.Duration
+	// Notice, when set, is told at once of each wait for the clock.
+	Notice func(msg string)
+	// Clock and Sleep are the wall clock and the wait (time.Now, and a
+	// timer that the caller's context cancels, when nil), for tests.
 	Clock func() time.Time
 	Sleep func(time.Duration)
 }
@@ -114,8 +122,8 @@ func Open(opt Options) (*Stamper, error) {
 	if opt.Clock == nil {
 		opt.Clock = time.Now
 	}
-	if opt.Sleep == nil {
-		opt.Sleep = time.Sleep
+	if opt.MaxWait <= 0 {
+		opt.MaxWait = DefaultMaxWait
 	}
 	real, err := resolveState(opt.State)
 	if err != nil {
@@ -217,22 +225,29 @@ func (s *Stamper) now() uint32 {
 }
 
 // Next returns a new ID.
-func (s *Stamper) Next() (ooid.ID, error) {
+func (s *Stamper) Next() (ooid.ID, error) { return s.NextContext(context.Background()) }
+
+// NextContext returns a new ID; a wait for the clock ends with ctx.
+func (s *Stamper) NextContext(ctx context.Context) (ooid.ID, error) {
 	var id [1]ooid.ID
-	err := s.Fill(id[:])
+	err := s.FillContext(ctx, id[:])
 	return id[0], err
 }
 
 // Fill fills ids with new IDs, in increasing order. On error the IDs
 // before the failure are filled, the others zero.
-func (s *Stamper) Fill(ids []ooid.ID) error {
+func (s *Stamper) Fill(ids []ooid.ID) error { return s.FillContext(context.Background(), ids) }
+
+// FillContext is Fill, whose wait for the clock (bounded by MaxWait) ends
+// with ctx.
+func (s *Stamper) FillContext(ctx context.Context, ids []ooid.ID) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return errors.New("collector: stamper closed")
 	}
 	for len(ids) > 0 {
-		if err := s.second(); err != nil {
+		if err := s.second(ctx); err != nil {
 			return err
 		}
 		n := min(uint32(len(ids)), ooid.MaxCollectorCounter+1-s.next)
@@ -249,7 +264,7 @@ func (s *Stamper) Fill(ids []ooid.ID) error {
 // second makes s.sec, s.next the place of the next ID: the wall clock's
 // second when it is ahead, never an earlier one, the next second when
 // this one is used up, within the lead bound and the durable mark.
-func (s *Stamper) second() error {
+func (s *Stamper) second(ctx context.Context) error {
 	for {
 		now := s.now()
 		sec, next := s.sec, s.next
@@ -269,7 +284,17 @@ func (s *Stamper) second() error {
 			if s.opt.FailAhead {
 				return fmt.Errorf("%w: second %d, clock %d, bound %d s", ErrAhead, sec, now, s.opt.MaxLead)
 			}
-			s.opt.Sleep(time.Duration(sec-now-s.opt.MaxLead) * time.Second)
+			wait := time.Duration(sec-now-s.opt.MaxLead) * time.Second
+			if wait > s.opt.MaxWait {
+				return fmt.Errorf("%w: the IDs issued went up to %s and the clock says %s: issuing waits %s, over the bound of %s; check the clock (stepped back, or a restored snapshot)",
+					ErrAhead, time.Unix(int64(sec-1), 0).UTC().Format(time.RFC3339), time.Unix(int64(now), 0).UTC().Format(time.RFC3339), wait, s.opt.MaxWait)
+			}
+			if s.opt.Notice != nil {
+				s.opt.Notice(fmt.Sprintf("collector: the IDs are %d s ahead of the clock; waiting %s for it (--fail-ahead fails instead)", sec-now, wait))
+			}
+			if err := s.sleep(ctx, wait); err != nil {
+				return err
+			}
 			continue
 		}
 		if sec > s.mark {
@@ -280,6 +305,22 @@ func (s *Stamper) second() error {
 		}
 		s.sec, s.next = sec, next
 		return nil
+	}
+}
+
+// sleep waits d, or until ctx ends.
+func (s *Stamper) sleep(ctx context.Context, d time.Duration) error {
+	if s.opt.Sleep != nil {
+		s.opt.Sleep(d)
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

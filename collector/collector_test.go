@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -150,7 +151,8 @@ func TestStamper_Restart(t *testing.T) {
 	c := &fakeClock{t: t0}
 	is := &issued{t: t}
 	for run := range 5 {
-		s := open(t, state, c, Options{Lease: 10})
+		// The clock set back two hours: waits for it are allowed here.
+		s := open(t, state, c, Options{Lease: 10, MaxWait: 3 * time.Hour})
 		for range 30 { // 30 seconds, 1000 IDs each
 			for range 1000 {
 				id, err := s.Next()
@@ -291,3 +293,40 @@ func FuzzParseState(f *testing.F) {
 }
 
 func stateOf(id uint8, mark uint32) []byte { return state{CollectorID: id, Mark: mark}.encode() }
+
+// A mark an hour ahead of the clock (a restored snapshot, a clock
+// stepped back) does not make issuing wait in silence: past MaxWait it
+// fails at once, naming the clock; a wait within the bound is said at
+// once and ends with the caller's context.
+func TestStamper_WaitSaidBoundedCancelled(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	c := &fakeClock{t: t0}
+	s := open(t, state, c, Options{})
+	if _, err := s.Next(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Check(t, s.Close())
+	c.Add(-time.Hour)
+	s = open(t, state, c, Options{})
+	_, err := s.Next()
+	if !errors.Is(err, ErrAhead) || !strings.Contains(err.Error(), "check the clock") || c.sleeps != 0 {
+		t.Errorf("an hour behind the mark: %v after %d sleeps; want ErrAhead at once, naming the clock", err, c.sleeps)
+	}
+	testutil.Check(t, s.Close())
+
+	// Within the bound, on the real timer: said at once, and cancelled.
+	var said []string
+	s, err = Open(Options{CollectorID: 42, State: state, Clock: c.Now, MaxWait: 2 * time.Hour, Notice: func(m string) { said = append(said, m) }})
+	testutil.Check(t, err)
+	defer s.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { _, err := s.NextContext(ctx); done <- err }()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("a wait cancelled: %v", err)
+	}
+	if len(said) != 1 || !strings.Contains(said[0], "waiting") {
+		t.Errorf("the wait was said as %q", said)
+	}
+}

@@ -35,7 +35,7 @@ func (s *Stamper) WriteIDs(ctx context.Context, n int64, w io.Writer) error {
 			return err
 		}
 		k := min(n, int64(len(ids)))
-		if err := s.Fill(ids[:k]); err != nil {
+		if err := s.FillContext(ctx, ids[:k]); err != nil {
 			_ = bw.Flush()
 			return err
 		}
@@ -85,7 +85,7 @@ func (s *Stamper) Filter(ctx context.Context, lr *lines.Reader, w, dead io.Write
 		if has, err := hasKey(obj, "ooid"); err != nil || has {
 			return refuse(`it has an "ooid" already`)
 		}
-		id, err := s.Next()
+		id, err := s.NextContext(ctx)
 		if err != nil {
 			return err
 		}
@@ -161,7 +161,7 @@ func (s *Stamper) Handler(token string) http.Handler {
 			n = k
 		}
 		ids := make([]ooid.ID, n)
-		if err := s.Fill(ids); err != nil {
+		if err := s.FillContext(r.Context(), ids); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}

@@ -39,9 +39,12 @@ type Dir string
 // open resolves bucket/key and calls fn with the folder's root and the
 // key's name in it.
 func (d Dir) open(bucket, key string, fn func(r *os.Root, name string) error) error {
+	if err := checkName(bucket, key); err != nil {
+		return err
+	}
 	p := filepath.Join(string(d), bucket, key)
 	rel, err := filepath.Rel(string(d), p)
-	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || bucket == "" {
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		return fmt.Errorf("s3://%s/%s is outside the files root: %w", bucket, key, fs.ErrNotExist)
 	}
 	r, err := os.OpenRoot(string(d))
@@ -101,9 +104,20 @@ type Objects struct {
 	Root store.Store
 }
 
+// checkName refuses an object name that a folder or a store path would
+// read as another: S3 takes a key literally, so "a/../b" is not "b", and
+// "a//b" not "a/b". A key with an empty, "." or ".." segment, or a bucket
+// that is no bucket name, is not read (fs.ErrNotExist).
+func checkName(bucket, key string) error {
+	if bucket == "" || bucket == "." || bucket == ".." || strings.Contains(bucket, "/") || key == "." || !fs.ValidPath(key) {
+		return fmt.Errorf("s3://%s/%s is not an object name here (an empty, \".\" or \"..\" segment, which S3 takes literally): %w", bucket, key, fs.ErrNotExist)
+	}
+	return nil
+}
+
 func (o Objects) open(bucket, key string) (store.Store, error) {
-	if bucket == "" || strings.Contains(bucket, "/") || !fs.ValidPath(key) {
-		return nil, fmt.Errorf("s3://%s/%s is not an object name here: %w", bucket, key, fs.ErrNotExist)
+	if err := checkName(bucket, key); err != nil {
+		return nil, err
 	}
 	return o.Root.Sub(bucket), nil
 }

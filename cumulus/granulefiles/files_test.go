@@ -55,4 +55,24 @@ func TestDir_LinksAndFIFOs(t *testing.T) {
 	if _, err := d.Open("bucket", "../../etc/passwd"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a ../ name: %v, want outside the files root", err)
 	}
+	// S3 takes a key literally: "../other/m.json" in bucket "bucket" is
+	// not other/m.json, though it stays inside the root once cleaned; nor
+	// is "x//real.cmr.xml" or "./real.cmr.xml" a name of real.cmr.xml.
+	testutil.Check(t, os.MkdirAll(filepath.Join(root, "other", "x"), 0o755))
+	testutil.Check(t, os.WriteFile(filepath.Join(root, "other", "m.json"), []byte("{}"), 0o644))
+	for _, name := range [][2]string{{"bucket", "../other/m.json"}, {"bucket", "x/../real.cmr.xml"}, {"bucket", "./real.cmr.xml"},
+		{"bucket", "/real.cmr.xml"}, {"other", "x//../m.json"}, {"..", "root/bucket/real.cmr.xml"}, {".", "bucket/real.cmr.xml"}, {"bucket", "."}} {
+		if f, err := d.Open(name[0], name[1]); !errors.Is(err, fs.ErrNotExist) {
+			if f != nil {
+				f.Close()
+			}
+			t.Errorf("s3://%s/%s: %v, want it not found (S3 takes it literally)", name[0], name[1], err)
+		}
+		if _, err := d.Size(name[0], name[1]); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("size of s3://%s/%s: %v, want it not found", name[0], name[1], err)
+		}
+		if _, err := (Objects{Root: nil}).open(name[0], name[1]); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("object s3://%s/%s: %v, want it not found", name[0], name[1], err)
+		}
+	}
 }

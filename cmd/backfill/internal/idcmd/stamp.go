@@ -105,6 +105,7 @@ func RunStamp(ctx context.Context, args []string, std cli.Stdio) (err error) {
 	if err := o.check(); err != nil {
 		return err
 	}
+	o.opt.Notice = func(msg string) { fmt.Fprintf(std.Err, "backfill: %s\n", msg) }
 	s, err := collector.Open(o.opt)
 	if err != nil {
 		return err
