@@ -160,6 +160,17 @@ func TestRun_PlantedLockLink(t *testing.T) {
 // stamped a line and waits for the next, exits 130.
 func TestSignal_StopsWhileBlocked(t *testing.T) {
 	t.Parallel()
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
+			stopsWhileBlocked(t, sig)
+		})
+	}
+}
+
+// stopsWhileBlocked is TestSignal_StopsWhileBlocked with sig: SIGHUP (an
+// ssh session dropped) stops a command as SIGTERM does.
+func stopsWhileBlocked(t *testing.T, sig syscall.Signal) {
 	bin := buildBinary(t)
 	cmd := exec.Command(bin, "stamp", "--collector-id", "7", "--state", filepath.Join(t.TempDir(), "state"))
 	stdin, err := cmd.StdinPipe()
@@ -187,17 +198,43 @@ func TestSignal_StopsWhileBlocked(t *testing.T) {
 		t.Fatalf("no stamped line within %s of the first line in: the filter holds its output\n%s", hangBound, stderr.String())
 	}
 	// stamp now waits on a read of its standard input, which stays open.
-	testutil.Check(t, cmd.Process.Signal(syscall.SIGTERM))
+	testutil.Check(t, cmd.Process.Signal(sig))
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	select {
 	case err := <-exited:
 		if code := testutil.ExitCode(err); code != cli.ExitInterrupted {
-			t.Errorf("exit %d after SIGTERM, want %d\n%s", code, cli.ExitInterrupted, stderr.String())
+			t.Errorf("exit %d after %s, want %d\n%s", code, sig, cli.ExitInterrupted, stderr.String())
 		}
 	case <-time.After(hangBound):
 		cmd.Process.Kill()
-		t.Fatalf("still running %s after SIGTERM\n%s", hangBound, stderr.String())
+		t.Fatalf("still running %s after %s\n%s", hangBound, sig, stderr.String())
+	}
+}
+
+// A closed standard output (| head -c1) is a failure the command
+// reports, exit 1, not a SIGPIPE that kills it (status 141).
+func TestStdout_Closed(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	in := t.TempDir()
+	genCorpus(t, in)
+	for _, args := range [][]string{
+		{"run", "-q", "--in", in, "--out", t.TempDir()},
+		{"stamp", "--collector-id", "7", "--state", filepath.Join(t.TempDir(), "state"), "--count", "10000000"},
+	} {
+		cmd := exec.Command(bin, args...)
+		r, w, err := os.Pipe()
+		testutil.Check(t, err)
+		r.Close() // the reader is gone before the first write
+		cmd.Stdout = w
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err = cmd.Run()
+		w.Close()
+		if code := testutil.ExitCode(err); code != cli.ExitFailure || !strings.Contains(stderr.String(), "broken pipe") {
+			t.Errorf("%s with its stdout closed: exit %d (%v), want 1 saying so\n%s", args[0], code, err, stderr.String())
+		}
 	}
 }
 

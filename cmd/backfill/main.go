@@ -26,7 +26,13 @@ const stopGrace = 5 * time.Second
 func main() {
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	// SIGHUP (a terminal or an ssh session gone) stops a command as
+	// SIGTERM does: whole buckets, nothing left in OUT/.tmp/.
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	// A closed standard output (| head) makes a write fail with EPIPE,
+	// which the command reports (exit 1), where SIGPIPE would kill the
+	// process (status 141) with its work half said.
+	signal.Ignore(syscall.SIGPIPE)
 	go func() {
 		<-sigs
 		fmt.Fprintf(os.Stderr, "backfill: interrupt received, stopping (within %s; press again to force)\n", stopGrace)
