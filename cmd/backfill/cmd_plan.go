@@ -51,7 +51,7 @@ func runPlan(ctx context.Context, args []string, std cli.Stdio) error {
 	}
 	p.InputRecords = input.Records()
 	for _, m := range input.Misnamed {
-		fmt.Fprintf(std.Err, "backfill: reject: %s; recorded in the plan, check counts it\n", m.Say(input.Dir))
+		fmt.Fprintf(std.Err, "backfill: reject: %s; recorded in the plan, check counts it\n", cli.Printable(m.Say(input.Dir)))
 	}
 	if out == "" || out == "-" {
 		_, err = std.Out.Write(p.Marshal())

@@ -206,10 +206,10 @@ func (o *runOptions) locations(ctx context.Context, std cli.Stdio) (outStore sto
 	if o.planFile == "" { // a plan's input records are said by plan, counted by check
 		cfg.InputRecords = in.Records()
 		for _, m := range in.Misnamed {
-			fmt.Fprintf(std.Err, "backfill: reject: %s\n", m.Say(in.Dir))
+			fmt.Fprintf(std.Err, "backfill: reject: %s\n", cli.Printable(m.Say(in.Dir)))
 		}
 		for _, name := range in.Ignored {
-			fmt.Fprintf(std.Err, "backfill: notice: %s is not a bucket folder (its name is not a date YYYY-MM-DD); skipped\n", in.Dir.Where(name))
+			fmt.Fprintf(std.Err, "backfill: notice: %s is not a bucket folder (its name is not a date YYYY-MM-DD); skipped\n", cli.Printable(in.Dir.Where(name)))
 		}
 	}
 	return outStore, false, nil

@@ -156,7 +156,7 @@ func (f *madeFrom) open(ctx context.Context, std cli.Stdio, fs *flag.FlagSet) (*
 		return nil, fmt.Errorf("verify: --in: %s", in.Misnamed[0].Say(in.Dir))
 	}
 	for _, name := range in.Ignored {
-		fmt.Fprintf(std.Err, "backfill: notice: %s is not a bucket folder (its name is not a date YYYY-MM-DD); skipped\n", in.Dir.Where(name))
+		fmt.Fprintf(std.Err, "backfill: notice: %s is not a bucket folder (its name is not a date YYYY-MM-DD); skipped\n", cli.Printable(in.Dir.Where(name)))
 	}
 	cfg := ingest.Config{In: in.Dir, Buckets: in.Buckets, Workers: f.workers, Scheme: ooid.DefaultScheme, Format: f.format,
 		Read: reader.ReadOptions{Ndx: f.ndx, FromIndex: f.fromIndex}, Source: store.Identity(in.Dir.Where("."))}

@@ -71,6 +71,19 @@ func TestRun_ChecksWhatItBuildsOn(t *testing.T) {
 	if code, s := callIn("", "verify", out); code != cli.ExitFailure || !strings.Contains(s, stray) {
 		t.Errorf("a stray file: verify: exit %d, want 1 naming %s\n%s", code, stray, s)
 	}
+
+	// A ledger entry that is no bucket's, or names another bucket than
+	// its file: status refuses it as run and verify do, naming it.
+	for name, content := range map[string]string{"..json": `{"bucket":".."}`, "2017-06-03.json": `{"bucket":"../../../../etc/passwd"}`} {
+		out = outOf(a)
+		path := filepath.Join(out, "ledger", name)
+		testutil.Check(t, os.WriteFile(path, []byte(content), 0o644))
+		for _, cmd := range [][]string{{"status", out}, {"verify", out}, {"run", "-q", "--resume", "--in", a, "--out", out}} {
+			if code, s := callIn("", cmd...); code != cli.ExitFailure || !strings.Contains(s, path) {
+				t.Errorf("ledger/%s: %s: exit %d, want 1 naming it\n%s", name, cmd[0], code, s)
+			}
+		}
+	}
 }
 
 // An output records its input by identity: a link to the input and its

@@ -114,10 +114,10 @@ func ExitCode(err error, stderr io.Writer, commands []string) int {
 		fmt.Fprintln(stderr, "backfill: interrupted")
 		return ExitInterrupted
 	case errors.As(err, &usage):
-		fmt.Fprintf(stderr, "backfill: %v\n%s\n", err, usage.helpHint(commands))
+		fmt.Fprintf(stderr, "backfill: %s\n%s\n", ErrorText(err), usage.helpHint(commands))
 		return ExitUsage
 	case errors.As(err, &rejects) && !failedToo(err):
-		fmt.Fprintf(stderr, "backfill: %v\n", err)
+		fmt.Fprintf(stderr, "backfill: %s\n", ErrorText(err))
 		return ExitRejects
 	default:
 		fmt.Fprintf(stderr, "backfill: %s\n", ErrorText(err))
@@ -141,12 +141,13 @@ func failedToo(err error) bool {
 	return false
 }
 
-// ErrorText is the text of err with each line once: errors joined from
-// several writers that met the same failure (a full disk) repeat it.
+// ErrorText is the text of err with each line once (errors joined from
+// several writers that met the same failure, a full disk, repeat it), and
+// each line Printable: an error may quote a name from an input.
 func ErrorText(err error) string {
 	var lines []string
 	for _, l := range strings.Split(err.Error(), "\n") {
-		if l != "" && !slices.Contains(lines, l) {
+		if l = Printable(l); l != "" && !slices.Contains(lines, l) {
 			lines = append(lines, l)
 		}
 	}

@@ -57,7 +57,7 @@ func (in Input) Records() []deadletter.Record {
 // Say says in one line what is wrong with the folder m of dir, and what
 // to do.
 func (m Misnamed) Say(dir store.Store) string {
-	msg := fmt.Sprintf("folder %s holds %d bucket %s but its name is not a bucket date (YYYY-MM-DD); not read",
+	msg := fmt.Sprintf("folder %s holds %d bucket %s but its name is not a bucket date (YYYY-MM-DD, a day that exists); not read",
 		dir.Where(m.Name), len(m.Files), plural(len(m.Files), "file", "files"))
 	if d, ok := bucketDateIn(m.Name); ok {
 		msg += " (rename it " + d + " to read it)"
@@ -85,7 +85,12 @@ func bucketDateIn(name string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	return d.Format("2006-01-02"), true
+	// A name that would be the same, or still no bucket's (0000-01-01),
+	// is no hint.
+	if s := d.Format("2006-01-02"); s != name && reader.IsBucketName(s) {
+		return s, true
+	}
+	return "", false
 }
 
 // bucketFiles lists the bucket files directly in folder dir of fsys.

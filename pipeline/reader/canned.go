@@ -23,6 +23,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/pierrec/lz4/v4"
 
@@ -38,8 +39,15 @@ const IndexName = "index.json.gz"
 
 var bucketRe = regexp.MustCompile(`^20[0-9]{2}-[01][0-9]-[0-3][0-9]$`)
 
-// IsBucketName reports whether name looks like a bucket folder (YYYY-MM-DD).
-func IsBucketName(name string) bool { return bucketRe.MatchString(name) }
+// IsBucketName reports whether name is a bucket folder's: a day that
+// exists, as YYYY-MM-DD (2017-02-30 is not one).
+func IsBucketName(name string) bool {
+	if !bucketRe.MatchString(name) {
+		return false
+	}
+	_, err := time.Parse(time.DateOnly, name)
+	return err == nil
+}
 
 // Container is one .lz4 file of a bucket, with its index row when the
 // index lists it.

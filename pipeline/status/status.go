@@ -7,6 +7,7 @@ package status
 import (
 	"context"
 	"fmt"
+	"github.com/backfill-dev/backfill/internal/cli"
 	"io"
 	"maps"
 	"slices"
@@ -110,7 +111,7 @@ func Resume(ctx context.Context, in ingest.Input, states []stamped.State) []Todo
 // WriteText writes the status as a table; withResume, what run --resume
 // would still do.
 func (rep *Output) WriteText(w io.Writer, withResume bool) {
-	fmt.Fprintf(w, "output         %s\n", rep.Output)
+	fmt.Fprintf(w, "output         %s\n", cli.Printable(rep.Output))
 	switch {
 	case rep.WriterPID > 0:
 		fmt.Fprintf(w, "writer         a run (pid %d) is writing to it now\n", rep.WriterPID)
@@ -139,7 +140,7 @@ func (rep *Output) WriteText(w io.Writer, withResume bool) {
 	if len(rep.Input) > 0 {
 		fmt.Fprintf(w, "\ninput folders not read by the last run:\n")
 		for _, r := range rep.Input {
-			fmt.Fprintf(w, "  %-6s %s: %s\n", r.Kind, r.Reason, r.Message)
+			fmt.Fprintf(w, "  %-6s %s: %s\n", r.Kind, r.Reason, cli.Printable(r.Message))
 		}
 	}
 	if len(rep.Buckets) > 0 {
@@ -148,7 +149,7 @@ func (rep *Output) WriteText(w io.Writer, withResume bool) {
 			fmt.Fprintf(w, "%-12s %-10s %10d %13d %8d %8d  %s\n", b.Bucket, b.Status, b.Reports, b.Measurements, b.Rejects, b.Notices,
 				b.Finished.Format(time.RFC3339))
 			if b.Error != "" {
-				fmt.Fprintf(w, "  error: %s\n", b.Error)
+				fmt.Fprintf(w, "  error: %s\n", cli.Printable(b.Error))
 			}
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"sort"
 	"strings"
@@ -94,6 +95,13 @@ func readState(ctx context.Context, st store.Store) ([]stamped.State, error) {
 	var out []stamped.State
 	for _, e := range ents {
 		name := e.Name()
+		bucket, ok := strings.CutSuffix(name, failedExt)
+		if !ok {
+			bucket, ok = strings.CutSuffix(name, ".json")
+		}
+		if !ok || !isBucket(bucket) {
+			return nil, fmt.Errorf("%s is not a ledger entry (a bucket's is YYYY-MM-DD.json): move it out of the ledger", st.Where("ledger/"+name))
+		}
 		data, err := store.ReadFile(ctx, st, "ledger/"+name)
 		if err != nil {
 			return nil, err
@@ -104,12 +112,18 @@ func readState(ctx context.Context, st store.Store) ([]stamped.State, error) {
 			if err := json.Unmarshal(data, &f); err != nil {
 				return nil, errors.New("ledger/" + name + ": " + err.Error())
 			}
+			if f.Bucket != bucket {
+				return nil, fmt.Errorf("%s names bucket %q, not %s", st.Where("ledger/"+name), f.Bucket, bucket)
+			}
 			l := Ledger{Bucket: f.Bucket, Fingerprint: f.Fingerprint, Source: f.Source, CounterBits: f.CounterBits, SHA1Offset: f.SHA1Offset, KeyTable: f.KeyTable, NdxPolicy: f.NdxPolicy}
 			out = append(out, stamped.State{Meta: l.meta(), Status: stamped.StatusFailed, Error: f.Error, Finished: f.Failed, Counts: stamped.NewCounts()})
 		case strings.HasSuffix(name, ".json"):
 			var l Ledger
 			if err := json.Unmarshal(data, &l); err != nil {
 				return nil, errors.New("ledger/" + name + ": " + err.Error())
+			}
+			if l.Bucket != bucket {
+				return nil, fmt.Errorf("%s names bucket %q, not %s", st.Where("ledger/"+name), l.Bucket, bucket)
 			}
 			out = append(out, stamped.State{Meta: l.meta(), Status: stamped.StatusCommitted, Counts: l.Counts.Clone(), Finished: l.Finished})
 		}
