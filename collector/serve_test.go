@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -46,7 +47,10 @@ func get(t *testing.T, url, token string) int {
 		t.Fatal(err)
 	}
 	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+		if !strings.Contains(token, " ") {
+			token = "Bearer " + token
+		}
+		req.Header.Set("Authorization", token)
 	}
 	resp, err := (&http.Client{Timeout: hangBound}).Do(req)
 	if err != nil {
@@ -56,13 +60,14 @@ func get(t *testing.T, url, token string) int {
 	return resp.StatusCode
 }
 
-// With a token, a request without it, or with another, gets 401 and no ID.
+// With a token, a request without it, or with another, gets 401 and no ID;
+// the scheme's name is case-insensitive.
 func TestServe_Token(t *testing.T) {
 	url := "http://" + serve(t, ServeOptions{Timeout: 10 * time.Second, Token: "s3cret"}) + "/ids?n=3"
 	for _, tc := range []struct {
 		token string
 		want  int
-	}{{"", 401}, {"wrong", 401}, {"s3cret", 200}} {
+	}{{"", 401}, {"wrong", 401}, {"s3cret", 200}, {"bearer s3cret", 200}, {"BEARER s3cret", 200}, {"Basic s3cret", 401}, {"Bearer s3cretX", 401}} {
 		if got := get(t, url, tc.token); got != tc.want {
 			t.Errorf("token %q: status %d, want %d", tc.token, got, tc.want)
 		}

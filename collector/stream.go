@@ -183,9 +183,10 @@ func (s *Stamper) Handler(token string) http.Handler {
 }
 
 // bearer tells whether r carries the token, compared in constant time.
+// The scheme's name is case-insensitive (RFC 9110 §11.1).
 func bearer(r *http.Request, token string) bool {
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+	scheme, got, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	return ok && strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(token)) == 1
 }
 
 // DefaultMaxClients bounds the connections Serve holds at once.

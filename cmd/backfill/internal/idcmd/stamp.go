@@ -3,12 +3,15 @@ package idcmd
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"strings"
+	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/backfill-dev/backfill/collector"
 	"github.com/backfill-dev/backfill/docs"
@@ -138,9 +141,16 @@ func RunStamp(ctx context.Context, args []string, std cli.Stdio) (err error) {
 // stampFilterRejects runs the filter with the lines it rejects appended
 // to the file rejects.
 func stampFilterRejects(ctx context.Context, s *collector.Stamper, rejects string, maxLine int, std cli.Stdio) error {
-	f, err := os.OpenFile(rejects, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	// Not through a link (ELOOP), nor into a FIFO or a device.
+	f, err := os.OpenFile(rejects, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o644)
+	if errors.Is(err, syscall.ELOOP) {
+		return fmt.Errorf("stamp: --rejects %s is a link: the rejected lines are not written through it", rejects)
+	}
 	if err != nil {
 		return err
+	}
+	if f, err = store.Regular(f, rejects, false); err != nil {
+		return fmt.Errorf("stamp: --rejects: %w", err)
 	}
 	defer f.Close()
 	bw := bufio.NewWriter(f)
@@ -173,13 +183,27 @@ func stampToken(file string) (string, error) {
 	case file != "" && envSet:
 		return "", cli.Usagef("stamp: --token-file and %s both give a token: give one", tokenEnv)
 	case file != "":
-		b, err := store.ReadRegular(file)
+		f, err := store.OpenRegular(file)
 		if err != nil {
 			return "", fmt.Errorf("stamp: --token-file: %w", err)
 		}
-		t := strings.TrimRight(string(b), "\r\n")
-		if t == "" || strings.ContainsAny(t, " \t\r\n") {
-			return "", cli.Usagef("stamp: --token-file %s: the token must be one line without spaces", file)
+		defer f.Close()
+		info, err := f.Stat()
+		if err != nil {
+			return "", fmt.Errorf("stamp: --token-file: %w", err)
+		}
+		if info.Mode().Perm()&0o022 != 0 {
+			return "", cli.Usagef("stamp: --token-file %s can be written by others (mode %04o): anyone who can change it can let themselves in; chmod go-w it", file, info.Mode().Perm())
+		}
+		b, err := io.ReadAll(io.LimitReader(f, 64<<10))
+		if err != nil {
+			return "", fmt.Errorf("stamp: --token-file: %w", err)
+		}
+		// The token is the file's first line; what follows it is not read.
+		line, _, _ := strings.Cut(string(b), "\n")
+		t := strings.TrimRight(line, "\r")
+		if t == "" || strings.ContainsAny(t, " \t\r") || !utf8.ValidString(t) {
+			return "", cli.Usagef("stamp: --token-file %s: its first line must be the token, without spaces", file)
 		}
 		return t, nil
 	case envSet && env == "":
