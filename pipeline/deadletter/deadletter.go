@@ -25,6 +25,8 @@
 // numbered in an autoclaved one) are told apart where they are recorded.
 package deadletter
 
+import "fmt"
+
 // Record is one entry of the dead-letter archive.
 type Record struct {
 	Bucket   string `json:"bucket"`
@@ -36,6 +38,60 @@ type Record struct {
 	// [Record.Classified] fills in.
 	Kind    string `json:"kind"`
 	Message string `json:"message"`
+	// More, on the one record that closes a reason past MaxListed in a
+	// bucket, is how many more records of that reason and kind the bucket
+	// had, not listed one by one: the record counts for 1+More.
+	More int64 `json:"more,omitempty"`
+}
+
+// MaxListed is how many records of one reason and kind a bucket lists one
+// by one; the rest are counted in one closing record (Record.More). A
+// bucket whose index names a million reports that are not there costs
+// MaxListed records of memory and disk, not a million.
+const MaxListed = 10_000
+
+// Capper lists the first MaxListed records of each reason and kind of a
+// bucket and counts the others.
+type Capper struct {
+	listed map[[2]string]int64
+	more   map[[2]string]int64
+	order  [][2]string
+	bucket string
+}
+
+// Keep reports whether r is listed one by one; when it is not, it is
+// counted for Rest.
+func (c *Capper) Keep(r Record) bool {
+	if c.listed == nil {
+		c.listed, c.more = map[[2]string]int64{}, map[[2]string]int64{}
+	}
+	r = r.Classified()
+	if r.More > 0 {
+		return true // a closing record already: it counts for those it stands for
+	}
+	k := [2]string{r.Reason, r.Kind}
+	if c.listed[k] < MaxListed {
+		c.listed[k]++
+		return true
+	}
+	if c.more[k] == 0 {
+		c.order = append(c.order, k)
+	}
+	c.more[k]++
+	c.bucket = r.Bucket
+	return false
+}
+
+// Rest returns one record for each reason and kind past MaxListed,
+// counting the records that were not listed, in the order they began.
+func (c *Capper) Rest() []Record {
+	var out []Record
+	for _, k := range c.order {
+		n := c.more[k]
+		out = append(out, Record{Bucket: c.bucket, Reason: k[0], Kind: k[1], More: n - 1,
+			Message: fmt.Sprintf("and %d more records of reason %s in this bucket, not listed one by one (the first %d are); this record counts for them all", n, k[0], MaxListed)})
+	}
+	return out
 }
 
 // The kinds of record.

@@ -259,8 +259,9 @@ func Run(ctx context.Context, cfg Config, plan Work, emit func(*stamped.Bucket) 
 // bucketJob is a bucket on its way through the pipeline.
 type bucketJob struct {
 	out     stamped.Bucket
-	bucket  *reader.Bucket // nil when the folder cannot be read
-	canned  *reader.Bucket // its canned form, with Config.Canned
+	capper  deadletter.Capper // the bucket's records past deadletter.MaxListed, counted
+	bucket  *reader.Bucket    // nil when the folder cannot be read
+	canned  *reader.Bucket    // its canned form, with Config.Canned
 	results []chan containerResult
 	err     error // of the store, which stops the run
 }
@@ -292,7 +293,7 @@ func open(ctx context.Context, cfg Config, in, canned store.Store, name string) 
 		return j
 	}
 	j.bucket, j.out.Meta.Fingerprint, j.out.Size = b, b.Fingerprint, b.Bytes
-	j.out.Records = append(j.out.Records, b.Problems...)
+	j.record(b.Problems)
 	if canned != nil && b.Format == reader.FormatAutoclaved {
 		var p *deadletter.Record
 		if j.canned, p, j.err = openCanned(ctx, canned, name); j.err != nil {
@@ -322,7 +323,7 @@ func (j *bucketJob) collect(ctx context.Context, sem chan struct{}, prog *Progre
 			return ctx.Err()
 		}
 		<-sem
-		j.out.Records = append(j.out.Records, res.problems...)
+		j.record(res.problems)
 		j.out.Reports = append(j.out.Reports, res.reports...)
 		j.out.BytesIn += res.stats.BytesIn
 		j.out.BytesOut += res.stats.BytesOut
@@ -335,7 +336,18 @@ func (j *bucketJob) collect(ctx context.Context, sem chan struct{}, prog *Progre
 			progress(*prog)
 		}
 	}
+	j.out.Records = append(j.out.Records, j.capper.Rest()...)
 	return nil
+}
+
+// record adds a container's records to the bucket's, past
+// deadletter.MaxListed of a reason only counted.
+func (j *bucketJob) record(recs []deadletter.Record) {
+	for _, r := range recs {
+		if j.capper.Keep(r) {
+			j.out.Records = append(j.out.Records, r)
+		}
+	}
 }
 
 // openCanned opens the canned form of bucket name in fsys, or tells why it

@@ -57,9 +57,14 @@ type Container struct {
 	Size    int64  // on disk; for a missing file, the index's size
 	Tar     bool
 	Indexed bool
-	Missing bool             // listed by the index, not on disk
-	Entry   index.CannedFile // the index row, when Indexed (canned)
-	AC      *ACFile          // the index's rows of the file (autoclaved)
+	Missing bool // listed by the index, not on disk
+	// Lost are the records of a Missing container, made when the bucket
+	// is opened (its index row's texts are not kept): at most
+	// deadletter.MaxListed of the bucket's, the rest counted in one
+	// record of Bucket.Problems.
+	Lost  []deadletter.Record
+	Entry index.CannedFile // the index row, when Indexed (canned)
+	AC    *ACFile          // the index's rows of the file (autoclaved)
 }
 
 // Bucket is a bucket folder: its containers in name order, the
@@ -88,11 +93,9 @@ func OpenBucket(dir string) (*Bucket, error) {
 // canned makes the listed bucket a canned one, with the rows of its index.
 func (l *listing) canned(ix *indexFile) *Bucket {
 	b, onDisk, dir := l.b, l.onDisk, l.b.Date
-	indexed := b.readIndex(ix)
-	ix.close()
-	b.Fingerprint = hex.EncodeToString(l.fp.Sum(nil))
 	date := b.Date
-	for _, f := range indexed {
+	var capper deadletter.Capper
+	b.readIndex(ix, func(f index.CannedFile) {
 		base := strings.TrimPrefix(f.Filename, date+"/")
 		c := Container{Name: f.Filename, Path: path.Join(dir, base), Size: f.Size, Tar: f.Tar, Indexed: true, Entry: f}
 		if info, ok := onDisk[base]; ok && f.Filename == date+"/"+base && !strings.Contains(base, "/") {
@@ -100,9 +103,14 @@ func (l *listing) canned(ix *indexFile) *Bucket {
 			delete(onDisk, base)
 		} else {
 			c.Missing = true
+			c.Lost = missingRecords(&capper, date, f)
+			c.Entry.Texts = nil // however many the row claims, they are not kept
 		}
 		b.Containers = append(b.Containers, c)
-	}
+	})
+	ix.close()
+	b.Problems = append(b.Problems, capper.Rest()...)
+	b.Fingerprint = hex.EncodeToString(l.fp.Sum(nil))
 	for _, base := range slices.Sorted(maps.Keys(onDisk)) {
 		info := onDisk[base]
 		b.Containers = append(b.Containers, Container{Name: date + "/" + base, Path: path.Join(dir, base),
@@ -233,7 +241,29 @@ func (b *Bucket) open(name string) (*source, error) {
 
 // readIndex returns the good rows of the bucket's index, each container
 // once.
-func (b *Bucket) readIndex(ix *indexFile) []index.CannedFile {
+// missingRecords are the records of the index row f whose container is not
+// in the bucket: one per report it lists (or one for the file, when it
+// lists none), those past deadletter.MaxListed counted by capper.
+func missingRecords(capper *deadletter.Capper, date string, f index.CannedFile) []deadletter.Record {
+	var out []deadletter.Record
+	add := func(r deadletter.Record) {
+		if capper.Keep(r) {
+			out = append(out, r)
+		}
+	}
+	for _, t := range f.Texts {
+		add(deadletter.Record{Bucket: date, File: f.Filename, Textname: t.Textname, Reason: deadletter.MissingContainer,
+			Message: "the index lists this report in " + f.Filename + ", which is not in the bucket"})
+	}
+	if len(f.Texts) == 0 {
+		add(deadletter.Record{Bucket: date, File: f.Filename, Reason: deadletter.MissingContainer, Message: "the index lists " + f.Filename + ", which is not in the bucket"})
+	}
+	return out
+}
+
+// readIndex calls each with every row of the bucket's index, in order,
+// once per file name.
+func (b *Bucket) readIndex(ix *indexFile, each func(index.CannedFile)) {
 	problem := func(reason, msg string) {
 		// The index is only a check of a canned bucket: without a row,
 		// a container is still read, unchecked.
@@ -241,18 +271,17 @@ func (b *Bucket) readIndex(ix *indexFile) []index.CannedFile {
 	}
 	if errors.Is(ix.err, os.ErrNotExist) {
 		problem(deadletter.IndexMissing, "no "+IndexName+"; every container is read without checks")
-		return nil
+		return
 	}
 	if ix.err != nil {
 		problem(deadletter.Unreadable, ix.err.Error()+"; every container is read without checks")
-		return nil
+		return
 	}
 	ir, err := index.NewCannedReader(ix.raw)
 	if err != nil {
 		problem(deadletter.BadIndexRow, err.Error()+"; every container is read without checks")
-		return nil
+		return
 	}
-	var rows []index.CannedFile
 	seen := map[string]bool{}
 	for {
 		row, err := ir.Next()
@@ -268,9 +297,8 @@ func (b *Bucket) readIndex(ix *indexFile) []index.CannedFile {
 			continue
 		}
 		seen[row.Filename] = true
-		rows = append(rows, row)
+		each(row)
 	}
-	return rows
 }
 
 // ContainerReport is one report read from a container.
@@ -402,9 +430,8 @@ func (cr *ContainerReader) read(ctx context.Context, b *Bucket, c Container, h H
 		}
 	}
 	if c.Missing {
-		lost(deadletter.MissingContainer, "the index lists this report in "+c.Name+", which is not in the bucket")
-		if len(want) == 0 {
-			problem("", 0, deadletter.MissingContainer, "the index lists "+c.Name+", which is not in the bucket")
+		for _, r := range c.Lost {
+			h.Problem(r)
 		}
 		return ContainerStats{}, nil
 	}

@@ -76,9 +76,9 @@ func NewCounts() Counts {
 	return Counts{DeadLetters: map[string]int64{}, Rejects: map[string]int64{}}
 }
 
-// Add counts a dead-letter record.
+// Add counts a dead-letter record (for 1+d.More: see deadletter.MaxListed).
 func (c *Counts) Add(d deadletter.Record) {
-	c.addReason(d.Reason, 1, d.IsReject())
+	c.addReason(d.Reason, 1+max(d.More, 0), d.IsReject())
 }
 
 // AddCollisions counts n more collision records (fewer when n < 0): every

@@ -241,8 +241,8 @@ func (s *Sink) Begin(ctx context.Context, m stamped.Meta) (sink.BucketWriter, er
 		w.Abort()
 		return nil, err
 	}
-	w.md, w.rd, w.dd = newDigester(w.mf), newDigester(w.rf), newDigester(w.df)
-	w.mbuf, w.rbuf, w.dbuf = bufio.NewWriterSize(w.md, 1<<20), bufio.NewWriterSize(w.rd, 256<<10), bufio.NewWriterSize(w.dd, 64<<10)
+	w.mdig, w.rdig, w.ddig = newDigester(w.mf), newDigester(w.rf), newDigester(w.df)
+	w.mbuf, w.rbuf, w.dbuf = bufio.NewWriterSize(w.mdig, 1<<20), bufio.NewWriterSize(w.rdig, 256<<10), bufio.NewWriterSize(w.ddig, 64<<10)
 	w.mw = parquet.NewGenericWriter[Measurement](w.mbuf, opts...)
 	w.rw = parquet.NewGenericWriter[Report](w.rbuf, opts...)
 	w.dl = json.NewEncoder(w.dbuf)
@@ -256,7 +256,7 @@ type bucketWriter struct {
 	days             int32
 	started          time.Time
 	mf, rf, df       store.Writer
-	md, rd, dd       *digester
+	mdig, rdig, ddig *digester
 	mbuf, rbuf, dbuf *bufio.Writer
 	mw               *parquet.GenericWriter[Measurement]
 	rw               *parquet.GenericWriter[Report]
@@ -343,7 +343,7 @@ func (w *bucketWriter) commit(ctx context.Context, c stamped.Counts) error {
 	files := bucketFiles(w.m.Bucket)
 	l := Ledger{Bucket: w.m.Bucket, Fingerprint: w.m.Fingerprint, Source: w.m.Source, CounterBits: w.m.Scheme.CounterBits, SHA1Offset: w.m.Scheme.SHA1Offset,
 		KeyTable: w.m.Scheme.Table, NdxPolicy: w.m.NdxPolicy, Version: w.m.Version, Counts: c, Started: w.started, Finished: time.Now().UTC(),
-		Files: map[string]Digest{files[0]: w.md.digest(), files[1]: w.rd.digest(), files[2]: w.dd.digest()}}
+		Files: map[string]Digest{files[0]: w.mdig.digest(), files[1]: w.rdig.digest(), files[2]: w.ddig.digest()}}
 	lb, _ := json.MarshalIndent(l, "", "  ")
 	// The bucket's measurements, which readers glob, leave first and come
 	// back last, after the ledger entry: a measurements file is always
