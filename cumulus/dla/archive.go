@@ -121,7 +121,19 @@ func (a *Archive) List(ctx context.Context, failed bool, fn func(key string) err
 // MaxRecord bounds a record read back.
 const MaxRecord = 256 << 20
 
-// Read returns a record of sqs/.
+// TooLargeError is a file of sqs/ over MaxRecord bytes: no record the
+// archive writes is that large; it is passed over, not read.
+type TooLargeError struct {
+	Key  string
+	Size int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("%s: %d bytes, larger than a record (%d)", e.Key, e.Size, MaxRecord)
+}
+
+// Read returns a record of sqs/; a *TooLargeError for a file over
+// MaxRecord bytes.
 func (a *Archive) Read(ctx context.Context, key string) ([]byte, error) {
 	p, err := a.path(sqsDir, key)
 	if err != nil {
@@ -132,7 +144,7 @@ func (a *Archive) Read(ctx context.Context, key string) ([]byte, error) {
 		return nil, err
 	}
 	if st.Size() > MaxRecord {
-		return nil, fmt.Errorf("%s: larger than %d bytes", key, MaxRecord)
+		return nil, &TooLargeError{Key: key, Size: st.Size()}
 	}
 	return store.ReadFile(ctx, a.st, p)
 }

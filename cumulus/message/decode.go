@@ -28,6 +28,9 @@ type Envelope struct {
 	Meta map[string]any
 	// Body is the innermost body as text: the event or message itself.
 	Body []byte
+	// Remote is the size of the remote message loaded in place of (a
+	// part of) the message, 0 when there is none.
+	Remote int64
 	// Event is the EventBridge event, when the body is one.
 	Event map[string]any
 	// Message is the Cumulus message; nil when none was found.
@@ -111,7 +114,7 @@ func Decode(raw []byte, opt Options) (*Envelope, error) {
 		return env, fromEvent(env, opt)
 	}
 	if _, ok := o["cumulus_meta"]; ok || o["replace"] != nil {
-		m, text, err := loadRemote(o, env.Body, opt)
+		m, text, err := loadRemote(env, o, env.Body, opt)
 		if err != nil {
 			return env, err
 		}
@@ -178,7 +181,7 @@ func fromEvent(env *Envelope, opt Options) error {
 	default:
 		return errorf("EventBridge event (%s): detail.%s is %s, not a Cumulus message", sfn, field, kind(d[field]))
 	}
-	m, text, err := loadRemote(m, text, opt)
+	m, text, err := loadRemote(env, m, text, opt)
 	if err != nil {
 		return err
 	}
@@ -216,7 +219,7 @@ func checkMessage(m map[string]any) error {
 // whole message when TargetPath is absent or "$". It returns the text of
 // the message's top level: text, the remote object's, or nil when the
 // replaced part is the exception.
-func loadRemote(m map[string]any, text []byte, opt Options) (map[string]any, []byte, error) {
+func loadRemote(env *Envelope, m map[string]any, text []byte, opt Options) (map[string]any, []byte, error) {
 	r, ok := m["replace"]
 	if !ok || r == nil {
 		return m, text, nil
@@ -246,6 +249,7 @@ func loadRemote(m map[string]any, text []byte, opt Options) (map[string]any, []b
 	if int64(len(b)) > max {
 		return nil, nil, errorf("remote message s3://%s/%s: larger than %d bytes", bucket, key, max)
 	}
+	env.Remote = int64(len(b))
 	v, err := parse(b)
 	if err != nil {
 		return nil, nil, errorf("remote message s3://%s/%s: malformed JSON: %v", bucket, key, err)

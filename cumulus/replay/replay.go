@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/backfill-dev/backfill/cumulus/dla"
 	"github.com/backfill-dev/backfill/cumulus/message"
 	"github.com/backfill-dev/backfill/cumulus/records"
@@ -42,7 +44,17 @@ type Options struct {
 	// on a database the network has gone silent on.
 	Timeout time.Duration
 	Log     func(string) // one line per archived or failed message; nil: none
+	// MaxInFlight bounds the bytes of the messages read and not yet
+	// written (their text, and the remote messages they load): reading
+	// waits while the batches in flight hold that much, so a file of huge
+	// messages costs memory in proportion to it, not to Batch times
+	// Concurrency messages (default DefaultMaxInFlight). One message
+	// larger than it goes alone.
+	MaxInFlight int64
 }
+
+// DefaultMaxInFlight is Options.MaxInFlight's default.
+const DefaultMaxInFlight = 64 << 20
 
 func (o *Options) defaults() {
 	if o.Batch <= 0 {
@@ -50,6 +62,9 @@ func (o *Options) defaults() {
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = 4
+	}
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = DefaultMaxInFlight
 	}
 	if o.Retries <= 0 {
 		o.Retries = 5
@@ -110,20 +125,28 @@ func (s *Stats) add(r records.BatchResult) {
 // job is one message on its way: where it came from, its envelope, and
 // for Recover its archive key and text.
 type job struct {
-	where string
-	env   *message.Envelope
-	key   string
-	raw   []byte
+	where  string
+	env    *message.Envelope
+	key    string
+	raw    []byte
+	weight int64 // of Options.MaxInFlight it holds
+}
+
+// weigh sets j's weight: its text and remote message, at most the whole
+// budget.
+func (j *job) weigh(text int, budget int64) {
+	j.weight = min(int64(text)+j.env.Remote, budget)
 }
 
 // pipeline runs the writers: batches of jobs in, each job's result to
 // done, which is called from one goroutine at a time.
 type pipeline struct {
-	w     Writer
-	opt   Options
-	mu    sync.Mutex
-	stats Stats
-	done  func(j job, r records.BatchResult) error
+	w      Writer
+	opt    Options
+	budget *semaphore.Weighted // Options.MaxInFlight
+	mu     sync.Mutex
+	stats  Stats
+	done   func(j job, r records.BatchResult) error
 }
 
 // run writes the batches produce sends, with opt.Concurrency writers.
@@ -154,7 +177,18 @@ func (p *pipeline) run(ctx context.Context, produce func(ctx context.Context, se
 			return context.Cause(ctx)
 		}
 	}
+	p.budget = semaphore.NewWeighted(p.opt.MaxInFlight)
 	err := produce(ctx, func(j job) error {
+		if !p.budget.TryAcquire(j.weight) {
+			// The batch being filled holds part of the budget: it goes
+			// first, then this message waits for its share.
+			if err := flush(); err != nil {
+				return err
+			}
+			if err := p.budget.Acquire(ctx, j.weight); err != nil {
+				return context.Cause(ctx)
+			}
+		}
 		batch = append(batch, j)
 		if len(batch) >= p.opt.Batch {
 			return flush()
@@ -175,8 +209,16 @@ func (p *pipeline) run(ctx context.Context, produce func(ctx context.Context, se
 	return err
 }
 
-// write writes one batch, retrying while the database refuses it whole.
+// write writes one batch, retrying while the database refuses it whole,
+// and gives its share of the budget back.
 func (p *pipeline) write(ctx context.Context, b []job) error {
+	defer func() {
+		var w int64
+		for _, j := range b {
+			w += j.weight
+		}
+		p.budget.Release(w)
+	}()
 	ins := make([]records.Input, len(b))
 	for i, j := range b {
 		ins[i] = records.Input{Message: j.env.Message, Exception: j.env.Exception, StartDate: j.env.StartDate, StopDate: j.env.StopDate}
@@ -276,7 +318,9 @@ func Write(ctx context.Context, inputs []string, stdin io.Reader, w Writer, arch
 				p.mu.Lock()
 				p.stats.Messages++
 				p.mu.Unlock()
-				return send(job{where: where, env: env})
+				j := job{where: where, env: env}
+				j.weigh(len(it.Raw), opt.MaxInFlight)
+				return send(j)
 			})
 		}, refuse, skip)
 	})
@@ -426,11 +470,14 @@ func Recover(ctx context.Context, arch *dla.Archive, w Writer, opt Options) (Sta
 		return arch.List(ctx, false, func(key string) error {
 			raw, err := arch.Read(ctx, key)
 			var nr *store.NotRegularError
+			var big *dla.TooLargeError
 			switch {
 			case errors.Is(err, fs.ErrNotExist):
 				return nil // taken by a concurrent recovery
 			case errors.As(err, &nr):
 				return stray("sqs/"+key, store.KindOf(nr.Mode)+", not a record")
+			case errors.As(err, &big):
+				return stray("sqs/"+key, fmt.Sprintf("%d bytes, larger than any record (%d)", big.Size, dla.MaxRecord))
 			case err != nil:
 				return err
 			}
@@ -439,6 +486,7 @@ func Recover(ctx context.Context, arch *dla.Archive, w Writer, opt Options) (Sta
 			p.stats.Messages++
 			p.mu.Unlock()
 			j := job{where: key, env: env, key: key, raw: raw}
+			j.weigh(len(raw), opt.MaxInFlight)
 			if err != nil {
 				p.mu.Lock()
 				defer p.mu.Unlock()
