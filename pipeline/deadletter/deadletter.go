@@ -103,7 +103,7 @@ const (
 // notices are the reasons that never lose anything.
 var notices = map[string]bool{
 	NotABucket: true, IndexMissing: true, LZ4ContentSize: true, SizeMismatch: true, ChecksumMismatch: true,
-	FrameMismatch: true, DatumMismatch: true, CannedMismatch: true,
+	FrameMismatch: true, DatumMismatch: true, CannedMismatch: true, NameMismatch: true,
 	EmptyReport: true, InvalidUTF8: true, OversizedBlob: true,
 }
 
@@ -155,8 +155,12 @@ const (
 	TarCorrupt     = "tar_corrupt"      // a tar header that does not parse; a member that is not a regular file is skipped (notice)
 
 	// Container against its index (flags: the data is read as it is).
-	NotInIndex       = "not_in_index"      // a member or file the index does not list: read unchecked (canned, notice) or not at all (autoclaved, reject)
-	NotInContainer   = "not_in_container"  // the index lists a report the container does not hold (rejects it: no data)
+	NotInIndex     = "not_in_index"     // a member or file the index does not list: read unchecked (canned, notice) or not at all (autoclaved, reject)
+	NotInContainer = "not_in_container" // the index lists a report the container does not hold (rejects it: no data)
+	// NameMismatch is a container whose name differs from its index row's
+	// only by case or Unicode normalisation (a copy through a file system
+	// that folds or normalises names): it is read as that row (notice).
+	NameMismatch     = "name_mismatch"
 	SizeMismatch     = "size_mismatch"     // a size differs from the index
 	ChecksumMismatch = "checksum_mismatch" // a SHA-1 or CRC-32 differs from the index
 	FrameMismatch    = "frame_mismatch"    // an autoclaved file's LZ4 frames differ from its index's frame rows (flag)

@@ -7,7 +7,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/backfill-dev/backfill/gen/corpus"
+	"github.com/backfill-dev/backfill/gen/corpus/corpustest"
 
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/testutil"
@@ -62,5 +66,36 @@ func TestRun_MissingContainersCapped(t *testing.T) {
 	}
 	if err := parquetfile.CheckBucket(t.Context(), store.Local(out), "2017-06-01"); err != nil {
 		t.Errorf("the bucket does not check against its ledger: %v", err)
+	}
+}
+
+// A container whose name differs from its index row's only by case (a
+// copy through a file system that folds names) is read as that row, with
+// one name_mismatch notice: its reports keep their IDs, and it is neither
+// a missing container nor one the index does not list.
+func TestRun_ContainerNameFolded(t *testing.T) {
+	cfg := corpus.DefaultConfig()
+	cfg.Seed, cfg.Buckets, cfg.Reports, cfg.MaxMeasurements = 5, 1, 40, 200
+	in := corpustest.Generate(t, cfg)
+	clean, err := runJob(t, context.Background(), in, t.TempDir(), 2)
+	testutil.Check(t, err)
+	dir := filepath.Join(in, "2017-06-01")
+	ents, err := os.ReadDir(dir)
+	testutil.Check(t, err)
+	renamed := ""
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".lz4") {
+			renamed = strings.ToUpper(e.Name()[:1]) + e.Name()[1:]
+			testutil.Check(t, os.Rename(filepath.Join(dir, e.Name()), filepath.Join(dir, renamed)))
+			break
+		}
+	}
+	sum, err := runJob(t, context.Background(), in, t.TempDir(), 2)
+	testutil.Check(t, err)
+	if sum.Reports != clean.Reports || sum.Measurements != clean.Measurements || sum.Rejects != clean.Rejects {
+		t.Errorf("with %s renamed: %+v; the clean run's %+v", renamed, sum.Tally, clean.Tally)
+	}
+	if sum.NoticesByReason[deadletter.NameMismatch] != 1 || sum.RejectsByReason[deadletter.MissingContainer] != 0 || sum.Reasons[deadletter.NotInIndex] != clean.Reasons[deadletter.NotInIndex] {
+		t.Errorf("records %v; want one name_mismatch, no missing_container, no more not_in_index", sum.Reasons)
 	}
 }

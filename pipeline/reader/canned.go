@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/pierrec/lz4/v4"
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/backfill-dev/backfill/internal/lz4nocheck"
 	"github.com/backfill-dev/backfill/internal/store"
@@ -95,20 +96,53 @@ func (l *listing) canned(ix *indexFile) *Bucket {
 	b, onDisk, dir := l.b, l.onDisk, l.b.Date
 	date := b.Date
 	var capper deadletter.Capper
+	// A file whose name differs from a row's only by case or Unicode
+	// normalisation is read as that row, unless a later row names it
+	// exactly: then the earlier row is missing after all.
+	byFold := map[string][]string{}
+	for base := range onDisk {
+		byFold[foldName(base)] = append(byFold[foldName(base)], base)
+	}
+	type folded struct {
+		i    int // in b.Containers
+		info fs.FileInfo
+	}
+	foldedTo := map[string]folded{} // by the file's name
+	lose := func(c *Container) {
+		c.Missing, c.Path, c.Size = true, path.Join(dir, strings.TrimPrefix(c.Name, date+"/")), c.Entry.Size
+		c.Lost = missingRecords(&capper, date, c.Entry)
+		c.Entry.Texts = nil // however many the row claims, they are not kept
+	}
 	b.readIndex(ix, func(f index.CannedFile) {
 		base := strings.TrimPrefix(f.Filename, date+"/")
 		c := Container{Name: f.Filename, Path: path.Join(dir, base), Size: f.Size, Tar: f.Tar, Indexed: true, Entry: f}
-		if info, ok := onDisk[base]; ok && f.Filename == date+"/"+base && !strings.Contains(base, "/") {
+		plain := f.Filename == date+"/"+base && !strings.Contains(base, "/")
+		if fd, ok := foldedTo[base]; ok && plain {
+			// The file this row names exactly was taken by a row that
+			// only folds to it.
+			lose(&b.Containers[fd.i])
+			delete(foldedTo, base)
+			onDisk[base] = fd.info
+		}
+		if info, ok := onDisk[base]; ok && plain {
 			c.Size = info.Size()
 			delete(onDisk, base)
+		} else if other, ok := foldMatch(byFold, onDisk, base); ok && plain {
+			info := onDisk[other]
+			c.Path, c.Size = path.Join(dir, other), info.Size()
+			delete(onDisk, other)
+			foldedTo[other] = folded{len(b.Containers), info}
 		} else {
-			c.Missing = true
-			c.Lost = missingRecords(&capper, date, f)
-			c.Entry.Texts = nil // however many the row claims, they are not kept
+			lose(&c)
 		}
 		b.Containers = append(b.Containers, c)
 	})
 	ix.close()
+	for _, other := range slices.Sorted(maps.Keys(foldedTo)) {
+		c := &b.Containers[foldedTo[other].i]
+		b.Problems = append(b.Problems, deadletter.Record{Bucket: date, File: c.Name, Reason: deadletter.NameMismatch, Kind: deadletter.Notice,
+			Message: fmt.Sprintf("the index names %s; the bucket holds %s, the same name but for case or Unicode normalisation: read as that row", c.Name, other)})
+	}
 	b.Problems = append(b.Problems, capper.Rest()...)
 	b.Fingerprint = hex.EncodeToString(l.fp.Sum(nil))
 	for _, base := range slices.Sorted(maps.Keys(onDisk)) {
@@ -241,6 +275,25 @@ func (b *Bucket) open(name string) (*source, error) {
 
 // readIndex returns the good rows of the bucket's index, each container
 // once.
+// foldName is a container's name for matching names that differ only by
+// case or Unicode normalisation.
+func foldName(name string) string { return strings.ToLower(norm.NFC.String(name)) }
+
+// foldMatch returns the one file still on disk whose name folds to base's,
+// when there is exactly one.
+func foldMatch(byFold map[string][]string, onDisk map[string]fs.FileInfo, base string) (string, bool) {
+	var found []string
+	for _, n := range byFold[foldName(base)] {
+		if _, ok := onDisk[n]; ok && n != base {
+			found = append(found, n)
+		}
+	}
+	if len(found) != 1 {
+		return "", false
+	}
+	return found[0], true
+}
+
 // missingRecords are the records of the index row f whose container is not
 // in the bucket: one per report it lists (or one for the file, when it
 // lists none), those past deadletter.MaxListed counted by capper.
