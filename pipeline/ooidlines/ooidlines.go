@@ -279,6 +279,10 @@ var (
 
 // ParseNDX parses a decimal NDX below 2^CounterBits.
 func ParseNDX(b []byte, scheme ooid.Scheme) (uint32, error) {
+	// Leading zeros are the number's own (0000000001 is 1), however many.
+	for len(b) > 1 && b[0] == '0' {
+		b = b[1:]
+	}
 	if len(b) == 0 || len(b) > 10 {
 		if len(b) > 10 && allDigits(b) {
 			return 0, fmt.Errorf("%w: the counter space is 2^%d", errNDXRange, scheme.CounterBits)
