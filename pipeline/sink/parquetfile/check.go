@@ -50,8 +50,6 @@ func (d *digester) digest() Digest {
 
 // bucketFiles are a bucket's files, by the names a ledger entry records
 // their digests under.
-func (s *Sink) bucketFiles(bucket string) []string { return bucketFiles(bucket) }
-
 func bucketFiles(bucket string) []string {
 	return []string{"measurements/" + bucket + ".parquet", "reports/" + bucket + ".parquet", "dead-letters/" + bucket + ".jsonl"}
 }

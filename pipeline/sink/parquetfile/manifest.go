@@ -318,10 +318,6 @@ func (s *Sink) Reassign(ctx context.Context, scheme ooid.Scheme, bucket string, 
 	return err
 }
 
-func (s *Sink) readDeadLetters(ctx context.Context, bucket string) ([]deadletter.Record, error) {
-	return ReadDeadLetters(ctx, s.st, s.path("dead-letters", bucket, ".jsonl"))
-}
-
 // stamped is the report of a row, its IDs recomputed under scheme.
 func (row Report) stamped(scheme ooid.Scheme) (stamped.Report, error) {
 	id, err := scheme.Report(row.Textname)
