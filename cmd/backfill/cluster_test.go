@@ -180,9 +180,10 @@ func TestCluster_JobsWithFaults(t *testing.T) {
 		t.Fatalf("the plan has fewer than two shards of two buckets or more: %+v", p)
 	}
 
-	// Faults strike when the victim's first ledger entry is stored, before
-	// the pod has the answer.
-	ledger := func(i int) string { return fmt.Sprintf("/test/job/shards/%d/ledger/", i) }
+	// Faults strike when the victim's first bucket is committed (its
+	// measurements object, stored after the ledger entry, the last PUT of
+	// a commit), before the pod has the answer.
+	ledger := func(i int) string { return fmt.Sprintf("/test/job/shards/%d/measurements/", i) }
 	var mu sync.Mutex
 	var killedAt, stoppedAt time.Time
 	var lockHolder string
@@ -258,7 +259,7 @@ func TestCluster_JobsWithFaults(t *testing.T) {
 	if d := firstAfter(stopped, resumed); d >= 0 {
 		t.Errorf("the SIGSTOPped pod committed after it was continued (%v)", d)
 	}
-	commits := srv.PutCounts("/test/job/shards/", "/ledger/")
+	commits := srv.PutCounts("/test/job/shards/", "/measurements/")
 	if len(commits) != len(p.Buckets) {
 		t.Errorf("%d buckets committed, the plan has %d", len(commits), len(p.Buckets))
 	}

@@ -182,7 +182,7 @@ func TestStamp_KillRestart(t *testing.T) {
 	for i := range 100 {
 		offset := []string{"0s", "-1h", "0s", "-6h", "0s", "-90s", "0s", "3s"}[i%8]
 		cmd := exec.Command(bin, "stamp", "--collector-id", "42", "--state", state, "--count", "1000000000",
-			"--lease", "2", "--max-lead", "3600", "--clock-offset", offset)
+			"--lease", "2", "--max-lead", "3600", "--max-wait", "24h", "--clock-offset", offset)
 		var errb bytes.Buffer
 		out := &firstWrite{first: make(chan struct{})}
 		cmd.Stdout, cmd.Stderr = out, &errb
@@ -229,7 +229,7 @@ func TestStamp_HTTP(t *testing.T) {
 	start := func(offset string) (cmd *exec.Cmd, url string, rest func() string) {
 		t.Helper()
 		cmd = exec.Command(bin, "stamp", "--collector-id", "42", "--state", state, "--listen", "127.0.0.1:0",
-			"--lease", "2", "--max-lead", "3600", "--clock-offset", offset)
+			"--lease", "2", "--max-lead", "3600", "--max-wait", "24h", "--clock-offset", offset)
 		stderr, err := cmd.StderrPipe()
 		if err != nil {
 			t.Fatal(err)

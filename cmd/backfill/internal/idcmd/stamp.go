@@ -52,6 +52,7 @@ func parseStampFlags(args []string, std cli.Stdio) (*stampOptions, error) {
 	fs.UintVar(&o.lease, "lease", collector.DefaultLease, "`N` seconds reserved by each durable mark")
 	fs.UintVar(&o.lead, "max-lead", collector.DefaultMaxLead, "`N` seconds the IDs may run ahead of the clock")
 	fs.BoolVar(&o.opt.FailAhead, "fail-ahead", false, "fail instead of waiting past --max-lead")
+	fs.DurationVar(&o.opt.MaxWait, "max-wait", collector.DefaultMaxWait, "the longest wait `D` for the clock past --max-lead; a longer one fails at once, naming the clock")
 	fs.DurationVar(&o.offset, "clock-offset", 0, "shift the clock by `D`, for tests of clock steps")
 	fs.StringVar(&o.rejects, "rejects", "", "append the lines rejected by the filter to `FILE`")
 	fs.Var(&o.maxLine, "max-line", "reject lines over `SIZE` bytes")
@@ -92,6 +93,8 @@ func (o *stampOptions) check() error {
 		return cli.Usagef("stamp: --max-clients must be 1 to 4096")
 	case o.tokenFile != "" && o.listen == "":
 		return cli.Usagef("stamp: --token-file is for --listen")
+	case o.opt.MaxWait <= 0:
+		return cli.Usagef("stamp: --max-wait must be positive")
 	}
 	o.opt.CollectorID, o.opt.Lease, o.opt.MaxLead = uint8(o.id), uint32(o.lease), uint32(o.lead)
 	if offset := o.offset; offset != 0 {
