@@ -1,0 +1,108 @@
+package ooniuid_test
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/backfill-dev/backfill/internal/testutil"
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/ooniuid"
+	"github.com/backfill-dev/backfill/pipeline/reader/report"
+)
+
+// golden is a row of testdata/golden.tsv: what OONI's own code (ooni/backend's
+// fastpath, run by the project's oracle tool over testdata/raw) gives a
+// measurement.
+type golden struct {
+	uid, hash string
+}
+
+func readGolden(t *testing.T) map[string]map[int]golden {
+	f, err := os.Open("testdata/golden.tsv")
+	testutil.Check(t, err)
+	defer f.Close()
+	out := map[string]map[int]golden{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Split(sc.Text(), "\t")
+		if len(fields) != 4 {
+			t.Fatalf("golden line %q", sc.Text())
+		}
+		ndx, err := strconv.Atoi(fields[1])
+		testutil.Check(t, err)
+		if out[fields[0]] == nil {
+			out[fields[0]] = map[int]golden{}
+		}
+		out[fields[0]][ndx] = golden{fields[2], fields[3]}
+	}
+	testutil.Check(t, sc.Err())
+	return out
+}
+
+// Every measurement of the raw reports (real samples, and JSON lines made
+// to exercise every rule of the date and of ujson) gets the content hash
+// and the measurement_uid OONI's code computed: read through the
+// project's report reader, the blobs it numbers are OONI's.
+func TestGolden(t *testing.T) {
+	want := readGolden(t)
+	files, err := filepath.Glob("testdata/raw/*/*")
+	testutil.Check(t, err)
+	rr := report.NewReader()
+	seen, uids := 0, 0
+	for _, file := range files {
+		tn := filepath.Base(filepath.Dir(file)) + "/" + filepath.Base(file)
+		raw, err := os.ReadFile(file)
+		testutil.Check(t, err)
+		kind := report.KindOf(tn)
+		got := map[int]golden{}
+		_, err = rr.Read(bytes.NewReader(raw), kind, func(m report.Measurement) {
+			blob := raw[m.Offset : m.Offset+m.Size]
+			var g golden
+			if kind == report.KindJSON {
+				h := ooniuid.Sum(blob, []byte("\n"))
+				g.hash, g.uid = h.String(), "-"
+				if date, ok := ooniuid.JSONDate(blob); ok {
+					g.uid = ooniuid.UID(date, h)
+				}
+			} else {
+				g.hash = ooniuid.Sum(blob).String()
+			}
+			got[int(m.Ndx)] = g
+		}, func(deadletter.Record) {})
+		testutil.Check(t, err)
+		for ndx, w := range want[tn] {
+			g, ok := got[ndx]
+			switch {
+			case !ok:
+				t.Errorf("%s #%d: not read; OONI's is %s", tn, ndx, w.uid)
+			case g.hash != w.hash:
+				t.Errorf("%s #%d: hash %s, OONI's %s", tn, ndx, g.hash, w.hash)
+			case kind == report.KindJSON && g.uid != w.uid:
+				t.Errorf("%s #%d: uid %s, OONI's %s", tn, ndx, g.uid, w.uid)
+			}
+			seen++
+			if w.uid != "-" {
+				uids++
+			}
+		}
+		if len(got) != len(want[tn]) {
+			t.Errorf("%s: %d measurements read, OONI has %d", tn, len(got), len(want[tn]))
+		}
+	}
+	if seen < 50 || uids < 40 {
+		t.Fatalf("%d measurements compared (%d with a uid): the golden data is too thin", seen, uids)
+	}
+}
+
+// OONI's own test vector of trivial_id: the hash of no bytes, on the date
+// of its measurement_start_time.
+func TestUID_OONIVector(t *testing.T) {
+	if got := ooniuid.UID(ooniuid.Date("2021-02-03 10:11:12"), ooniuid.Sum(nil)); got != "01202102037f9c2ba4e88f827d61604550760585" {
+		t.Errorf("uid %s, OONI's test gives 01202102037f9c2ba4e88f827d61604550760585", got)
+	}
+}

@@ -1,0 +1,373 @@
+package ooniuid
+
+import (
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// JSONDate returns the date of the measurement_uid of a JSON report's
+// measurement (its line, without or with its "\n"), and false when OONI
+// gives it no uid: its decoder, ujson, refuses the line. The date is that
+// of the line's top-level measurement_start_time (the last, when the key
+// is there twice, as a Python dict keeps it), NoDate when it is absent,
+// not a string, or does not read.
+//
+// The line is checked as ujson 5 reads it, which is not the JSON
+// standard: it takes NaN, Infinity and -Infinity, numbers with leading
+// zeros, "1.", "-.5" and a lone "-", control characters (not NUL) inside
+// strings, escaped lone surrogates and UTF-8-encoded ones; it refuses
+// other invalid UTF-8 (overlong forms, code points past U+10FFFF),
+// nesting deeper than 1024, whitespace other than space, tab, CR and LF,
+// and anything after the value but that whitespace.
+func JSONDate(line []byte) (string, bool) {
+	p := jsonParser{b: line}
+	p.ws()
+	if p.i >= len(p.b) || p.b[p.i] != '{' {
+		// Not an object: OONI reads no date of it, but gives a uid.
+		return NoDate, p.value(0) && p.end()
+	}
+	date, ok := p.object()
+	if !ok || !p.end() {
+		return "", false
+	}
+	return date, true
+}
+
+type jsonParser struct {
+	b []byte
+	i int
+}
+
+const maxDepth = 1024
+
+func (p *jsonParser) ws() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\r', '\n':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *jsonParser) end() bool {
+	p.ws()
+	return p.i == len(p.b)
+}
+
+// object reads the top-level object and returns its date.
+func (p *jsonParser) object() (string, bool) {
+	p.i++ // {
+	date := NoDate
+	p.ws()
+	if p.i < len(p.b) && p.b[p.i] == '}' {
+		p.i++
+		return date, true
+	}
+	for {
+		p.ws()
+		key, ok := p.str(true)
+		if !ok {
+			return "", false
+		}
+		p.ws()
+		if p.i >= len(p.b) || p.b[p.i] != ':' {
+			return "", false
+		}
+		p.i++
+		p.ws()
+		if key == "measurement_start_time" {
+			if p.i < len(p.b) && p.b[p.i] == '"' {
+				v, ok := p.str(true)
+				if !ok {
+					return "", false
+				}
+				date = Date(v)
+			} else {
+				if !p.value(1) {
+					return "", false
+				}
+				date = NoDate
+			}
+		} else if !p.value(1) {
+			return "", false
+		}
+		p.ws()
+		if p.i >= len(p.b) {
+			return "", false
+		}
+		switch p.b[p.i] {
+		case ',':
+			p.i++
+		case '}':
+			p.i++
+			return date, true
+		default:
+			return "", false
+		}
+	}
+}
+
+// value skips one value at nesting depth.
+func (p *jsonParser) value(depth int) bool {
+	if p.i >= len(p.b) {
+		return false
+	}
+	switch c := p.b[p.i]; {
+	case c == '"':
+		_, ok := p.str(false)
+		return ok
+	case c == '{' || c == '[':
+		if depth+1 > maxDepth {
+			return false
+		}
+		return p.container(depth + 1)
+	case c == '-' || c >= '0' && c <= '9':
+		return p.number()
+	case c == 't':
+		return p.literal("true")
+	case c == 'f':
+		return p.literal("false")
+	case c == 'n':
+		return p.literal("null")
+	case c == 'N':
+		return p.literal("NaN")
+	case c == 'I':
+		return p.literal("Infinity")
+	}
+	return false
+}
+
+func (p *jsonParser) container(depth int) bool {
+	close := byte(']')
+	obj := p.b[p.i] == '{'
+	if obj {
+		close = '}'
+	}
+	p.i++
+	p.ws()
+	if p.i < len(p.b) && p.b[p.i] == close {
+		p.i++
+		return true
+	}
+	for {
+		p.ws()
+		if obj {
+			if _, ok := p.str(false); !ok {
+				return false
+			}
+			p.ws()
+			if p.i >= len(p.b) || p.b[p.i] != ':' {
+				return false
+			}
+			p.i++
+			p.ws()
+		}
+		if !p.value(depth) {
+			return false
+		}
+		p.ws()
+		if p.i >= len(p.b) {
+			return false
+		}
+		switch p.b[p.i] {
+		case ',':
+			p.i++
+		case close:
+			p.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// literal reads word, which must not run on into a letter or digit.
+func (p *jsonParser) literal(word string) bool {
+	if !strings.HasPrefix(string(p.b[p.i:min(len(p.b), p.i+len(word))]), word) {
+		return false
+	}
+	p.i += len(word)
+	return !p.wordGoesOn()
+}
+
+func (p *jsonParser) wordGoesOn() bool {
+	if p.i >= len(p.b) {
+		return false
+	}
+	c := p.b[p.i]
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-' || c == '+'
+}
+
+// number reads ujson's numbers: -? digits* (. digits*)? ([eE][+-]?digits+)?,
+// the exponent only after a digit; -Infinity.
+func (p *jsonParser) number() bool {
+	if p.b[p.i] == '-' {
+		p.i++
+		if p.i < len(p.b) && p.b[p.i] == 'I' {
+			return p.literal("Infinity")
+		}
+	}
+	digits := 0
+	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+		p.i++
+		digits++
+	}
+	if p.i < len(p.b) && p.b[p.i] == '.' {
+		p.i++
+		for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+			p.i++
+			digits++
+		}
+	}
+	if p.i < len(p.b) && (p.b[p.i] == 'e' || p.b[p.i] == 'E') {
+		if digits == 0 {
+			return false
+		}
+		p.i++
+		if p.i < len(p.b) && (p.b[p.i] == '+' || p.b[p.i] == '-') {
+			p.i++
+		}
+		n := 0
+		for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+			p.i++
+			n++
+		}
+		if n == 0 {
+			return false
+		}
+	}
+	return !p.wordGoesOn()
+}
+
+// str reads a string; with decode it returns its value (a lone surrogate
+// as U+FFFD, which no date holds).
+func (p *jsonParser) str(decode bool) (string, bool) {
+	if p.i >= len(p.b) || p.b[p.i] != '"' {
+		return "", false
+	}
+	p.i++
+	var sb strings.Builder
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			return sb.String(), true
+		case c == 0:
+			return "", false
+		case c == '\\':
+			if p.i+1 >= len(p.b) {
+				return "", false
+			}
+			e := p.b[p.i+1]
+			p.i += 2
+			var r rune
+			switch e {
+			case '"', '\\', '/':
+				r = rune(e)
+			case 'b':
+				r = '\b'
+			case 'f':
+				r = '\f'
+			case 'n':
+				r = '\n'
+			case 'r':
+				r = '\r'
+			case 't':
+				r = '\t'
+			case 'u':
+				v, ok := p.hex4()
+				if !ok {
+					return "", false
+				}
+				r = v
+				if utf16.IsSurrogate(r) && r < 0xdc00 && p.i+1 < len(p.b) && p.b[p.i] == '\\' && p.b[p.i+1] == 'u' {
+					save := p.i
+					p.i += 2
+					if lo, ok := p.hex4(); ok && lo >= 0xdc00 && lo <= 0xdfff {
+						r = utf16.DecodeRune(r, lo)
+					} else {
+						p.i = save
+					}
+				}
+			default:
+				return "", false
+			}
+			if decode {
+				sb.WriteRune(r) // a lone surrogate becomes U+FFFD
+			}
+		case c < 0x80:
+			if decode {
+				sb.WriteByte(c)
+			}
+			p.i++
+		default:
+			n, ok := utf8Len(p.b[p.i:])
+			if !ok {
+				return "", false
+			}
+			if decode {
+				sb.Write(p.b[p.i : p.i+n])
+			}
+			p.i += n
+		}
+	}
+	return "", false
+}
+
+func (p *jsonParser) hex4() (rune, bool) {
+	if p.i+4 > len(p.b) {
+		return 0, false
+	}
+	var v rune
+	for _, c := range p.b[p.i : p.i+4] {
+		v <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			v |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			v |= rune(c-'a') + 10
+		case c >= 'A' && c <= 'F':
+			v |= rune(c-'A') + 10
+		default:
+			return 0, false
+		}
+	}
+	p.i += 4
+	return v, true
+}
+
+// utf8Len is the length of the UTF-8 sequence b starts with, as ujson
+// takes it: well formed but for UTF-8-encoded surrogates, which it keeps.
+func utf8Len(b []byte) (int, bool) {
+	c := b[0]
+	var n int
+	var min rune
+	switch {
+	case c&0xe0 == 0xc0:
+		n, min = 2, 0x80
+	case c&0xf0 == 0xe0:
+		n, min = 3, 0x800
+	case c&0xf8 == 0xf0:
+		n, min = 4, 0x10000
+	default:
+		return 0, false
+	}
+	if len(b) < n {
+		return 0, false
+	}
+	r := rune(c) & (0x7f >> n)
+	for _, x := range b[1:n] {
+		if x&0xc0 != 0x80 {
+			return 0, false
+		}
+		r = r<<6 | rune(x&0x3f)
+	}
+	if r < min || r > utf8.MaxRune {
+		return 0, false
+	}
+	return n, true
+}
