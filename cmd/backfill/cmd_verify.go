@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"runtime"
 	"strings"
 
@@ -70,10 +72,10 @@ func runVerify(ctx context.Context, args []string, std cli.Stdio) error {
 		return json.NewEncoder(std.Out).Encode(res)
 	}
 	for _, b := range res.Buckets {
-		fmt.Fprintf(std.Out, "%s  %d reports (%d rejected)  %d measurements  sha256:%s\n", b.Date, b.Reports, b.Rejected, b.Measurements, b.Digest)
+		fmt.Fprintf(std.Out, "%s  %d reports (%d collision losers)  %d measurements  sha256:%s\n", b.Date, b.Reports, b.Rejected, b.Measurements, b.Digest)
 	}
-	fmt.Fprintf(std.Out, "output      %d buckets, %d reports (%d rejected), %d measurements under %s\ndigest      sha256:%s\n",
-		len(res.Buckets), res.Reports, res.Rejected, res.Measurements, res.Scheme, res.Digest)
+	fmt.Fprintf(std.Out, "output      %s, %d reports (%d collision losers), %d measurements under %s\ndigest      sha256:%s\n",
+		cli.Count(len(res.Buckets), "bucket", "buckets"), res.Reports, res.Rejected, res.Measurements, res.Scheme, res.Digest)
 	return nil
 }
 
@@ -109,6 +111,15 @@ func verifySource(ctx context.Context, std cli.Stdio, postgres bool, pf pgFlags,
 	st, err := location.Open(ctx, rest[0])
 	if err != nil {
 		return nil, nil, err
+	}
+	// As status says it: a folder that is not there is a usage error.
+	switch info, err := st.Stat(ctx, "."); {
+	case store.Failed(err):
+		return nil, nil, err
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return nil, nil, err
+	case err != nil || !info.IsDir():
+		return nil, nil, cli.Usagef("verify: %s is not a folder", rest[0])
 	}
 	return &verify.Parquet{St: st}, func() {}, nil
 }

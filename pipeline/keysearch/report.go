@@ -68,7 +68,7 @@ func (r Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "rejected          %d (listed on stderr)\n", r.Rejected)
 	}
 	fmt.Fprintf(w, "shared            %d reports on %d timestamps\n", r.SharedReports, r.SharedTimestamps)
-	fmt.Fprintf(w, "counter bits      %d (the smallest that can work: %d)\n", r.CounterBits, r.MinCounterBits)
+	fmt.Fprintf(w, "counter bits      %d (the smallest that can work, of the widths a scheme takes: %d)\n", r.CounterBits, r.MinCounterBits)
 	fmt.Fprintf(w, "expected trials   %s for one key (the notebook's line model: %s)\n", TrialsText(r.ExpectedTrials), TrialsText(r.NotebookTrials))
 	if r.Overrides > 0 {
 		fmt.Fprintf(w, "key table         default key %d of seed %s, %d timestamps with their own key (%.1f expected)\n", r.Key, r.Seed, r.Overrides, r.ExpectedOverrides)
