@@ -281,11 +281,15 @@ func warnWithdrawn(std cli.Stdio, ws []sink.Withdrawal) {
 	}
 }
 
+// progName is the program as it was invoked (bin/backfill, say), for the
+// command lines a command prints; main sets it.
+var progName = "backfill"
+
 // resumeCommand is the command line that finishes an interrupted run. A
 // password in --dsn is left out of it (and the line says so): a command
 // line that is printed is read by others, and kept in logs.
 func resumeCommand(args []string) string {
-	parts := []string{"backfill", "run"}
+	parts := []string{cli.ShellQuote(progName), "run"}
 	resume, hidden := false, false
 	dsnNext := false
 	for _, a := range args {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/backfill-dev/backfill/internal/cli"
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
 	"github.com/backfill-dev/backfill/pipeline/ingest"
 	"github.com/backfill-dev/backfill/pipeline/output"
@@ -53,7 +54,7 @@ func runStatus(ctx context.Context, args []string, std cli.Stdio) error {
 	}
 	rep.Fill(states)
 	if in != "" {
-		rep.Resume = status.Resume(ctx, input, states)
+		rep.Resume = status.Resume(ctx, input, store.Identity(input.Dir.Where(".")), states)
 	}
 	if asJSON {
 		b, _ := json.Marshal(rep)

@@ -29,7 +29,7 @@ Commands:
 	granule-schema  create Cumulus's granule tables for databases Cumulus did not make
 	version      print the version
 
-Flags go before or between the arguments; "--" ends them. Every command
+Flags go before, between or after the arguments; "--" ends them. Every command
 takes -h for its own help. Results go to standard output; errors, rejected
 lines and progress go to standard error.
 

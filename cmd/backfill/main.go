@@ -44,6 +44,9 @@ func main() {
 		}
 		os.Exit(cli.ExitInterrupted)
 	}()
+	if len(os.Args) > 0 && os.Args[0] != "" {
+		progName = os.Args[0]
+	}
 	stop := profile(os.Getenv("BACKFILL_CPUPROFILE"))
 	err := run(ctx, os.Args[1:], cli.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
 	cancel()

@@ -144,9 +144,10 @@ func TestPostgres_KillAndResume(t *testing.T) {
 	if code != 130 {
 		t.Fatalf("SIGINT during a COPY: exit %d, want 130\n%s", code, stderr.String())
 	}
-	// Interrupted, the run says what it committed and how to go on.
+	// Interrupted, the run says what it committed and how to go on, under
+	// the name it was run by.
 	if !strings.Contains(stderr.String(), " committed in this run, each whole") ||
-		!strings.Contains(stderr.String(), "to finish, run: backfill run --resume --in "+in) {
+		!strings.Contains(stderr.String(), "to finish, run: "+bin+" run --resume --in "+in) {
 		t.Errorf("SIGINT: stderr does not say what was committed and how to resume:\n%s", stderr.String())
 	}
 	checksum(t, dsn)

@@ -40,6 +40,9 @@ type Bucket struct {
 type Todo struct {
 	Bucket string `json:"bucket"`
 	Why    string `json:"why"`
+	// Replace is set for a bucket committed from another input: run
+	// --resume refuses it, run --replace reloads it.
+	Replace bool `json:"needs_replace,omitempty"`
 }
 
 // Output is what an output holds: its buckets, their counts and the
@@ -55,7 +58,8 @@ type Output struct {
 	// read; they count in the tally.
 	Input []deadletter.Record `json:"input_dead_letters,omitempty"`
 	// Resume lists what run --resume would still do, with --in.
-	Resume []Todo `json:"resume,omitempty"`
+	// Absent (null) without --in; empty when there is nothing to do.
+	Resume []Todo `json:"resume"`
 }
 
 // Fill sums the states of the output's buckets.
@@ -82,8 +86,10 @@ func (rep *Output) Fill(states []stamped.State) {
 }
 
 // Resume lists the buckets of the input that run --resume would load:
-// not committed, failed, or committed from other input.
-func Resume(ctx context.Context, in ingest.Input, states []stamped.State) []Todo {
+// not committed, failed, or changed since; and those it would refuse,
+// committed from another input than source (the input's identity, as run
+// records it), which --replace reloads.
+func Resume(ctx context.Context, in ingest.Input, source string, states []stamped.State) []Todo {
 	byBucket := map[string]stamped.State{}
 	for _, st := range states {
 		byBucket[st.Meta.Bucket] = st
@@ -93,15 +99,17 @@ func Resume(ctx context.Context, in ingest.Input, states []stamped.State) []Todo
 		st, ok := byBucket[name]
 		switch {
 		case !ok:
-			todo = append(todo, Todo{name, "not committed"})
+			todo = append(todo, Todo{name, "not committed", false})
 		case st.Status != stamped.StatusCommitted:
-			todo = append(todo, Todo{name, "its last load failed"})
+			todo = append(todo, Todo{name, "its last load failed", false})
+		case st.Meta.Source != "" && source != "" && st.Meta.Source != source:
+			todo = append(todo, Todo{name, "committed from " + st.Meta.Source + ": run --resume refuses it (exit 1); with --replace it loads it from this input", true})
 		default:
 			b, err := reader.OpenIn(ctx, in.Dir, name, reader.Options{})
 			if err != nil {
-				todo = append(todo, Todo{name, "its folder cannot be read: " + err.Error()})
+				todo = append(todo, Todo{name, "its folder cannot be read: " + err.Error(), false})
 			} else if b.Fingerprint != st.Meta.Fingerprint {
-				todo = append(todo, Todo{name, "its input changed since it was committed"})
+				todo = append(todo, Todo{name, "its input changed since it was committed", false})
 			}
 		}
 	}
@@ -158,9 +166,20 @@ func (rep *Output) WriteText(w io.Writer, withResume bool) {
 			fmt.Fprintf(w, "\nresume         nothing to do: every bucket of the input is committed from it\n")
 			return
 		}
-		fmt.Fprintf(w, "\nresume         run --resume would load %s:\n", buckets(len(rep.Resume)))
+		replace := 0
 		for _, t := range rep.Resume {
-			fmt.Fprintf(w, "  %-12s %s\n", t.Bucket, t.Why)
+			if t.Replace {
+				replace++
+			}
+		}
+		if replace > 0 {
+			fmt.Fprintf(w, "\nresume         run --resume would refuse (exit 1): %s committed from another input; run --replace reloads %s from this one\n",
+				buckets(replace), cli.Plural(replace, "it", "them"))
+		} else {
+			fmt.Fprintf(w, "\nresume         run --resume would load %s:\n", buckets(len(rep.Resume)))
+		}
+		for _, t := range rep.Resume {
+			fmt.Fprintf(w, "  %-12s %s\n", t.Bucket, cli.Printable(t.Why))
 		}
 	}
 }

@@ -23,7 +23,7 @@ func SchemeFlags(fs *flag.FlagSet, s *ooid.Scheme) func() error {
 	fs.IntVar(&s.CounterBits, "counter-bits", ooid.DefaultCounterBits, "counter width `N`, 20..28; with fewer bits the bits between counter and nibble are zero")
 	fs.IntVar(&s.SHA1Offset, "sha1-offset", ooid.DefaultSHA1Offset, "first hex digit `N` of the 7-digit SHA-1 window, 0..33 (33: the last 7 digits)")
 	var path string
-	fs.StringVar(&path, "scheme", "", "the scheme of the scheme `FILE` (backfill keysearch writes them) instead of the two flags above")
+	fs.StringVar(&path, "scheme", "", "the scheme of the scheme `FILE` (backfill keysearch writes them) instead of --counter-bits and --sha1-offset")
 	return func() error {
 		if path == "" {
 			if err := s.Validate(); err != nil {
