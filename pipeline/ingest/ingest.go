@@ -28,7 +28,9 @@ import (
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
+	"github.com/backfill-dev/backfill/pipeline/ooniuid"
 	"github.com/backfill-dev/backfill/pipeline/reader"
+	"github.com/backfill-dev/backfill/pipeline/reader/report"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
@@ -281,10 +283,15 @@ type task struct {
 // its canned form. A bucket that cannot be read is a record of its own; a
 // failure of the store is j.err, which stops the run.
 func open(ctx context.Context, cfg Config, in, canned store.Store, name string) *bucketJob {
-	j := &bucketJob{out: stamped.Bucket{Meta: stamped.Meta{Bucket: name, Scheme: cfg.Scheme, NdxPolicy: string(cfg.Read.Ndx), Version: cfg.Version, Source: cfg.Source}}}
+	j := &bucketJob{out: stamped.Bucket{Meta: stamped.Meta{Bucket: name, Scheme: cfg.Scheme, NdxPolicy: string(cfg.Read.Ndx), Version: cfg.Version, Source: cfg.Source, UIDs: cfg.Read.UIDs}}}
 	b, err := reader.OpenIn(ctx, in, name, cfg.Read.OpenOptions(cfg.Format))
 	if store.Failed(err) {
 		j.err = err
+		return j
+	}
+	if err == nil && cfg.Read.UIDs && b.Format == reader.FormatAutoclaved {
+		// Its files hold OONI's re-serialised JSON, not the raw bytes.
+		j.err = fmt.Errorf("bucket %s is autoclaved: --measurement-uid hashes a measurement's raw bytes, which only the canned form holds; run it over the canned buckets", name)
 		return j
 	}
 	if err != nil {
@@ -370,8 +377,21 @@ func readContainer(ctx context.Context, rd *reader.Readers, scheme ooid.Scheme, 
 	b, c := j.bucket, j.bucket.Containers[i]
 	var res containerResult
 	problem := func(p deadletter.Record) { res.problems = append(res.problems, p) }
+	// With UIDs, each measurement's identity, of the report being read.
+	var ids []ooniuid.ID
+	idsOf := ""
+	var blob func(string, report.Measurement)
+	if j.out.Meta.UIDs {
+		blob = func(textname string, m report.Measurement) {
+			if textname != idsOf {
+				ids, idsOf = nil, textname
+			}
+			ids = append(ids, m.ID)
+		}
+	}
 	st, err := rd.Read(ctx, b, j.canned, c, reader.Handler{
 		Problem: problem,
+		Blob:    blob,
 		Report: func(r reader.ContainerReport) {
 			reject := func(reason, msg string) {
 				problem(deadletter.Record{Bucket: b.Date, File: c.Name, Textname: r.Textname, Offset: r.Offset, Reason: reason, Message: msg})
@@ -390,8 +410,15 @@ func readContainer(ctx context.Context, rd *reader.Readers, scheme ooid.Scheme, 
 			}
 			// The SHA-1 is the index's, whether or not it was verified,
 			// so the output does not depend on --verify.
-			res.reports = append(res.reports, stamped.Report{Textname: r.Textname, Container: c.Name, Offset: r.Offset,
-				Size: r.Stats.Size, SHA1: r.IndexSHA1, ID: id, N: r.Stats.N})
+			sr := stamped.Report{Textname: r.Textname, Container: c.Name, Offset: r.Offset,
+				Size: r.Stats.Size, SHA1: r.IndexSHA1, ID: id, N: r.Stats.N}
+			if j.out.Meta.UIDs {
+				if idsOf != r.Textname || len(ids) != int(r.Stats.N) {
+					ids = make([]ooniuid.ID, r.Stats.N) // none read (an empty report)
+				}
+				sr.IDs, ids, idsOf = ids, nil, ""
+			}
+			res.reports = append(res.reports, sr)
 		},
 	})
 	res.stats = st

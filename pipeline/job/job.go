@@ -62,6 +62,9 @@ type Config struct {
 	FromIndex bool
 	// Ndx is reader.NdxBlobs (the default when empty) or NdxDatums.
 	Ndx reader.Ndx
+	// UIDs gives every measurement OONI's identity of it, its content
+	// hash and measurement_uid (--measurement-uid; canned buckets only).
+	UIDs bool
 	// Canned, when set, is a folder of the same buckets in canned form:
 	// each autoclaved file is compared with its canned form
 	// (reader.CannedCheck), which checks every orig_sha1.
@@ -83,7 +86,7 @@ const Lookahead = 4
 // ingest returns the configuration of the ingest stage.
 func (cfg Config) ingest() ingest.Config {
 	return ingest.Config{In: cfg.In, Buckets: cfg.Buckets, Workers: cfg.Workers, Scheme: cfg.Scheme, Format: cfg.Format,
-		Read:   reader.ReadOptions{Ndx: cfg.Ndx, MaxBlob: cfg.MaxBlob, Verify: cfg.VerifySHA1, FromIndex: cfg.FromIndex},
+		Read:   reader.ReadOptions{Ndx: cfg.Ndx, MaxBlob: cfg.MaxBlob, Verify: cfg.VerifySHA1, FromIndex: cfg.FromIndex, UIDs: cfg.UIDs},
 		Canned: cfg.Canned, Version: cfg.Version, Source: cfg.Source}
 }
 
@@ -328,9 +331,10 @@ func recordInput(ctx context.Context, recs []deadletter.Record, s sink.Sink, sum
 }
 
 // sameMeta reports whether a bucket committed with a was made as b would
-// be: the same input, scheme and ndx policy.
+// be: the same input, scheme and ndx policy, with or without OONI's
+// identities of its measurements.
 func sameMeta(a, b stamped.Meta) bool {
-	return a.Bucket == b.Bucket && a.Fingerprint == b.Fingerprint && a.Scheme.Equal(b.Scheme) && a.NdxPolicy == b.NdxPolicy
+	return a.Bucket == b.Bucket && a.Fingerprint == b.Fingerprint && a.Scheme.Equal(b.Scheme) && a.NdxPolicy == b.NdxPolicy && a.UIDs == b.UIDs
 }
 
 // addCommitted adds the counts of bucket m as the sink holds it committed

@@ -53,6 +53,7 @@ func TestGolden(t *testing.T) {
 	files, err := filepath.Glob("testdata/raw/*/*")
 	testutil.Check(t, err)
 	rr := report.NewReader()
+	rr.UIDs = true
 	seen, uids := 0, 0
 	for _, file := range files {
 		tn := filepath.Base(filepath.Dir(file)) + "/" + filepath.Base(file)
@@ -61,16 +62,19 @@ func TestGolden(t *testing.T) {
 		kind := report.KindOf(tn)
 		got := map[int]golden{}
 		_, err = rr.Read(bytes.NewReader(raw), kind, func(m report.Measurement) {
+			// The reader's, as a run computes them; and from the blob's
+			// bytes, which must agree.
+			g := golden{hash: m.ID.Hash.String(), uid: m.ID.UID}
+			if g.uid == "" {
+				g.uid = "-"
+			}
 			blob := raw[m.Offset : m.Offset+m.Size]
-			var g golden
+			direct := ooniuid.Sum(blob)
 			if kind == report.KindJSON {
-				h := ooniuid.Sum(blob, []byte("\n"))
-				g.hash, g.uid = h.String(), "-"
-				if date, ok := ooniuid.JSONDate(blob); ok {
-					g.uid = ooniuid.UID(date, h)
-				}
-			} else {
-				g.hash = ooniuid.Sum(blob).String()
+				direct = ooniuid.Sum(blob, []byte("\n"))
+			}
+			if direct != m.ID.Hash {
+				t.Errorf("%s #%d: the reader's hash is not that of the blob's bytes", tn, m.Ndx)
 			}
 			got[int(m.Ndx)] = g
 		}, func(deadletter.Record) {})

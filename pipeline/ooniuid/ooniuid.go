@@ -35,6 +35,14 @@ func Sum(parts ...[]byte) Hash {
 // String is the hash as 30 lowercase hex digits, as OONI writes it.
 func (h Hash) String() string { return hex.EncodeToString(h[:]) }
 
+// ID is OONI's identity of one measurement: its content hash, and its
+// measurement_uid ("" where OONI's code gives none, or where it is not
+// computed: see the package doc).
+type ID struct {
+	Hash Hash
+	UID  string
+}
+
 // NoDate is the date of a measurement whose measurement_start_time does
 // not parse.
 const NoDate = "00000000"

@@ -93,6 +93,9 @@ type ReadOptions struct {
 	// Canned compares each autoclaved file with its canned form, when
 	// Readers.Read is given one.
 	Canned bool
+	// UIDs gives every measurement of a canned report OONI's identity of
+	// it (report.Reader.UIDs), through Handler.Blob.
+	UIDs bool
 }
 
 // OpenOptions are the Options to open a bucket for reading with o.
@@ -115,6 +118,7 @@ func NewReaders(o ReadOptions) *Readers {
 	rs.canned.Reports.MaxBlob = o.MaxBlob
 	rs.canned.VerifySHA1 = o.Verify
 	rs.canned.Reports.Datums = o.Ndx.Datums()
+	rs.canned.Reports.UIDs = o.UIDs
 	if o.FromIndex {
 		rs.autoclaved = IndexSource{Datums: o.Ndx.Datums()}
 	} else {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
+	"github.com/backfill-dev/backfill/pipeline/ooniuid"
 )
 
 // Meta describes how a bucket's output was made. Two runs of a bucket
@@ -24,6 +25,9 @@ type Meta struct {
 	Scheme    ooid.Scheme
 	NdxPolicy string // "blobs": every blob after the YAML header counts
 	Version   string // of the tool
+	// UIDs is set when the output holds OONI's identity of each
+	// measurement (--measurement-uid).
+	UIDs bool
 }
 
 // Report is one report of a bucket and the IDs of its measurements:
@@ -40,6 +44,9 @@ type Report struct {
 	// would share with it (docs/design.md §3): the report is listed in the
 	// bucket's report manifest, and its measurements get no rows.
 	RejectedBy string
+	// IDs, with --measurement-uid, are OONI's identity of each
+	// measurement (by ndx): its content hash and measurement_uid.
+	IDs []ooniuid.ID
 }
 
 // ManifestEntry is a committed report as its bucket's report manifest

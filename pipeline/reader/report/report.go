@@ -7,6 +7,7 @@ package report
 import (
 	"bytes"
 	"crypto/sha1"
+	"crypto/sha3"
 	"encoding"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/ooniuid"
 )
 
 // Kind is the raw format of a report, from its textname's extension.
@@ -63,6 +65,8 @@ type Measurement struct {
 	// Reader.OrigSHA1: the SHA-1 of the YAML header document and
 	// the blob, markers included, or of the JSON line without its "\n".
 	OrigSHA1 [20]byte
+	// ID is OONI's identity of the measurement, set with Reader.UIDs.
+	ID ooniuid.ID
 }
 
 // Stats is what reading one raw report found.
@@ -105,11 +109,18 @@ type Reader struct {
 	// OrigSHA1 makes every Measurement carry its blob's orig_sha1, as the
 	// autoclaving step computed it.
 	OrigSHA1 bool
+	// UIDs makes every Measurement carry OONI's identity of it
+	// (ooniuid): the content hash of its raw bytes (a JSON line with its
+	// "\n", a YAML document with its markers) and, for a JSON report,
+	// its measurement_uid. A JSON line is kept whole in memory (up to
+	// MaxBlob) to read its date.
+	UIDs bool
 
 	sha   hash.Hash
-	orig  hash.Hash // with OrigSHA1: the current blob's orig_sha1
-	hdr   []byte    // orig's state after the YAML header document
-	sum   []byte    // orig's sum
+	orig  hash.Hash   // with OrigSHA1: the current blob's orig_sha1
+	shake *sha3.SHAKE // with UIDs: the current blob's content hash
+	hdr   []byte      // orig's state after the YAML header document
+	sum   []byte      // orig's sum
 	crc   hash.Hash32
 	count int64
 	blob  blobCheck
@@ -120,7 +131,7 @@ type Reader struct {
 
 // NewReader returns a Reader.
 func NewReader() *Reader {
-	rr := &Reader{sha: sha1.New(), orig: sha1.New(), crc: crc32.NewIEEE()}
+	rr := &Reader{sha: sha1.New(), orig: sha1.New(), shake: sha3.NewSHAKE128(), crc: crc32.NewIEEE()}
 	rr.sink.rr = rr
 	rr.json = NewJSONSlicer(nil)
 	rr.json.Content = &rr.sink
@@ -135,6 +146,9 @@ type blobSink struct{ rr *Reader }
 func (s *blobSink) Write(p []byte) (int, error) {
 	if s.rr.OrigSHA1 {
 		s.rr.orig.Write(p)
+	}
+	if s.rr.UIDs {
+		s.rr.shake.Write(p)
 	}
 	return s.rr.blob.Write(p)
 }
@@ -187,12 +201,15 @@ func (rr *Reader) Read(r io.Reader, kind Kind, onBlob func(Measurement), problem
 		switch {
 		case header:
 			rr.blob.reset(MaxHeader)
-		case rr.Datums:
+		case rr.Datums, rr.UIDs && kind == KindJSON:
 			rr.blob.reset(int(min(maxBlob, 1<<40)))
 		case kind == KindYAML:
 			rr.blob.reset(falsyProbe)
 		default:
 			rr.blob.reset(0)
+		}
+		if rr.UIDs {
+			rr.shake.Reset()
 		}
 		if rr.OrigSHA1 {
 			rr.orig.Reset()
@@ -233,6 +250,9 @@ func (rr *Reader) Read(r io.Reader, kind Kind, onBlob func(Measurement), problem
 			}
 		}
 		m := Measurement{Ndx: st.N, Blob: b}
+		if rr.UIDs {
+			rr.identify(&m, kind, b.Size <= maxBlob)
+		}
 		if rr.OrigSHA1 {
 			rr.sum = rr.orig.Sum(rr.sum[:0]) // into m, m would live on the heap
 			copy(m.OrigSHA1[:], rr.sum)
@@ -251,6 +271,20 @@ func (rr *Reader) Read(r io.Reader, kind Kind, onBlob func(Measurement), problem
 		}
 		if onBlob != nil {
 			onBlob(m)
+		}
+	}
+}
+
+// identify sets m's content hash and, for a JSON line read whole, its
+// measurement_uid.
+func (rr *Reader) identify(m *Measurement, kind Kind, whole bool) {
+	if kind == KindJSON {
+		rr.shake.Write([]byte{'\n'})
+	}
+	rr.shake.Read(m.ID.Hash[:])
+	if kind == KindJSON && whole {
+		if date, ok := ooniuid.JSONDate(rr.blob.head); ok {
+			m.ID.UID = ooniuid.UID(date, m.ID.Hash)
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/ooniuid"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
@@ -70,6 +71,7 @@ func (e *MismatchError) Error() string {
 type checked struct {
 	ledger  Ledger
 	reports []Report
+	ids     [][]ooniuid.ID // of each report, with ledger.UIDs
 	dead    []deadletter.Record
 }
 
@@ -119,7 +121,20 @@ func readChecked(ctx context.Context, st store.Store, bucket string) (checked, e
 			return c, &MismatchError{bucket, st.Where(f), fmt.Sprintf("is not the file its ledger entry recorded (%d bytes, sha256 %s; recorded %d bytes, sha256 %s)", got.Size, short(got.SHA256), want.Size, short(want.SHA256))}
 		}
 	}
-	if c.reports, err = parseRows[Report](data[1], st.Where(bucketFiles(bucket)[1])); err != nil {
+	if c.ledger.UIDs {
+		rows, err := parseRows[ReportIDs](data[1], st.Where(bucketFiles(bucket)[1]))
+		if err != nil {
+			return c, err
+		}
+		c.reports, c.ids = make([]Report, len(rows)), make([][]ooniuid.ID, len(rows))
+		for i, r := range rows {
+			c.reports[i] = Report{Textname: r.Textname, TS: r.TS, TSSource: r.TSSource, CounterBase: r.CounterBase, N: r.N, BucketDate: r.BucketDate,
+				Container: r.Container, Offset: r.Offset, Size: r.Size, SHA1: r.SHA1, RejectedBy: r.RejectedBy}
+			if c.ids[i], err = ooniIDs(r.IDs); err != nil || int64(len(c.ids[i])) != r.N {
+				return c, &MismatchError{bucket, st.Where(bucketFiles(bucket)[1]), fmt.Sprintf("report %s lists %d identities for %d measurements (%v)", r.Textname, len(r.IDs), r.N, err)}
+			}
+		}
+	} else if c.reports, err = parseRows[Report](data[1], st.Where(bucketFiles(bucket)[1])); err != nil {
 		return c, err
 	}
 	if c.dead, err = readDeadLetters(readerFile{bytes.NewReader(data[2])}, st.Where(bucketFiles(bucket)[2])); err != nil {

@@ -117,7 +117,7 @@ func (s *Sink) CopyBucket(ctx context.Context, src store.Store, bucket string) (
 
 func (l Ledger) meta() stamped.Meta {
 	return stamped.Meta{Bucket: l.Bucket, Fingerprint: l.Fingerprint, Source: l.Source, Scheme: ooid.Scheme{CounterBits: l.CounterBits, SHA1Offset: l.SHA1Offset, Table: l.KeyTable},
-		NdxPolicy: l.NdxPolicy, Version: l.Version}
+		NdxPolicy: l.NdxPolicy, Version: l.Version, UIDs: l.UIDs}
 }
 
 // ReadReports reads the reports/B.parquet file name of the output st.
@@ -129,6 +129,18 @@ func ReadReports(ctx context.Context, st store.Store, name string) ([]Report, er
 // output st, in its order.
 func ReadMeasurements(ctx context.Context, st store.Store, name string) ([]Measurement, error) {
 	return readRows[Measurement](ctx, st, name)
+}
+
+// ReadMeasurementIDs reads the measurements/B.parquet file name of a run
+// with --measurement-uid, in its order.
+func ReadMeasurementIDs(ctx context.Context, st store.Store, name string) ([]MeasurementID, error) {
+	return readRows[MeasurementID](ctx, st, name)
+}
+
+// ReadReportIDs reads the reports/B.parquet file name of a run with
+// --measurement-uid.
+func ReadReportIDs(ctx context.Context, st store.Store, name string) ([]ReportIDs, error) {
+	return readRows[ReportIDs](ctx, st, name)
 }
 
 // EachMeasurement calls fn with each row of the measurements/B.parquet
@@ -285,6 +297,9 @@ func (s *Sink) Reassign(ctx context.Context, scheme ooid.Scheme, bucket string, 
 		if err != nil {
 			return fmt.Errorf("reassign %s: %w", bucket, err)
 		}
+		if c.ids != nil {
+			r.IDs = c.ids[i]
+		}
 		d, had := old[row.Textname]
 		if v, ok := byName[row.Textname]; ok {
 			d, had = collisions.Apply(bucket, &r, &counts, v)
@@ -349,10 +364,13 @@ func (s *Sink) Stamped(ctx context.Context, bucket string) (*stamped.Bucket, err
 	l, rows, dead := c.ledger, c.reports, c.dead
 	b := &stamped.Bucket{Meta: l.meta(), BytesIn: l.Counts.BytesIn, BytesOut: l.Counts.BytesOut}
 	rejected := map[string]bool{}
-	for _, row := range rows {
+	for i, row := range rows {
 		r, err := row.stamped(b.Meta.Scheme)
 		if err != nil {
 			return nil, fmt.Errorf("bucket %s: %w", bucket, err)
+		}
+		if c.ids != nil {
+			r.IDs = c.ids[i]
 		}
 		if r.RejectedBy != "" {
 			rejected[r.Textname] = true

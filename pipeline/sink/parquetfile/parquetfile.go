@@ -47,6 +47,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
+	"github.com/backfill-dev/backfill/pipeline/ooniuid"
 	"github.com/backfill-dev/backfill/pipeline/sink"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
@@ -77,6 +78,78 @@ type Report struct {
 	RejectedBy string `parquet:"rejected_by,dict"`
 }
 
+// MeasurementID is a row of measurements/B.parquet of a run with
+// --measurement-uid: a Measurement's columns and OONI's identity of the
+// measurement (readers of Measurement read such a file too).
+type MeasurementID struct {
+	OOID       int64  `parquet:"ooid,delta"`
+	Textname   string `parquet:"textname,dict"`
+	Ndx        int32  `parquet:"ndx,delta"`
+	BucketDate int32  `parquet:"bucket_date,date"`
+	// MeasurementUID is OONI's measurement_uid; null where OONI's code
+	// gives none (a line its JSON decoder refuses) or where it is not
+	// computed (a YAML report's).
+	MeasurementUID *string `parquet:"measurement_uid,optional"`
+	// ContentHash is the 30 hex digits of SHAKE128 of the measurement's
+	// raw bytes: measurement_uid's last 30 characters.
+	ContentHash string `parquet:"content_hash"`
+}
+
+// Identity is OONI's identity of one measurement, as a report manifest
+// of a run with --measurement-uid lists it for each of its measurements.
+type Identity struct {
+	MeasurementUID *string `parquet:"measurement_uid,optional"`
+	ContentHash    string  `parquet:"content_hash"`
+}
+
+// ReportIDs is a row of reports/B.parquet of a run with
+// --measurement-uid: a Report's columns and the identity of each of its
+// measurements, by ndx, collision losers' too (readers of Report read
+// such a file too).
+type ReportIDs struct {
+	Textname    string     `parquet:"textname"`
+	TS          int64      `parquet:"ts"`
+	TSSource    string     `parquet:"ts_source,dict"`
+	CounterBase int32      `parquet:"counter_base"`
+	N           int64      `parquet:"n"`
+	BucketDate  int32      `parquet:"bucket_date,date"`
+	Container   string     `parquet:"container,dict"`
+	Offset      int64      `parquet:"offset"`
+	Size        int64      `parquet:"size"`
+	SHA1        string     `parquet:"sha1"`
+	RejectedBy  string     `parquet:"rejected_by,dict"`
+	IDs         []Identity `parquet:"ids,list"`
+}
+
+// identities are the parquet form of a report's IDs.
+func identities(ids []ooniuid.ID) []Identity {
+	out := make([]Identity, len(ids))
+	for i, id := range ids {
+		out[i].ContentHash = id.Hash.String()
+		if id.UID != "" {
+			u := id.UID
+			out[i].MeasurementUID = &u
+		}
+	}
+	return out
+}
+
+// ooniIDs are a report's IDs as its manifest lists them.
+func ooniIDs(rows []Identity) ([]ooniuid.ID, error) {
+	out := make([]ooniuid.ID, len(rows))
+	for i, r := range rows {
+		b, err := hex.DecodeString(r.ContentHash)
+		if err != nil || len(b) != len(out[i].Hash) {
+			return nil, fmt.Errorf("content_hash %q is not 30 hex digits", r.ContentHash)
+		}
+		copy(out[i].Hash[:], b)
+		if r.MeasurementUID != nil {
+			out[i].UID = *r.MeasurementUID
+		}
+	}
+	return out, nil
+}
+
 // Ledger is the content of ledger/B.json.
 type Ledger struct {
 	Bucket      string         `json:"bucket"`
@@ -88,6 +161,9 @@ type Ledger struct {
 	NdxPolicy   string         `json:"ndx_policy"`
 	Version     string         `json:"version"`
 	Counts      stamped.Counts `json:"counts"`
+	// UIDs is set when the bucket's files hold OONI's identity of each
+	// measurement (--measurement-uid).
+	UIDs bool `json:"measurement_uid,omitempty"`
 	// Files are the size and SHA-256 of each of the bucket's files, by
 	// name under the output: whoever builds on the bucket checks them.
 	Files    map[string]Digest `json:"files"`
@@ -243,8 +319,13 @@ func (s *Sink) Begin(ctx context.Context, m stamped.Meta) (sink.BucketWriter, er
 	}
 	w.mdig, w.rdig, w.ddig = newDigester(w.mf), newDigester(w.rf), newDigester(w.df)
 	w.mbuf, w.rbuf, w.dbuf = bufio.NewWriterSize(w.mdig, 1<<20), bufio.NewWriterSize(w.rdig, 256<<10), bufio.NewWriterSize(w.ddig, 64<<10)
-	w.mw = parquet.NewGenericWriter[Measurement](w.mbuf, opts...)
-	w.rw = parquet.NewGenericWriter[Report](w.rbuf, opts...)
+	if m.UIDs {
+		w.mwID = parquet.NewGenericWriter[MeasurementID](w.mbuf, opts...)
+		w.rwID = parquet.NewGenericWriter[ReportIDs](w.rbuf, opts...)
+	} else {
+		w.mw = parquet.NewGenericWriter[Measurement](w.mbuf, opts...)
+		w.rw = parquet.NewGenericWriter[Report](w.rbuf, opts...)
+	}
 	w.dl = json.NewEncoder(w.dbuf)
 	w.dl.SetEscapeHTML(false)
 	return w, nil
@@ -260,9 +341,13 @@ type bucketWriter struct {
 	mbuf, rbuf, dbuf *bufio.Writer
 	mw               *parquet.GenericWriter[Measurement]
 	rw               *parquet.GenericWriter[Report]
+	mwID             *parquet.GenericWriter[MeasurementID] // with Meta.UIDs, in place of mw
+	rwID             *parquet.GenericWriter[ReportIDs]     // and of rw
 	dl               *json.Encoder
 	rows             []Measurement
 	reports          []Report
+	rowsID           []MeasurementID
+	reportsID        []ReportIDs
 	done             bool
 }
 
@@ -274,10 +359,14 @@ func (w *bucketWriter) Report(r *stamped.Report) error {
 	if r.SHA1 != nil {
 		sha = hex.EncodeToString(r.SHA1[:])
 	}
-	w.reports = append(w.reports, Report{
+	row := Report{
 		Textname: r.Textname, TS: int64(r.ID.TS), TSSource: r.ID.Source.String(), CounterBase: int32(r.ID.CounterBase()),
 		N: int64(r.N), BucketDate: w.days, Container: r.Container, Offset: r.Offset, Size: r.Size, SHA1: sha, RejectedBy: r.RejectedBy,
-	})
+	}
+	if w.m.UIDs {
+		return w.reportIDs(r, row)
+	}
+	w.reports = append(w.reports, row)
 	if len(w.reports) == batch {
 		if err := w.flush(); err != nil {
 			return err
@@ -297,11 +386,50 @@ func (w *bucketWriter) Report(r *stamped.Report) error {
 	return nil
 }
 
+// reportIDs is Report with --measurement-uid: the rows carry the
+// measurements' identities.
+func (w *bucketWriter) reportIDs(r *stamped.Report, row Report) error {
+	if len(r.IDs) != int(r.N) {
+		return fmt.Errorf("parquetfile: report %s has %d measurements and %d identities", r.Textname, r.N, len(r.IDs))
+	}
+	ids := identities(r.IDs)
+	w.reportsID = append(w.reportsID, ReportIDs{Textname: row.Textname, TS: row.TS, TSSource: row.TSSource, CounterBase: row.CounterBase, N: row.N,
+		BucketDate: row.BucketDate, Container: row.Container, Offset: row.Offset, Size: row.Size, SHA1: row.SHA1, RejectedBy: row.RejectedBy, IDs: ids})
+	if len(w.reportsID) == batch {
+		if err := w.flush(); err != nil {
+			return err
+		}
+	}
+	if r.RejectedBy != "" {
+		return nil
+	}
+	for ndx := uint32(0); ndx < r.N; ndx++ {
+		w.rowsID = append(w.rowsID, MeasurementID{OOID: r.ID.ID(ndx).Int64(), Textname: r.Textname, Ndx: int32(ndx), BucketDate: w.days,
+			MeasurementUID: ids[ndx].MeasurementUID, ContentHash: ids[ndx].ContentHash})
+		if len(w.rowsID) == batch {
+			if err := w.flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // batch is how many rows of each file a bucketWriter holds.
 const batch = 4096
 
 // flush writes the rows held.
 func (w *bucketWriter) flush() error {
+	if w.m.UIDs {
+		if _, err := w.rwID.Write(w.reportsID); err != nil {
+			return err
+		}
+		if _, err := w.mwID.Write(w.rowsID); err != nil {
+			return err
+		}
+		w.reportsID, w.rowsID = w.reportsID[:0], w.rowsID[:0]
+		return nil
+	}
 	if _, err := w.rw.Write(w.reports); err != nil {
 		return err
 	}
@@ -336,13 +464,19 @@ func (w *bucketWriter) commit(ctx context.Context, c stamped.Counts) error {
 		w.Abort()
 		return err
 	}
-	if err := errors.Join(w.mw.Close(), w.rw.Close(), w.mbuf.Flush(), w.rbuf.Flush(), w.dbuf.Flush()); err != nil {
+	var cerr error
+	if w.m.UIDs {
+		cerr = errors.Join(w.mwID.Close(), w.rwID.Close())
+	} else {
+		cerr = errors.Join(w.mw.Close(), w.rw.Close())
+	}
+	if err := errors.Join(cerr, w.mbuf.Flush(), w.rbuf.Flush(), w.dbuf.Flush()); err != nil {
 		w.Abort()
 		return err
 	}
 	files := bucketFiles(w.m.Bucket)
 	l := Ledger{Bucket: w.m.Bucket, Fingerprint: w.m.Fingerprint, Source: w.m.Source, CounterBits: w.m.Scheme.CounterBits, SHA1Offset: w.m.Scheme.SHA1Offset,
-		KeyTable: w.m.Scheme.Table, NdxPolicy: w.m.NdxPolicy, Version: w.m.Version, Counts: c, Started: w.started, Finished: time.Now().UTC(),
+		KeyTable: w.m.Scheme.Table, NdxPolicy: w.m.NdxPolicy, Version: w.m.Version, UIDs: w.m.UIDs, Counts: c, Started: w.started, Finished: time.Now().UTC(),
 		Files: map[string]Digest{files[0]: w.mdig.digest(), files[1]: w.rdig.digest(), files[2]: w.ddig.digest()}}
 	lb, _ := json.MarshalIndent(l, "", "  ")
 	// The bucket's measurements, which readers glob, leave first and come

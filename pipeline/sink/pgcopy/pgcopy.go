@@ -404,6 +404,10 @@ func (s *Sink) Begin(ctx context.Context, m stamped.Meta) (sink.BucketWriter, er
 	if _, err := time.Parse(time.DateOnly, m.Bucket); err != nil {
 		return nil, fmt.Errorf("pgcopy: bucket %q: %w", m.Bucket, err)
 	}
+	if m.UIDs {
+		// Loading it would drop them in silence.
+		return nil, fmt.Errorf("pgcopy: bucket %s holds OONI's identities of its measurements (--measurement-uid), which the PostgreSQL tables do not hold yet", m.Bucket)
+	}
 	return &bucketWriter{s: s, m: m, started: time.Now()}, nil
 }
 
