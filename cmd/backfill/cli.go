@@ -48,6 +48,7 @@ func commands() []command {
 		{name: "plan", run: runPlan},
 		{name: "check", run: runCheck},
 		{name: "verify", run: runVerify},
+		{name: "census", run: runCensus},
 		{name: "load", run: runLoad},
 		{name: "keysearch", run: runKeysearch},
 		{name: "gen", run: runGen},

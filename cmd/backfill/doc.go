@@ -16,6 +16,7 @@ Commands:
 	plan         split an input's buckets into shards for runs on several machines
 	check        settle the collision verdicts of a plan's shards
 	verify       prove an output's IDs from the output alone, and print their digests
+	census       the measurements that are the same measurement twice (run --measurement-uid)
 	load         load a shard of a plan into the job's output, with the verdicts
 	keysearch    find a keyed ID scheme with no collisions at a counter width
 	gen          write a synthetic corpus (or manifest) with its ground truth

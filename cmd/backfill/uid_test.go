@@ -2,8 +2,12 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -88,5 +92,93 @@ func TestRun_MeasurementUIDAgainstOONI(t *testing.T) {
 	}
 	if code, msg := callIn("", "verify", out); code != cli.ExitOK {
 		t.Errorf("verify: exit %d\n%s", code, msg)
+	}
+}
+
+// census finds the groups of measurements with equal raw bytes that a
+// brute force over OONI's own hashes of every measurement finds, names
+// each duplicate against its group's first in (textname, ndx) order with
+// the right kind, and writes the pairs with their rows' OOIDs.
+func TestCensus_AgainstOONIHashes(t *testing.T) {
+	t.Parallel()
+	want := uidGolden(t)
+	dir := t.TempDir()
+	if code, out := call(append(uidCorpus, "--out", dir+"/c")...); code != cli.ExitOK {
+		t.Fatalf("gen: exit %d\n%s", code, out)
+	}
+	out := dir + "/out"
+	if code, msg := callIn("", "run", "-q", "--measurement-uid", "--in", dir+"/c", "--out", out); code != cli.ExitOK {
+		t.Fatalf("run: exit %d\n%s", code, msg)
+	}
+	// The brute force, over OONI's hashes.
+	type m struct {
+		textname string
+		ndx      int
+	}
+	groups := map[string][]m{}
+	for key, w := range want {
+		tn, ndx, _ := strings.Cut(key, " ")
+		n, _ := strconv.Atoi(ndx)
+		groups[w[1]] = append(groups[w[1]], m{tn, n})
+	}
+	wantPairs := map[string]bool{}
+	var nGroups, nDup int64
+	kinds := map[string]int64{"same_report": 0, "retry": 0, "other": 0}
+	for _, g := range groups {
+		if len(g) < 2 {
+			continue
+		}
+		nGroups++
+		sort.Slice(g, func(i, j int) bool {
+			return g[i].textname < g[j].textname || g[i].textname == g[j].textname && g[i].ndx < g[j].ndx
+		})
+		for _, d := range g[1:] {
+			kind := "other"
+			switch {
+			case d.textname == g[0].textname:
+				kind = "same_report"
+			case filepath.Base(d.textname) == filepath.Base(g[0].textname):
+				kind = "retry"
+			}
+			kinds[kind]++
+			nDup++
+			wantPairs[fmt.Sprintf("%s,%s,%d,%s,%d", kind, d.textname, d.ndx, g[0].textname, g[0].ndx)] = true
+		}
+	}
+	if nGroups < 5 || nDup < 100 {
+		t.Fatalf("%d groups, %d duplicates: the corpus proves nothing", nGroups, nDup)
+	}
+	pairs := dir + "/pairs.csv"
+	code, msg := callIn("", "census", "--json", "--pairs", pairs, out)
+	if code != cli.ExitOK {
+		t.Fatalf("census: exit %d\n%s", code, msg)
+	}
+	var res struct {
+		Groups, Duplicates, Measurements int64
+		ByKind                           map[string]int64 `json:"by_kind"`
+	}
+	testutil.Check(t, json.Unmarshal([]byte(msg), &res))
+	if res.Groups != nGroups || res.Duplicates != nDup || res.Measurements != int64(len(want)) || !maps.Equal(res.ByKind, kinds) {
+		t.Errorf("census %+v; the brute force: %d groups, %d duplicates, %v, %d measurements", res, nGroups, nDup, kinds, len(want))
+	}
+	// The pairs, with the OOIDs of their rows.
+	ooids := map[string]string{}
+	files, _ := filepath.Glob(out + "/measurements/*.parquet")
+	for _, f := range files {
+		ms, err := parquetfile.ReadMeasurements(t.Context(), store.Local(out), "measurements/"+filepath.Base(f))
+		testutil.Check(t, err)
+		for _, r := range ms {
+			ooids[r.Textname+","+strconv.Itoa(int(r.Ndx))] = strconv.FormatInt(r.OOID, 10)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(string(testutil.Must(os.ReadFile(pairs)))), "\n")
+	if lines[0] != "duplicate_ooid,first_ooid,kind,duplicate_textname,duplicate_ndx,first_textname,first_ndx" || int64(len(lines)-1) != nDup {
+		t.Fatalf("pairs: header %q, %d lines, want %d", lines[0], len(lines)-1, nDup)
+	}
+	for _, l := range lines[1:] {
+		f := strings.Split(l, ",")
+		if !wantPairs[strings.Join(f[2:], ",")] || f[0] != ooids[f[3]+","+f[4]] || f[1] != ooids[f[5]+","+f[6]] {
+			t.Errorf("pair %q: not the brute force's, or not its rows' OOIDs", l)
+		}
 	}
 }

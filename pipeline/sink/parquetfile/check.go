@@ -84,6 +84,18 @@ func CheckBucket(ctx context.Context, st store.Store, bucket string) error {
 	return err
 }
 
+// ReadIdentities reads the report manifest of a committed bucket of a
+// run with --measurement-uid, checked as CheckBucket checks it: its
+// ledger entry, its reports, and the identities of each report's
+// measurements (by ndx).
+func ReadIdentities(ctx context.Context, st store.Store, bucket string) (Ledger, []Report, [][]ooniuid.ID, error) {
+	c, err := readChecked(ctx, st, bucket)
+	if err == nil && !c.ledger.UIDs {
+		err = fmt.Errorf("bucket %s holds no identities of its measurements: run it again with --measurement-uid", bucket)
+	}
+	return c.ledger, c.reports, c.ids, err
+}
+
 func readChecked(ctx context.Context, st store.Store, bucket string) (checked, error) {
 	var c checked
 	lb, err := store.ReadFile(ctx, st, "ledger/"+bucket+".json")

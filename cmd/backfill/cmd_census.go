@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/backfill-dev/backfill/internal/cli"
+	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/internal/store/location"
+	"github.com/backfill-dev/backfill/pipeline/census"
+)
+
+func runCensus(ctx context.Context, args []string, std cli.Stdio) (err error) {
+	fs := newFlags("census", std)
+	asJSON := fs.Bool("json", false, "one JSON object: groups, duplicates and their kinds")
+	pairsFile := fs.String("pairs", "", "write each duplicate's OOID beside its group's first's, its kind and both textnames and ndx, as CSV, to the new `FILE`")
+	rest, err := cli.ParseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		return cli.Usagef("census: name one output folder of run --measurement-uid")
+	}
+	st, err := location.Open(ctx, rest[0])
+	if err != nil {
+		return err
+	}
+	var pairs io.Writer
+	if *pairsFile != "" {
+		// A new file, never one that is there (or a link planted there).
+		f, err := os.OpenFile(*pairsFile, os.O_WRONLY|os.O_CREATE|os.O_EXCL, store.FileMode())
+		if err != nil {
+			return fmt.Errorf("census: --pairs: %w", err)
+		}
+		defer func() {
+			if cerr := f.Close(); err == nil && cerr != nil {
+				err = fmt.Errorf("census: --pairs: %w", cerr)
+			}
+			if err != nil {
+				_ = os.Remove(*pairsFile) // half a file is no result
+			}
+		}()
+		pairs = f
+	}
+	res, err := census.Run(ctx, st, pairs, "")
+	if err != nil {
+		return fmt.Errorf("census: %w", err)
+	}
+	if *asJSON {
+		return json.NewEncoder(std.Out).Encode(res)
+	}
+	fmt.Fprintf(std.Out, "buckets        %d\nreports        %d\nmeasurements   %d (collision losers' included)\ngroups         %d (of two or more measurements with equal raw bytes)\nduplicates     %d (every member of a group after its first)\n",
+		res.Buckets, res.Reports, res.Measurements, res.Groups, res.Duplicates)
+	for _, k := range []string{census.SameReport, census.Retry, census.Other} {
+		fmt.Fprintf(std.Out, "  %-12s %d\n", k, res.ByKind[k])
+	}
+	return nil
+}

@@ -1,0 +1,276 @@
+// Package census finds the measurements of an output that are the same
+// measurement more than once: the groups of measurements whose raw bytes
+// are equal (their content hashes, from run --measurement-uid), over
+// every committed bucket, whatever runs, shards or buckets made them.
+//
+// It reads each bucket's report manifest once and writes each
+// measurement's hash and place to one of Partitions temporary files, by
+// the hash's first byte; it then reads the files one at a time, sorts
+// each by hash and names the groups. So it holds one partition in memory
+// (23 bytes a measurement: a 147 M-measurement archive is 53 MB a
+// partition), the reports' places (17 bytes a report), and their
+// textnames in a temporary file, read back for the members of groups.
+package census
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/pipeline/ooid"
+	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
+	"github.com/backfill-dev/backfill/pipeline/stamped"
+)
+
+// Partitions is how many temporary files the measurements are spread
+// over, by their hash's first byte.
+const Partitions = 64
+
+// The kinds of duplicate, by how it stands to its group's first member.
+const (
+	SameReport = "same_report" // a measurement of the same report (the same textname)
+	Retry      = "retry"       // of a report of the same basename in another bucket: an upload retried
+	Other      = "other"       // anything else
+)
+
+// Result is what a census found.
+type Result struct {
+	Buckets      int   `json:"buckets"`
+	Reports      int64 `json:"reports"`
+	Measurements int64 `json:"measurements"` // collision losers' included
+	// Groups are the sets of two or more measurements with equal bytes;
+	// Duplicates every member of a group after its first, in (textname,
+	// ndx) byte order.
+	Groups     int64            `json:"groups"`
+	Duplicates int64            `json:"duplicates"`
+	ByKind     map[string]int64 `json:"by_kind"`
+}
+
+// report is what the census keeps of a report.
+type report struct {
+	name     int64 // offset of its textname in the names file
+	nameLen  uint32
+	ts, base uint32
+	bits     uint8
+	rejected bool
+}
+
+const recordSize = 15 + 4 + 4 // hash, report, ndx
+
+// Run takes the census of the Parquet output st. With pairs, it writes
+// there, as CSV with a header line, a line for each duplicate: its OOID
+// beside its group's first's (empty for a collision loser, which has no
+// row), the kind, and both textnames and ndx. Temporary files go to
+// tmpDir ("" for the system's).
+func Run(ctx context.Context, st store.Store, pairs io.Writer, tmpDir string) (res Result, err error) {
+	res.ByKind = map[string]int64{SameReport: 0, Retry: 0, Other: 0}
+	states, err := parquetfile.ReadState(ctx, st)
+	if err != nil {
+		return res, err
+	}
+	names, err := os.CreateTemp(tmpDir, "backfill-census-names-*")
+	if err != nil {
+		return res, err
+	}
+	defer removeTemp(names, &err)
+	parts := make([]*os.File, Partitions)
+	bufs := make([]*bufio.Writer, Partitions)
+	for i := range parts {
+		if parts[i], err = os.CreateTemp(tmpDir, "backfill-census-*"); err != nil {
+			return res, err
+		}
+		defer removeTemp(parts[i], &err)
+		bufs[i] = bufio.NewWriterSize(parts[i], 64<<10)
+	}
+	nw := bufio.NewWriterSize(names, 256<<10)
+	var reports []report
+	var off int64
+	var rec [recordSize]byte
+	for _, s := range states {
+		if s.Status != stamped.StatusCommitted {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		l, rows, ids, err := parquetfile.ReadIdentities(ctx, st, s.Meta.Bucket)
+		if err != nil {
+			return res, err
+		}
+		res.Buckets++
+		for i, r := range rows {
+			if len(reports) == 1<<32-1 {
+				return res, errors.New("census: more than 2^32 reports")
+			}
+			ref := uint32(len(reports))
+			reports = append(reports, report{name: off, nameLen: uint32(len(r.Textname)), ts: uint32(r.TS), base: uint32(r.CounterBase),
+				bits: uint8(l.CounterBits), rejected: r.RejectedBy != ""})
+			if _, err := nw.WriteString(r.Textname); err != nil {
+				return res, err
+			}
+			off += int64(len(r.Textname))
+			res.Reports++
+			for ndx, id := range ids[i] {
+				copy(rec[:15], id.Hash[:])
+				binary.LittleEndian.PutUint32(rec[15:], ref)
+				binary.LittleEndian.PutUint32(rec[19:], uint32(ndx))
+				if _, err := bufs[int(id.Hash[0])%Partitions].Write(rec[:]); err != nil {
+					return res, err
+				}
+				res.Measurements++
+			}
+		}
+	}
+	if err := nw.Flush(); err != nil {
+		return res, err
+	}
+	var out *bufio.Writer
+	if pairs != nil {
+		out = bufio.NewWriter(pairs)
+		fmt.Fprintln(out, "duplicate_ooid,first_ooid,kind,duplicate_textname,duplicate_ndx,first_textname,first_ndx")
+	}
+	c := &counter{reports: reports, names: names, res: &res, out: out}
+	for i, b := range bufs {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		if err := b.Flush(); err != nil {
+			return res, err
+		}
+		if err := c.partition(parts[i]); err != nil {
+			return res, err
+		}
+	}
+	if out != nil {
+		return res, out.Flush()
+	}
+	return res, nil
+}
+
+func removeTemp(f *os.File, err *error) {
+	*err = errors.Join(*err, f.Close(), os.Remove(f.Name()))
+}
+
+// counter names the groups of each partition.
+type counter struct {
+	reports []report
+	names   *os.File
+	res     *Result
+	out     *bufio.Writer
+}
+
+// member is a measurement of a group, named.
+type member struct {
+	textname string
+	ref, ndx uint32
+}
+
+func (c *counter) partition(f *os.File) error {
+	data, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<62))
+	if err != nil {
+		return err
+	}
+	n := len(data) / recordSize
+	idx := make([]int32, n)
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	hash := func(i int32) []byte { return data[int(i)*recordSize : int(i)*recordSize+15] }
+	slices.SortFunc(idx, func(a, b int32) int { return bytes.Compare(hash(a), hash(b)) })
+	for i := 0; i < n; {
+		j := i + 1
+		for j < n && bytes.Equal(hash(idx[i]), hash(idx[j])) {
+			j++
+		}
+		if j-i > 1 {
+			if err := c.group(data, idx[i:j]); err != nil {
+				return err
+			}
+		}
+		i = j
+	}
+	return nil
+}
+
+// group names a group's members in (textname, ndx) order and counts its
+// duplicates by kind.
+func (c *counter) group(data []byte, idx []int32) error {
+	ms := make([]member, len(idx))
+	for k, i := range idx {
+		r := data[int(i)*recordSize:]
+		ms[k].ref = binary.LittleEndian.Uint32(r[15:])
+		ms[k].ndx = binary.LittleEndian.Uint32(r[19:])
+		rep := c.reports[ms[k].ref]
+		name := make([]byte, rep.nameLen)
+		if _, err := c.names.ReadAt(name, rep.name); err != nil {
+			return err
+		}
+		ms[k].textname = string(name)
+	}
+	slices.SortFunc(ms, func(a, b member) int {
+		if x := strings.Compare(a.textname, b.textname); x != 0 {
+			return x
+		}
+		return int(int64(a.ndx) - int64(b.ndx))
+	})
+	c.res.Groups++
+	first := ms[0]
+	for _, m := range ms[1:] {
+		kind := Other
+		switch {
+		case m.textname == first.textname:
+			kind = SameReport
+		case base(m.textname) == base(first.textname) && bucketOf(m.textname) != bucketOf(first.textname):
+			kind = Retry
+		}
+		c.res.Duplicates++
+		c.res.ByKind[kind]++
+		if c.out != nil {
+			fmt.Fprintf(c.out, "%s,%s,%s,%s,%d,%s,%d\n", c.ooid(m), c.ooid(first), kind, csv(m.textname), m.ndx, csv(first.textname), first.ndx)
+		}
+	}
+	return nil
+}
+
+// ooid is a member's OOID in decimal (the bigint's value), "" for a
+// collision loser's, which has no row.
+func (c *counter) ooid(m member) string {
+	r := c.reports[m.ref]
+	if r.rejected {
+		return ""
+	}
+	mask := uint32(1)<<r.bits - 1
+	return strconv.FormatInt(ooid.NewBackfilledID(r.ts, (r.base+m.ndx)&mask).Int64(), 10)
+}
+
+func base(textname string) string {
+	if i := strings.LastIndexByte(textname, '/'); i >= 0 {
+		return textname[i+1:]
+	}
+	return textname
+}
+
+func bucketOf(textname string) string {
+	if i := strings.IndexByte(textname, '/'); i >= 0 {
+		return textname[:i]
+	}
+	return ""
+}
+
+// csv quotes a field when it holds a comma, a quote or a line break.
+func csv(s string) string {
+	if !strings.ContainsAny(s, ",\"\r\n") {
+		return s
+	}
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}
+
