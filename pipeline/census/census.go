@@ -273,4 +273,3 @@ func csv(s string) string {
 	}
 	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
 }
-
