@@ -182,3 +182,36 @@ func TestCensus_AgainstOONIHashes(t *testing.T) {
 		}
 	}
 }
+
+// A sharded job's output carries OONI's identities as one run's does:
+// mapped with --measurement-uid, checked and loaded, its census is the
+// one-machine run's.
+func TestCensus_ShardedEqualsOneRun(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if code, out := call(append(uidCorpus, "--out", dir+"/c")...); code != cli.ExitOK {
+		t.Fatalf("gen: exit %d\n%s", code, out)
+	}
+	if code, msg := callIn("", "run", "-q", "--measurement-uid", "--in", dir+"/c", "--out", dir+"/one"); code != cli.ExitOK {
+		t.Fatalf("run: exit %d\n%s", code, msg)
+	}
+	plan, job := dir+"/plan.json", dir+"/job"
+	steps := [][]string{{"plan", "--in", dir + "/c", "--shards", "2", "--out", plan}}
+	for i := range 2 {
+		steps = append(steps, []string{"run", "-q", "--measurement-uid", "--plan", plan, "--shard", strconv.Itoa(i), "--out", job})
+	}
+	steps = append(steps, []string{"check", "--plan", plan, "--out", job, "--rejects-exit", "0"})
+	for i := range 2 {
+		steps = append(steps, []string{"load", "--plan", plan, "--shard", strconv.Itoa(i), "--out", job})
+	}
+	for _, s := range steps {
+		if code, msg := callIn("", s...); code != cli.ExitOK {
+			t.Fatalf("%v: exit %d\n%s", s, code, msg)
+		}
+	}
+	_, one := callIn("", "census", "--json", dir+"/one")
+	code, sharded := callIn("", "census", "--json", job)
+	if code != cli.ExitOK || one != sharded || !strings.Contains(one, `"groups"`) {
+		t.Errorf("census of the sharded job (exit %d):\n%s\nof one run:\n%s", code, sharded, one)
+	}
+}

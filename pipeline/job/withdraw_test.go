@@ -136,3 +136,40 @@ func bucketSet(truth []corpus.Truth) map[string]bool {
 	}
 	return out
 }
+
+// OONI's identities of the measurements (UIDs) survive the rewrites of
+// committed buckets whose verdicts change: buckets run newest first, with
+// their collision losers rewritten, end byte for byte as one run over all
+// of them.
+func TestRun_UIDsSurviveRewrites(t *testing.T) {
+	skipUnderRace(t)
+	in := genColliding(t, 12)
+	buckets := slices.Sorted(maps.Keys(bucketSet(corpustest.ReadTruth(t, in))))
+	clean := t.TempDir()
+	if _, err := runNarrow(t, job.Config{In: store.Local(in), UIDs: true}, clean); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	for i := len(buckets) - 1; i >= 0; i-- {
+		if _, err := runNarrow(t, job.Config{In: store.Local(in), UIDs: true, Buckets: []string{buckets[i]}}, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sameFiles(t, "newest first, with --measurement-uid", filesOf(t, clean), filesOf(t, out))
+	rows, err := parquetfile.ReadReportIDs(t.Context(), store.Local(out), "reports/"+buckets[len(buckets)-1]+".parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	losers := 0
+	for _, r := range rows {
+		if int64(len(r.IDs)) != r.N {
+			t.Errorf("%s: %d identities for %d measurements", r.Textname, len(r.IDs), r.N)
+		}
+		if r.RejectedBy != "" {
+			losers++
+		}
+	}
+	if losers == 0 {
+		t.Error("the last bucket has no collision loser: its rewrite proves nothing")
+	}
+}
