@@ -101,6 +101,28 @@ func TestGolden(t *testing.T) {
 	if seen < 50 || uids < 40 {
 		t.Fatalf("%d measurements compared (%d with a uid): the golden data is too thin", seen, uids)
 	}
+
+	// Blobs over MaxBlob are not kept whole: they are hashed as they
+	// stream, one state at a time, to the same hashes.
+	rr.MaxBlob = 100
+	streamed := 0
+	for _, file := range files {
+		tn := filepath.Base(filepath.Dir(file)) + "/" + filepath.Base(file)
+		raw, err := os.ReadFile(file)
+		testutil.Check(t, err)
+		_, err = rr.Read(bytes.NewReader(raw), report.KindOf(tn), func(m report.Measurement) {
+			if m.Size > 100 {
+				streamed++
+			}
+			if w := want[tn][int(m.Ndx)]; m.ID.Hash.String() != w.hash {
+				t.Errorf("%s #%d, streamed: hash %s, OONI's %s", tn, m.Ndx, m.ID.Hash, w.hash)
+			}
+		}, func(deadletter.Record) {})
+		testutil.Check(t, err)
+	}
+	if streamed < 20 {
+		t.Errorf("only %d blobs over 100 bytes: the streamed path is not exercised", streamed)
+	}
 }
 
 // OONI's own test vector of trivial_id: the hash of no bytes, on the date

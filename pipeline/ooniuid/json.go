@@ -1,6 +1,7 @@
 package ooniuid
 
 import (
+	"encoding/binary"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -21,7 +22,7 @@ import (
 // nesting deeper than 1024, whitespace other than space, tab, CR and LF,
 // and anything after the value but that whitespace.
 func JSONDate(line []byte) (string, bool) {
-	p := jsonParser{b: line}
+	p := jsonParser{b: line, utf8: utf8.Valid(line)}
 	p.ws()
 	if p.i >= len(p.b) || p.b[p.i] != '{' {
 		// Not an object: OONI reads no date of it, but gives a uid.
@@ -37,6 +38,11 @@ func JSONDate(line []byte) (string, bool) {
 type jsonParser struct {
 	b []byte
 	i int
+	// utf8 is set when the whole line is UTF-8 (utf8.Valid, one fast
+	// pass): its strings need no check of their sequences. A line it
+	// refuses may still hold UTF-8-encoded surrogates, which ujson takes:
+	// its strings are checked one sequence at a time.
+	utf8 bool
 }
 
 const maxDepth = 1024
@@ -243,79 +249,109 @@ func (p *jsonParser) number() bool {
 }
 
 // str reads a string; with decode it returns its value (a lone surrogate
-// as U+FFFD, which no date holds).
+// as U+FFFD, which no date holds). Eight bytes at a time while none of
+// them is a quote, a backslash or a NUL (nor, in a line that is not all
+// UTF-8, past ASCII).
 func (p *jsonParser) str(decode bool) (string, bool) {
 	if p.i >= len(p.b) || p.b[p.i] != '"' {
 		return "", false
 	}
 	p.i++
 	var sb strings.Builder
-	for p.i < len(p.b) {
-		c := p.b[p.i]
-		switch {
+	b := p.b
+	from := p.i // of the bytes not yet decoded
+	for {
+		ascii := uint64(highs)
+		if p.utf8 {
+			ascii = 0 // any byte past ASCII is part of a valid sequence
+		}
+		for p.i+8 <= len(b) && plain8(binary.LittleEndian.Uint64(b[p.i:]), ascii) {
+			p.i += 8
+		}
+		if p.i >= len(b) {
+			return "", false
+		}
+		switch c := b[p.i]; {
 		case c == '"':
+			if decode {
+				sb.Write(b[from:p.i])
+			}
 			p.i++
 			return sb.String(), true
-		case c == 0:
-			return "", false
 		case c == '\\':
-			if p.i+1 >= len(p.b) {
-				return "", false
+			if decode {
+				sb.Write(b[from:p.i])
 			}
-			e := p.b[p.i+1]
-			p.i += 2
-			var r rune
-			switch e {
-			case '"', '\\', '/':
-				r = rune(e)
-			case 'b':
-				r = '\b'
-			case 'f':
-				r = '\f'
-			case 'n':
-				r = '\n'
-			case 'r':
-				r = '\r'
-			case 't':
-				r = '\t'
-			case 'u':
-				v, ok := p.hex4()
-				if !ok {
-					return "", false
-				}
-				r = v
-				if utf16.IsSurrogate(r) && r < 0xdc00 && p.i+1 < len(p.b) && p.b[p.i] == '\\' && p.b[p.i+1] == 'u' {
-					save := p.i
-					p.i += 2
-					if lo, ok := p.hex4(); ok && lo >= 0xdc00 && lo <= 0xdfff {
-						r = utf16.DecodeRune(r, lo)
-					} else {
-						p.i = save
-					}
-				}
-			default:
+			r, ok := p.escape()
+			if !ok {
 				return "", false
 			}
 			if decode {
 				sb.WriteRune(r) // a lone surrogate becomes U+FFFD
 			}
-		case c < 0x80:
-			if decode {
-				sb.WriteByte(c)
-			}
+			from = p.i
+		case c == 0:
+			return "", false
+		case c < 0x80 || p.utf8:
 			p.i++
 		default:
-			n, ok := utf8Len(p.b[p.i:])
+			n, ok := utf8Len(b[p.i:])
 			if !ok {
 				return "", false
-			}
-			if decode {
-				sb.Write(p.b[p.i : p.i+n])
 			}
 			p.i += n
 		}
 	}
-	return "", false
+}
+
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// plain8 reports whether none of the eight bytes of w is a quote, a
+// backslash or a NUL, nor, with ascii set to highs, past ASCII.
+func plain8(w, ascii uint64) bool {
+	zero := func(v uint64) bool { return (v-ones)&^v&highs != 0 }
+	return w&ascii == 0 && !zero(w) && !zero(w^(ones*'"')) && !zero(w^(ones*'\\'))
+}
+
+// escape reads the escape at p.i (a backslash) and returns its rune.
+func (p *jsonParser) escape() (rune, bool) {
+	if p.i+1 >= len(p.b) {
+		return 0, false
+	}
+	e := p.b[p.i+1]
+	p.i += 2
+	switch e {
+	case '"', '\\', '/':
+		return rune(e), true
+	case 'b':
+		return '\b', true
+	case 'f':
+		return '\f', true
+	case 'n':
+		return '\n', true
+	case 'r':
+		return '\r', true
+	case 't':
+		return '\t', true
+	case 'u':
+		r, ok := p.hex4()
+		if !ok {
+			return 0, false
+		}
+		if utf16.IsSurrogate(r) && r < 0xdc00 && p.i+1 < len(p.b) && p.b[p.i] == '\\' && p.b[p.i+1] == 'u' {
+			save := p.i
+			p.i += 2
+			if lo, ok := p.hex4(); ok && lo >= 0xdc00 && lo <= 0xdfff {
+				return utf16.DecodeRune(r, lo), true
+			}
+			p.i = save
+		}
+		return r, true
+	}
+	return 0, false
 }
 
 func (p *jsonParser) hex4() (rune, bool) {

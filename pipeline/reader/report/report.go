@@ -118,7 +118,16 @@ type Reader struct {
 
 	sha   hash.Hash
 	orig  hash.Hash   // with OrigSHA1: the current blob's orig_sha1
-	shake *sha3.SHAKE // with UIDs: the current blob's content hash
+	shake *sha3.SHAKE // with UIDs: the content hash of a blob too long to keep
+	// With UIDs, the blobs kept whole are hashed four at a time (x4):
+	// their measurements wait in batch, and go to onBlob, in order, once
+	// it is full or the report ends.
+	streamed bool // the current blob went past what is kept: shake has it
+	x4       ooniuid.X4
+	batch    [4]pending
+	nbatch   int
+	kind     Kind
+	onBlob   func(Measurement)
 	hdr   []byte      // orig's state after the YAML header document
 	sum   []byte      // orig's sum
 	crc   hash.Hash32
@@ -144,13 +153,85 @@ func NewReader() *Reader {
 type blobSink struct{ rr *Reader }
 
 func (s *blobSink) Write(p []byte) (int, error) {
-	if s.rr.OrigSHA1 {
-		s.rr.orig.Write(p)
+	rr := s.rr
+	if rr.OrigSHA1 {
+		rr.orig.Write(p)
 	}
-	if s.rr.UIDs {
-		s.rr.shake.Write(p)
+	if rr.UIDs {
+		if !rr.streamed && rr.blob.size+len(p) > rr.blob.keep {
+			// Too long to keep: hashed as it streams, from what was kept.
+			rr.streamed = true
+			rr.shake.Reset()
+			rr.shake.Write(rr.blob.head)
+		}
+		if rr.streamed {
+			rr.shake.Write(p)
+		}
 	}
-	return s.rr.blob.Write(p)
+	return rr.blob.Write(p)
+}
+
+// pending is a measurement whose hash waits for its batch.
+type pending struct {
+	m        Measurement
+	buf      []byte // the blob (a JSON line and its "\n"), unless streamed
+	streamed bool
+}
+
+// queue adds the measurement m of the current blob to the batch, which
+// it hashes and hands on when full.
+func (rr *Reader) queue(m Measurement) {
+	p := &rr.batch[rr.nbatch]
+	p.m, p.streamed = m, rr.streamed
+	if rr.streamed {
+		if rr.kind == KindJSON {
+			rr.shake.Write([]byte{'\n'})
+		}
+		rr.shake.Read(p.m.ID.Hash[:])
+	} else {
+		// The kept blob becomes the batch's; its old buffer is kept next.
+		p.buf, rr.blob.head = rr.blob.head, p.buf[:0]
+		if rr.kind == KindJSON {
+			p.buf = append(p.buf, '\n')
+		}
+	}
+	rr.nbatch++
+	if rr.nbatch == len(rr.batch) {
+		rr.flush()
+	}
+}
+
+// flush hashes the batch's blobs four at a time, sets the uids of JSON
+// lines, and hands the measurements on in order.
+func (rr *Reader) flush() {
+	var msgs [4][]byte
+	var idx [4]int
+	n := 0
+	for i := range rr.nbatch {
+		if !rr.batch[i].streamed {
+			msgs[n], idx[n] = rr.batch[i].buf, i
+			n++
+		}
+	}
+	var sums [4]ooniuid.Hash
+	if n > 0 {
+		rr.x4.SumX4(&msgs, n, &sums)
+	}
+	for j := range n {
+		rr.batch[idx[j]].m.ID.Hash = sums[j]
+	}
+	for i := range rr.nbatch {
+		p := &rr.batch[i]
+		if rr.kind == KindJSON && !p.streamed {
+			if date, ok := ooniuid.JSONDate(p.buf[:len(p.buf)-1]); ok {
+				p.m.ID.UID = ooniuid.UID(date, p.m.ID.Hash)
+			}
+		}
+		if rr.onBlob != nil {
+			rr.onBlob(p.m)
+		}
+	}
+	rr.nbatch = 0
 }
 
 // Write feeds the report's hashes: the raw bytes pass through here.
@@ -170,6 +251,16 @@ func (rr *Reader) Write(p []byte) (int, error) {
 // e.g. a truncated container: the measurements before it were counted
 // and the stats say so.
 func (rr *Reader) Read(r io.Reader, kind Kind, onBlob func(Measurement), problem func(deadletter.Record)) (Stats, error) {
+	rr.kind, rr.onBlob, rr.nbatch = kind, onBlob, 0
+	st, err := rr.read(r, kind, onBlob, problem)
+	if rr.nbatch > 0 {
+		rr.flush()
+	}
+	rr.onBlob = nil
+	return st, err
+}
+
+func (rr *Reader) read(r io.Reader, kind Kind, onBlob func(Measurement), problem func(deadletter.Record)) (Stats, error) {
 	rr.sha.Reset()
 	rr.crc.Reset()
 	rr.count = 0
@@ -201,16 +292,14 @@ func (rr *Reader) Read(r io.Reader, kind Kind, onBlob func(Measurement), problem
 		switch {
 		case header:
 			rr.blob.reset(MaxHeader)
-		case rr.Datums, rr.UIDs && kind == KindJSON:
+		case rr.Datums, rr.UIDs:
 			rr.blob.reset(int(min(maxBlob, 1<<40)))
 		case kind == KindYAML:
 			rr.blob.reset(falsyProbe)
 		default:
 			rr.blob.reset(0)
 		}
-		if rr.UIDs {
-			rr.shake.Reset()
-		}
+		rr.streamed = false
 		if rr.OrigSHA1 {
 			rr.orig.Reset()
 			if kind == KindYAML && !header {
@@ -250,9 +339,6 @@ func (rr *Reader) Read(r io.Reader, kind Kind, onBlob func(Measurement), problem
 			}
 		}
 		m := Measurement{Ndx: st.N, Blob: b}
-		if rr.UIDs {
-			rr.identify(&m, kind, b.Size <= maxBlob)
-		}
 		if rr.OrigSHA1 {
 			rr.sum = rr.orig.Sum(rr.sum[:0]) // into m, m would live on the heap
 			copy(m.OrigSHA1[:], rr.sum)
@@ -269,22 +355,11 @@ func (rr *Reader) Read(r io.Reader, kind Kind, onBlob func(Measurement), problem
 		} else if !rr.blob.valid() {
 			flag(deadletter.InvalidUTF8, b.Offset, fmt.Sprintf("measurement %d is not valid UTF-8; it keeps its ID", m.Ndx))
 		}
-		if onBlob != nil {
+		switch {
+		case rr.UIDs:
+			rr.queue(m)
+		case onBlob != nil:
 			onBlob(m)
-		}
-	}
-}
-
-// identify sets m's content hash and, for a JSON line read whole, its
-// measurement_uid.
-func (rr *Reader) identify(m *Measurement, kind Kind, whole bool) {
-	if kind == KindJSON {
-		rr.shake.Write([]byte{'\n'})
-	}
-	rr.shake.Read(m.ID.Hash[:])
-	if kind == KindJSON && whole {
-		if date, ok := ooniuid.JSONDate(rr.blob.head); ok {
-			m.ID.UID = ooniuid.UID(date, m.ID.Hash)
 		}
 	}
 }
