@@ -128,14 +128,14 @@ type Reader struct {
 	nbatch   int
 	kind     Kind
 	onBlob   func(Measurement)
-	hdr   []byte      // orig's state after the YAML header document
-	sum   []byte      // orig's sum
-	crc   hash.Hash32
-	count int64
-	blob  blobCheck
-	sink  blobSink
-	json  *JSONSlicer
-	yaml  *YAMLSlicer
+	hdr      []byte // orig's state after the YAML header document
+	sum      []byte // orig's sum
+	crc      hash.Hash32
+	count    int64
+	blob     blobCheck
+	sink     blobSink
+	json     *JSONSlicer
+	yaml     *YAMLSlicer
 }
 
 // NewReader returns a Reader.
