@@ -127,7 +127,7 @@ func TestNoPassword_OnEveryFailurePath(t *testing.T) {
 			werr = <-exited
 		}
 		written.Write(stderr.Bytes())
-		if code := testutil.ExitCode(werr); code != cli.ExitInterrupted || !strings.Contains(stderr.String(), "to finish, run: backfill run") {
+		if code := testutil.ExitCode(werr); code != cli.ExitInterrupted || !strings.Contains(stderr.String(), "to finish, run: "+bin+" run") {
 			t.Errorf("interrupted: exit %d, stderr:\n%s", code, stderr.String())
 		}
 		interrupted++
