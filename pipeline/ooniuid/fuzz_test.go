@@ -21,3 +21,19 @@ func FuzzJSONDate(f *testing.F) {
 		_ = ooniuid.Date(string(b))
 	})
 }
+
+// A YAML report's uids never panic or run away, whatever its header and
+// entries: recursive aliases and aliases of aliases included.
+func FuzzYAMLUID(f *testing.F) {
+	f.Add([]byte("---\nstart_time: 1388620800.0\nreport_id: r\n...\n"), []byte("---\ntest_start_time: 1.5\ninput: x\n...\n"))
+	f.Add([]byte("---\na: &x [*x]\n...\n"), []byte("---\na: &a [1,2]\nb: &b [*a,*a,*a,*a]\nc: [*b,*b,*b,*b]\nrequests: *b\ntest_name: http_requests\n...\n"))
+	f.Add([]byte("---\nreport_id: r\ntest_name: dns_consistency\n...\n"), []byte("---\nqueries: [{answers: [[x, 5]]}]\ntampering: {a: 1}\n...\n"))
+	f.Fuzz(func(t *testing.T, header, doc []byte) {
+		y := ooniuid.NewYAMLReport(header)
+		for range 2 {
+			if uid := y.UID(doc, ooniuid.Sum(doc)); uid != "" && len(uid) != 40 && len(uid) != 39 {
+				t.Fatalf("uid %q", uid)
+			}
+		}
+	})
+}

@@ -9,6 +9,8 @@
 // The date of a JSON measurement is its measurement_start_time as
 // Python's datetime.strptime(t, "%Y-%m-%d %H:%M:%S") reads it, else
 // 00000000; a line that OONI's JSON decoder (ujson) refuses gets no uid.
+// The date of a YAML measurement is that of OONI's normalisation of the
+// entry (YAMLReport).
 package ooniuid
 
 import (
@@ -36,8 +38,7 @@ func Sum(parts ...[]byte) Hash {
 func (h Hash) String() string { return hex.EncodeToString(h[:]) }
 
 // ID is OONI's identity of one measurement: its content hash, and its
-// measurement_uid ("" where OONI's code gives none, or where it is not
-// computed: see the package doc).
+// measurement_uid ("" where OONI's code gives none).
 type ID struct {
 	Hash Hash
 	UID  string

@@ -128,8 +128,9 @@ type Reader struct {
 	nbatch   int
 	kind     Kind
 	onBlob   func(Measurement)
-	hdr      []byte // orig's state after the YAML header document
-	sum      []byte // orig's sum
+	yamlUIDs *ooniuid.YAMLReport // the YAML report's uids, from its header on
+	hdr      []byte              // orig's state after the YAML header document
+	sum      []byte              // orig's sum
 	crc      hash.Hash32
 	count    int64
 	blob     blobCheck
@@ -222,10 +223,13 @@ func (rr *Reader) flush() {
 	}
 	for i := range rr.nbatch {
 		p := &rr.batch[i]
-		if rr.kind == KindJSON && !p.streamed {
+		switch {
+		case rr.kind == KindJSON && !p.streamed:
 			if date, ok := ooniuid.JSONDate(p.buf[:len(p.buf)-1]); ok {
 				p.m.ID.UID = ooniuid.UID(date, p.m.ID.Hash)
 			}
+		case rr.kind == KindYAML && !p.streamed && rr.yamlUIDs != nil:
+			p.m.ID.UID = rr.yamlUIDs.UID(p.buf, p.m.ID.Hash)
 		}
 		if rr.onBlob != nil {
 			rr.onBlob(p.m)
@@ -251,7 +255,7 @@ func (rr *Reader) Write(p []byte) (int, error) {
 // e.g. a truncated container: the measurements before it were counted
 // and the stats say so.
 func (rr *Reader) Read(r io.Reader, kind Kind, onBlob func(Measurement), problem func(deadletter.Record)) (Stats, error) {
-	rr.kind, rr.onBlob, rr.nbatch = kind, onBlob, 0
+	rr.kind, rr.onBlob, rr.nbatch, rr.yamlUIDs = kind, onBlob, 0, nil
 	st, err := rr.read(r, kind, onBlob, problem)
 	if rr.nbatch > 0 {
 		rr.flush()
@@ -293,7 +297,11 @@ func (rr *Reader) read(r io.Reader, kind Kind, onBlob func(Measurement), problem
 		case header:
 			rr.blob.reset(MaxHeader)
 		case rr.Datums, rr.UIDs:
-			rr.blob.reset(int(min(maxBlob, 1<<40)))
+			keep := min(maxBlob, 1<<40)
+			if kind == KindYAML {
+				keep = max(keep, falsyProbe) // the falsy check reads it
+			}
+			rr.blob.reset(int(keep))
 		case kind == KindYAML:
 			rr.blob.reset(falsyProbe)
 		default:
@@ -319,6 +327,9 @@ func (rr *Reader) read(r io.Reader, kind Kind, onBlob func(Measurement), problem
 				flag(deadletter.BadYAMLHeader, b.Offset, msg)
 				st.Rejected = true
 				return rr.finish(tee, st)
+			}
+			if rr.UIDs {
+				rr.yamlUIDs = ooniuid.NewYAMLReport(rr.blob.head)
 			}
 			if rr.OrigSHA1 {
 				state, err := rr.orig.(encoding.BinaryAppender).AppendBinary(rr.hdr[:0])

@@ -87,8 +87,7 @@ type MeasurementID struct {
 	Ndx        int32  `parquet:"ndx,delta"`
 	BucketDate int32  `parquet:"bucket_date,date"`
 	// MeasurementUID is OONI's measurement_uid; null where OONI's code
-	// gives none (a line its JSON decoder refuses) or where it is not
-	// computed (a YAML report's).
+	// gives none (docs/ooni-ids.md).
 	MeasurementUID *string `parquet:"measurement_uid,optional"`
 	// ContentHash is the 30 hex digits of SHAKE128 of the measurement's
 	// raw bytes: measurement_uid's last 30 characters.

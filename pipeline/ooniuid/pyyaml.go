@@ -1,0 +1,419 @@
+package ooniuid
+
+import (
+	"encoding/base64"
+	"errors"
+	"math"
+	"math/big"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"gopkg.in/yaml.v3"
+)
+
+// The values of a YAML document as PyYAML's safe loader makes them
+// (YAML 1.1): nil, bool, *big.Int, float64, string, []byte (!!binary),
+// pyTime (a timestamp: a datetime or a date), []any and *pyDict. Only
+// their kinds matter to OONI's normalisation, and a few of their values
+// (strings, numbers).
+type pyTime struct{}
+
+// pyDict is a Python dict: keys in insertion order, a key set again
+// keeping its place.
+type pyDict struct {
+	keys []any
+	vals map[any]any
+}
+
+func newDict() *pyDict { return &pyDict{vals: map[any]any{}} }
+
+// hashable keys: Go's comparable values of the kinds above; a *big.Int is
+// keyed by its text, a float64 equal to an integer by that integer, as
+// Python's 1 == 1.0 == True.
+func dictKey(k any) (any, bool) {
+	switch v := k.(type) {
+	case nil, string, pyTime:
+		return v, true
+	case bool:
+		if v {
+			return dictKey(big.NewInt(1))
+		}
+		return dictKey(big.NewInt(0))
+	case *big.Int:
+		return "\x00int:" + v.String(), true
+	case float64:
+		if v == math.Trunc(v) && !math.IsInf(v, 0) {
+			bf, _ := new(big.Float).SetFloat64(v).Int(nil)
+			return dictKey(bf)
+		}
+		return v, true
+	case []byte:
+		return "\x00bytes:" + string(v), true
+	}
+	return nil, false // a list or a dict: unhashable
+}
+
+func (d *pyDict) set(k, v any) bool {
+	hk, ok := dictKey(k)
+	if !ok {
+		return false
+	}
+	if _, there := d.vals[hk]; !there {
+		d.keys = append(d.keys, k)
+	}
+	d.vals[hk] = v
+	return true
+}
+
+func (d *pyDict) get(k string) (any, bool) {
+	v, ok := d.vals[k]
+	return v, ok
+}
+
+func (d *pyDict) has(k string) bool { _, ok := d.vals[k]; return ok }
+
+func (d *pyDict) del(k string) {
+	if _, ok := d.vals[k]; !ok {
+		return
+	}
+	delete(d.vals, k)
+	for i, x := range d.keys {
+		if s, ok := x.(string); ok && s == k {
+			d.keys = append(d.keys[:i:i], d.keys[i+1:]...)
+			break
+		}
+	}
+}
+
+// update is dict.update(o): o's keys win.
+func (d *pyDict) update(o *pyDict) {
+	for _, k := range o.keys {
+		hk, _ := dictKey(k)
+		d.set(k, o.vals[hk])
+	}
+}
+
+// strKeys are the dict's string keys, in order.
+func (d *pyDict) strKeys() []string {
+	var out []string
+	for _, k := range d.keys {
+		if s, ok := k.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// errConstructor is a document PyYAML parses but its safe loader will
+// not construct (an unknown tag, an unhashable key): OONI skips the
+// entry, and reads on.
+var errConstructor = errors.New("constructor error")
+
+// errReader is a document PyYAML's reader refuses (not UTF-8, or a
+// character it does not print): the error escapes OONI's guards, and its
+// reading of the report ends.
+var errReader = errors.New("reader error")
+
+// printable is PyYAML's reader's test of a character.
+func printable(r rune) bool {
+	return r == 0x09 || r == 0x0a || r == 0x0d || r >= 0x20 && r <= 0x7e || r == 0x85 ||
+		r >= 0xa0 && r <= 0xd7ff || r >= 0xe000 && r <= 0xfffd || r >= 0x10000 && r <= 0x10ffff
+}
+
+// pyLoad loads a YAML document as yaml.safe_load does. A document that
+// does not parse is errConstructor's kind too: the entry is skipped.
+func pyLoad(doc []byte) (any, error) {
+	for i := 0; i < len(doc); {
+		r, n := utf8.DecodeRune(doc[i:])
+		if r == utf8.RuneError && n <= 1 || !printable(r) {
+			return nil, errReader
+		}
+		i += n
+	}
+	var n yaml.Node
+	if err := yaml.Unmarshal(doc, &n); err != nil {
+		return nil, errConstructor
+	}
+	if n.Kind == 0 || len(n.Content) == 0 {
+		return nil, nil
+	}
+	l := loader{budget: maxNodes}
+	return l.value(n.Content[0], 0)
+}
+
+// Bounds of a document's values: aliases are expanded, so an alias to an
+// ancestor, or aliases of aliases (a billion laughs), would never end.
+const (
+	maxNodes = 1 << 20
+	maxNest  = 1000
+)
+
+// loader converts a document's nodes within the bounds.
+type loader struct{ budget int }
+
+var (
+	reBool      = regexp.MustCompile(`^(?:yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$`)
+	reFloat     = regexp.MustCompile(`^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9_]+(?:[eE][-+][0-9]+)?|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$`)
+	reInt       = regexp.MustCompile(`^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+|[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+)$`)
+	reNull      = regexp.MustCompile(`^(?:~|null|Null|NULL|)$`)
+	reTimestamp = regexp.MustCompile(`^(?:[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]|[0-9][0-9][0-9][0-9]-[0-9][0-9]?-[0-9][0-9]?(?:[Tt]|[ \t]+)[0-9][0-9]?:[0-9][0-9]:[0-9][0-9](?:\.[0-9]*)?(?:[ \t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?)$`)
+)
+
+// resolve is PyYAML's implicit tag of a plain scalar, by its first
+// character's resolvers in their order.
+func resolve(v string) string {
+	first := byte(0)
+	if v != "" {
+		first = v[0]
+	}
+	has := func(set string) bool { return v == "" && set == "" || v != "" && strings.IndexByte(set, first) >= 0 }
+	switch {
+	case has("yYnNtTfFoO") && reBool.MatchString(v):
+		return "!!bool"
+	case has("-+0123456789.") && reFloat.MatchString(v):
+		return "!!float"
+	case has("-+0123456789") && reInt.MatchString(v):
+		return "!!int"
+	case has("<") && v == "<<":
+		return "!!merge"
+	case (v == "" || has("~nN")) && reNull.MatchString(v):
+		return "!!null"
+	case has("0123456789") && reTimestamp.MatchString(v):
+		return "!!timestamp"
+	case has("=") && v == "=":
+		return "!!value"
+	}
+	return "!!str"
+}
+
+func (l *loader) value(n *yaml.Node, depth int) (any, error) {
+	if l.budget--; l.budget < 0 || depth > maxNest {
+		return nil, errConstructor
+	}
+	switch n.Kind {
+	case yaml.AliasNode:
+		return l.value(n.Alias, depth+1)
+	case yaml.SequenceNode:
+		if n.Style&yaml.TaggedStyle != 0 && n.Tag != "!!seq" && n.Tag != "!!omap" && n.Tag != "!!pairs" {
+			return nil, errConstructor // no safe constructor
+		}
+		out := make([]any, 0, len(n.Content))
+		for _, c := range n.Content {
+			v, err := l.value(c, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		return out, nil
+	case yaml.MappingNode:
+		if n.Style&yaml.TaggedStyle != 0 && n.Tag == "!!set" {
+			// A set: its keys, iterated as a list is.
+			var out []any
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, err := l.value(n.Content[i], depth+1)
+				if err != nil {
+					return nil, err
+				}
+				if _, ok := dictKey(k); !ok {
+					return nil, errConstructor
+				}
+				out = append(out, k)
+			}
+			return out, nil
+		}
+		if n.Style&yaml.TaggedStyle != 0 && n.Tag != "!!map" {
+			return nil, errConstructor
+		}
+		d := newDict()
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			kn, vn := n.Content[i], n.Content[i+1]
+			if kn.Kind == yaml.ScalarNode && kn.Value == "<<" && kn.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle) == 0 {
+				if err := l.merge(d, vn, depth+1); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			k, err := l.value(kn, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			v, err := l.value(vn, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			if !d.set(k, v) {
+				return nil, errConstructor // found unhashable key
+			}
+		}
+		return d, nil
+	case yaml.ScalarNode:
+		return pyScalar(n)
+	}
+	return nil, errConstructor
+}
+
+// merge adds a merge key's mappings: keys the mapping has win.
+func (l *loader) merge(d *pyDict, vn *yaml.Node, depth int) error {
+	v, err := l.value(vn, depth)
+	if err != nil {
+		return err
+	}
+	var ms []*pyDict
+	switch x := v.(type) {
+	case *pyDict:
+		ms = []*pyDict{x}
+	case []any:
+		for _, e := range x {
+			m, ok := e.(*pyDict)
+			if !ok {
+				return errConstructor
+			}
+			ms = append(ms, m)
+		}
+	default:
+		return errConstructor
+	}
+	for _, m := range ms {
+		for _, k := range m.keys {
+			hk, _ := dictKey(k)
+			if _, there := d.vals[hk]; !there {
+				d.set(k, m.vals[hk])
+			}
+		}
+	}
+	return nil
+}
+
+func pyScalar(n *yaml.Node) (any, error) {
+	tag := "!!str"
+	switch {
+	case n.Style&yaml.TaggedStyle != 0:
+		tag = n.Tag
+	case n.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0:
+		tag = resolve(n.Value)
+	}
+	v := n.Value
+	switch tag {
+	case "!!str":
+		return v, nil
+	case "!!null":
+		return nil, nil
+	case "!!bool":
+		switch strings.ToLower(v) {
+		case "yes", "true", "on":
+			return true, nil
+		}
+		return false, nil
+	case "!!int":
+		return pyInt(v)
+	case "!!float":
+		return pyFloat(v)
+	case "!!timestamp":
+		return pyTime{}, nil
+	case "!!binary":
+		b, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(v), ""))
+		if err != nil {
+			return nil, errConstructor
+		}
+		return b, nil
+	}
+	return nil, errConstructor // !!value, and tags the safe loader has no constructor for
+}
+
+func pyInt(s string) (any, error) {
+	s = strings.ReplaceAll(s, "_", "")
+	sign := int64(1)
+	if s != "" && (s[0] == '-' || s[0] == '+') {
+		if s[0] == '-' {
+			sign = -1
+		}
+		s = s[1:]
+	}
+	v := new(big.Int)
+	var ok bool
+	switch {
+	case s == "0":
+		ok = true
+	case strings.HasPrefix(s, "0b"):
+		_, ok = v.SetString(s[2:], 2)
+	case strings.HasPrefix(s, "0x"):
+		_, ok = v.SetString(s[2:], 16)
+	case strings.HasPrefix(s, "0"):
+		_, ok = v.SetString(s[1:], 8)
+	case strings.Contains(s, ":"):
+		ok = true
+		for _, d := range strings.Split(s, ":") {
+			x, err := strconv.ParseInt(d, 10, 64)
+			if err != nil {
+				return nil, errConstructor
+			}
+			v.Mul(v, big.NewInt(60))
+			v.Add(v, big.NewInt(x))
+		}
+	default:
+		_, ok = v.SetString(s, 10)
+	}
+	if !ok {
+		return nil, errConstructor
+	}
+	return v.Mul(v, big.NewInt(sign)), nil
+}
+
+func pyFloat(s string) (any, error) {
+	s = strings.ToLower(strings.ReplaceAll(s, "_", ""))
+	sign := 1.0
+	if s != "" && (s[0] == '-' || s[0] == '+') {
+		if s[0] == '-' {
+			sign = -1
+		}
+		s = s[1:]
+	}
+	switch {
+	case s == ".inf":
+		return sign * math.Inf(1), nil
+	case s == ".nan":
+		return math.NaN(), nil
+	case strings.Contains(s, ":"):
+		parts := strings.Split(s, ":")
+		v := 0.0
+		for _, p := range parts {
+			x, err := strconv.ParseFloat(p, 64)
+			if err != nil {
+				return nil, errConstructor
+			}
+			v = v*60 + x
+		}
+		return sign * v, nil
+	}
+	x, err := strconv.ParseFloat(s, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return nil, errConstructor
+	}
+	return sign * x, nil
+}
+
+// truthy is Python's bool(v).
+func truthy(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return x
+	case *big.Int:
+		return x.Sign() != 0
+	case float64:
+		return x != 0
+	case string:
+		return x != ""
+	case []byte:
+		return len(x) > 0
+	case []any:
+		return len(x) > 0
+	case *pyDict:
+		return len(x.keys) > 0
+	}
+	return true // a timestamp
+}
