@@ -11,22 +11,49 @@ import (
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
 	"github.com/backfill-dev/backfill/pipeline/census"
+	"github.com/backfill-dev/backfill/pipeline/ooniuid"
+	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
 )
 
 func runCensus(ctx context.Context, args []string, std cli.Stdio) (err error) {
 	fs := newFlags("census", std)
+	var pf pgFlags
+	pf.register(fs, false)
+	sinkName := fs.String("sink", "parquet", "`NAME`: parquet (OUT is a folder) or postgres (a schema)")
 	asJSON := fs.Bool("json", false, "one JSON object: groups, duplicates and their kinds")
 	pairsFile := fs.String("pairs", "", "write each duplicate's OOID beside its group's first's, its kind and both textnames and ndx, as CSV, to the new `FILE`")
 	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(rest) != 1 {
-		return cli.Usagef("census: name one output folder of run --measurement-uid")
-	}
-	st, err := location.Open(ctx, rest[0])
-	if err != nil {
+	if err := checkOutputArgs(fs, *sinkName, rest); err != nil {
 		return err
+	}
+	var src census.Source
+	if *sinkName == "postgres" {
+		s, err := pgcopy.Open(ctx, pf.options(std))
+		if err != nil {
+			return err
+		}
+		defer func() { _ = s.Close() }() // read only
+		src = func(ctx context.Context, fn func(census.Report) error) error {
+			last := ""
+			return s.EachIdentity(ctx, func(r pgcopy.IdentityReport) error {
+				hashes := make([]ooniuid.Hash, len(r.Hashes))
+				for i, h := range r.Hashes {
+					copy(hashes[i][:], h)
+				}
+				first := r.Bucket != last
+				last = r.Bucket
+				return fn(census.Report{Textname: r.Textname, TS: r.TS, Base: r.Base, Bits: r.Bits, Loser: r.Loser, Hashes: hashes, NewBucket: first})
+			})
+		}
+	} else {
+		st, err := location.Open(ctx, rest[0])
+		if err != nil {
+			return err
+		}
+		src = census.Parquet(st)
 	}
 	var pairs io.Writer
 	if *pairsFile != "" {
@@ -45,14 +72,14 @@ func runCensus(ctx context.Context, args []string, std cli.Stdio) (err error) {
 		}()
 		pairs = f
 	}
-	res, err := census.Run(ctx, st, pairs, "")
+	res, err := census.Run(ctx, src, pairs, "")
 	if err != nil {
 		return fmt.Errorf("census: %w", err)
 	}
 	if *asJSON {
 		return json.NewEncoder(std.Out).Encode(res)
 	}
-	fmt.Fprintf(std.Out, "buckets        %d\nreports        %d\nmeasurements   %d (collision losers' included)\ngroups         %d (of two or more measurements with equal raw bytes)\nduplicates     %d (every member of a group after its first)\n",
+	fmt.Fprintf(std.Out, "buckets        %d\nreports        %d (with measurements)\nmeasurements   %d (collision losers' included)\ngroups         %d (of two or more measurements with equal raw bytes)\nduplicates     %d (every member of a group after its first)\n",
 		res.Buckets, res.Reports, res.Measurements, res.Groups, res.Duplicates)
 	for _, k := range []string{census.SameReport, census.Retry, census.Other} {
 		fmt.Fprintf(std.Out, "  %-12s %d\n", k, res.ByKind[k])

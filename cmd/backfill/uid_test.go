@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/backfill-dev/backfill/internal/cli"
+	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
@@ -213,4 +214,64 @@ func TestCensus_ShardedEqualsOneRun(t *testing.T) {
 	if code != cli.ExitOK || one != sharded || !strings.Contains(one, `"groups"`) {
 		t.Errorf("census of the sharded job (exit %d):\n%s\nof one run:\n%s", code, sharded, one)
 	}
+}
+
+// Into PostgreSQL, per bucket and --bulk, the measurement_ids view gives
+// every row OONI's measurement_uid and content_hash, as OONI's own code
+// computes them, and census --sink postgres is the Parquet output's.
+func TestRun_MeasurementUIDPostgres(t *testing.T) {
+	t.Parallel()
+	want := uidGolden(t)
+	dir := t.TempDir()
+	if code, out := call(append(uidCorpus, "--out", dir+"/c")...); code != cli.ExitOK {
+		t.Fatalf("gen: exit %d\n%s", code, out)
+	}
+	var censuses []string
+	for _, bulk := range []bool{false, true} {
+		dsn := pgtest.NewDatabase(t)
+		args := []string{"run", "-q", "--measurement-uid", "--in", dir + "/c", "--sink", "postgres", "--dsn", dsn, "--create-schema"}
+		if bulk {
+			args = append(args, "--bulk")
+		}
+		if code, msg := callIn("", args...); code != cli.ExitOK {
+			t.Fatalf("run (bulk %v): exit %d\n%s", bulk, code, msg)
+		}
+		c := pgtest.Connect(t, dsn)
+		rows, err := c.Query(t.Context(), `SELECT textname, ndx, coalesce(measurement_uid, '-'), content_hash FROM backfill.measurement_ids`)
+		testutil.Check(t, err)
+		n := 0
+		for rows.Next() {
+			var tn, uid, hash string
+			var ndx int
+			testutil.Check(t, rows.Scan(&tn, &ndx, &uid, &hash))
+			if w := want[tn+" "+strconv.Itoa(ndx)]; w != [2]string{uid, hash} {
+				t.Errorf("bulk %v: %s %d: %s %s, OONI's %v", bulk, tn, ndx, uid, hash, w)
+			}
+			n++
+		}
+		testutil.Check(t, rows.Err())
+		if n != len(want) {
+			t.Errorf("bulk %v: %d rows, OONI has %d", bulk, n, len(want))
+		}
+		censuses = append(censuses, censusJSON(t, "--sink", "postgres", "--dsn", dsn))
+	}
+	// The census of either schema is the census of the same run to Parquet.
+	if code, msg := callIn("", "run", "-q", "--measurement-uid", "--in", dir+"/c", "--out", dir+"/out"); code != cli.ExitOK {
+		t.Fatalf("run: exit %d\n%s", code, msg)
+	}
+	parquet := censusJSON(t, dir+"/out")
+	for i, c := range censuses {
+		if c != parquet || !strings.Contains(c, `"duplicates"`) {
+			t.Errorf("census of schema %d:\n%s\nof the Parquet output:\n%s", i, c, parquet)
+		}
+	}
+}
+
+func censusJSON(t *testing.T, args ...string) string {
+	t.Helper()
+	code, out := callIn("", append([]string{"census", "--json"}, args...)...)
+	if code != cli.ExitOK {
+		t.Fatalf("census %v: exit %d\n%s", args, code, out)
+	}
+	return out
 }

@@ -27,6 +27,7 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
+	"github.com/backfill-dev/backfill/pipeline/ooniuid"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
@@ -44,8 +45,8 @@ const (
 
 // Result is what a census found.
 type Result struct {
-	Buckets      int   `json:"buckets"`
-	Reports      int64 `json:"reports"`
+	Buckets      int   `json:"buckets"`      // with measurements
+	Reports      int64 `json:"reports"`      // with measurements, collision losers included
 	Measurements int64 `json:"measurements"` // collision losers' included
 	// Groups are the sets of two or more measurements with equal bytes;
 	// Duplicates every member of a group after its first, in (textname,
@@ -66,17 +67,68 @@ type report struct {
 
 const recordSize = 15 + 4 + 4 // hash, report, ndx
 
-// Run takes the census of the Parquet output st. With pairs, it writes
+// Report is a report with measurements as a census reads it: its textname, where its IDs
+// are (ts, counter base, counter bits), whether it lost them to a
+// collision (its measurements have no rows), and the content hash of each
+// of its measurements, by ndx.
+type Report struct {
+	Textname  string
+	TS, Base  uint32
+	Bits      int
+	Loser     bool
+	Hashes    []ooniuid.Hash
+	NewBucket bool // the first report of a bucket
+}
+
+// Source calls fn with every report of an output, bucket by bucket.
+type Source func(ctx context.Context, fn func(Report) error) error
+
+// Parquet is the Source of the Parquet output st: each committed bucket's
+// report manifest, checked against its ledger entry.
+func Parquet(st store.Store) Source {
+	return func(ctx context.Context, fn func(Report) error) error {
+		states, err := parquetfile.ReadState(ctx, st)
+		if err != nil {
+			return err
+		}
+		for _, s := range states {
+			if s.Status != stamped.StatusCommitted {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			l, rows, ids, err := parquetfile.ReadIdentities(ctx, st, s.Meta.Bucket)
+			if err != nil {
+				return err
+			}
+			first := true
+			for i, r := range rows {
+				if len(ids[i]) == 0 {
+					continue // no measurement
+				}
+				hashes := make([]ooniuid.Hash, len(ids[i]))
+				for j, id := range ids[i] {
+					hashes[j] = id.Hash
+				}
+				if err := fn(Report{Textname: r.Textname, TS: uint32(r.TS), Base: uint32(r.CounterBase), Bits: l.CounterBits,
+					Loser: r.RejectedBy != "", Hashes: hashes, NewBucket: first}); err != nil {
+					return err
+				}
+				first = false
+			}
+		}
+		return nil
+	}
+}
+
+// Run takes the census of the output src reads. With pairs, it writes
 // there, as CSV with a header line, a line for each duplicate: its OOID
 // beside its group's first's (empty for a collision loser, which has no
 // row), the kind, and both textnames and ndx. Temporary files go to
 // tmpDir ("" for the system's).
-func Run(ctx context.Context, st store.Store, pairs io.Writer, tmpDir string) (res Result, err error) {
+func Run(ctx context.Context, src Source, pairs io.Writer, tmpDir string) (res Result, err error) {
 	res.ByKind = map[string]int64{SameReport: 0, Retry: 0, Other: 0}
-	states, err := parquetfile.ReadState(ctx, st)
-	if err != nil {
-		return res, err
-	}
 	names, err := os.CreateTemp(tmpDir, "backfill-census-names-*")
 	if err != nil {
 		return res, err
@@ -95,40 +147,33 @@ func Run(ctx context.Context, st store.Store, pairs io.Writer, tmpDir string) (r
 	var reports []report
 	var off int64
 	var rec [recordSize]byte
-	for _, s := range states {
-		if s.Status != stamped.StatusCommitted {
-			continue
+	err = src(ctx, func(r Report) error {
+		if r.NewBucket {
+			res.Buckets++
 		}
-		if err := ctx.Err(); err != nil {
-			return res, err
+		if len(reports) == 1<<32-1 {
+			return errors.New("census: more than 2^32 reports")
 		}
-		l, rows, ids, err := parquetfile.ReadIdentities(ctx, st, s.Meta.Bucket)
-		if err != nil {
-			return res, err
+		ref := uint32(len(reports))
+		reports = append(reports, report{name: off, nameLen: uint32(len(r.Textname)), ts: r.TS, base: r.Base, bits: uint8(r.Bits), rejected: r.Loser})
+		if _, err := nw.WriteString(r.Textname); err != nil {
+			return err
 		}
-		res.Buckets++
-		for i, r := range rows {
-			if len(reports) == 1<<32-1 {
-				return res, errors.New("census: more than 2^32 reports")
+		off += int64(len(r.Textname))
+		res.Reports++
+		for ndx, h := range r.Hashes {
+			copy(rec[:15], h[:])
+			binary.LittleEndian.PutUint32(rec[15:], ref)
+			binary.LittleEndian.PutUint32(rec[19:], uint32(ndx))
+			if _, err := bufs[int(h[0])%Partitions].Write(rec[:]); err != nil {
+				return err
 			}
-			ref := uint32(len(reports))
-			reports = append(reports, report{name: off, nameLen: uint32(len(r.Textname)), ts: uint32(r.TS), base: uint32(r.CounterBase),
-				bits: uint8(l.CounterBits), rejected: r.RejectedBy != ""})
-			if _, err := nw.WriteString(r.Textname); err != nil {
-				return res, err
-			}
-			off += int64(len(r.Textname))
-			res.Reports++
-			for ndx, id := range ids[i] {
-				copy(rec[:15], id.Hash[:])
-				binary.LittleEndian.PutUint32(rec[15:], ref)
-				binary.LittleEndian.PutUint32(rec[19:], uint32(ndx))
-				if _, err := bufs[int(id.Hash[0])%Partitions].Write(rec[:]); err != nil {
-					return res, err
-				}
-				res.Measurements++
-			}
+			res.Measurements++
 		}
+		return nil
+	})
+	if err != nil {
+		return res, err
 	}
 	if err := nw.Flush(); err != nil {
 		return res, err

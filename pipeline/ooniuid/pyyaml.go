@@ -95,17 +95,6 @@ func (d *pyDict) update(o *pyDict) {
 	}
 }
 
-// strKeys are the dict's string keys, in order.
-func (d *pyDict) strKeys() []string {
-	var out []string
-	for _, k := range d.keys {
-		if s, ok := k.(string); ok {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 // errConstructor is a document PyYAML parses but its safe loader will
 // not construct (an unknown tag, an unhashable key): OONI skips the
 // entry, and reads on.

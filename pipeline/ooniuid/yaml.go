@@ -135,12 +135,11 @@ func set(names ...string) map[string]bool {
 var (
 	httptTests = set("http_requests", "meek_fronted_requests", "domclass_collector", "http_keyword_filtering", "http_uk_mobile_networks",
 		"http_header_field_manipulation", "http_url_list", "http_host", "squid", "captive_portal", "psiphon", "tor_http_requests_test")
-	dnstTests     = set("dns_consistency", "dns_injection", "captive_portal")
-	processTests  = set("lantern", "psiphon")
-	scapytTests   = set("chinatrigger", "keyword_filtering", "parasitic_traceroute", "multi_protocol_traceroute", "dns_spoof")
-	refusedTests  = set("captive_portal", "tls_handshake", "tcp_connect", "bridge_reachability")
-	schemaKeys    = set(schema...)
-	timeFormatLen = len("2006-01-02 15:04:05")
+	dnstTests    = set("dns_consistency", "dns_injection", "captive_portal")
+	processTests = set("lantern", "psiphon")
+	scapytTests  = set("chinatrigger", "keyword_filtering", "parasitic_traceroute", "multi_protocol_traceroute", "dns_spoof")
+	refusedTests = set("captive_portal", "tls_handshake", "tcp_connect", "bridge_reachability")
+	schemaKeys   = set(schema...)
 )
 
 // normalize follows normalize_entry far enough to know the date of the

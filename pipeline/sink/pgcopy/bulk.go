@@ -66,7 +66,7 @@ func (b *BulkSink) Finish(ctx context.Context) error {
 		if err := pgschema.BuildConstraints(ctx, conn, b.schema, b.opt.Log); err != nil {
 			return err
 		}
-		for _, t := range []string{"measurements", "reports", "dead_letters", "ledger"} {
+		for _, t := range []string{"measurements", "reports", "dead_letters", "ledger", "measurement_identities"} {
 			if _, err := conn.Exec(ctx, `ANALYZE `+b.q(t)); err != nil {
 				return err
 			}
@@ -94,7 +94,7 @@ func (s *Sink) commitBulk(ctx context.Context, conn *pgx.Conn, w *bucketWriter, 
 		return c, err
 	}
 	if again {
-		for _, t := range []string{"measurements", "reports", "dead_letters"} {
+		for _, t := range []string{"measurements", "reports", "dead_letters", "measurement_identities"} {
 			if _, err := tx.Exec(ctx, `DELETE FROM `+s.q(t)+` WHERE bucket = $1`, w.m.Bucket); err != nil {
 				return c, err
 			}
@@ -148,8 +148,8 @@ func (b *BulkSink) Manifest(ctx context.Context, bucket string) (stamped.Meta, [
 	var out []stamped.ManifestEntry
 	err := b.retry(ctx, "reading bucket "+bucket, func(ctx context.Context, conn *pgx.Conn) error {
 		m = stamped.Meta{Bucket: bucket}
-		if err := conn.QueryRow(ctx, `SELECT input_fingerprint, input, counter_bits, sha1_offset, key_table, ndx_policy, version FROM `+b.q("ledger")+`
-			WHERE bucket = $1 AND status = 'committed'`, bucket).Scan(&m.Fingerprint, &m.Source, &m.Scheme.CounterBits, &m.Scheme.SHA1Offset, &m.Scheme.Table, &m.NdxPolicy, &m.Version); err != nil {
+		if err := conn.QueryRow(ctx, `SELECT input_fingerprint, input, counter_bits, sha1_offset, key_table, ndx_policy, version, measurement_uid FROM `+b.q("ledger")+`
+			WHERE bucket = $1 AND status = 'committed'`, bucket).Scan(&m.Fingerprint, &m.Source, &m.Scheme.CounterBits, &m.Scheme.SHA1Offset, &m.Scheme.Table, &m.NdxPolicy, &m.Version, &m.UIDs); err != nil {
 			return err
 		}
 		rows, err := conn.Query(ctx, `SELECT textname, n, container, "offset", coalesce(rejected_by, '') FROM `+b.q("reports")+`

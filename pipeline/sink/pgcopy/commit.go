@@ -247,7 +247,7 @@ func (s *Sink) removeBucket(ctx context.Context, tx pgx.Tx, bucket string) error
 	if err := s.deleteMeasurements(ctx, tx, bucket, lo, hi); err != nil {
 		return err
 	}
-	for _, t := range []string{"reports", "dead_letters"} {
+	for _, t := range []string{"reports", "dead_letters", "measurement_identities"} {
 		if _, err := tx.Exec(ctx, `DELETE FROM `+s.q(t)+` WHERE bucket = $1`, bucket); err != nil {
 			return err
 		}
@@ -314,6 +314,11 @@ func (s *Sink) writeRows(ctx context.Context, tx pgx.Tx, w *bucketWriter, winner
 	if err := s.copyMeasurements(ctx, tx, b, bits, kept); err != nil {
 		return err
 	}
+	if w.m.UIDs {
+		if err := s.copyIdentities(ctx, tx, day, w.reports); err != nil {
+			return err
+		}
+	}
 	dead := make([][]any, 0, len(w.dead))
 	for i, d := range w.dead {
 		dead = append(dead, []any{day, int32(i), d.File, d.Textname, d.Offset, d.Reason, d.Classified().Kind, d.Message})
@@ -332,8 +337,31 @@ func (s *Sink) writeRows(ctx context.Context, tx pgx.Tx, w *bucketWriter, winner
 	return err
 }
 
+// copyIdentities COPYs OONI's identity of every measurement of the
+// bucket's reports, collision losers' too: its content hash, and the date
+// of its measurement_uid (null where it has none).
+func (s *Sink) copyIdentities(ctx context.Context, tx pgx.Tx, day time.Time, reports []stamped.Report) error {
+	var rows [][]any
+	for i := range reports {
+		r := &reports[i]
+		if len(r.IDs) != int(r.N) {
+			return fmt.Errorf("pgcopy: report %s has %d measurements and %d identities", r.Textname, r.N, len(r.IDs))
+		}
+		for ndx, id := range r.IDs {
+			var date any
+			if id.UID != "" {
+				date = id.UID[2 : len(id.UID)-2*len(id.Hash)]
+			}
+			rows = append(rows, []any{day, int32(i), int32(ndx), id.Hash[:], date})
+		}
+	}
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{s.schema, "measurement_identities"}, identityColumns, pgx.CopyFromRows(rows))
+	return err
+}
+
 var (
-	reportColumns = []string{"bucket", "seq", "textname", "ts", "ts_source", "counter_base", "n", "span", "container", "offset", "size", "sha1", "rejected_by"}
+	identityColumns = []string{"bucket", "report", "ndx", "content_hash", "uid_date"}
+	reportColumns   = []string{"bucket", "seq", "textname", "ts", "ts_source", "counter_base", "n", "span", "container", "offset", "size", "sha1", "rejected_by"}
 	deadColumns   = []string{"bucket", "seq", "file", "textname", "offset", "reason", "kind", "message"}
 )
 
@@ -342,17 +370,17 @@ func (s *Sink) markLedger(ctx context.Context, tx pgx.Tx, w *bucketWriter, c sta
 	rejects, notices := c.Totals()
 	_, err := tx.Exec(ctx, `INSERT INTO `+s.q("ledger")+` (bucket, input_fingerprint, counter_bits, sha1_offset, ndx_policy,
 			reports, measurements, dead_letters, dead_letters_by_reason, rejects, notices, rejects_by_reason,
-			bytes_in, bytes_out, status, error, started_at, finished_at, version, key_table, input)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'committed', NULL, $15, clock_timestamp(), $16, $17, $18)
+			bytes_in, bytes_out, status, error, started_at, finished_at, version, key_table, input, measurement_uid)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'committed', NULL, $15, clock_timestamp(), $16, $17, $18, $19)
 		ON CONFLICT (bucket) DO UPDATE SET input_fingerprint = EXCLUDED.input_fingerprint, counter_bits = EXCLUDED.counter_bits,
 			sha1_offset = EXCLUDED.sha1_offset, key_table = EXCLUDED.key_table, ndx_policy = EXCLUDED.ndx_policy, reports = EXCLUDED.reports,
 			measurements = EXCLUDED.measurements, dead_letters = EXCLUDED.dead_letters,
 			dead_letters_by_reason = EXCLUDED.dead_letters_by_reason, rejects = EXCLUDED.rejects, notices = EXCLUDED.notices,
 			rejects_by_reason = EXCLUDED.rejects_by_reason, bytes_in = EXCLUDED.bytes_in, bytes_out = EXCLUDED.bytes_out,
 			status = 'committed', error = NULL, started_at = EXCLUDED.started_at, finished_at = EXCLUDED.finished_at, version = EXCLUDED.version,
-			input = EXCLUDED.input`,
+			input = EXCLUDED.input, measurement_uid = EXCLUDED.measurement_uid`,
 		w.m.Bucket, w.m.Fingerprint, w.m.Scheme.CounterBits, w.m.Scheme.SHA1Offset, w.m.NdxPolicy,
 		c.Reports, c.Measurements, rejects+notices, c.DeadLetters, rejects, notices, c.Rejects, c.BytesIn, c.BytesOut, w.started, w.m.Version,
-		w.m.Scheme.Table, w.m.Source)
+		w.m.Scheme.Table, w.m.Source, w.m.UIDs)
 	return err
 }

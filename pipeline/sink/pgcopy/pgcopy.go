@@ -319,7 +319,7 @@ type schemaError struct{ error }
 
 func (s *Sink) checkSchemaOn(ctx context.Context, conn *pgx.Conn) error {
 	var missing []string
-	for _, t := range []string{"measurements", "reports", "dead_letters", "input_dead_letters", "ledger", "measurement_ids"} {
+	for _, t := range []string{"measurements", "reports", "dead_letters", "input_dead_letters", "ledger", "measurement_ids", "measurement_identities"} {
 		var ok bool
 		if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.q(t)).Scan(&ok); err != nil {
 			return s.clean(err)
@@ -332,7 +332,7 @@ func (s *Sink) checkSchemaOn(ctx context.Context, conn *pgx.Conn) error {
 		return &schemaError{fmt.Errorf("schema %s lacks %s: run `backfill schema` or pass --create-schema",
 			pgx.Identifier{s.schema}.Sanitize(), strings.Join(missing, ", "))}
 	}
-	for _, c := range [][2]string{{"dead_letters", "kind"}, {"ledger", "rejects"}, {"ledger", "notices"}, {"ledger", "rejects_by_reason"}, {"ledger", "input"}} {
+	for _, c := range [][2]string{{"dead_letters", "kind"}, {"ledger", "rejects"}, {"ledger", "notices"}, {"ledger", "rejects_by_reason"}, {"ledger", "input"}, {"ledger", "measurement_uid"}} {
 		var ok bool
 		err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped)`,
 			s.q(c[0]), c[1]).Scan(&ok)
@@ -403,10 +403,6 @@ func (s *Sink) committed(ctx context.Context, q interface {
 func (s *Sink) Begin(ctx context.Context, m stamped.Meta) (sink.BucketWriter, error) {
 	if _, err := time.Parse(time.DateOnly, m.Bucket); err != nil {
 		return nil, fmt.Errorf("pgcopy: bucket %q: %w", m.Bucket, err)
-	}
-	if m.UIDs {
-		// Loading it would drop them in silence.
-		return nil, fmt.Errorf("pgcopy: bucket %s holds OONI's identities of its measurements (--measurement-uid), which the PostgreSQL tables do not hold yet", m.Bucket)
 	}
 	return &bucketWriter{s: s, m: m, started: time.Now()}, nil
 }

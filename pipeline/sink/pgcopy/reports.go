@@ -87,3 +87,57 @@ func (s *Sink) EachMeasurement(ctx context.Context, fn func(day, report, ndx int
 	}
 	return s.named(fmt.Errorf("reading %s: %w", s.q("measurements"), s.clean(err)))
 }
+
+// IdentityReport is a report as EachIdentity gives it: where its IDs are
+// (ts, counter base, the bucket's counter bits), whether it lost them to
+// a collision, and the content hash of each of its measurements, by ndx.
+type IdentityReport struct {
+	Bucket, Textname string
+	TS, Base         uint32
+	Bits             int
+	Loser            bool
+	Hashes           [][]byte
+}
+
+// EachIdentity calls fn for every report with measurements of the
+// committed buckets, collision losers included, by bucket and seq, with
+// OONI's identities of its measurements; a committed bucket loaded
+// without --measurement-uid is an error naming it. Nothing is retried.
+func (s *Sink) EachIdentity(ctx context.Context, fn func(IdentityReport) error) error {
+	var without []string
+	rows, err := s.conn.Query(ctx, `SELECT bucket::text FROM `+s.q("ledger")+` WHERE status = 'committed' AND NOT measurement_uid ORDER BY bucket LIMIT 4`)
+	if err != nil {
+		return s.clean(err)
+	}
+	if without, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		return s.clean(err)
+	}
+	if len(without) > 0 {
+		return fmt.Errorf("bucket %s holds no identities of its measurements: load it again with --measurement-uid", without[0])
+	}
+	rows, err = s.conn.Query(ctx, `SELECT r.bucket::text, r.textname, r.ts, r.counter_base, l.counter_bits, r.rejected_by IS NOT NULL,
+			array_agg(i.content_hash ORDER BY i.ndx)
+		FROM `+s.q("reports")+` r
+		JOIN `+s.q("ledger")+` l ON l.bucket = r.bucket AND l.status = 'committed'
+		JOIN `+s.q("measurement_identities")+` i ON i.bucket = r.bucket AND i.report = r.seq
+		GROUP BY r.bucket, r.seq, r.textname, r.ts, r.counter_base, l.counter_bits, r.rejected_by
+		ORDER BY r.bucket, r.seq`)
+	if err != nil {
+		return s.clean(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r IdentityReport
+		var ts int64
+		var base int32
+		var bits int16
+		if err := rows.Scan(&r.Bucket, &r.Textname, &ts, &base, &bits, &r.Loser, &r.Hashes); err != nil {
+			return s.clean(err)
+		}
+		r.TS, r.Base, r.Bits = uint32(ts), uint32(base), int(bits)
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return s.clean(rows.Err())
+}

@@ -25,7 +25,7 @@ func (s *Sink) State(ctx context.Context) ([]stamped.State, error) {
 func (s *Sink) state(ctx context.Context, conn *pgx.Conn) ([]stamped.State, error) {
 	rows, err := conn.Query(ctx, `SELECT bucket::text, input_fingerprint, input, counter_bits, sha1_offset, key_table, ndx_policy, version,
 		status, coalesce(error, ''), reports, measurements, dead_letters_by_reason, rejects_by_reason, bytes_in, bytes_out,
-		coalesce(finished_at, started_at)
+		coalesce(finished_at, started_at), measurement_uid
 		FROM `+s.q("ledger")+` ORDER BY bucket`)
 	if err != nil {
 		return nil, s.clean(err)
@@ -39,7 +39,7 @@ func (s *Sink) state(ctx context.Context, conn *pgx.Conn) ([]stamped.State, erro
 		var finished time.Time
 		if err := rows.Scan(&st.Meta.Bucket, &st.Meta.Fingerprint, &st.Meta.Source, &bits, &off, &table, &st.Meta.NdxPolicy, &st.Meta.Version,
 			&st.Status, &st.Error, &st.Counts.Reports, &st.Counts.Measurements, &st.Counts.DeadLetters, &st.Counts.Rejects,
-			&st.Counts.BytesIn, &st.Counts.BytesOut, &finished); err != nil {
+			&st.Counts.BytesIn, &st.Counts.BytesOut, &finished, &st.Meta.UIDs); err != nil {
 			return nil, s.clean(err)
 		}
 		st.Meta.Scheme = ooid.Scheme{CounterBits: int(bits), SHA1Offset: int(off), Table: table}

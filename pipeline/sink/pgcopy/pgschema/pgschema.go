@@ -30,7 +30,13 @@ const Default = "backfill"
 //	              ndx_policy, counts (dead letters, rejects and notices, by
 //	              reason), status, error, started_at, finished_at,
 //	              version
-//	measurement_ids (view) ooid bigint, textname text, ndx integer, bucket_date date
+//	measurement_identities bucket, report, ndx, content_hash bytea (15
+//	              bytes), uid_date text (null: no measurement_uid): OONI's
+//	              identity of every measurement of a bucket loaded with
+//	              --measurement-uid, collision losers' too
+//	measurement_ids (view) ooid bigint, textname text, ndx integer, bucket_date date,
+//	              measurement_uid text, content_hash text (null without
+//	              --measurement-uid)
 //
 // A measurement row names its report by (bucket, seq): the report's place
 // in its bucket, which a rerun of the bucket gives again. report.span is the
@@ -59,6 +65,12 @@ func tables(schema string) []string {
 			size         bigint  NOT NULL,
 			sha1         bytea,
 			rejected_by  text)`,
+		`CREATE TABLE IF NOT EXISTS ` + q("measurement_identities") + ` (
+			bucket       date    NOT NULL,
+			report       integer NOT NULL,
+			ndx          integer NOT NULL,
+			content_hash bytea   NOT NULL,
+			uid_date     text)`,
 		`CREATE TABLE IF NOT EXISTS ` + q("dead_letters") + ` (
 			bucket   date    NOT NULL,
 			seq      integer,
@@ -103,6 +115,7 @@ func tables(schema string) []string {
 		`ALTER TABLE ` + q("ledger") + ` ADD COLUMN IF NOT EXISTS notices bigint NOT NULL DEFAULT 0`,
 		`ALTER TABLE ` + q("ledger") + ` ADD COLUMN IF NOT EXISTS rejects_by_reason jsonb NOT NULL DEFAULT '{}'`,
 		`ALTER TABLE ` + q("ledger") + ` ADD COLUMN IF NOT EXISTS input text NOT NULL DEFAULT ''`,
+		`ALTER TABLE ` + q("ledger") + ` ADD COLUMN IF NOT EXISTS measurement_uid boolean NOT NULL DEFAULT false`,
 		`UPDATE ` + q("ledger") + ` SET rejects = dead_letters, rejects_by_reason = dead_letters_by_reason
 			WHERE rejects = 0 AND notices = 0 AND dead_letters > 0`,
 		`CREATE INDEX IF NOT EXISTS dead_letters_bucket ON ` + q("dead_letters") + ` (bucket)`,
@@ -111,9 +124,12 @@ func tables(schema string) []string {
 		`ALTER TABLE ` + q("reports") + ` DROP CONSTRAINT IF EXISTS reports_kept_ids_disjoint`,
 		`DROP INDEX IF EXISTS ` + pgx.Identifier{schema, "reports_ids"}.Sanitize(),
 		`CREATE OR REPLACE VIEW ` + q("measurement_ids") + ` AS
-			SELECT m.ooid, r.textname, m.ndx, m.bucket AS bucket_date
+			SELECT m.ooid, r.textname, m.ndx, m.bucket AS bucket_date,
+				CASE WHEN i.uid_date IS NOT NULL THEN '01' || i.uid_date || encode(i.content_hash, 'hex') END AS measurement_uid,
+				encode(i.content_hash, 'hex') AS content_hash
 			FROM ` + q("measurements") + ` m
-			JOIN ` + q("reports") + ` r ON r.bucket = m.bucket AND r.seq = m.report`,
+			JOIN ` + q("reports") + ` r ON r.bucket = m.bucket AND r.seq = m.report
+			LEFT JOIN ` + q("measurement_identities") + ` i ON i.bucket = m.bucket AND i.report = m.report AND i.ndx = m.ndx`,
 	}
 }
 
@@ -129,6 +145,8 @@ func constraints(schema string) []constraint {
 	return []constraint{
 		{"measurements", "measurements_pkey", `ALTER TABLE ` + q("measurements") + ` ADD CONSTRAINT measurements_pkey PRIMARY KEY (ooid)`, true},
 		{"reports", "reports_pkey", `ALTER TABLE ` + q("reports") + ` ADD CONSTRAINT reports_pkey PRIMARY KEY (bucket, seq)`, true},
+		{"measurement_identities", "measurement_identities_pkey", `ALTER TABLE ` + q("measurement_identities") +
+			` ADD CONSTRAINT measurement_identities_pkey PRIMARY KEY (bucket, report, ndx)`, true},
 		// The collision lookups: every report of a timestamp, rejected ones
 		// too. Few reports share a timestamp, so a btree finds them and
 		// their spans are compared row by row. (Two kept measurements never
