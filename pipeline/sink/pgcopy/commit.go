@@ -362,7 +362,7 @@ func (s *Sink) copyIdentities(ctx context.Context, tx pgx.Tx, day time.Time, rep
 var (
 	identityColumns = []string{"bucket", "report", "ndx", "content_hash", "uid_date"}
 	reportColumns   = []string{"bucket", "seq", "textname", "ts", "ts_source", "counter_base", "n", "span", "container", "offset", "size", "sha1", "rejected_by"}
-	deadColumns   = []string{"bucket", "seq", "file", "textname", "offset", "reason", "kind", "message"}
+	deadColumns     = []string{"bucket", "seq", "file", "textname", "offset", "reason", "kind", "message"}
 )
 
 func (s *Sink) markLedger(ctx context.Context, tx pgx.Tx, w *bucketWriter, c stamped.Counts) error {
