@@ -46,16 +46,26 @@ func runVerify(ctx context.Context, args []string, std cli.Stdio) error {
 		}
 		opt.Keyed = &s
 	}
-	if opt.Input, err = in.open(ctx, std, fs); err != nil {
-		return err
-	} else if opt.Input != nil {
-		defer opt.Input.Close()
-	}
 	src, closeSrc, err := verifySource(ctx, std, *sinkName == "postgres", pf, rest)
 	if err != nil {
 		return err
 	}
 	defer closeSrc()
+	// An output with OONI's identities of its measurements has them
+	// computed again from the input.
+	uids := false
+	if u, ok := src.(interface {
+		UIDs(context.Context) (bool, error)
+	}); ok && in.loc != "" {
+		if uids, err = u.UIDs(ctx); err != nil {
+			return fmt.Errorf("verify: %w", err)
+		}
+	}
+	if opt.Input, err = in.open(ctx, std, fs, uids); err != nil {
+		return err
+	} else if opt.Input != nil {
+		defer opt.Input.Close()
+	}
 	if !*quiet {
 		p, n := cli.NewLines(std.Err), 0
 		defer p.Finish()
@@ -145,7 +155,7 @@ func (f *madeFrom) register(fs *flag.FlagSet) {
 
 // open starts reading the input, nil without --in. A misnamed folder in it
 // holds reports no output can have: it fails.
-func (f *madeFrom) open(ctx context.Context, std cli.Stdio, fs *flag.FlagSet) (*verify.Input, error) {
+func (f *madeFrom) open(ctx context.Context, std cli.Stdio, fs *flag.FlagSet, uids bool) (*verify.Input, error) {
 	if f.loc == "" {
 		if inOnly := cli.SetFlags(fs, "from-index", "ndx", "format", "workers"); len(inOnly) > 0 {
 			return nil, cli.Usagef("verify: %s %s for --in", strings.Join(inOnly, ", "), cli.Plural(len(inOnly), "is", "are"))
@@ -170,7 +180,7 @@ func (f *madeFrom) open(ctx context.Context, std cli.Stdio, fs *flag.FlagSet) (*
 		fmt.Fprintf(std.Err, "backfill: notice: %s is not a bucket folder (its name is not a date YYYY-MM-DD); skipped\n", cli.Printable(in.Dir.Where(name)))
 	}
 	cfg := ingest.Config{In: in.Dir, Buckets: in.Buckets, Workers: f.workers, Scheme: ooid.DefaultScheme, Format: f.format,
-		Read: reader.ReadOptions{Ndx: f.ndx, FromIndex: f.fromIndex}, Source: store.Identity(in.Dir.Where("."))}
+		Read: reader.ReadOptions{Ndx: f.ndx, FromIndex: f.fromIndex, UIDs: uids}, Source: store.Identity(in.Dir.Where("."))}
 	input, err := verify.ReadInput(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("verify: --in: %w", err)

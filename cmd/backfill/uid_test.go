@@ -90,8 +90,8 @@ func TestRun_MeasurementUIDAgainstOONI(t *testing.T) {
 	if rows != len(want) || uids < 1000 || yaml < 500 {
 		t.Errorf("%d rows (%d with a uid, %d of YAML reports), OONI has %d", rows, uids, yaml, len(want))
 	}
-	if code, msg := callIn("", "verify", out); code != cli.ExitOK {
-		t.Errorf("verify: exit %d\n%s", code, msg)
+	if code, msg := callIn("", "verify", "--in", dir+"/c", out); code != cli.ExitOK {
+		t.Errorf("verify --in: exit %d\n%s", code, msg)
 	}
 }
 
@@ -254,6 +254,15 @@ func TestRun_MeasurementUIDPostgres(t *testing.T) {
 			t.Errorf("bulk %v: %d rows, OONI has %d", bulk, n, len(want))
 		}
 		censuses = append(censuses, censusJSON(t, "--sink", "postgres", "--dsn", dsn))
+		// verify --in computes the identities again from the input: a
+		// changed hash is named.
+		if code, msg := callIn("", "verify", "--sink", "postgres", "--dsn", dsn, "--in", dir+"/c"); code != cli.ExitOK {
+			t.Errorf("bulk %v: verify --in: exit %d\n%s", bulk, code, msg)
+		}
+		pgtest.Exec(t, dsn, `UPDATE backfill.measurement_identities SET content_hash = '\x000000000000000000000000000000' WHERE (bucket, report, ndx) = (SELECT bucket, report, ndx FROM backfill.measurement_identities ORDER BY 1, 2, 3 LIMIT 1)`)
+		if code, msg := callIn("", "verify", "--sink", "postgres", "--dsn", dsn, "--in", dir+"/c"); code != cli.ExitFailure || !strings.Contains(msg, "content_hash 000000000000000000000000000000") {
+			t.Errorf("bulk %v: verify --in of a changed hash: exit %d\n%s", bulk, code, msg)
+		}
 	}
 	// The census of either schema is the census of the same run to Parquet.
 	if code, msg := callIn("", "run", "-q", "--measurement-uid", "--in", dir+"/c", "--out", dir+"/out"); code != cli.ExitOK {

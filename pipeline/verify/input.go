@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/backfill-dev/backfill/pipeline/ingest"
+	"github.com/backfill-dev/backfill/pipeline/ooniuid"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
@@ -43,7 +44,7 @@ func ReadInput(ctx context.Context, cfg ingest.Config) (*Input, error) {
 		in.err = ingest.Run(ctx, cfg, plan, func(b *stamped.Bucket) error {
 			ib := inputBucket{date: b.Meta.Bucket, reports: make([]Report, len(b.Reports))}
 			for i, r := range b.Reports {
-				ib.reports[i] = Report{Textname: r.Textname, N: r.N}
+				ib.reports[i] = Report{Textname: r.Textname, N: r.N, IDs: r.IDs}
 			}
 			slices.SortFunc(ib.reports, func(x, y Report) int { return strings.Compare(x.Textname, y.Textname) })
 			select {
@@ -105,7 +106,30 @@ func (in *Input) complete(where, b string, reports []Report) error {
 		case sorted[0].N != want[0].N:
 			return &Failure{At: where + ": report " + sorted[0].Textname, What: fmt.Sprintf("%d measurements; the input has %d", sorted[0].N, want[0].N)}
 		}
+		if err := sameIDs(where+": report "+sorted[0].Textname, sorted[0].IDs, want[0].IDs); err != nil {
+			return err
+		}
 		want, sorted = want[1:], sorted[1:]
+	}
+	return nil
+}
+
+// sameIDs checks a report's identities in the output against those the
+// input gives its measurements again (when the output has them).
+func sameIDs(at string, got, want []ooniuid.ID) error {
+	if got == nil {
+		return nil
+	}
+	if len(got) != len(want) {
+		return &Failure{At: at, What: fmt.Sprintf("%d identities (--measurement-uid); the input gives %d", len(got), len(want))}
+	}
+	for ndx := range got {
+		switch {
+		case got[ndx].Hash != want[ndx].Hash:
+			return &Failure{At: fmt.Sprintf("%s, ndx %d", at, ndx), What: fmt.Sprintf("content_hash %s; the input's raw bytes hash to %s", got[ndx].Hash, want[ndx].Hash)}
+		case got[ndx].UID != want[ndx].UID:
+			return &Failure{At: fmt.Sprintf("%s, ndx %d", at, ndx), What: fmt.Sprintf("measurement_uid %q; the input gives %q", got[ndx].UID, want[ndx].UID)}
+		}
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
+	"github.com/backfill-dev/backfill/pipeline/ooniuid"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
@@ -68,13 +69,36 @@ func plural(n int, one, many string) string {
 	return many
 }
 
+// UIDs reports whether the output holds OONI's identities of its
+// measurements (a bucket made with --measurement-uid).
+func (p *Parquet) UIDs(ctx context.Context) (bool, error) {
+	states, err := parquetfile.ReadState(ctx, p.St)
+	if err != nil {
+		return false, err
+	}
+	for _, s := range states {
+		if s.Meta.UIDs {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // Scheme implements Source.
 func (p *Parquet) Scheme(_ context.Context, bucket string) (ooid.Scheme, error) {
 	return p.states[bucket].Meta.Scheme, nil
 }
 
-// Reports implements Source.
+// Reports implements Source; a bucket made with --measurement-uid gives
+// its reports' identities too.
 func (p *Parquet) Reports(ctx context.Context, bucket string) ([]Report, error) {
+	var ids [][]ooniuid.ID
+	if p.states[bucket].Meta.UIDs {
+		var err error
+		if _, _, ids, err = parquetfile.ReadIdentities(ctx, p.St, bucket); err != nil {
+			return nil, err
+		}
+	}
 	rows, err := parquetfile.ReadReports(ctx, p.St, "reports/"+bucket+".parquet")
 	if err != nil {
 		return nil, err
@@ -83,6 +107,9 @@ func (p *Parquet) Reports(ctx context.Context, bucket string) ([]Report, error) 
 	p.placesOf, p.places = bucket, make(map[string]int, len(rows))
 	for i, r := range rows {
 		out[i] = Report{Textname: r.Textname, N: uint32(r.N), RejectedBy: r.RejectedBy}
+		if ids != nil {
+			out[i].IDs = ids[i]
+		}
 		if r.N < 0 || r.N > 1<<32-1 {
 			out[i].N = 1<<32 - 1 // no counter holds it: verify says so
 		}

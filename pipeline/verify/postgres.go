@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/backfill-dev/backfill/pipeline/ooid"
+	"github.com/backfill-dev/backfill/pipeline/ooniuid"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy/pgschema"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
@@ -46,6 +47,21 @@ func (p *Postgres) Buckets(ctx context.Context) ([]string, error) {
 	return p.buckets, nil
 }
 
+// UIDs reports whether the schema holds OONI's identities of its
+// measurements (a bucket loaded with --measurement-uid).
+func (p *Postgres) UIDs(ctx context.Context) (bool, error) {
+	states, err := p.S.State(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, s := range states {
+		if s.Meta.UIDs {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // Scheme implements Source.
 func (p *Postgres) Scheme(_ context.Context, bucket string) (ooid.Scheme, error) {
 	return p.states[bucket].Meta.Scheme, nil
@@ -59,6 +75,12 @@ func (p *Postgres) Reports(ctx context.Context, bucket string) ([]Report, error)
 	if err != nil {
 		return nil, err
 	}
+	var ids map[int32][]ooniuid.ID
+	if p.states[bucket].Meta.UIDs {
+		if ids, err = p.S.BucketIdentities(ctx, bucket); err != nil {
+			return nil, err
+		}
+	}
 	out := make([]Report, len(rows))
 	for i, r := range rows {
 		if r.Seq != int32(i) {
@@ -66,6 +88,12 @@ func (p *Postgres) Reports(ctx context.Context, bucket string) ([]Report, error)
 				What: fmt.Sprintf("its seq is %d where %d was due: a bucket's reports are numbered 0, 1, ... with none missing", r.Seq, i)}
 		}
 		out[i] = Report{Textname: r.Textname, N: uint32(r.N), RejectedBy: r.RejectedBy}
+		if ids != nil {
+			out[i].IDs = ids[r.Seq]
+			if out[i].IDs == nil {
+				out[i].IDs = []ooniuid.ID{} // none: the input's, if it has some, differ
+			}
+		}
 		if r.N < 0 {
 			out[i].N = 1<<32 - 1 // no counter holds it: verify says so
 		}

@@ -35,6 +35,7 @@ import (
 
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
+	"github.com/backfill-dev/backfill/pipeline/ooniuid"
 )
 
 // Report is a report row of an output.
@@ -42,6 +43,10 @@ type Report struct {
 	Textname   string
 	N          uint32
 	RejectedBy string // "" when kept
+	// IDs are OONI's identities of its measurements, by ndx, in an
+	// output made with --measurement-uid (nil otherwise); verify --in
+	// computes them again from the input and compares.
+	IDs []ooniuid.ID
 }
 
 // Row is a measurement row of an output.

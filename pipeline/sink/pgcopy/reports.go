@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/backfill-dev/backfill/pipeline/ooniuid"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy/pgschema"
 	"github.com/jackc/pgx/v5"
 )
@@ -140,4 +141,38 @@ func (s *Sink) EachIdentity(ctx context.Context, fn func(IdentityReport) error) 
 		}
 	}
 	return s.clean(rows.Err())
+}
+
+// BucketIdentities returns OONI's identities of the measurements of a
+// bucket loaded with --measurement-uid, by report seq, each by ndx.
+func (s *Sink) BucketIdentities(ctx context.Context, bucket string) (map[int32][]ooniuid.ID, error) {
+	out := map[int32][]ooniuid.ID{}
+	err := s.retry(ctx, "reading the identities of "+bucket, func(ctx context.Context, conn *pgx.Conn) error {
+		clear(out)
+		rows, err := conn.Query(ctx, `SELECT report, ndx, content_hash, uid_date FROM `+s.q("measurement_identities")+`
+			WHERE bucket = $1::date ORDER BY report, ndx`, bucket)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var report, ndx int32
+			var hash []byte
+			var date *string
+			if err := rows.Scan(&report, &ndx, &hash, &date); err != nil {
+				return err
+			}
+			var id ooniuid.ID
+			if len(hash) != len(id.Hash) || int(ndx) != len(out[report]) {
+				return fmt.Errorf("bucket %s, report %d: identity %d out of place or %d bytes", bucket, report, ndx, len(hash))
+			}
+			copy(id.Hash[:], hash)
+			if date != nil {
+				id.UID = ooniuid.UID(*date, id.Hash)
+			}
+			out[report] = append(out[report], id)
+		}
+		return rows.Err()
+	})
+	return out, err
 }
