@@ -129,7 +129,7 @@ demo: announce-build build ## the main job on the embedded default: generate a c
 	$(BIN) gen --out $(DEMO_DIR)/corpus --buckets 3 --reports 300 --max-measurements 20000 \
 		--corrupt all=0.01
 	$(BIN) run --in $(DEMO_DIR)/corpus --out $(DEMO_DIR)/out; \
-		status=$$?; echo "exit status $$status (3: completed, with the rejects listed above)"; \
+		status=$$?; echo "exit status $$status (3: completed, with the rejects the summary counts by reason)"; \
 		[ $$status -eq 0 ] || [ $$status -eq 3 ]
 	@echo "Parquet in $(DEMO_DIR)/out/measurements, dead letters in $(DEMO_DIR)/out/dead-letters"
 
