@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -118,14 +119,27 @@ func replayMessages(ctx context.Context, cmd string, args []string, std cli.Stdi
 	if err := c.check(cmd); err != nil {
 		return err
 	}
+	root, err := location.Open(ctx, c.archive)
+	if err != nil {
+		return err
+	}
+	if _, local := store.LocalDir(root); recovering && local && !store.IsDir(ctx, root, ".") {
+		return cli.Usagef("granule-recover: --archive %s is not a folder (a Dead Letter Archive that granule-write made)", c.archive)
+	}
 	pool, w, opt, err := c.setup(ctx, cmd, std)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	root, err := location.Open(ctx, c.archive)
+	// A database without Cumulus's tables is a setup to finish: every
+	// message would fail, and be archived, for it.
+	missing, err := cumulusdb.MissingTables(ctx, pool)
 	if err != nil {
-		return err
+		return pgnet.Named(pool.Config().ConnConfig, err)
+	}
+	if len(missing) > 0 {
+		return pgnet.Named(pool.Config().ConnConfig, fmt.Errorf("no Cumulus tables (%s): run backfill granule-schema first, or point --dsn at the database Cumulus made; nothing was written or archived",
+			strings.Join(missing, ", ")))
 	}
 	var st replay.Stats
 	if recovering {
