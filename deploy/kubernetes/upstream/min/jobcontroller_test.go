@@ -614,8 +614,9 @@ func TestJobController(t *testing.T) {
 		t.Fatalf("fewer than two shards of two buckets or more: %v", per)
 	}
 
-	// Each victim's first pod is struck when its first ledger entry is
-	// stored, before the pod has the answer.
+	// Each victim's first pod is struck when its first bucket is
+	// committed (its measurements object, stored after the ledger entry,
+	// the last PUT of a commit), before the pod has the answer.
 	var mu sync.Mutex
 	victims := map[int]*proc{}
 	var killedAt, stoppedAt time.Time
@@ -631,7 +632,7 @@ func TestJobController(t *testing.T) {
 		}
 	}
 	c.mu.Unlock()
-	ledger := func(i int) string { return fmt.Sprintf("/test/job/shards/%d/ledger/", i) }
+	ledger := func(i int) string { return fmt.Sprintf("/test/job/shards/%d/measurements/", i) }
 	srv.OnPut(func(put s3test.Put) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -677,7 +678,7 @@ func TestJobController(t *testing.T) {
 	if d := firstAfter(stopped, resumed); d >= 0 {
 		t.Errorf("the frozen pod committed after it was continued")
 	}
-	commits := srv.PutCounts("/test/job/shards/", "/ledger/")
+	commits := srv.PutCounts("/test/job/shards/", "/measurements/")
 	for k, n := range commits {
 		if n != 1 {
 			t.Errorf("%s committed %d times", k, n)
