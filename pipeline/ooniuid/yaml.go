@@ -35,6 +35,18 @@ func NewYAMLReport(header []byte) *YAMLReport {
 	if err != nil || !ok || !reportID(h) {
 		return &YAMLReport{dead: true}
 	}
+	// The header's keys win over an entry's: a header that names a test
+	// OONI refuses refuses every entry, which need not be loaded.
+	if tn, ok := h.vals["test_name"].(string); ok {
+		if m, ok := testNames[tn]; ok {
+			tn = m
+		} else {
+			tn = strings.ToLower(tn)
+		}
+		if refusedTests[tn] || scapytTests[tn] || processTests[tn] {
+			return &YAMLReport{dead: true}
+		}
+	}
 	return &YAMLReport{header: h}
 }
 
