@@ -41,6 +41,22 @@ func uidGolden(t *testing.T) map[string][2]string {
 var uidCorpus = []string{"gen", "-q", "--seed", "59", "--buckets", "2", "--reports", "40", "--max-measurements", "60",
 	"--corrupt", "invalid_utf8=0.05", "--corrupt", "empty_report=0.05"}
 
+// uidRun generates the corpus of uidCorpus in dir/c and, with out set,
+// runs it with --measurement-uid into dir/out; it returns dir.
+func uidRun(t *testing.T, out bool) string {
+	t.Helper()
+	dir := t.TempDir()
+	if code, msg := call(append(uidCorpus, "--out", dir+"/c")...); code != cli.ExitOK {
+		t.Fatalf("gen: exit %d\n%s", code, msg)
+	}
+	if out {
+		if code, msg := callIn("", "run", "-q", "--measurement-uid", "--in", dir+"/c", "--out", dir+"/out"); code != cli.ExitOK {
+			t.Fatalf("run: exit %d\n%s", code, msg)
+		}
+	}
+	return dir
+}
+
 // run --measurement-uid gives every measurement row the content hash
 // OONI's code computes from its raw bytes and OONI's measurement_uid,
 // JSON and YAML reports alike; the report manifests list both for every
@@ -49,14 +65,8 @@ var uidCorpus = []string{"gen", "-q", "--seed", "59", "--buckets", "2", "--repor
 func TestRun_MeasurementUIDAgainstOONI(t *testing.T) {
 	t.Parallel()
 	want := uidGolden(t)
-	dir := t.TempDir()
-	if code, out := call(append(uidCorpus, "--out", dir+"/c")...); code != cli.ExitOK {
-		t.Fatalf("gen: exit %d\n%s", code, out)
-	}
+	dir := uidRun(t, true)
 	out := dir + "/out"
-	if code, msg := callIn("", "run", "-q", "--measurement-uid", "--in", dir+"/c", "--out", out); code != cli.ExitOK {
-		t.Fatalf("run: exit %d\n%s", code, msg)
-	}
 	rows, uids, yaml := 0, 0, 0
 	files, _ := filepath.Glob(out + "/measurements/*.parquet")
 	for _, f := range files {
@@ -102,14 +112,8 @@ func TestRun_MeasurementUIDAgainstOONI(t *testing.T) {
 func TestCensus_AgainstOONIHashes(t *testing.T) {
 	t.Parallel()
 	want := uidGolden(t)
-	dir := t.TempDir()
-	if code, out := call(append(uidCorpus, "--out", dir+"/c")...); code != cli.ExitOK {
-		t.Fatalf("gen: exit %d\n%s", code, out)
-	}
+	dir := uidRun(t, true)
 	out := dir + "/out"
-	if code, msg := callIn("", "run", "-q", "--measurement-uid", "--in", dir+"/c", "--out", out); code != cli.ExitOK {
-		t.Fatalf("run: exit %d\n%s", code, msg)
-	}
 	// The brute force, over OONI's hashes.
 	type m struct {
 		textname string
@@ -188,10 +192,7 @@ func TestCensus_AgainstOONIHashes(t *testing.T) {
 // one-machine run's.
 func TestCensus_ShardedEqualsOneRun(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	if code, out := call(append(uidCorpus, "--out", dir+"/c")...); code != cli.ExitOK {
-		t.Fatalf("gen: exit %d\n%s", code, out)
-	}
+	dir := uidRun(t, false)
 	if code, msg := callIn("", "run", "-q", "--measurement-uid", "--in", dir+"/c", "--out", dir+"/one"); code != cli.ExitOK {
 		t.Fatalf("run: exit %d\n%s", code, msg)
 	}
@@ -222,10 +223,7 @@ func TestCensus_ShardedEqualsOneRun(t *testing.T) {
 func TestRun_MeasurementUIDPostgres(t *testing.T) {
 	t.Parallel()
 	want := uidGolden(t)
-	dir := t.TempDir()
-	if code, out := call(append(uidCorpus, "--out", dir+"/c")...); code != cli.ExitOK {
-		t.Fatalf("gen: exit %d\n%s", code, out)
-	}
+	dir := uidRun(t, false)
 	var censuses []string
 	for _, bulk := range []bool{false, true} {
 		dsn := pgtest.NewDatabase(t)

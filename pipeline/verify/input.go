@@ -114,6 +114,17 @@ func (in *Input) complete(where, b string, reports []Report) error {
 	return nil
 }
 
+// anyUIDs reports whether a bucket of states was made with
+// --measurement-uid.
+func anyUIDs(states []stamped.State) bool {
+	for _, s := range states {
+		if s.Meta.UIDs {
+			return true
+		}
+	}
+	return false
+}
+
 // sameIDs checks a report's identities in the output against those the
 // input gives its measurements again (when the output has them).
 func sameIDs(at string, got, want []ooniuid.ID) error {

@@ -73,15 +73,7 @@ func plural(n int, one, many string) string {
 // measurements (a bucket made with --measurement-uid).
 func (p *Parquet) UIDs(ctx context.Context) (bool, error) {
 	states, err := parquetfile.ReadState(ctx, p.St)
-	if err != nil {
-		return false, err
-	}
-	for _, s := range states {
-		if s.Meta.UIDs {
-			return true, nil
-		}
-	}
-	return false, nil
+	return anyUIDs(states), err
 }
 
 // Scheme implements Source.

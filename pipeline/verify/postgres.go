@@ -51,15 +51,7 @@ func (p *Postgres) Buckets(ctx context.Context) ([]string, error) {
 // measurements (a bucket loaded with --measurement-uid).
 func (p *Postgres) UIDs(ctx context.Context) (bool, error) {
 	states, err := p.S.State(ctx)
-	if err != nil {
-		return false, err
-	}
-	for _, s := range states {
-		if s.Meta.UIDs {
-			return true, nil
-		}
-	}
-	return false, nil
+	return anyUIDs(states), err
 }
 
 // Scheme implements Source.
