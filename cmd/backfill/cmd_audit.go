@@ -23,6 +23,7 @@ func runAudit(ctx context.Context, args []string, std cli.Stdio) (err error) {
 	fs.IntVar(&pairs, "pairs", 10, "`N` pairs to list per result; the counts are never cut")
 	fs.BoolVar(&predict, "predict", false, "print beside each result the probability of no collision that the ooid-hash-prob notebook's model predicts from the corpus's shared timestamps")
 	fs.BoolVar(&asJSON, "json", false, "one JSON object on stdout")
+	fs.Bool("q", false, "no progress output (audit writes none: taken as every command takes it)")
 	fs.IntVar(&workers, "workers", runtime.NumCPU(), "`N` goroutines hashing a manifest, or containers read at once for bucket folders (default: the number of CPUs)")
 	var in inputFlags
 	in.register(fs)

@@ -61,7 +61,7 @@ func runCheck(ctx context.Context, args []string, std cli.Stdio) error {
 	case rejectsExit == cli.ExitOK:
 		return nil
 	case t.Rejects > 0:
-		return &cli.RejectsError{N: int(t.Rejects), What: "inputs", Note: "of the corpus; reject records in " + records}
+		return &cli.RejectsError{N: int(t.Rejects), What: "rejects", Note: "of the corpus: inputs lost, or reports and measurements left without IDs; their records, of kind reject, are in " + records, Verb: "recorded"}
 	case strict && t.Notices > 0:
 		return &cli.RejectsError{N: int(t.Notices), What: "notices", Note: "of the corpus, --strict; records in " + records, Verb: "recorded"}
 	}

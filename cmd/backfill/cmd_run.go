@@ -128,6 +128,9 @@ func runRun(ctx context.Context, args []string, std cli.Stdio) (err error) {
 	}
 	pg := o.pg.options(std)
 	pg.CreateSchema, pg.SkipLocked, pg.Resume, pg.NoWithdraw = o.createSchema, o.skipLocked, o.cfg.Resume, o.cfg.NoWithdraw
+	if !o.quiet {
+		pg.Progress = pg.Log // the indexes a bulk load builds, one by one
+	}
 	out, err := openOutput(ctx, std, output.Config{Postgres: o.sink == "postgres", Folder: outStore, PG: pg, Bulk: o.bulk})
 	if err != nil {
 		return err
@@ -261,7 +264,7 @@ func (o *runOptions) report(std cli.Stdio, sum job.Summary, deadLetters string) 
 		}
 		return nil
 	case sum.Rejects > 0:
-		return &cli.RejectsError{N: int(sum.Rejects), What: "inputs", Note: "reject records in " + deadLetters}
+		return &cli.RejectsError{N: int(sum.Rejects), What: "rejects", Note: "inputs lost, or reports and measurements left without IDs; their records, of kind reject, are in " + deadLetters, Verb: "recorded"}
 	case o.strict && sum.Notices > 0:
 		return &cli.RejectsError{N: int(sum.Notices), What: "notices", Note: "--strict; records in " + deadLetters, Verb: "recorded"}
 	}

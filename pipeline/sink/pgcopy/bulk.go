@@ -63,7 +63,7 @@ func (b *BulkSink) Finish(ctx context.Context) error {
 	// Building an index is as long as the table is large, and silent: the
 	// probes of the bound on silence find the session at work.
 	return b.retry(ctx, "building indexes", func(ctx context.Context, conn *pgx.Conn) error {
-		if err := pgschema.BuildConstraints(ctx, conn, b.schema, b.opt.Log); err != nil {
+		if err := pgschema.BuildConstraints(ctx, conn, b.schema, b.opt.Progress); err != nil {
 			return err
 		}
 		for _, t := range []string{"measurements", "reports", "dead_letters", "ledger", "measurement_identities"} {

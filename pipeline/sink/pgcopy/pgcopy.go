@@ -104,6 +104,9 @@ type Options struct {
 	// Log receives progress messages (waits, retries, verdict changes in
 	// other buckets); nil discards them.
 	Log func(format string, args ...any)
+	// Progress receives what only says how far a long step is (a bulk
+	// load's indexes being built); nil discards it (-q).
+	Progress func(format string, args ...any)
 }
 
 // Defaults for Options.
@@ -181,6 +184,9 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 	}
 	if opt.Log == nil {
 		opt.Log = func(string, ...any) {}
+	}
+	if opt.Progress == nil {
+		opt.Progress = func(string, ...any) {}
 	}
 	if opt.Silence <= 0 {
 		opt.Silence = DefaultSilence
