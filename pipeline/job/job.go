@@ -123,6 +123,9 @@ type Summary struct {
 	BytesIn  int64         `json:"compressed_bytes_read"`
 	BytesOut int64         `json:"decompressed_bytes_read"`
 	Elapsed  time.Duration `json:"-"`
+	// FromIndex is set for a run that read autoclaved buckets' indexes
+	// alone: it read no container, and says so rather than "0 B".
+	FromIndex bool `json:"from_index,omitempty"`
 }
 
 // add adds a bucket's committed counts.
@@ -138,7 +141,7 @@ func (s *Summary) add(c stamped.Counts) {
 // records; the error is for the run itself (a sink failure, ctx).
 func Run(ctx context.Context, cfg Config, s sink.Sink) (sum Summary, err error) {
 	start := time.Now()
-	sum = Summary{Reasons: map[string]int64{}, Tally: stamped.NewTally()}
+	sum = Summary{Reasons: map[string]int64{}, Tally: stamped.NewTally(), FromIndex: cfg.FromIndex}
 	defer func() { sum.Elapsed = time.Since(start) }()
 	scfg := cfg.ingest()
 	plan, err := ingest.NewWork(ctx, scfg)

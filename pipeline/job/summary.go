@@ -18,6 +18,12 @@ func (s Summary) WriteText(w io.Writer) error {
 	if err := s.Tally.WriteText(w); err != nil {
 		return err
 	}
+	if s.FromIndex && s.BytesIn == 0 {
+		fmt.Fprintf(w, "read           the autoclaved indexes only (--from-index): no container\n")
+		fmt.Fprintf(w, "elapsed        %.2fs\n", s.Elapsed.Seconds())
+		_, err := fmt.Fprintf(w, "throughput     %.0f measurements/s\n", float64(s.Written)/secs)
+		return err
+	}
 	fmt.Fprintf(w, "read           %s compressed, %s decompressed\n", units.Bytes(s.BytesIn), units.Bytes(s.BytesOut))
 	fmt.Fprintf(w, "elapsed        %.2fs\n", s.Elapsed.Seconds())
 	_, err := fmt.Fprintf(w, "throughput     %.1f MiB/s decompressed, %.0f measurements/s\n", float64(s.BytesOut)/secs/(1<<20), float64(s.Written)/secs)
