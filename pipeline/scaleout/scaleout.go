@@ -336,7 +336,8 @@ func ReadVerdicts(ctx context.Context, p Plan, out store.Store) (map[string][]st
 			continue
 		}
 		so := ShardOut(out, i)
-		got, err := fileDigest(ctx, so, ManifestName)
+		d, err := parquetfile.DigestFile(ctx, so, ManifestName)
+		got := d.SHA256
 		if err != nil {
 			return nil, err
 		}
@@ -358,20 +359,6 @@ func ReadVerdicts(ctx context.Context, p Plan, out store.Store) (map[string][]st
 }
 
 func short(sum string) string { return sum[:min(len(sum), 12)] }
-
-// fileDigest is the SHA-256 of the file name of st, in hex.
-func fileDigest(ctx context.Context, st store.Store, name string) (string, error) {
-	f, err := st.Open(ctx, name)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("%s: %w", st.Where(name), err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
 
 // Load copies the buckets of shard of p from its shard output into out
 // (the ledger entry last), rewriting those whose verdicts Check changed;

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/ooniuid"
@@ -46,8 +47,8 @@ func (p *Parquet) Buckets(ctx context.Context) ([]string, error) {
 		for i, f := range strays {
 			where[i] = p.St.Where(f)
 		}
-		return nil, fmt.Errorf("%d %s that no committed bucket holds (a run stopped before its ledger entry, or put there; readers that glob the folders count them): %s",
-			len(strays), plural(len(strays), "file", "files"), strings.Join(where, ", "))
+		return nil, fmt.Errorf("%s that no committed bucket holds (a run stopped before its ledger entry, or put there; readers that glob the folders count them): %s",
+			cli.Count(len(strays), "file", "files"), strings.Join(where, ", "))
 	}
 	p.states, p.buckets = map[string]stamped.State{}, nil
 	for _, s := range states {
@@ -60,13 +61,6 @@ func (p *Parquet) Buckets(ctx context.Context) ([]string, error) {
 		}
 	}
 	return p.buckets, nil
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 // UIDs reports whether the output holds OONI's identities of its
@@ -85,13 +79,13 @@ func (p *Parquet) Scheme(_ context.Context, bucket string) (ooid.Scheme, error) 
 // its reports' identities too.
 func (p *Parquet) Reports(ctx context.Context, bucket string) ([]Report, error) {
 	var ids [][]ooniuid.ID
+	var rows []parquetfile.Report
+	var err error
 	if p.states[bucket].Meta.UIDs {
-		var err error
-		if _, _, ids, err = parquetfile.ReadIdentities(ctx, p.St, bucket); err != nil {
-			return nil, err
-		}
+		_, rows, ids, err = parquetfile.ReadIdentities(ctx, p.St, bucket) // the manifest with its identities
+	} else {
+		rows, err = parquetfile.ReadReports(ctx, p.St, "reports/"+bucket+".parquet")
 	}
-	rows, err := parquetfile.ReadReports(ctx, p.St, "reports/"+bucket+".parquet")
 	if err != nil {
 		return nil, err
 	}

@@ -120,7 +120,7 @@ func readChecked(ctx context.Context, st store.Store, bucket string) (checked, e
 		}
 		var got Digest
 		if i == 0 { // the measurements: streamed, never whole in memory
-			got, err = digestFile(ctx, st, f)
+			got, err = DigestFile(ctx, st, f)
 		} else {
 			data[i], err = store.ReadFile(ctx, st, f)
 			sum := sha256.Sum256(data[i])
@@ -160,8 +160,9 @@ func readChecked(ctx context.Context, st store.Store, bucket string) (checked, e
 
 func short(h string) string { return h[:min(len(h), 12)] }
 
-// digestFile hashes the file name of st as it streams.
-func digestFile(ctx context.Context, st store.Store, name string) (Digest, error) {
+// DigestFile is the size and SHA-256 of the file name of st, hashed as
+// it streams.
+func DigestFile(ctx context.Context, st store.Store, name string) (Digest, error) {
 	f, err := st.Open(ctx, name)
 	if err != nil {
 		return Digest{}, err

@@ -65,7 +65,7 @@ func (s *Sink) State(ctx context.Context) ([]stamped.State, error) {
 
 // whole reports whether every file of a committed bucket is there.
 func (s *Sink) whole(ctx context.Context, bucket string) bool {
-	for _, f := range []string{s.path("measurements", bucket, ".parquet"), s.path("reports", bucket, ".parquet"), s.path("dead-letters", bucket, ".jsonl")} {
+	for _, f := range bucketFiles(bucket) {
 		if _, err := s.st.Stat(ctx, f); err != nil {
 			return false
 		}
