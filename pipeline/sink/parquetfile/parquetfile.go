@@ -365,21 +365,15 @@ func (w *bucketWriter) Report(r *stamped.Report) error {
 	if w.m.UIDs {
 		return w.reportIDs(r, row)
 	}
-	w.reports = append(w.reports, row)
-	if len(w.reports) == batch {
-		if err := w.flush(); err != nil {
-			return err
-		}
+	if err := hold(w, &w.reports, row); err != nil {
+		return err
 	}
 	if r.RejectedBy != "" {
 		return nil
 	}
 	for ndx := uint32(0); ndx < r.N; ndx++ {
-		w.rows = append(w.rows, Measurement{OOID: r.ID.ID(ndx).Int64(), Textname: r.Textname, Ndx: int32(ndx), BucketDate: w.days})
-		if len(w.rows) == batch {
-			if err := w.flush(); err != nil {
-				return err
-			}
+		if err := hold(w, &w.rows, Measurement{OOID: r.ID.ID(ndx).Int64(), Textname: r.Textname, Ndx: int32(ndx), BucketDate: w.days}); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -392,23 +386,18 @@ func (w *bucketWriter) reportIDs(r *stamped.Report, row Report) error {
 		return fmt.Errorf("parquetfile: report %s has %d measurements and %d identities", r.Textname, r.N, len(r.IDs))
 	}
 	ids := identities(r.IDs)
-	w.reportsID = append(w.reportsID, ReportIDs{Textname: row.Textname, TS: row.TS, TSSource: row.TSSource, CounterBase: row.CounterBase, N: row.N,
-		BucketDate: row.BucketDate, Container: row.Container, Offset: row.Offset, Size: row.Size, SHA1: row.SHA1, RejectedBy: row.RejectedBy, IDs: ids})
-	if len(w.reportsID) == batch {
-		if err := w.flush(); err != nil {
-			return err
-		}
+	if err := hold(w, &w.reportsID, ReportIDs{Textname: row.Textname, TS: row.TS, TSSource: row.TSSource, CounterBase: row.CounterBase, N: row.N,
+		BucketDate: row.BucketDate, Container: row.Container, Offset: row.Offset, Size: row.Size, SHA1: row.SHA1, RejectedBy: row.RejectedBy, IDs: ids}); err != nil {
+		return err
 	}
 	if r.RejectedBy != "" {
 		return nil
 	}
 	for ndx := uint32(0); ndx < r.N; ndx++ {
-		w.rowsID = append(w.rowsID, MeasurementID{OOID: r.ID.ID(ndx).Int64(), Textname: r.Textname, Ndx: int32(ndx), BucketDate: w.days,
-			MeasurementUID: ids[ndx].MeasurementUID, ContentHash: ids[ndx].ContentHash})
-		if len(w.rowsID) == batch {
-			if err := w.flush(); err != nil {
-				return err
-			}
+		row := MeasurementID{OOID: r.ID.ID(ndx).Int64(), Textname: r.Textname, Ndx: int32(ndx), BucketDate: w.days,
+			MeasurementUID: ids[ndx].MeasurementUID, ContentHash: ids[ndx].ContentHash}
+		if err := hold(w, &w.rowsID, row); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -416,6 +405,15 @@ func (w *bucketWriter) reportIDs(r *stamped.Report, row Report) error {
 
 // batch is how many rows of each file a bucketWriter holds.
 const batch = 4096
+
+// hold adds row to held, and writes all held rows once held is a batch.
+func hold[T any](w *bucketWriter, held *[]T, row T) error {
+	*held = append(*held, row)
+	if len(*held) < batch {
+		return nil
+	}
+	return w.flush()
+}
 
 // flush writes the rows held.
 func (w *bucketWriter) flush() error {
