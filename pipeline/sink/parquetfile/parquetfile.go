@@ -418,22 +418,23 @@ func hold[T any](w *bucketWriter, held *[]T, row T) error {
 // flush writes the rows held.
 func (w *bucketWriter) flush() error {
 	if w.m.UIDs {
-		if _, err := w.rwID.Write(w.reportsID); err != nil {
+		if err := write(w.rwID, &w.reportsID); err != nil {
 			return err
 		}
-		if _, err := w.mwID.Write(w.rowsID); err != nil {
-			return err
-		}
-		w.reportsID, w.rowsID = w.reportsID[:0], w.rowsID[:0]
-		return nil
+		return write(w.mwID, &w.rowsID)
 	}
-	if _, err := w.rw.Write(w.reports); err != nil {
+	if err := write(w.rw, &w.reports); err != nil {
 		return err
 	}
-	if _, err := w.mw.Write(w.rows); err != nil {
+	return write(w.mw, &w.rows)
+}
+
+// write writes the rows held to pw and empties held.
+func write[T any](pw *parquet.GenericWriter[T], held *[]T) error {
+	if _, err := pw.Write(*held); err != nil {
 		return err
 	}
-	w.reports, w.rows = w.reports[:0], w.rows[:0]
+	*held = (*held)[:0]
 	return nil
 }
 
