@@ -135,13 +135,15 @@ func TestContainerReader_Checksums(t *testing.T) {
 
 // Containers the index does not list are recorded in name order, so a
 // bucket's records do not depend on map order; and the layout of a bucket
-// without an index is told from its first .lz4 file.
+// without an index is told from its first .lz4 file. A name that starts
+// with a dot is a name like any other: recorded, never passed over as
+// hidden.
 func TestOpen_UnlistedInOrder(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "2017-06-01")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	names := []string{"d.lz4", "b.tar.lz4", "a.lz4", "c.tar.lz4", "e.lz4", "f.tar.lz4"}
+	names := []string{"d.lz4", "b.tar.lz4", "a.lz4", "c.tar.lz4", "e.lz4", "f.tar.lz4", ".g.lz4"}
 	for _, n := range names {
 		// An LZ4 frame magic with the flags the lz4 CLI writes: canned.
 		if err := os.WriteFile(filepath.Join(dir, n), []byte{0x04, 0x22, 0x4d, 0x18, 0x64, 0x40, 0xa7}, 0o644); err != nil {
@@ -162,7 +164,7 @@ func TestOpen_UnlistedInOrder(t *testing.T) {
 				got = append(got, strings.TrimPrefix(p.File, "2017-06-01/"))
 			}
 		}
-		want := []string{"a.lz4", "b.tar.lz4", "c.tar.lz4", "d.lz4", "e.lz4", "f.tar.lz4"}
+		want := []string{".g.lz4", "a.lz4", "b.tar.lz4", "c.tar.lz4", "d.lz4", "e.lz4", "f.tar.lz4"}
 		if strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Fatalf("unlisted containers recorded as %v, want %v", got, want)
 		}
