@@ -84,5 +84,8 @@ func runCensus(ctx context.Context, args []string, std cli.Stdio) (err error) {
 	for _, k := range []string{census.SameReport, census.Retry, census.Other} {
 		fmt.Fprintf(std.Out, "  %-12s %d\n", k, res.ByKind[k])
 	}
+	if res.Unhashed > 0 {
+		fmt.Fprintf(std.Out, "unhashed       %d (no content_hash: their raw bytes were not read; in no group)\n", res.Unhashed)
+	}
 	return nil
 }

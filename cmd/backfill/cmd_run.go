@@ -53,7 +53,7 @@ func parseRunFlags(args []string, std cli.Stdio) (*runOptions, error) {
 	fs.IntVar(&o.shard, "shard", -1, "the shard `I` of --plan (default: JOB_COMPLETION_INDEX, as a Kubernetes Indexed Job sets it)")
 	fs.IntVar(&cfg.Workers, "workers", runtime.NumCPU(), "`N` containers read at once (default: the number of CPUs)")
 	fs.BoolVar(&cfg.Resume, "resume", false, "skip buckets committed with the same input and scheme")
-	fs.BoolVar(&cfg.UIDs, "measurement-uid", false, "give every measurement row OONI's identity of it: measurement_uid (null where OONI's code gives none) and content_hash (SHAKE128 of its raw bytes, on every row); canned buckets")
+	fs.BoolVar(&cfg.UIDs, "measurement-uid", false, "give every measurement row OONI's identity of it: measurement_uid (null where OONI's code gives none) and content_hash (SHAKE128 of its raw bytes); autoclaved buckets take the raw bytes from --canned")
 	fs.BoolVar(&cfg.NoWithdraw, "no-withdraw", false, "refuse to commit a bucket that would take back the IDs of a committed report (a collision with a report that sorts first); without it they are withdrawn, named, and counted as rejects (exit 3)")
 	fs.BoolVar(&cfg.Replace, "replace", false, "replace buckets the output holds from another input folder (without it the run refuses, exit 1)")
 	fs.BoolVar(&cfg.VerifySHA1, "verify-sha1", false, "")
@@ -105,8 +105,10 @@ func (o *runOptions) check() error {
 		return cli.CheckWorkers("run", o.cfg.Workers)
 	case o.maxBlob <= 0:
 		return cli.Usagef("run: --max-blob must be positive")
-	case o.cfg.UIDs && (o.cfg.FromIndex || o.cfg.Format == reader.FormatAutoclaved):
-		return cli.Usagef("run: --measurement-uid hashes each measurement's raw bytes, which only canned buckets hold (autoclaved files hold OONI's re-serialised JSON); run it over the canned form")
+	case o.cfg.UIDs && o.cfg.FromIndex:
+		return cli.Usagef("run: --measurement-uid hashes each measurement's raw bytes, which --from-index does not read; leave one of them out")
+	case o.cfg.UIDs && o.cfg.Format == reader.FormatAutoclaved && o.cannedLoc == "":
+		return cli.Usagef("run: --measurement-uid hashes each measurement's raw bytes, which autoclaved files do not hold (they hold OONI's re-serialised JSON); name their canned form with --canned DIR")
 	case o.planFile != "" && o.sink != "parquet":
 		return cli.Usagef("run: --plan writes Parquet shards; load them into PostgreSQL with backfill load --sink postgres")
 	}

@@ -136,6 +136,7 @@ func verifySource(ctx context.Context, std cli.Stdio, postgres bool, pf pgFlags,
 // read as run read it.
 type madeFrom struct {
 	loc       string
+	canned    string
 	fromIndex bool
 	ndx       reader.Ndx
 	format    reader.Format
@@ -145,6 +146,7 @@ type madeFrom struct {
 func (f *madeFrom) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.loc, "in", "", "the folder of bucket folders `DIR` the output was made from: the output must have its every bucket and report, with their counts, and no other")
 	fs.BoolVar(&f.fromIndex, "from-index", false, "with --in: autoclaved buckets' reports from the index alone, as run --from-index reads them")
+	fs.StringVar(&f.canned, "canned", "", "with --in: the canned form `DIR` of autoclaved buckets, as run --canned read it (where an output made with --measurement-uid took their raw bytes)")
 	f.ndx, f.format = reader.NdxBlobs, reader.FormatAuto
 	fs.Var(&f.ndx, "ndx", "with --in: the `POLICY` the run counted measurements by, blobs or datums")
 	fs.Var(&f.format, "format", "with --in: bucket layout `F`: auto, canned or autoclaved")
@@ -155,7 +157,7 @@ func (f *madeFrom) register(fs *flag.FlagSet) {
 // holds reports no output can have: it fails.
 func (f *madeFrom) open(ctx context.Context, std cli.Stdio, fs *flag.FlagSet, uids bool) (*verify.Input, error) {
 	if f.loc == "" {
-		if inOnly := cli.SetFlags(fs, "from-index", "ndx", "format", "workers"); len(inOnly) > 0 {
+		if inOnly := cli.SetFlags(fs, "from-index", "ndx", "format", "workers", "canned"); len(inOnly) > 0 {
 			return nil, cli.Usagef("verify: %s %s for --in", strings.Join(inOnly, ", "), cli.Plural(len(inOnly), "is", "are"))
 		}
 		return nil, nil
@@ -179,6 +181,14 @@ func (f *madeFrom) open(ctx context.Context, std cli.Stdio, fs *flag.FlagSet, ui
 	}
 	cfg := ingest.Config{In: in.Dir, Buckets: in.Buckets, Workers: f.workers, Scheme: ooid.DefaultScheme, Format: f.format,
 		Read: reader.ReadOptions{Ndx: f.ndx, FromIndex: f.fromIndex, UIDs: uids}, Source: store.Identity(in.Dir.Where("."))}
+	if f.canned != "" {
+		if cfg.Canned, err = location.Open(ctx, f.canned); err != nil {
+			return nil, cli.Usagef("verify: --canned %v", err)
+		}
+		if !store.IsDir(ctx, cfg.Canned, ".") {
+			return nil, cli.Usagef("verify: --canned %s is not a folder", f.canned)
+		}
+	}
 	input, err := verify.ReadInput(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("verify: --in: %w", err)

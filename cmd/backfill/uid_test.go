@@ -78,13 +78,16 @@ func TestRun_MeasurementUIDAgainstOONI(t *testing.T) {
 			if !ok {
 				t.Fatalf("%s: not in OONI's", key)
 			}
-			uid := "-"
+			uid, hash := "-", "-"
 			if m.MeasurementUID != nil {
 				uid = *m.MeasurementUID
 			}
+			if m.ContentHash != nil {
+				hash = *m.ContentHash
+			}
 			switch {
-			case m.ContentHash != w[1]:
-				t.Errorf("%s: content_hash %s, OONI's %s", key, m.ContentHash, w[1])
+			case hash != w[1]:
+				t.Errorf("%s: content_hash %s, OONI's %s", key, hash, w[1])
 			case uid != w[0]:
 				t.Errorf("%s: measurement_uid %s, OONI's %s", key, uid, w[0])
 			}
@@ -281,4 +284,120 @@ func censusJSON(t *testing.T, args ...string) string {
 		t.Fatalf("census %v: exit %d\n%s", args, code, out)
 	}
 	return out
+}
+
+// Over autoclaved buckets, run --measurement-uid takes each measurement's
+// raw bytes from the canned form named by --canned: every row gets the
+// identity OONI's code computed from the cans, and verify --in --canned
+// computes them again. Without --canned, or with --from-index, it is
+// refused. The reports of a canned file that is not there get no
+// identity (null content_hash and measurement_uid, in Parquet and in
+// PostgreSQL), each with a canned_mismatch record that says so, and the
+// census counts them apart.
+func TestRun_MeasurementUIDAutoclaved(t *testing.T) {
+	t.Parallel()
+	want := uidGolden(t)
+	dir := t.TempDir()
+	if code, msg := call(append(uidCorpus, "--format", "both", "--out", dir+"/c")...); code != cli.ExitOK {
+		t.Fatalf("gen: exit %d\n%s", code, msg)
+	}
+	auto, canned := dir+"/c/autoclaved", dir+"/c/canned"
+	for _, refused := range [][]string{
+		{"--in", auto, "--format", "autoclaved"},
+		{"--in", auto, "--canned", canned, "--from-index"},
+	} {
+		code, msg := callIn("", append([]string{"run", "-q", "--measurement-uid", "--out", dir + "/no"}, refused...)...)
+		if code != cli.ExitUsage || !strings.Contains(msg, "raw bytes") {
+			t.Errorf("run %v: exit %d\n%s", refused, code, msg)
+		}
+	}
+	if code, msg := callIn("", "run", "-q", "--measurement-uid", "--in", auto, "--out", dir+"/no"); code != cli.ExitFailure || !strings.Contains(msg, "--canned DIR") {
+		t.Errorf("run over autoclaved buckets without --canned: exit %d\n%s", code, msg)
+	}
+
+	out := dir + "/out"
+	if code, msg := callIn("", "run", "-q", "--measurement-uid", "--in", auto, "--canned", canned, "--out", out); code != cli.ExitOK {
+		t.Fatalf("run --canned: exit %d\n%s", code, msg)
+	}
+	rows := uidRows(t, out)
+	if len(rows) != len(want) {
+		t.Fatalf("%d rows, OONI has %d", len(rows), len(want))
+	}
+	for key, got := range rows {
+		if got != want[key] {
+			t.Errorf("%s: %v, OONI's %v", key, got, want[key])
+		}
+	}
+	if code, msg := callIn("", "verify", "--in", auto, "--canned", canned, out); code != cli.ExitOK {
+		t.Errorf("verify --in --canned: exit %d\n%s", code, msg)
+	}
+	if code, msg := callIn("", "verify", "--in", auto, out); code == cli.ExitOK {
+		t.Errorf("verify --in without --canned: exit 0\n%s", msg)
+	}
+
+	// A canned file that is not there: its reports get no identity.
+	gone, _ := filepath.Glob(canned + "/*/dns_consistency.0.tar.lz4")
+	testutil.Check(t, os.Remove(gone[0]))
+	bucket := filepath.Base(filepath.Dir(gone[0]))
+	out2 := dir + "/out2"
+	if code, msg := callIn("", "run", "-q", "--measurement-uid", "--in", auto, "--canned", canned, "--out", out2); code != cli.ExitOK && code != cli.ExitRejects {
+		t.Fatalf("run --canned, a canned file gone: exit %d\n%s", code, msg)
+	}
+	unhashed := 0
+	for key, got := range uidRows(t, out2) {
+		lost := strings.Contains(key, "dns_consistency") && strings.HasPrefix(key, bucket)
+		switch {
+		case lost && got != [2]string{"-", "-"}:
+			t.Errorf("%s: %v, where the canned file is gone", key, got)
+		case !lost && got != want[key]:
+			t.Errorf("%s: %v, OONI's %v", key, got, want[key])
+		}
+		if lost {
+			unhashed++
+		}
+	}
+	dead := string(testutil.Must(os.ReadFile(filepath.Join(out2, "dead-letters", bucket+".jsonl"))))
+	if unhashed == 0 || !strings.Contains(dead, "canned_mismatch") || !strings.Contains(dead, "no content_hash nor measurement_uid") {
+		t.Errorf("%d rows without identity; dead letters:\n%s", unhashed, dead)
+	}
+	var res struct{ Measurements, Unhashed int }
+	testutil.Check(t, json.Unmarshal([]byte(censusJSON(t, out2)), &res))
+	if res.Unhashed != unhashed || res.Measurements != len(want) {
+		t.Errorf("census: %+v; want %d unhashed of %d", res, unhashed, len(want))
+	}
+	dsn := pgtest.NewDatabase(t)
+	if code, msg := callIn("", "run", "-q", "--measurement-uid", "--in", auto, "--canned", canned, "--sink", "postgres", "--dsn", dsn, "--create-schema"); code != cli.ExitOK && code != cli.ExitRejects {
+		t.Fatalf("run --canned into PostgreSQL: exit %d\n%s", code, msg)
+	}
+	var nulls, uids int
+	testutil.Check(t, pgtest.Connect(t, dsn).QueryRow(t.Context(), `SELECT count(*) FILTER (WHERE content_hash IS NULL), count(measurement_uid) FROM backfill.measurement_ids`).Scan(&nulls, &uids))
+	if nulls != unhashed {
+		t.Errorf("PostgreSQL: %d rows without content_hash; Parquet has %d", nulls, unhashed)
+	}
+	if code, msg := callIn("", "verify", "--sink", "postgres", "--dsn", dsn, "--in", auto, "--canned", canned); code != cli.ExitOK {
+		t.Errorf("verify --sink postgres --in --canned: exit %d\n%s", code, msg)
+	}
+}
+
+// uidRows are the identities of an output's measurement rows, by
+// "textname ndx": measurement_uid and content_hash, "-" for null.
+func uidRows(t *testing.T, out string) map[string][2]string {
+	t.Helper()
+	rows := map[string][2]string{}
+	files, _ := filepath.Glob(out + "/measurements/*.parquet")
+	for _, f := range files {
+		ms, err := parquetfile.ReadMeasurementIDs(t.Context(), store.Local(out), "measurements/"+filepath.Base(f))
+		testutil.Check(t, err)
+		for _, m := range ms {
+			v := [2]string{"-", "-"}
+			if m.MeasurementUID != nil {
+				v[0] = *m.MeasurementUID
+			}
+			if m.ContentHash != nil {
+				v[1] = *m.ContentHash
+			}
+			rows[m.Textname+" "+strconv.Itoa(int(m.Ndx))] = v
+		}
+	}
+	return rows
 }

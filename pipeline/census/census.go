@@ -48,6 +48,10 @@ type Result struct {
 	Buckets      int   `json:"buckets"`      // with measurements
 	Reports      int64 `json:"reports"`      // with measurements, collision losers included
 	Measurements int64 `json:"measurements"` // collision losers' included
+	// Unhashed are the measurements without a content hash (raw bytes not
+	// read: an autoclaved report without an agreeing canned form), in
+	// Measurements but in no group.
+	Unhashed int64 `json:"unhashed"`
 	// Groups are the sets of two or more measurements with equal bytes;
 	// Duplicates every member of a group after its first, in (textname,
 	// ndx) byte order.
@@ -162,13 +166,17 @@ func Run(ctx context.Context, src Source, pairs io.Writer, tmpDir string) (res R
 		off += int64(len(r.Textname))
 		res.Reports++
 		for ndx, h := range r.Hashes {
+			res.Measurements++
+			if !h.Known() {
+				res.Unhashed++
+				continue
+			}
 			copy(rec[:15], h[:])
 			binary.LittleEndian.PutUint32(rec[15:], ref)
 			binary.LittleEndian.PutUint32(rec[19:], uint32(ndx))
 			if _, err := bufs[int(h[0])%Partitions].Write(rec[:]); err != nil {
 				return err
 			}
-			res.Measurements++
 		}
 		return nil
 	})

@@ -289,9 +289,9 @@ func open(ctx context.Context, cfg Config, in, canned store.Store, name string) 
 		j.err = err
 		return j
 	}
-	if err == nil && cfg.Read.UIDs && b.Format == reader.FormatAutoclaved {
+	if err == nil && cfg.Read.UIDs && b.Format == reader.FormatAutoclaved && canned == nil {
 		// Its files hold OONI's re-serialised JSON, not the raw bytes.
-		j.err = fmt.Errorf("bucket %s is autoclaved: --measurement-uid hashes a measurement's raw bytes, which only the canned form holds; run it over the canned buckets", name)
+		j.err = fmt.Errorf("bucket %s is autoclaved: --measurement-uid hashes a measurement's raw bytes, which only the canned form holds; name the canned buckets with --canned DIR, or run over them", name)
 		return j
 	}
 	if err != nil {
@@ -305,6 +305,9 @@ func open(ctx context.Context, cfg Config, in, canned store.Store, name string) 
 		var p *deadletter.Record
 		if j.canned, p, j.err = openCanned(ctx, canned, name); j.err != nil {
 			return j
+		}
+		if p != nil && cfg.Read.UIDs {
+			p.Message += "; its measurements get no content_hash nor measurement_uid"
 		}
 		if p != nil {
 			j.out.Records = append(j.out.Records, *p)

@@ -34,11 +34,18 @@ func Sum(parts ...[]byte) Hash {
 	return out
 }
 
+// Known reports whether h is a hash of raw bytes. The zero Hash stands
+// for none: a measurement whose raw bytes were not read (an autoclaved
+// report whose canned form is missing or differs). SHAKE128 gives the
+// zero value with probability 2^-120.
+func (h Hash) Known() bool { return h != Hash{} }
+
 // String is the hash as 30 lowercase hex digits, as OONI writes it.
 func (h Hash) String() string { return hex.EncodeToString(h[:]) }
 
-// ID is OONI's identity of one measurement: its content hash, and its
-// measurement_uid ("" where OONI's code gives none).
+// ID is OONI's identity of one measurement: its content hash (the zero
+// Hash where its raw bytes were not read), and its measurement_uid (""
+// where OONI's code gives none, or the raw bytes were not read).
 type ID struct {
 	Hash Hash
 	UID  string

@@ -186,7 +186,7 @@ func FuzzAutoclavedBucket(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	check := NewCannedCheck()
+	check := NewCannedCheck(false, 0)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dir := filepath.Join(t.TempDir(), "2017-08-28")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -220,7 +220,7 @@ func FuzzAutoclavedBucket(f *testing.F) {
 			}}
 			IndexReports(b, c, true, h)
 			ar.Read(context.Background(), b, c, h)
-			err := check.Check(context.Background(), b, c, canned, func(p deadletter.Record) {
+			_, err := check.Check(context.Background(), b, c, canned, func(p deadletter.Record) {
 				if p.Reason != deadletter.CannedMismatch || p.File != c.Name || p.Message == "" {
 					t.Fatalf("canned check record %+v", p)
 				}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/ooniuid"
 	"github.com/backfill-dev/backfill/pipeline/reader/report"
 )
 
@@ -16,18 +17,31 @@ import (
 // badblob's orig_sha1, in order, against the blob the canned report holds
 // at that place, and the slicer's cutoff. An orig_sha1 can be checked no
 // other way: autoclaved data hold normalised JSON, not the raw blob that
-// was hashed. Keep one per worker.
+// was hashed. For the same reason the canned form is where OONI's
+// identity of an autoclaved measurement (ooniuid) comes from. Keep one
+// per worker.
 type CannedCheck struct {
-	cr *ContainerReader
+	// Datums numbers the identities Check gives as --ndx datums does:
+	// those of badblobs are left out.
+	Datums bool
+	cr     *ContainerReader
+	uids   bool
 }
 
-// NewCannedCheck returns a CannedCheck.
-func NewCannedCheck() *CannedCheck {
+// NewCannedCheck returns a CannedCheck. With uids, Check also gives the
+// identity of each datum of a report whose canned form agrees with the
+// index, its blobs up to maxBlob bytes kept whole to read their dates (0:
+// report.DefaultMaxBlob), as a canned read with that MaxBlob gives them.
+func NewCannedCheck(uids bool, maxBlob int64) *CannedCheck {
 	cr := NewContainerReader()
 	cr.ReportSHA1 = true
 	cr.Reports.OrigSHA1 = true
 	cr.Reports.MaxBlob = 1 << 62 // every blob is hashed, none is flagged
-	return &CannedCheck{cr: cr}
+	if uids {
+		// Oversized blobs are flagged then, and the flag ignored below.
+		cr.Reports.UIDs, cr.Reports.MaxBlob = true, maxBlob
+	}
+	return &CannedCheck{cr: cr, uids: uids}
 }
 
 // cannedReport is what the canned file gave of one report.
@@ -47,13 +61,20 @@ var errNoDatums = errors.New("reader: CannedCheck needs the autoclaved bucket op
 // a nil canned checks nothing (the caller has recorded why). Every
 // difference is a canned_mismatch record, one per report at most, at the
 // first differing blob's offset in the raw report; the IDs stay as the
-// index gives them. The error is ctx's, or errNoDatums.
-func (k *CannedCheck) Check(ctx context.Context, b *Bucket, c Container, canned *Bucket, problem func(deadletter.Record)) error {
+// index gives them. With uids, ids holds, by textname, the identities of
+// the datums of each report whose canned form agrees, in order; the
+// records of the others say they have none. The error is ctx's, or
+// errNoDatums.
+func (k *CannedCheck) Check(ctx context.Context, b *Bucket, c Container, canned *Bucket, problem func(deadletter.Record)) (ids map[string][]ooniuid.ID, err error) {
 	if c.AC == nil || canned == nil {
-		return nil
+		return nil, nil
+	}
+	noIDs := ""
+	if k.uids {
+		noIDs = "; its measurements get no content_hash nor measurement_uid"
 	}
 	record := func(textname string, off int64, msg string) {
-		problem(deadletter.Record{Bucket: b.Date, File: c.Name, Textname: textname, Offset: off, Reason: deadletter.CannedMismatch, Message: msg})
+		problem(deadletter.Record{Bucket: b.Date, File: c.Name, Textname: textname, Offset: off, Reason: deadletter.CannedMismatch, Message: msg + noIDs})
 	}
 	var cc *Container
 	for i := range canned.Containers {
@@ -64,7 +85,7 @@ func (k *CannedCheck) Check(ctx context.Context, b *Bucket, c Container, canned 
 	}
 	if cc == nil {
 		record("", 0, fmt.Sprintf("the canned bucket %s has no file %s; its orig_sha1s are not checked", canned.Dir, c.Name))
-		return nil
+		return nil, nil
 	}
 
 	got := map[string]*cannedReport{}
@@ -78,7 +99,7 @@ func (k *CannedCheck) Check(ctx context.Context, b *Bucket, c Container, canned 
 		}
 		return r
 	}
-	_, err := k.cr.Read(ctx, canned, *cc, Handler{
+	_, err = k.cr.Read(ctx, canned, *cc, Handler{
 		Report: func(r ContainerReport) {
 			cr := get(r.Textname)
 			cr.read, cr.stats = true, r.Stats
@@ -109,12 +130,15 @@ func (k *CannedCheck) Check(ctx context.Context, b *Bucket, c Container, canned 
 		},
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 
+	if k.uids {
+		ids = map[string][]ooniuid.ID{}
+	}
 	for _, r := range c.AC.Reports {
 		if len(r.Items) != r.Datums {
-			return errNoDatums
+			return nil, errNoDatums
 		}
 		cr := got[r.Textname]
 		delete(got, r.Textname)
@@ -133,6 +157,8 @@ func (k *CannedCheck) Check(ctx context.Context, b *Bucket, c Container, canned 
 		default:
 			if off, msg := compareReport(r, cr); msg != "" {
 				record(r.Textname, off, msg)
+			} else if k.uids {
+				ids[r.Textname] = blobIDs(r, cr.blobs, k.Datums)
 			}
 		}
 	}
@@ -141,7 +167,24 @@ func (k *CannedCheck) Check(ctx context.Context, b *Bucket, c Container, canned 
 			record(textname, 0, fmt.Sprintf("the canned file holds this report (%d measurements); the index does not list it", len(cr.blobs)))
 		}
 	}
-	return nil
+	return ids, nil
+}
+
+// blobIDs are the identities of the blobs of r's canned form (which
+// agrees with it), with datums those of its datums alone.
+func blobIDs(r *ACIndexReport, blobs []report.Measurement, datums bool) []ooniuid.ID {
+	out := make([]ooniuid.ID, 0, len(blobs))
+	bad := r.Badblobs
+	for i, m := range blobs {
+		if len(bad) > 0 && int(bad[0].Blob) == i {
+			bad = bad[1:]
+			if datums {
+				continue
+			}
+		}
+		out = append(out, m.ID)
+	}
+	return out
 }
 
 // compareReport compares an index report with its canned form; it gives

@@ -3,6 +3,9 @@ package reader
 import (
 	"context"
 	"fmt"
+
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/reader/report"
 )
 
 // Format is a bucket layout. It is a flag.Value: --format auto, canned or
@@ -127,21 +130,47 @@ func NewReaders(o ReadOptions) *Readers {
 		rs.autoclaved = ar
 	}
 	if o.Canned {
-		rs.check = NewCannedCheck()
+		rs.check = NewCannedCheck(o.UIDs, o.MaxBlob)
+		rs.check.Datums = o.Ndx.Datums()
 	}
 	return rs
 }
 
 // Read reads container c of b with the source of its layout and, for an
 // autoclaved file with a canned form (canned, nil when there is none),
-// compares the two.
+// compares the two. With UIDs, an autoclaved report's measurements get
+// their identities from its canned form, when it agrees (h.Blob, before
+// h.Report); the others get none.
 func (rs *Readers) Read(ctx context.Context, b, canned *Bucket, c Container, h Handler) (ContainerStats, error) {
 	if b.Format != FormatAutoclaved {
 		return rs.canned.Read(ctx, b, c, h)
 	}
+	if rs.check == nil {
+		return rs.autoclaved.Read(ctx, b, c, h)
+	}
+	// The canned form first, for the identities; its records after the
+	// file's own, as the file is the input.
+	var found []deadletter.Record
+	ids, err := rs.check.Check(ctx, b, c, canned, func(p deadletter.Record) { found = append(found, p) })
+	if err != nil {
+		return ContainerStats{}, err
+	}
+	if ids != nil && h.Blob != nil {
+		onReport := h.Report
+		h.Report = func(r ContainerReport) {
+			if got := ids[r.Textname]; len(got) >= int(r.Stats.N) {
+				for k, id := range got[:r.Stats.N] {
+					h.Blob(r.Textname, report.Measurement{Ndx: uint32(k), ID: id})
+				}
+			}
+			onReport(r)
+		}
+	}
 	st, err := rs.autoclaved.Read(ctx, b, c, h)
-	if err == nil && rs.check != nil {
-		err = rs.check.Check(ctx, b, c, canned, h.Problem)
+	if err == nil {
+		for _, p := range found {
+			h.Problem(p)
+		}
 	}
 	return st, err
 }

@@ -90,15 +90,17 @@ type MeasurementID struct {
 	// gives none (docs/ooni-ids.md).
 	MeasurementUID *string `parquet:"measurement_uid,optional"`
 	// ContentHash is the 30 hex digits of SHAKE128 of the measurement's
-	// raw bytes: measurement_uid's last 30 characters.
-	ContentHash string `parquet:"content_hash"`
+	// raw bytes: measurement_uid's last 30 characters; null where the raw
+	// bytes were not read (an autoclaved report without an agreeing
+	// canned form).
+	ContentHash *string `parquet:"content_hash,optional"`
 }
 
 // Identity is OONI's identity of one measurement, as a report manifest
 // of a run with --measurement-uid lists it for each of its measurements.
 type Identity struct {
 	MeasurementUID *string `parquet:"measurement_uid,optional"`
-	ContentHash    string  `parquet:"content_hash"`
+	ContentHash    *string `parquet:"content_hash,optional"`
 }
 
 // ReportIDs is a row of reports/B.parquet of a run with
@@ -124,7 +126,10 @@ type ReportIDs struct {
 func identities(ids []ooniuid.ID) []Identity {
 	out := make([]Identity, len(ids))
 	for i, id := range ids {
-		out[i].ContentHash = id.Hash.String()
+		if id.Hash.Known() {
+			h := id.Hash.String()
+			out[i].ContentHash = &h
+		}
 		if id.UID != "" {
 			u := id.UID
 			out[i].MeasurementUID = &u
@@ -137,9 +142,15 @@ func identities(ids []ooniuid.ID) []Identity {
 func ooniIDs(rows []Identity) ([]ooniuid.ID, error) {
 	out := make([]ooniuid.ID, len(rows))
 	for i, r := range rows {
-		b, err := hex.DecodeString(r.ContentHash)
-		if err != nil || len(b) != len(out[i].Hash) {
-			return nil, fmt.Errorf("content_hash %q is not 30 hex digits", r.ContentHash)
+		if r.ContentHash == nil {
+			if r.MeasurementUID != nil {
+				return nil, fmt.Errorf("measurement_uid %q without a content_hash", *r.MeasurementUID)
+			}
+			continue
+		}
+		b, err := hex.DecodeString(*r.ContentHash)
+		if err != nil || len(b) != len(out[i].Hash) || !ooniuid.Hash(b).Known() {
+			return nil, fmt.Errorf("content_hash %q is not a content hash (30 hex digits, not all zero)", *r.ContentHash)
 		}
 		copy(out[i].Hash[:], b)
 		if r.MeasurementUID != nil {

@@ -352,7 +352,11 @@ func (s *Sink) copyIdentities(ctx context.Context, tx pgx.Tx, day time.Time, rep
 			if id.UID != "" {
 				date = id.UID[2 : len(id.UID)-2*len(id.Hash)]
 			}
-			rows = append(rows, []any{day, int32(i), int32(ndx), id.Hash[:], date})
+			var hash any
+			if id.Hash.Known() {
+				hash = id.Hash[:]
+			}
+			rows = append(rows, []any{day, int32(i), int32(ndx), hash, date})
 		}
 	}
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{s.schema, "measurement_identities"}, identityColumns, pgx.CopyFromRows(rows))

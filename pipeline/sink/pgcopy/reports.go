@@ -163,7 +163,7 @@ func (s *Sink) BucketIdentities(ctx context.Context, bucket string) (map[int32][
 				return err
 			}
 			var id ooniuid.ID
-			if len(hash) != len(id.Hash) || int(ndx) != len(out[report]) {
+			if hash != nil && len(hash) != len(id.Hash) || int(ndx) != len(out[report]) {
 				return fmt.Errorf("bucket %s, report %d: identity %d out of place or %d bytes", bucket, report, ndx, len(hash))
 			}
 			copy(id.Hash[:], hash)

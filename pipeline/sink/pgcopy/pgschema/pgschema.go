@@ -31,7 +31,7 @@ const Default = "backfill"
 //	              reason), status, error, started_at, finished_at,
 //	              version
 //	measurement_identities bucket, report, ndx, content_hash bytea (15
-//	              bytes), uid_date text (null: no measurement_uid): OONI's
+//	              bytes; null: raw bytes not read), uid_date text (null: no measurement_uid): OONI's
 //	              identity of every measurement of a bucket loaded with
 //	              --measurement-uid, collision losers' too
 //	measurement_ids (view) ooid bigint, textname text, ndx integer, bucket_date date,
@@ -69,7 +69,7 @@ func tables(schema string) []string {
 			bucket       date    NOT NULL,
 			report       integer NOT NULL,
 			ndx          integer NOT NULL,
-			content_hash bytea   NOT NULL,
+			content_hash bytea,
 			uid_date     text)`,
 		`CREATE TABLE IF NOT EXISTS ` + q("dead_letters") + ` (
 			bucket   date    NOT NULL,
@@ -116,6 +116,7 @@ func tables(schema string) []string {
 		`ALTER TABLE ` + q("ledger") + ` ADD COLUMN IF NOT EXISTS rejects_by_reason jsonb NOT NULL DEFAULT '{}'`,
 		`ALTER TABLE ` + q("ledger") + ` ADD COLUMN IF NOT EXISTS input text NOT NULL DEFAULT ''`,
 		`ALTER TABLE ` + q("ledger") + ` ADD COLUMN IF NOT EXISTS measurement_uid boolean NOT NULL DEFAULT false`,
+		`ALTER TABLE ` + q("measurement_identities") + ` ALTER COLUMN content_hash DROP NOT NULL`,
 		`UPDATE ` + q("ledger") + ` SET rejects = dead_letters, rejects_by_reason = dead_letters_by_reason
 			WHERE rejects = 0 AND notices = 0 AND dead_letters > 0`,
 		`CREATE INDEX IF NOT EXISTS dead_letters_bucket ON ` + q("dead_letters") + ` (bucket)`,
