@@ -2,6 +2,7 @@ package ooniuid
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -260,12 +261,17 @@ func (p *jsonParser) str(decode bool) (string, bool) {
 	var sb strings.Builder
 	b := p.b
 	from := p.i // of the bytes not yet decoded
+	ascii := uint64(highs)
+	if p.utf8 {
+		ascii = 0 // any byte past ASCII is part of a valid sequence
+	}
 	for {
-		ascii := uint64(highs)
-		if p.utf8 {
-			ascii = 0 // any byte past ASCII is part of a valid sequence
-		}
-		for p.i+8 <= len(b) && plain8(binary.LittleEndian.Uint64(b[p.i:]), ascii) {
+		// To the first byte that is not plain, eight at a time.
+		for p.i+8 <= len(b) {
+			if m := special8(binary.LittleEndian.Uint64(b[p.i:]), ascii); m != 0 {
+				p.i += bits.TrailingZeros64(m) >> 3
+				break
+			}
 			p.i += 8
 		}
 		if p.i >= len(b) {
@@ -278,6 +284,8 @@ func (p *jsonParser) str(decode bool) (string, bool) {
 			}
 			p.i++
 			return sb.String(), true
+		case c == '\\' && !decode && p.i+1 < len(b) && simpleEscape[b[p.i+1]]:
+			p.i += 2
 		case c == '\\':
 			if decode {
 				sb.Write(b[from:p.i])
@@ -309,12 +317,17 @@ const (
 	highs = 0x8080808080808080
 )
 
-// plain8 reports whether none of the eight bytes of w is a quote, a
-// backslash or a NUL, nor, with ascii set to highs, past ASCII.
-func plain8(w, ascii uint64) bool {
-	zero := func(v uint64) bool { return (v-ones)&^v&highs != 0 }
-	return w&ascii == 0 && !zero(w) && !zero(w^(ones*'"')) && !zero(w^(ones*'\\'))
+// special8 has the high bit of the first byte of w (in memory order)
+// that is a quote, a backslash or a NUL, or, with ascii set to highs,
+// past ASCII, set as its lowest bit; 0 when there is none. (The zero-byte
+// test may also flag bytes after the first, never before it.)
+func special8(w, ascii uint64) uint64 {
+	zero := func(v uint64) uint64 { return (v - ones) &^ v & highs }
+	return w&ascii | zero(w) | zero(w^(ones*'"')) | zero(w^(ones*'\\'))
 }
+
+// simpleEscape are the bytes that may follow a backslash but u.
+var simpleEscape = [256]bool{'"': true, '\\': true, '/': true, 'b': true, 'f': true, 'n': true, 'r': true, 't': true}
 
 // escape reads the escape at p.i (a backslash) and returns its rune.
 func (p *jsonParser) escape() (rune, bool) {
