@@ -16,6 +16,7 @@ import (
 )
 
 func runCensus(ctx context.Context, args []string, std cli.Stdio) (err error) {
+	cli.LimitHeap() // it holds every report's place
 	fs := newFlags("census", std)
 	var pf pgFlags
 	pf.register(fs, false)
