@@ -191,8 +191,9 @@ func TestCensus_AgainstOONIHashes(t *testing.T) {
 }
 
 // A sharded job's output carries OONI's identities as one run's does:
-// mapped with --measurement-uid, checked and loaded, its census is the
-// one-machine run's.
+// mapped with --measurement-uid, checked and loaded, into Parquet or
+// PostgreSQL, its census is the one-machine run's, and verify --in
+// computes its identities again.
 func TestCensus_ShardedEqualsOneRun(t *testing.T) {
 	t.Parallel()
 	dir := uidRun(t, false)
@@ -217,6 +218,18 @@ func TestCensus_ShardedEqualsOneRun(t *testing.T) {
 	code, sharded := callIn("", "census", "--json", job)
 	if code != cli.ExitOK || one != sharded || !strings.Contains(one, `"groups"`) {
 		t.Errorf("census of the sharded job (exit %d):\n%s\nof one run:\n%s", code, sharded, one)
+	}
+	dsn := pgtest.NewDatabase(t)
+	for i := range 2 {
+		if code, msg := callIn("", "load", "--plan", plan, "--shard", strconv.Itoa(i), "--out", job, "--sink", "postgres", "--dsn", dsn, "--create-schema"); code != cli.ExitOK {
+			t.Fatalf("load --sink postgres, shard %d: exit %d\n%s", i, code, msg)
+		}
+	}
+	if pg := censusJSON(t, "--sink", "postgres", "--dsn", dsn); pg != one {
+		t.Errorf("census of the sharded job loaded into PostgreSQL:\n%s\nof one run:\n%s", pg, one)
+	}
+	if code, msg := callIn("", "verify", "--sink", "postgres", "--dsn", dsn, "--in", dir+"/c"); code != cli.ExitOK {
+		t.Errorf("verify --in of the sharded job in PostgreSQL: exit %d\n%s", code, msg)
 	}
 }
 
