@@ -104,7 +104,7 @@ fuzz: ## run each fuzzer for FUZZTIME (default 20000x)
 bench: ## micro benchmarks, 10 runs each, to bench.txt for benchstat
 	$(GO) test -run '^$$' -bench '$(TESTS)' -benchmem -count=10 $$($(GO) list ./... | grep -v /bench$$) | tee bench.txt
 
-bench-e2e: ## end-to-end benchmarks of the binary against their baselines
+bench-e2e: deps ## end-to-end benchmarks of the binary against their baselines
 	$(WITH_PG) $(GO) test -run '^$$' -bench '$(TESTS)' -benchtime 1x -timeout 60m ./bench/
 
 bench-fullscale: ## the whole corpus (147 M measurements) through every path, side by side: about 25 minutes (and 4 to 7 more to generate the indexes the first time) and 35 GB of disk (BENCH_DIR caches the 5.1 GiB of indexes; PARQUET_ONLY=1 stops after the floor and the Parquet runs)
