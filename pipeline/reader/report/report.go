@@ -119,12 +119,12 @@ type Reader struct {
 	sha   hash.Hash
 	orig  hash.Hash   // with OrigSHA1: the current blob's orig_sha1
 	shake *sha3.SHAKE // with UIDs: the content hash of a blob too long to keep
-	// With UIDs, the blobs kept whole are hashed four at a time (x4):
-	// their measurements wait in batch, and go to onBlob, in order, once
-	// it is full or the report ends.
+	// With UIDs, the blobs kept whole are hashed several at a time
+	// (ooniuid.Hasher): their measurements wait in batch, and go to
+	// onBlob, in order, once it holds ooniuid.Lanes() or the report ends.
 	streamed bool // the current blob went past what is kept: shake has it
-	x4       ooniuid.X4
-	batch    [4]pending
+	hasher   ooniuid.Hasher
+	batch    [maxBatch]pending
 	nbatch   int
 	kind     Kind
 	onBlob   func(Measurement)
@@ -172,6 +172,10 @@ func (s *blobSink) Write(p []byte) (int, error) {
 	return rr.blob.Write(p)
 }
 
+// maxBatch is the most measurements a batch holds: an ooniuid.Hasher's
+// lanes at most.
+const maxBatch = 8
+
 // pending is a measurement whose hash waits for its batch.
 type pending struct {
 	m        Measurement
@@ -197,16 +201,16 @@ func (rr *Reader) queue(m Measurement) {
 		}
 	}
 	rr.nbatch++
-	if rr.nbatch == len(rr.batch) {
+	if rr.nbatch == min(maxBatch, ooniuid.Lanes()) {
 		rr.flush()
 	}
 }
 
-// flush hashes the batch's blobs four at a time, sets the uids of JSON
-// lines, and hands the measurements on in order.
+// flush hashes the batch's blobs at once, sets the uids of JSON lines,
+// and hands the measurements on in order.
 func (rr *Reader) flush() {
-	var msgs [4][]byte
-	var idx [4]int
+	var msgs [maxBatch][]byte
+	var idx [maxBatch]int
 	n := 0
 	for i := range rr.nbatch {
 		if !rr.batch[i].streamed {
@@ -214,10 +218,8 @@ func (rr *Reader) flush() {
 			n++
 		}
 	}
-	var sums [4]ooniuid.Hash
-	if n > 0 {
-		rr.x4.SumX4(&msgs, n, &sums)
-	}
+	var sums [maxBatch]ooniuid.Hash
+	rr.hasher.Sum(msgs[:n], sums[:n])
 	for j := range n {
 		rr.batch[idx[j]].m.ID.Hash = sums[j]
 	}
