@@ -86,8 +86,9 @@ func docBlocks(t *testing.T, path string) []docBlock {
 var docPlaceholders = []string{"postgres://me@db/ooni", "postgres:///cumulus"}
 
 // Every command block (```sh) of README.md and docs/*.md runs as written,
-// as a newcomer would paste it, in order, one folder per document, with
-// bin/backfill and backfill the binary and each PostgreSQL URL the
+// as a newcomer would paste it, in order, one folder per document (with
+// the checkout's cumulus/ sample data), with bin/backfill and backfill
+// the binary and each PostgreSQL URL the
 // documents name a database of the test's own: each ends with status 0,
 // or the one a marker above it gives, and in a transcript ("$ " before
 // each command) each command prints exactly the lines under it. A block
@@ -109,6 +110,11 @@ func TestDocs_CommandBlocks(t *testing.T) {
 			dir := t.TempDir()
 			testutil.Check(t, os.Mkdir(filepath.Join(dir, "bin"), 0o755))
 			testutil.Check(t, os.Symlink(bin, filepath.Join(dir, "bin", "backfill")))
+			// The checkout's sample data, which blocks that say "from the
+			// checkout" read.
+			samples, err := filepath.Abs("../../cumulus")
+			testutil.Check(t, err)
+			testutil.Check(t, os.Symlink(samples, filepath.Join(dir, "cumulus")))
 			env := append(os.Environ(), "PATH="+filepath.Join(dir, "bin")+":"+os.Getenv("PATH"), "HOME="+dir)
 			dsns := map[string]string{}
 			for _, b := range blocks {
