@@ -26,9 +26,15 @@ type docBlock struct {
 	text string // its lines
 	skip string // why it is not run (<!-- docs-test: skip REASON -->)
 	exit int    // the status it ends with (<!-- docs-test: exit N -->)
+	// vary: its transcript's OOIDs (16 hex digits) hold the time, so any
+	// stands for any (<!-- docs-test: vary OOIDs -->)
+	vary bool
 }
 
-var docMarker = regexp.MustCompile(`^<!-- docs-test: (skip|exit) (.+?) -->$`)
+var docMarker = regexp.MustCompile(`^<!-- docs-test: (skip|exit|vary) (.+?) -->$`)
+
+// anyOOID is an OOID of a transcript whose OOIDs vary.
+var anyOOID = regexp.MustCompile(`\b[0-9a-f]{16}\b`)
 
 // docBlocks are the command blocks of the Markdown file path, in order.
 func docBlocks(t *testing.T, path string) []docBlock {
@@ -60,15 +66,31 @@ func docBlocks(t *testing.T, path string) []docBlock {
 			if l == "```sh" {
 				cur = &docBlock{line: n}
 				for _, m := range marks {
-					p := docMarker.FindStringSubmatch(m)
-					if p[1] == "skip" {
+					switch p := docMarker.FindStringSubmatch(m); {
+					case p[1] == "skip":
 						cur.skip = p[2]
-					} else if cur.exit, err = strconv.Atoi(p[2]); err != nil {
+					case p[1] == "vary" && p[2] == "OOIDs":
+						cur.vary = true
+					case p[1] == "exit":
+						if cur.exit, err = strconv.Atoi(p[2]); err == nil {
+							break
+						}
+						fallthrough
+					default:
 						t.Fatalf("%s:%d: %q", path, n, m)
 					}
 				}
 			} else if len(marks) > 0 {
 				t.Fatalf("%s:%d: a docs-test marker above a block that is not sh", path, n)
+			} else if sc.Scan() {
+				// A transcript is commands to run: it must say sh.
+				n++
+				if strings.HasPrefix(sc.Text(), "$ ") {
+					t.Errorf("%s:%d: a transcript in a block that is not sh: it is never run", path, n)
+				}
+				if strings.HasPrefix(sc.Text(), "```") {
+					inFence = false
+				}
 			}
 			marks = nil
 		case docMarker.MatchString(l):
@@ -132,7 +154,7 @@ func TestDocs_CommandBlocks(t *testing.T) {
 						script = strings.ReplaceAll(script, p, dsns[p])
 					}
 				}
-				runDocBlock(t, where, dir, env, script, b.exit)
+				runDocBlock(t, where, dir, env, script, b)
 			}
 		})
 		ran += len(blocks)
@@ -142,9 +164,10 @@ func TestDocs_CommandBlocks(t *testing.T) {
 	}
 }
 
-// runDocBlock runs one block in dir: a transcript command by command, with
-// its output compared, else as one bash script.
-func runDocBlock(t *testing.T, where, dir string, env []string, script string, exit int) {
+// runDocBlock runs block b (its text script) in dir: a transcript command
+// by command, each one's output (standard output and error, as a terminal
+// shows them) compared with the lines under it, else as one bash script.
+func runDocBlock(t *testing.T, where, dir string, env []string, script string, b docBlock) {
 	t.Helper()
 	type step struct{ cmd, want string }
 	var steps []step
@@ -165,6 +188,10 @@ func runDocBlock(t *testing.T, where, dir string, env []string, script string, e
 		cmd.Dir, cmd.Env = dir, env
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		transcript := len(steps) > 1 || s.want != ""
+		if transcript {
+			cmd.Stderr = &stdout
+		}
 		err := cmd.Run()
 		cancel()
 		code := 0
@@ -177,15 +204,17 @@ func runDocBlock(t *testing.T, where, dir string, env []string, script string, e
 		}
 		want := 0
 		if i == len(steps)-1 {
-			want = exit
+			want = b.exit
 		}
 		if code != want {
 			t.Fatalf("%s: exit %d, want %d:\n%s\nstdout:\n%s\nstderr:\n%s", where, code, want, s.cmd, stdout.String(), stderr.String())
 		}
-		if len(steps) > 1 || s.want != "" {
-			if stdout.String() != s.want {
-				t.Errorf("%s: %s printed\n%s\nthe document says\n%s", where, strings.TrimSpace(s.cmd), stdout.String(), s.want)
-			}
+		got, doc := stdout.String(), s.want
+		if b.vary {
+			got, doc = anyOOID.ReplaceAllString(got, "OOID"), anyOOID.ReplaceAllString(doc, "OOID")
+		}
+		if transcript && got != doc {
+			t.Errorf("%s: %s printed\n%s\nthe document says\n%s", where, strings.TrimSpace(s.cmd), stdout.String(), s.want)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/cumulustest"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/s3test"
@@ -279,5 +280,31 @@ func TestGranuleRecover_S3Archive(t *testing.T) {
 	a, b := granuleRows(t, url), granuleRows(t, direct)
 	if len(a) != good || strings.Join(a, "\n") != strings.Join(b, "\n") {
 		t.Errorf("%d rows after recovery, %d written directly", len(a), len(b))
+	}
+}
+
+// granule-write makes its archive even when no message fails, so that
+// granule-recover finds it, empty (exit 0), and a mistyped --archive
+// stays a usage error, nothing replayed.
+func TestGranuleWrite_MakesTheArchive(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	url := pgtest.NewDatabase(t)
+	if code, out := callIn("", "granule-schema", "--dsn", url); code != cli.ExitOK {
+		t.Fatalf("granule-schema: exit %d\n%s", code, out)
+	}
+	cumulustest.Seed(t, url)
+	cumulustest.AddCollection(t, cumulustest.Pool(t, url), "OK___1")
+	in := filepath.Join(dir, "messages.jsonl")
+	granuleMsgs(t, in, "OK___1", "g", 3)
+	arch := filepath.Join(dir, "archive")
+	if code, out := callIn("", "granule-write", "--dsn", url, "--archive", arch, in); code != cli.ExitOK {
+		t.Fatalf("granule-write: exit %d\n%s", code, out)
+	}
+	if code, out := callIn("", "granule-recover", "--dsn", url, "--archive", arch); code != cli.ExitOK || !strings.Contains(out, "0 messages") {
+		t.Errorf("granule-recover of the archive of a write without failures: exit %d\n%s", code, out)
+	}
+	if code, out := callIn("", "granule-recover", "--dsn", url, "--archive", arch+"x"); code != cli.ExitUsage || !strings.Contains(out, "not a folder") {
+		t.Errorf("granule-recover of a mistyped archive: exit %d\n%s", code, out)
 	}
 }

@@ -141,6 +141,13 @@ func replayMessages(ctx context.Context, cmd string, args []string, std cli.Stdi
 		return pgnet.Named(pool.Config().ConnConfig, fmt.Errorf("no Cumulus tables (%s): run backfill granule-schema first, or point --dsn at the database Cumulus made; nothing was written or archived",
 			strings.Join(missing, ", ")))
 	}
+	if !recovering {
+		// The archive is there once a write has run, failures or none:
+		// granule-recover then finds it, empty, rather than no folder.
+		if err := root.MkdirAll(ctx, "."); err != nil {
+			return fmt.Errorf("granule-write: --archive %s: %w", c.archive, err)
+		}
+	}
 	var st replay.Stats
 	if recovering {
 		st, err = replay.Recover(ctx, dla.New(root), w, opt)
