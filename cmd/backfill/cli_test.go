@@ -383,3 +383,22 @@ func TestExitCode_JoinedErrorOnce(t *testing.T) {
 		t.Errorf("stderr %q, want %q", stderr.String(), want)
 	}
 }
+
+// A run whose containers are all gone has no report with IDs, and says
+// so: every report its indexes list is a missing_container reject.
+func TestRun_EveryContainerMissing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if code, out := call("gen", "-q", "--out", dir+"/c", "--buckets", "2", "--reports", "30", "--max-measurements", "50"); code != cli.ExitOK {
+		t.Fatalf("gen: exit %d\n%s", code, out)
+	}
+	files, _ := filepath.Glob(dir + "/c/*/*.lz4")
+	for _, f := range files {
+		testutil.Check(t, os.Remove(f))
+	}
+	code, out := call("run", "-q", "--in", dir+"/c", "--out", dir+"/out")
+	if code != cli.ExitRejects || !strings.Contains(out, "reports        0 (that have IDs; a report lost with its file is a reject)") ||
+		!strings.Contains(out, "measurements   0 (that have IDs)") || !strings.Contains(out, "  missing_container    60\n") {
+		t.Errorf("run: exit %d\n%s", code, out)
+	}
+}

@@ -13,8 +13,8 @@ import (
 func (s Summary) WriteText(w io.Writer) error {
 	secs := max(s.Elapsed.Seconds(), 1e-9)
 	fmt.Fprintf(w, "buckets        %d committed, %d skipped\n", s.Buckets, s.Skipped)
-	fmt.Fprintf(w, "reports        %d\n", s.Reports)
-	fmt.Fprintf(w, "measurements   %d\n", s.Measurements)
+	fmt.Fprintf(w, "reports        %d (that have IDs; a report lost with its file is a reject)\n", s.Reports)
+	fmt.Fprintf(w, "measurements   %d (that have IDs)\n", s.Measurements)
 	if err := s.Tally.WriteText(w); err != nil {
 		return err
 	}

@@ -135,8 +135,8 @@ func (rep *Output) WriteText(w io.Writer, withResume bool) {
 		fmt.Fprintf(w, "scheme         %s\n", s)
 	}
 	fmt.Fprintf(w, "buckets        %d committed, %d failed\n", rep.Committed, rep.Failed)
-	fmt.Fprintf(w, "reports        %d\n", rep.Reports)
-	fmt.Fprintf(w, "measurements   %d\n", rep.Measurements)
+	fmt.Fprintf(w, "reports        %d (that have IDs)\n", rep.Reports)
+	fmt.Fprintf(w, "measurements   %d (that have IDs)\n", rep.Measurements)
 	fmt.Fprintf(w, "rejects        %d\n", rep.Rejects)
 	for _, r := range slices.Sorted(maps.Keys(rep.RejectsByReason)) {
 		fmt.Fprintf(w, "  %-20s %d\n", r, rep.RejectsByReason[r])
