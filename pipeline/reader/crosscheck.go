@@ -164,7 +164,9 @@ func (k *CannedCheck) Check(ctx context.Context, b *Bucket, c Container, canned 
 	}
 	for _, textname := range order {
 		if cr := got[textname]; cr != nil && cr.read && report.KindOf(textname) != report.KindUnknown {
-			record(textname, 0, fmt.Sprintf("the canned file holds this report (%d measurements); the index does not list it", len(cr.blobs)))
+			// Not in the output: no identity to go without.
+			problem(deadletter.Record{Bucket: b.Date, File: c.Name, Textname: textname, Reason: deadletter.CannedMismatch,
+				Message: fmt.Sprintf("the canned file holds this report (%d measurements); the index does not list it", len(cr.blobs))})
 		}
 	}
 	return ids, nil
