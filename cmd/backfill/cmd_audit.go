@@ -79,7 +79,7 @@ func reportAudit(std cli.Stdio, rep audit.Report, asJSON, predict bool) error {
 		rep.WriteText(std.Out, predict)
 	}
 	if rep.Rejected > 0 {
-		return &cli.RejectsError{N: int(rep.Rejected), What: "inputs"}
+		return &cli.RejectsError{N: int(rep.Rejected), What: "rejects", Note: "inputs lost, listed above", Verb: "found"}
 	}
 	return nil
 }

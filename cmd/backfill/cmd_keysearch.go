@@ -119,7 +119,7 @@ func runKeysearch(ctx context.Context, args []string, std cli.Stdio) error {
 		return err
 	}
 	if rejected > 0 {
-		return &cli.RejectsError{N: int(rejected), What: "inputs"}
+		return &cli.RejectsError{N: int(rejected), What: "rejects", Note: "inputs lost, listed above", Verb: "found"}
 	}
 	return nil
 }

@@ -116,7 +116,7 @@ func (r SchemeResult) name() string {
 func (rep Report) WriteText(w io.Writer, predict bool) {
 	fmt.Fprintf(w, "reports        %d\nmeasurements   %d\n", rep.Reports, rep.Measurements)
 	if rep.Rejected > 0 {
-		fmt.Fprintf(w, "rejected       %d (listed on stderr)\n", rep.Rejected)
+		fmt.Fprintf(w, "rejects        %d (inputs lost, listed on stderr: they are not audited)\n", rep.Rejected)
 	}
 	fmt.Fprintln(w)
 	header := "bits  offset  colliding pairs  measurements involved"

@@ -65,7 +65,7 @@ func ProgressLines(w io.Writer, expected float64) func(Progress) {
 func (r Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "reports           %d (%d measurements)\n", r.Reports, r.Measurements)
 	if r.Rejected > 0 {
-		fmt.Fprintf(w, "rejected          %d (listed on stderr)\n", r.Rejected)
+		fmt.Fprintf(w, "rejects           %d (inputs lost, listed on stderr: no key is searched for them)\n", r.Rejected)
 	}
 	fmt.Fprintf(w, "shared            %d reports on %d timestamps\n", r.SharedReports, r.SharedTimestamps)
 	fmt.Fprintf(w, "counter bits      %d (the smallest that can work, of the widths a scheme takes: %d)\n", r.CounterBits, r.MinCounterBits)
