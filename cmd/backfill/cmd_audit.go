@@ -78,8 +78,8 @@ func reportAudit(std cli.Stdio, rep audit.Report, asJSON, predict bool) error {
 	} else {
 		rep.WriteText(std.Out, predict)
 	}
-	if rep.Rejected > 0 {
-		return &cli.RejectsError{N: int(rep.Rejected), What: "rejects", Note: "inputs lost, listed above", Verb: "found"}
+	if rep.Rejects > 0 {
+		return &cli.RejectsError{N: int(rep.Rejects), What: "rejects", Note: "inputs lost, listed above", Verb: "found"}
 	}
 	return nil
 }

@@ -93,7 +93,7 @@ func runKeysearch(ctx context.Context, args []string, std cli.Stdio) error {
 		return err
 	}
 	res := keysearch.Report{Reports: shape.Reports, Measurements: shape.Measurements, SharedReports: shape.SharedReports,
-		SharedTimestamps: len(shape.Groups), Rejected: rejected, CounterBits: o.bits, MinCounterBits: max(shape.MinBits(), ooid.MinCounterBits),
+		SharedTimestamps: len(shape.Groups), Rejects: rejected, CounterBits: o.bits, MinCounterBits: max(shape.MinBits(), ooid.MinCounterBits),
 		ExpectedTrials: shape.ExpectedTrials(o.bits), NotebookTrials: shape.NotebookTrials(o.bits), Seed: o.seed, File: o.out}
 	if res.MinCounterBits > o.bits {
 		return fmt.Errorf("keysearch: %d measurements share one timestamp: no key works below %d counter bits", shape.MaxGroup, res.MinCounterBits)

@@ -80,10 +80,10 @@ func runVerify(ctx context.Context, args []string, std cli.Stdio) error {
 		return json.NewEncoder(std.Out).Encode(res)
 	}
 	for _, b := range res.Buckets {
-		fmt.Fprintf(std.Out, "%s  %d reports (%d collision losers)  %d measurements  sha256:%s\n", b.Date, b.Reports, b.Rejected, b.Measurements, b.Digest)
+		fmt.Fprintf(std.Out, "%s  %d reports (%d collision losers)  %d measurements  sha256:%s\n", b.Date, b.Reports, b.CollisionLosers, b.Measurements, b.Digest)
 	}
 	fmt.Fprintf(std.Out, "output      %s, %d reports (%d collision losers), %d measurements under %s\ndigest      sha256:%s\n",
-		cli.Count(len(res.Buckets), "bucket", "buckets"), res.Reports, res.Rejected, res.Measurements, res.Scheme, res.Digest)
+		cli.Count(len(res.Buckets), "bucket", "buckets"), res.Reports, res.CollisionLosers, res.Measurements, res.Scheme, res.Digest)
 	return nil
 }
 

@@ -140,8 +140,9 @@ func TestOONI2018Indexes_Sample(t *testing.T) {
 	for _, v := range [][]string{{out}, {filepath.Join(dir, "narrow")}, {"--scheme", scheme, filepath.Join(dir, "keyed")}, {"--sink", "postgres", "--dsn", dsn}} {
 		code, js := call(append([]string{"verify", "--json", "--in", ix, "--from-index"}, v...)...)
 		var res struct {
-			Measurements, Rejected int64
-			Digest                 string
+			Measurements int64
+			Rejected     int64 `json:"collision_losers"`
+			Digest       string
 		}
 		if err := json.Unmarshal([]byte(js), &res); code != 0 || err != nil || res.Measurements+res.Rejected == 0 || res.Digest == "" {
 			t.Errorf("verify %v: exit %d, %v\n%s", v, code, err, js)

@@ -37,11 +37,11 @@ func TestVerify(t *testing.T) {
 	}
 	code, js := call("verify", "--json", out)
 	var res struct {
-		Rejected int
+		Rejected int `json:"collision_losers"`
 		Digest   string
 		Buckets  []struct {
 			Bucket, Digest string
-			Rejected       int
+			Rejected       int `json:"collision_losers"`
 		}
 	}
 	if err := json.Unmarshal([]byte(js), &res); code != 0 || err != nil || len(res.Buckets) != 2 {
@@ -104,7 +104,7 @@ func TestVerify(t *testing.T) {
 	// no longer committed whose rows are left) fails, naming the table.
 	code, pjs := call("verify", "--sink", "postgres", "--dsn", dsn, "--json", "--in", in)
 	var pres struct {
-		Rejected int
+		Rejected int `json:"collision_losers"`
 		Digest   string
 	}
 	if err := json.Unmarshal([]byte(pjs), &pres); code != 0 || err != nil || pres.Digest != res.Digest || pres.Rejected != res.Rejected {

@@ -38,7 +38,7 @@ type Predicted struct {
 type Report struct {
 	Reports      int64          `json:"reports"`
 	Measurements int64          `json:"measurements"`
-	Rejected     int64          `json:"rejected"`
+	Rejects      int64          `json:"rejects"` // inputs lost, not audited
 	Results      []SchemeResult `json:"results"`
 }
 
@@ -115,8 +115,8 @@ func (r SchemeResult) name() string {
 // WriteText writes the report as a table, then each scheme's first pairs.
 func (rep Report) WriteText(w io.Writer, predict bool) {
 	fmt.Fprintf(w, "reports        %d\nmeasurements   %d\n", rep.Reports, rep.Measurements)
-	if rep.Rejected > 0 {
-		fmt.Fprintf(w, "rejects        %d (inputs lost, listed on stderr: they are not audited)\n", rep.Rejected)
+	if rep.Rejects > 0 {
+		fmt.Fprintf(w, "rejects        %d (inputs lost, listed on stderr: they are not audited)\n", rep.Rejects)
 	}
 	fmt.Fprintln(w)
 	header := "bits  offset  colliding pairs  measurements involved"

@@ -100,7 +100,7 @@ func (a *Audit) Run(ctx context.Context) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	rep := Report{Reports: a.sweep.Reports, Measurements: a.sweep.Measurements, Rejected: j.Src.Rejected}
+	rep := Report{Reports: a.sweep.Reports, Measurements: a.sweep.Measurements, Rejects: j.Src.Rejected}
 	for _, r := range results {
 		rep.Results = append(rep.Results, newResult(r, names, j.Pairs, j.Predict))
 	}

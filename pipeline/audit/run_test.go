@@ -114,8 +114,8 @@ func TestRun_NamesPairsAsTheyCollide(t *testing.T) {
 	if !reflect.DeepEqual(reread, kept) {
 		t.Fatalf("read again:\n%+v\nkept:\n%+v", reread, kept)
 	}
-	if len(rejReread) != 2 || len(rejKept) != 2 || reread.Rejected != 2 {
-		t.Errorf("rejected %q and %q (counted %d), want the two bad lines", rejReread, rejKept, reread.Rejected)
+	if len(rejReread) != 2 || len(rejKept) != 2 || reread.Rejects != 2 {
+		t.Errorf("rejected %q and %q (counted %d), want the two bad lines", rejReread, rejKept, reread.Rejects)
 	}
 	if !strings.HasSuffix(rejReread[1], "m.tsv:2") {
 		t.Errorf("the bad textname is rejected as %q, want its file and line", rejReread[1])

@@ -14,7 +14,7 @@ type Report struct {
 	Measurements     int64   `json:"measurements"`
 	SharedReports    int64   `json:"shared_reports"`
 	SharedTimestamps int     `json:"shared_timestamps"`
-	Rejected         int64   `json:"rejected"`
+	Rejects          int64   `json:"rejects"` // inputs lost, left out of the search
 	CounterBits      int     `json:"counter_bits"`
 	MinCounterBits   int     `json:"min_counter_bits"`
 	ExpectedTrials   float64 `json:"expected_trials"`
@@ -64,8 +64,8 @@ func ProgressLines(w io.Writer, expected float64) func(Progress) {
 // WriteText writes the result as keysearch prints it.
 func (r Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "reports           %d (%d measurements)\n", r.Reports, r.Measurements)
-	if r.Rejected > 0 {
-		fmt.Fprintf(w, "rejects           %d (inputs lost, listed on stderr: no key is searched for them)\n", r.Rejected)
+	if r.Rejects > 0 {
+		fmt.Fprintf(w, "rejects           %d (inputs lost, listed on stderr: no key is searched for them)\n", r.Rejects)
 	}
 	fmt.Fprintf(w, "shared            %d reports on %d timestamps\n", r.SharedReports, r.SharedTimestamps)
 	fmt.Fprintf(w, "counter bits      %d (the smallest that can work, of the widths a scheme takes: %d)\n", r.CounterBits, r.MinCounterBits)

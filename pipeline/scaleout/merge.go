@@ -143,12 +143,12 @@ type Change struct {
 
 // MergeStats counts what Merge read.
 type MergeStats struct {
-	Reports   int64 `json:"reports"`
-	Groups    int64 `json:"shared_timestamps"` // timestamps shared by more than one report
-	Largest   int   `json:"largest_group"`
-	Rejected  int64 `json:"rejected"` // reports that lose their IDs, over the corpus
-	Changed   int64 `json:"changed"`  // verdicts that differ from the shards'
-	Manifests int   `json:"manifests"`
+	Reports         int64 `json:"reports"`
+	Groups          int64 `json:"shared_timestamps"` // timestamps shared by more than one report
+	Largest         int   `json:"largest_group"`
+	CollisionLosers int64 `json:"collision_losers"` // reports that lose their IDs, over the corpus
+	Changed         int64 `json:"changed"`          // verdicts that differ from the shards'
+	Manifests       int   `json:"manifests"`
 	// Lost are the reports their shard let keep their IDs that lose them
 	// (Regained the other way round), with their measurements: what the
 	// shards' counts are short of the corpus's.
@@ -184,7 +184,7 @@ func Merge(rs []*ManifestReader, changed func(Change) error) (MergeStats, error)
 		st.Largest = max(st.Largest, len(group))
 		for _, v := range settle(group, bits) {
 			if v.RejectedBy != "" {
-				st.Rejected++
+				st.CollisionLosers++
 			}
 			if v.RejectedBy == v.was {
 				continue

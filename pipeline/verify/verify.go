@@ -85,21 +85,23 @@ type Source interface {
 
 // Bucket is what one bucket holds.
 type Bucket struct {
-	Date         string `json:"bucket"`
-	Reports      int    `json:"reports"`
-	Rejected     int    `json:"rejected"`
-	Measurements int64  `json:"measurements"`
-	Digest       string `json:"digest"`
+	Date    string `json:"bucket"`
+	Reports int    `json:"reports"`
+	// CollisionLosers are the reports that lost their IDs to a collision:
+	// they have no measurement rows.
+	CollisionLosers int    `json:"collision_losers"`
+	Measurements    int64  `json:"measurements"`
+	Digest          string `json:"digest"`
 }
 
 // Result is what the whole output holds.
 type Result struct {
-	Scheme       string   `json:"scheme"`
-	Buckets      []Bucket `json:"buckets"`
-	Reports      int      `json:"reports"`
-	Rejected     int      `json:"rejected"`
-	Measurements int64    `json:"measurements"`
-	Digest       string   `json:"digest"`
+	Scheme          string   `json:"scheme"`
+	Buckets         []Bucket `json:"buckets"`
+	Reports         int      `json:"reports"`
+	CollisionLosers int      `json:"collision_losers"`
+	Measurements    int64    `json:"measurements"`
+	Digest          string   `json:"digest"`
 }
 
 // Failure is the first thing verify finds wrong: where (a file or table,
@@ -150,7 +152,7 @@ func Run(ctx context.Context, src Source, opt Options) (Result, error) {
 		fmt.Fprintf(whole, "%s %s\n", bk.Date, bk.Digest)
 		res.Buckets = append(res.Buckets, bk)
 		res.Reports += bk.Reports
-		res.Rejected += bk.Rejected
+		res.CollisionLosers += bk.CollisionLosers
 		res.Measurements += bk.Measurements
 		if opt.Done != nil {
 			opt.Done(bk)
@@ -385,7 +387,7 @@ func (v *verifier) named(ctx context.Context, err error) error {
 // row, and makes the bucket's digest from their IDs.
 func (v *verifier) finish(ctx context.Context, i int) (Bucket, error) {
 	h, b := v.held[i], v.buckets[i]
-	bk := Bucket{Date: b, Reports: len(h.reports), Rejected: h.rejected}
+	bk := Bucket{Date: b, Reports: len(h.reports), CollisionLosers: h.rejected}
 	mask := v.scheme.Mask()
 	ids := make([]int64, 0, h.measurements)
 	for j, r := range h.reports {
