@@ -346,10 +346,18 @@ func digits[T text](s T) bool {
 	return len(s) > 0
 }
 
+// alnumByte says which bytes are ASCII letters or digits: a report_id
+// is checked a byte a lookup (the full-scale audit parses 3.6 M of them).
+var alnumByte = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = in(byte(c), '0', '9') || in(byte(c), 'a', 'z') || upper(byte(c))
+	}
+	return t
+}()
+
 func alnum[T text](s T) bool {
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !in(c, '0', '9') && !in(c, 'a', 'z') && !upper(c) {
+		if !alnumByte[s[i]] {
 			return false
 		}
 	}
