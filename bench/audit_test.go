@@ -26,7 +26,7 @@ func fullScaleManifest(b *testing.B) string {
 }
 
 // BenchmarkAudit audits the full-scale manifest at the default scheme
-// (the targets: 3 s and 256 MiB on two cores), with every core and with
+// (the targets: 1.5 s and 200 MiB on two cores), with every core and with
 // one worker, the baseline: pct_of_1_worker is the share of its time.
 func BenchmarkAudit(b *testing.B) {
 	m := fullScaleManifest(b)
