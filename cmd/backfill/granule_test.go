@@ -285,7 +285,8 @@ func TestGranuleRecover_S3Archive(t *testing.T) {
 
 // granule-write makes its archive even when no message fails, so that
 // granule-recover finds it, empty (exit 0), and a mistyped --archive
-// stays a usage error, nothing replayed.
+// stays a usage error, nothing replayed; a dangling link named as the
+// archive fails, and nothing is made where it points.
 func TestGranuleWrite_MakesTheArchive(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -306,5 +307,14 @@ func TestGranuleWrite_MakesTheArchive(t *testing.T) {
 	}
 	if code, out := callIn("", "granule-recover", "--dsn", url, "--archive", arch+"x"); code != cli.ExitUsage || !strings.Contains(out, "not a folder") {
 		t.Errorf("granule-recover of a mistyped archive: exit %d\n%s", code, out)
+	}
+	// A link where the archive would be is not made a folder through.
+	link, target := filepath.Join(dir, "link"), filepath.Join(dir, "elsewhere")
+	testutil.Check(t, os.Symlink(target, link))
+	if code, out := callIn("", "granule-write", "--dsn", url, "--archive", link, in); code != cli.ExitFailure || !strings.Contains(out, "cannot be made one") {
+		t.Errorf("granule-write into a dangling link: exit %d\n%s", code, out)
+	}
+	if _, err := os.Lstat(target); err == nil {
+		t.Errorf("%s was made through the link", target)
 	}
 }

@@ -145,7 +145,7 @@ func replayMessages(ctx context.Context, cmd string, args []string, std cli.Stdi
 		// The archive is there once a write has run, failures or none:
 		// granule-recover then finds it, empty, rather than no folder.
 		if err := root.MkdirAll(ctx, "."); err != nil {
-			return fmt.Errorf("granule-write: --archive %s: %w", c.archive, err)
+			return fmt.Errorf("granule-write: --archive %s is not a folder and cannot be made one: %w", c.archive, err)
 		}
 	}
 	var st replay.Stats
