@@ -34,7 +34,7 @@ case "${args[0]} ${args[1]:-}" in
 	[ "$(cat $s/${args[2]#job/})" = complete ] && exit 0; sleep 30 ;;
 "wait --for=condition=Failed")
 	[ "$(cat $s/${args[2]#job/})" = failed ] && exit 0; sleep 30 ;;
-"logs job/backfill-check") printf 'collisions     0\nrejects        %s (inputs lost)\n' "$REJECTS" ;;
+"logs job/backfill-check") printf 'collision losers 0\nrejects        %s (inputs lost)\n' "$REJECTS" ;;
 "logs "*) echo "the pod's last lines" ;;
 *) echo "fake kubectl: $*" >&2; exit 1 ;;
 esac

@@ -140,7 +140,7 @@ type CheckSummary struct {
 
 // WriteText writes the summary as check prints it.
 func (s CheckSummary) WriteText(w io.Writer) error {
-	fmt.Fprintf(w, "manifests      %d\nreports        %d (in the manifests, collision losers included)\nshared ts      %d (largest group %d)\ncollisions     %d (reports that lose their IDs to one that sorts first; among the rejects below)\nchanged        %d verdicts, in %d buckets\n",
+	fmt.Fprintf(w, "manifests      %d\nreports        %d (in the manifests, collision losers included)\nshared ts      %d (largest group %d)\ncollision losers %d (reports that lose their IDs to one that sorts first; among the rejects below)\nchanged        %d verdicts, in %d buckets\n",
 		s.Manifests, s.Reports, s.Groups, s.Largest, s.CollisionLosers, s.Changed, len(s.Buckets))
 	for _, b := range s.Buckets {
 		fmt.Fprintf(w, "  %s\n", b)
