@@ -25,7 +25,7 @@ var (
 // plain text, "" when there is none. The first code block is the usage
 // ("Usage: backfill ..."), later ones are indented by a tab; a link to a
 // page beside cli.md names it as docs/PAGE, other links keep their text,
-// and backquotes and bold marks are dropped. The line
+// backquotes and bold marks are dropped, and so are HTML comments. The line
 // FlagsMark goes before the paragraph "Exit status:", or at the end.
 func Help(name string) string {
 	head := "### `backfill " + name + "`\n"
@@ -58,6 +58,8 @@ func Help(name string) string {
 		case inCode:
 			b.WriteString("\t" + l + "\n")
 			continue
+		case strings.HasPrefix(l, "<!--") && strings.HasSuffix(l, "-->"):
+			continue // a note to the page's tests (docs-test markers)
 		case l == "Exit status:" && !marked:
 			b.WriteString(FlagsMark + "\n\n")
 			marked = true

@@ -19,7 +19,7 @@ func TestHelp_Render(t *testing.T) {
 			t.Errorf("help of plan lacks %q:\n%s", want, h)
 		}
 	}
-	for _, mark := range []string{"```", "`", "**", "](", "### "} {
+	for _, mark := range []string{"```", "`", "**", "](", "### ", "<!--"} {
 		if strings.Contains(h, mark) {
 			t.Errorf("help of plan holds the Markdown %q", mark)
 		}
