@@ -10,7 +10,8 @@ import (
 // A Hasher gives each message the hash one SHAKE128 state gives it, in
 // batches of any size and whatever the lengths: across the block size,
 // empty, and unequal in one batch. Batches of four or fewer, and the
-// rest of a batch past its eights, go to X4, so both are held to Sum.
+// rest of a batch past its eights, take four lanes, so both widths are
+// held to Sum.
 func TestHasher_EqualsOneByOne(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 8))
 	var h ooniuid.Hasher
@@ -57,18 +58,5 @@ func BenchmarkSum(b *testing.B) {
 		for range 4 {
 			ooniuid.Sum(msg)
 		}
-	}
-}
-
-func BenchmarkSumX4(b *testing.B) {
-	var msgs [4][]byte
-	for k := range msgs {
-		msgs[k] = make([]byte, 4000)
-	}
-	var out [4]ooniuid.Hash
-	var x ooniuid.X4
-	b.SetBytes(4 * 4000)
-	for b.Loop() {
-		x.SumX4(&msgs, 4, &out)
 	}
 }
