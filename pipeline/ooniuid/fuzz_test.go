@@ -1,13 +1,15 @@
 package ooniuid_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/backfill-dev/backfill/pipeline/ooniuid"
 )
 
 // JSONDate and Date never panic, whatever the bytes, and a date is
-// NoDate or eight digits (or seven, a year below 1000 as strftime writes it).
+// NoDate or eight digits (five to seven for a year below 1000, which
+// strftime writes without padding: year 1 is "10101").
 func FuzzJSONDate(f *testing.F) {
 	for _, s := range []string{`{"measurement_start_time": "2017-06-01 10:11:12"}`, `{"a": [1, {"b": "\ud800"}], "measurement_start_time": "２０１７-6- 1\u00a01:2:3"}`,
 		`{"a": -Infinity, "b": 01.e5}`, `{"measurement_start_time": "0999-01-01 00:00:00"}`, "{\"a\": \"\xed\xa0\x80\"}"} {
@@ -15,7 +17,7 @@ func FuzzJSONDate(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		date, ok := ooniuid.JSONDate(b)
-		if ok && date != ooniuid.NoDate && len(date) != 8 && len(date) != 7 {
+		if ok && date != ooniuid.NoDate && (len(date) < 5 || len(date) > 8 || strings.Trim(date, "0123456789") != "") {
 			t.Fatalf("%q: date %q", b, date)
 		}
 		_ = ooniuid.Date(string(b))
@@ -31,7 +33,7 @@ func FuzzYAMLUID(f *testing.F) {
 	f.Fuzz(func(t *testing.T, header, doc []byte) {
 		y := ooniuid.NewYAMLReport(header)
 		for range 2 {
-			if uid := y.UID(doc, ooniuid.Sum(doc)); uid != "" && len(uid) != 40 && len(uid) != 39 {
+			if uid := y.UID(doc, ooniuid.Sum(doc)); uid != "" && (len(uid) < 37 || len(uid) > 40) {
 				t.Fatalf("uid %q", uid)
 			}
 		}
