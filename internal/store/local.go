@@ -437,11 +437,19 @@ type localLock struct{ f *os.File }
 // Held implements Lock: an flock lasts as long as the process.
 func (k *localLock) Held(context.Context) error { return nil }
 
+// Unlock releases the flock before closing the file. Closing alone is not
+// enough: the flock belongs to the open file, and a child this process is
+// forking at that moment holds a copy of it until its exec closes it, so
+// for that while a new Lock, in this process or another, would be refused.
 func (k *localLock) Unlock() error {
 	if k.f == nil {
 		return nil
 	}
-	err := k.f.Close() // closing releases the flock
+	err := syscall.Flock(int(k.f.Fd()), syscall.LOCK_UN)
+	if err != nil {
+		err = &Error{Where: k.f.Name(), Op: "unlock", Err: err}
+	}
+	err = errors.Join(err, k.f.Close())
 	k.f = nil
 	return err
 }

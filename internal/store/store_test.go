@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -245,6 +246,30 @@ func TestLock(t *testing.T) {
 			l2.Unlock()
 		})
 	}
+}
+
+// TestLock_ForkedCopy: a local lock is free once Unlock returns, even while
+// a copy of its open file lives on, as in a child forked by another
+// goroutine that has not reached its exec yet.
+func TestLock_ForkedCopy(t *testing.T) {
+	s := store.Local(t.TempDir())
+	l, err := s.Lock(t.Context(), "x.lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := store.DupLockFile(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	if err := l.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := s.Lock(t.Context(), "x.lock")
+	if err != nil {
+		t.Fatalf("Lock after Unlock, a copy of the old lock's file still open: %v", err)
+	}
+	l2.Unlock()
 }
 
 // TestS3Lock_Stale: a lock object whose holder is a dead process of this
