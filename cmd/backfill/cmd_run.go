@@ -22,6 +22,7 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/reader/report"
 	"github.com/backfill-dev/backfill/pipeline/scaleout"
 	"github.com/backfill-dev/backfill/pipeline/sink"
+	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy/pgschema"
 )
 
 // runOptions are run's flags.
@@ -30,11 +31,13 @@ type runOptions struct {
 	inLoc, cannedLoc, out, sink, planFile string
 	asJSON, quiet, strict                 bool
 	createSchema, bulk, skipLocked        bool
+	build                                 buildFlags
 	shard                                 int
 	pg                                    pgFlags
 	maxBlob                               units.Size
 	buckets                               []string
 	pgOnly                                []string     // the PostgreSQL-only flags set
+	buildSet                              []string     // the flags of --bulk's builds set
 	loadScheme                            func() error // reads --scheme, once the flags are checked
 }
 
@@ -46,6 +49,7 @@ func parseRunFlags(args []string, std cli.Stdio) (*runOptions, error) {
 	fs.StringVar(&o.sink, "sink", "parquet", "`NAME`: parquet or postgres")
 	fs.BoolVar(&o.createSchema, "create-schema", false, "create the schema first where it is missing")
 	fs.BoolVar(&o.bulk, "bulk", false, "one-off migration into an empty schema: load without the indexes, build them at the end (same end state; rerun with --bulk --resume if interrupted)")
+	o.build.register(fs)
 	fs.BoolVar(&o.skipLocked, "skip-locked", false, "skip buckets another run is loading instead of waiting")
 	fs.StringVar(&o.inLoc, "in", "", "the folder of bucket folders, or one bucket folder, a path or s3://bucket/prefix `DIR` (required but for --plan)")
 	fs.StringVar(&o.out, "out", "", "the output folder `DIR`, a path or s3://bucket/prefix (required for --sink parquet)")
@@ -72,7 +76,9 @@ func parseRunFlags(args []string, std cli.Stdio) (*runOptions, error) {
 	if o.buckets, err = cli.ParseFlags(fs, args); err != nil {
 		return nil, err
 	}
-	o.pgOnly = cli.SetFlags(fs, "dsn", "pg-schema", "create-schema", "bulk", "skip-locked", "retries", "retry-wait", "pg-timeout", "connections")
+	o.pgOnly = cli.SetFlags(fs, "dsn", "pg-schema", "create-schema", "bulk", "skip-locked", "retries", "retry-wait", "pg-timeout", "connections",
+		"build-memory", "build-workers")
+	o.buildSet = cli.SetFlags(fs, "build-memory", "build-workers")
 	return o, nil
 }
 
@@ -95,6 +101,10 @@ func (o *runOptions) check() error {
 		return cli.Usagef("run: %s %s for --sink postgres; add --sink postgres, or leave %s out", strings.Join(o.pgOnly, ", "), cli.Plural(len(o.pgOnly), "is", "are"), cli.Plural(len(o.pgOnly), "it", "them"))
 	case pf.retries < 0 || pf.retryWait <= 0:
 		return cli.Usagef("run: --retries must be 0 or more and --retry-wait positive")
+	case len(o.buildSet) > 0 && !o.bulk:
+		return cli.Usagef("run: %s %s how --bulk builds the indexes at the end; add --bulk, or leave %s out", strings.Join(o.buildSet, ", "), cli.Plural(len(o.buildSet), "says", "say"), cli.Plural(len(o.buildSet), "it", "them"))
+	case o.build.workers < pgschema.ServerWorkers || o.build.workers > 64:
+		return cli.Usagef("run: --build-workers must be -1 (the server's setting) or 0 to 64")
 	case pf.connections < 1 || pf.connections > 256:
 		return cli.Usagef("run: --connections must be 1 to 256 (a PostgreSQL server holds about 100 by default)")
 	case o.pg.timeout <= 0:
@@ -124,12 +134,14 @@ func runRun(ctx context.Context, args []string, std cli.Stdio) (err error) {
 	if err := o.check(); err != nil {
 		return err
 	}
+	cli.SpareProcs(o.cfg.Workers + 2) // the readers, and the writer and the progress line beside them
 	outStore, nothing, err := o.locations(ctx, std)
 	if err != nil || nothing {
 		return err
 	}
 	pg := o.pg.options(std)
 	pg.CreateSchema, pg.SkipLocked, pg.Resume, pg.NoWithdraw = o.createSchema, o.skipLocked, o.cfg.Resume, o.cfg.NoWithdraw
+	pg.Build = pgschema.Build{Memory: o.build.memory.bytes, Workers: o.build.workers}
 	if !o.quiet {
 		pg.Progress = pg.Log // the indexes a bulk load builds, one by one
 	}

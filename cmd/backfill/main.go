@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	rtrace "runtime/trace"
 	"syscall"
 	"time"
 
@@ -47,30 +48,40 @@ func main() {
 	if len(os.Args) > 0 && os.Args[0] != "" {
 		progName = os.Args[0]
 	}
-	stop := profile(os.Getenv("BACKFILL_CPUPROFILE"))
+	stop := profile(os.Getenv("BACKFILL_CPUPROFILE"), os.Getenv("BACKFILL_TRACE"))
 	err := run(ctx, os.Args[1:], cli.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
 	cancel()
 	stop()
 	os.Exit(exitCode(err, os.Stderr))
 }
 
-// profile writes a CPU profile of the command to path (none when empty),
-// for go tool pprof; the returned function ends it.
-func profile(path string) func() {
-	if path == "" {
-		return func() {}
+// profile writes a CPU profile of the command to cpu, for go tool pprof,
+// and an execution trace to trace, for go tool trace (none where a path is
+// empty); the returned function ends them.
+func profile(cpu, trace string) func() {
+	var stops []func()
+	start := func(env, path string, begin func(io.Writer) error, end func()) {
+		if path == "" {
+			return
+		}
+		f, err := os.Create(path)
+		if err == nil {
+			if err = begin(f); err != nil {
+				f.Close()
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "backfill: %s: %v\n", env, err)
+			return
+		}
+		stops = append(stops, func() { end(); f.Close() })
 	}
-	f, err := os.Create(path)
-	if err == nil {
-		err = pprof.StartCPUProfile(f)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "backfill: BACKFILL_CPUPROFILE: %v\n", err)
-		return func() {}
-	}
+	start("BACKFILL_CPUPROFILE", cpu, pprof.StartCPUProfile, pprof.StopCPUProfile)
+	start("BACKFILL_TRACE", trace, rtrace.Start, rtrace.Stop)
 	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
+		for _, stop := range stops {
+			stop()
+		}
 	}
 }
 

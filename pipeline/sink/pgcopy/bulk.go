@@ -55,15 +55,18 @@ func (s *Sink) prepareBulk(ctx context.Context, conn *pgx.Conn) error {
 	return s.clean(pgschema.DropConstraints(ctx, conn, s.schema))
 }
 
-// Finish builds the indexes and constraints and analyzes the tables.
-// (Building the measurements' key beside the reports' indexes, on a second
-// connection, saves nothing: the key's build already keeps both cores of
-// a 2-core server busy.)
+// Finish builds the indexes and constraints, with the session's memory
+// for the builds sized to the data (Options.Build), and analyzes the
+// tables. (Building the measurements' key beside the reports' indexes, on
+// a second connection, saves nothing: the key's build already keeps both
+// cores of a 2-core server busy.)
 func (b *BulkSink) Finish(ctx context.Context) error {
 	// Building an index is as long as the table is large, and silent: the
 	// probes of the bound on silence find the session at work.
 	return b.retry(ctx, "building indexes", func(ctx context.Context, conn *pgx.Conn) error {
-		if err := pgschema.BuildConstraints(ctx, conn, b.schema, b.opt.Progress); err != nil {
+		build := b.opt.Build
+		build.Log = b.opt.Progress
+		if err := pgschema.BuildConstraints(ctx, conn, b.schema, build); err != nil {
 			return err
 		}
 		for _, t := range []string{"measurements", "reports", "dead_letters", "ledger", "measurement_identities"} {

@@ -81,6 +81,10 @@ type Options struct {
 	// Bulk loads into an empty schema with the indexes and constraints
 	// built at Finish.
 	Bulk bool
+	// Build is how a bulk load builds them: the session's memory and
+	// parallelism for the builds (the zero Build sizes the memory to the
+	// data and leaves the server's parallelism).
+	Build pgschema.Build
 	// Connections is how many buckets the sink commits at once, each in a
 	// transaction on a connection of its own; DefaultConnections when 0.
 	// A bulk load uses one.
