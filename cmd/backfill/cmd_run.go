@@ -22,7 +22,6 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/reader/report"
 	"github.com/backfill-dev/backfill/pipeline/scaleout"
 	"github.com/backfill-dev/backfill/pipeline/sink"
-	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy/pgschema"
 )
 
 // runOptions are run's flags.
@@ -103,7 +102,7 @@ func (o *runOptions) check() error {
 		return cli.Usagef("run: --retries must be 0 or more and --retry-wait positive")
 	case len(o.buildSet) > 0 && !o.bulk:
 		return cli.Usagef("run: %s %s how --bulk builds the indexes at the end; add --bulk, or leave %s out", strings.Join(o.buildSet, ", "), cli.Plural(len(o.buildSet), "says", "say"), cli.Plural(len(o.buildSet), "it", "them"))
-	case o.build.workers < pgschema.ServerWorkers || o.build.workers > 64:
+	case o.build.workers < -1 || o.build.workers > 64:
 		return cli.Usagef("run: --build-workers must be -1 (the server's setting) or 0 to 64")
 	case pf.connections < 1 || pf.connections > 256:
 		return cli.Usagef("run: --connections must be 1 to 256 (a PostgreSQL server holds about 100 by default)")
@@ -141,7 +140,7 @@ func runRun(ctx context.Context, args []string, std cli.Stdio) (err error) {
 	}
 	pg := o.pg.options(std)
 	pg.CreateSchema, pg.SkipLocked, pg.Resume, pg.NoWithdraw = o.createSchema, o.skipLocked, o.cfg.Resume, o.cfg.NoWithdraw
-	pg.Build = pgschema.Build{Memory: o.build.memory.bytes, Workers: o.build.workers}
+	pg.Build = o.build.build()
 	if !o.quiet {
 		pg.Progress = pg.Log // the indexes a bulk load builds, one by one
 	}

@@ -251,7 +251,8 @@ func copying(t *testing.T, watch *pgx.Conn, dsn string, since time.Time, exited 
 	}
 }
 
-// --connections must be 1 or more, and is for the PostgreSQL sink only.
+// --connections must be 1 or more, and is for the PostgreSQL sink only;
+// --build-workers and --build-memory are for --bulk, and checked.
 func TestPostgres_ConnectionsUsage(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "2017-06-01")
@@ -266,6 +267,11 @@ func TestPostgres_ConnectionsUsage(t *testing.T) {
 		{[]string{"run", "--in", dir, "--out", t.TempDir(), "--connections", "2"}, "--connections"},
 		{[]string{"load", "--plan", "p.json", "--out", t.TempDir(), "--sink", "postgres", "--connections", "0"}, "--connections must be 1 to 256"},
 		{[]string{"load", "--plan", "p.json", "--out", t.TempDir(), "--connections", "2"}, "--connections is for --sink postgres"},
+		{[]string{"run", "--in", dir, "--sink", "postgres", "--build-workers", "0"}, "--build-workers says how --bulk builds the indexes at the end; add --bulk"},
+		{[]string{"run", "--in", dir, "--sink", "postgres", "--bulk", "--build-workers", "-2"}, "--build-workers must be -1 (the server's setting) or 0 to 64"},
+		{[]string{"run", "--in", dir, "--sink", "postgres", "--bulk", "--build-memory", "64k"}, "PostgreSQL takes at least 1MiB"},
+		{[]string{"run", "--in", dir, "--sink", "postgres", "--bulk", "--build-memory", "lots"}, "auto, server or a size"},
+		{[]string{"run", "--in", dir, "--out", t.TempDir(), "--build-memory", "auto"}, "--build-memory is for --sink postgres"},
 	} {
 		var out, errb bytes.Buffer
 		code := exitCode(run(context.Background(), c.args, cli.Stdio{In: strings.NewReader(""), Out: &out, Err: &errb}), &errb)

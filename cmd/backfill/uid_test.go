@@ -245,7 +245,8 @@ func TestRun_MeasurementUIDPostgres(t *testing.T) {
 		dsn := pgtest.NewDatabase(t)
 		args := []string{"run", "-q", "--measurement-uid", "--in", dir + "/c", "--sink", "postgres", "--dsn", dsn, "--create-schema"}
 		if bulk {
-			args = append(args, "--bulk")
+			// The builds at the end in one process, with memory of their own.
+			args = append(args, "--bulk", "--build-workers", "0", "--build-memory", "100MiB")
 		}
 		if code, msg := callIn("", args...); code != cli.ExitOK {
 			t.Fatalf("run (bulk %v): exit %d\n%s", bulk, code, msg)

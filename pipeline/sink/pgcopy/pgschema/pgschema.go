@@ -217,20 +217,19 @@ type Build struct {
 	// bytes: AutoMemory (0) sizes it to the measurements table, ServerMemory
 	// leaves the server's setting.
 	Memory int64
-	// Workers is the session's max_parallel_maintenance_workers: the
-	// processes that scan and sort beside the one that builds. ServerWorkers
-	// (-1) leaves the server's setting; 0 builds in one process, the
-	// quicker on a server with one core (the workers share it, and their
-	// sorted runs go through temporary files to be merged).
-	Workers int
+	// Workers, when set, is the session's max_parallel_maintenance_workers:
+	// the processes that scan and sort beside the one that builds (nil
+	// leaves the server's setting). 0 builds in one process, the quicker on
+	// a server with one core: there the workers share it, and their sorted
+	// runs go through temporary files to be merged.
+	Workers *int
 	// Log, when set, receives a line before each build.
 	Log func(string, ...any)
 }
 
 const (
-	AutoMemory    = 0
-	ServerMemory  = -1
-	ServerWorkers = -1
+	AutoMemory   = 0
+	ServerMemory = -1
 	// MaxAutoMemory bounds what AutoMemory asks of the server for one
 	// session: past it the key's sort runs through temporary files, as
 	// with the server's own setting.
@@ -277,31 +276,31 @@ func BuildConstraints(ctx context.Context, c *pgx.Conn, schema string, b Build) 
 }
 
 // apply sets the session's settings for the builds and returns the
-// statements that reset them.
+// statements that set them back as they were.
 func (b Build) apply(ctx context.Context, c *pgx.Conn, schema string) ([]string, error) {
+	var mem, heap int64
+	var workers int
+	if err := c.QueryRow(ctx, `SELECT (SELECT setting::bigint * 1024 FROM pg_settings WHERE name = 'maintenance_work_mem'),
+		current_setting('max_parallel_maintenance_workers')::int, coalesce(pg_relation_size(to_regclass($1)), 0)`,
+		pgx.Identifier{schema, "measurements"}.Sanitize()).Scan(&mem, &workers, &heap); err != nil {
+		return nil, err
+	}
 	var reset []string
-	if b.Memory != ServerMemory {
-		var server, heap int64
-		if err := c.QueryRow(ctx, `SELECT setting::bigint * 1024, coalesce(pg_relation_size(to_regclass($1)), 0)
-			FROM pg_settings WHERE name = 'maintenance_work_mem'`, pgx.Identifier{schema, "measurements"}.Sanitize()).Scan(&server, &heap); err != nil {
+	want := b.Memory
+	if want == AutoMemory {
+		want = min(max(mem, int64(float64(heap)*sortBytesPerHeapByte)), max(mem, MaxAutoMemory))
+	}
+	if want != ServerMemory && want != mem {
+		if _, err := c.Exec(ctx, fmt.Sprintf("SET maintenance_work_mem = '%dkB'", max(want/1024, 1024))); err != nil {
 			return nil, err
 		}
-		mem := b.Memory
-		if mem == AutoMemory {
-			mem = min(max(server, int64(float64(heap)*sortBytesPerHeapByte)), max(server, MaxAutoMemory))
-		}
-		if mem != server {
-			if _, err := c.Exec(ctx, fmt.Sprintf("SET maintenance_work_mem = '%dkB'", max(mem/1024, 1024))); err != nil {
-				return nil, err
-			}
-			reset = append(reset, "RESET maintenance_work_mem")
-		}
+		reset = append(reset, fmt.Sprintf("SET maintenance_work_mem = '%dkB'", mem/1024))
 	}
-	if b.Workers != ServerWorkers {
-		if _, err := c.Exec(ctx, fmt.Sprintf("SET max_parallel_maintenance_workers = %d", b.Workers)); err != nil {
+	if b.Workers != nil && *b.Workers != workers {
+		if _, err := c.Exec(ctx, fmt.Sprintf("SET max_parallel_maintenance_workers = %d", *b.Workers)); err != nil {
 			return reset, err
 		}
-		reset = append(reset, "RESET max_parallel_maintenance_workers")
+		reset = append(reset, fmt.Sprintf("SET max_parallel_maintenance_workers = %d", workers))
 	}
 	return reset, nil
 }
