@@ -19,7 +19,7 @@ type buildFlags struct {
 
 func (b *buildFlags) register(fs *flag.FlagSet) {
 	fs.Var(&b.memory, "build-memory", "with --bulk, the server's memory `M` for building each index at the end (its session's maintenance_work_mem): auto (1.5 times the measurements table, at most 1GiB, never below the server's setting), server (the server's setting), or a size such as 512MiB")
-	fs.IntVar(&b.workers, "build-workers", -1, "with --bulk, the server's processes `N` beside the one building each index (max_parallel_maintenance_workers): -1 for the server's setting; 0 builds in one process, the quicker on a server with one core")
+	fs.IntVar(&b.workers, "build-workers", -1, "with --bulk, the server's processes `N` beside the one building each index (max_parallel_maintenance_workers): 0 builds in one process, the quicker on a server with one core, and the default leaves the server's setting")
 }
 
 // build is the pgschema.Build of the flags.
