@@ -103,7 +103,8 @@ func idsFile(b *testing.B, dir string) (string, int64) {
 
 // BenchmarkRunPostgresShape loads a corpus of the real one's shape
 // (varied, and the best case) with backfill run --sink postgres, per bucket
-// (over 2 connections, the default, and over 1), with --bulk, and as two
+// (over 2 connections, the default, and over 1), with --bulk (its indexes
+// built as the server is set to, and in one process), and as two
 // processes loading half of the buckets each into one schema, each into a
 // new database. Every load is paired with two baselines just before it:
 // the server's own COPY … FROM of the same tables (the reports and
@@ -224,6 +225,12 @@ func shapeLoads(b *testing.B, dir, admin string, srv *pgtest.Server, ids string,
 		// --connections.
 		"per-bucket-1-connection": func(b *testing.B, dsn string) time.Duration { return runInto(b, dsn, "--connections", "1") },
 		"bulk":                    func(b *testing.B, dsn string) time.Duration { return runInto(b, dsn, "--bulk") },
+		// The indexes built at the end in one server process (on a server
+		// of one core its parallel workers share the core, and merge
+		// their sorted runs through temporary files).
+		"bulk-build-workers-0": func(b *testing.B, dsn string) time.Duration {
+			return runInto(b, dsn, "--bulk", "--build-workers", "0")
+		},
 		// Two processes, each committing two buckets at once: the server
 		// COPYs for all of them, and their reading overlaps.
 		"per-bucket-2-processes": func(b *testing.B, dsn string) time.Duration {
@@ -255,7 +262,7 @@ func shapeLoads(b *testing.B, dir, admin string, srv *pgtest.Server, ids string,
 			return time.Since(start)
 		},
 	}
-	for _, mode := range []string{"per-bucket", "per-bucket-1-connection", "bulk", "per-bucket-2-processes"} {
+	for _, mode := range []string{"per-bucket", "per-bucket-1-connection", "bulk", "bulk-build-workers-0", "per-bucket-2-processes"} {
 		b.Run("impl=backfill/"+mode, func(b *testing.B) {
 			var total, tablesTotal, mappingTotal, cpuTotal, tablesCPU, mappingCPU time.Duration
 			var tablesPct, mappingPct []float64
