@@ -227,9 +227,13 @@ type Build struct {
 	Log func(string, ...any)
 }
 
+// Values of Build.Memory that are not a size.
 const (
 	AutoMemory   = 0
 	ServerMemory = -1
+)
+
+const (
 	// MaxAutoMemory bounds what AutoMemory asks of the server for one
 	// session: past it the key's sort runs through temporary files, as
 	// with the server's own setting.
@@ -243,16 +247,14 @@ const (
 // BuildConstraints adds the missing indexes and constraints, logging each,
 // in the session settings b gives (reset after).
 func BuildConstraints(ctx context.Context, c *pgx.Conn, schema string, b Build) (err error) {
-	reset, err := b.apply(ctx, c, schema)
+	var reset []string
+	applied := false
 	defer func() {
 		if len(reset) > 0 && ctx.Err() == nil {
 			_, rerr := c.Exec(ctx, strings.Join(reset, "; "))
 			err = errors.Join(err, rerr)
 		}
 	}()
-	if err != nil {
-		return err
-	}
 	for _, k := range constraints(schema) {
 		var exists bool
 		table := pgx.Identifier{schema, k.table}.Sanitize()
@@ -264,6 +266,12 @@ func BuildConstraints(ctx context.Context, c *pgx.Conn, schema string, b Build) 
 		}
 		if exists {
 			continue
+		}
+		if !applied { // the settings, once, where there is something to build
+			applied = true
+			if reset, err = b.apply(ctx, c, schema); err != nil {
+				return err
+			}
 		}
 		if b.Log != nil {
 			b.Log("building %s on %s", k.name, table)
