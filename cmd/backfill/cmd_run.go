@@ -133,7 +133,9 @@ func runRun(ctx context.Context, args []string, std cli.Stdio) (err error) {
 	if err := o.check(); err != nil {
 		return err
 	}
-	cli.SpareProcs(o.cfg.Workers + 2) // the readers, and the writer and the progress line beside them
+	if ownProcess {
+		cli.SpareProcs(o.cfg.Workers + 2) // the readers, and the writer and the progress line beside them
+	}
 	outStore, nothing, err := o.locations(ctx, std)
 	if err != nil || nothing {
 		return err

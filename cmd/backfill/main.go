@@ -24,7 +24,13 @@ import (
 // the process past it.
 const stopGrace = 5 * time.Second
 
+// ownProcess is set by main: the command runs as a process of its own,
+// whose process-wide settings (GOMAXPROCS) it may tune; run called
+// in-process (the tests) leaves them alone.
+var ownProcess bool
+
 func main() {
+	ownProcess = true
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 2)
 	// SIGHUP (a terminal or an ssh session gone) stops a command as
