@@ -57,8 +57,9 @@ func (s *Sink) prepareBulk(ctx context.Context, conn *pgx.Conn) error {
 
 // Finish builds the indexes and constraints, with the session's memory
 // for the builds sized to the data (Options.Build), and analyzes the
-// tables. (Building the measurements' key beside the reports' indexes, on
-// a second connection, saves nothing: the key's build already keeps both
+// columns the tool's statements are planned with (pgschema.Analyze).
+// (Building the measurements' key beside the reports' indexes, on a
+// second connection, saves nothing: the key's build already keeps both
 // cores of a 2-core server busy.)
 func (b *BulkSink) Finish(ctx context.Context) error {
 	// Building an index is as long as the table is large, and silent: the
@@ -69,12 +70,7 @@ func (b *BulkSink) Finish(ctx context.Context) error {
 		if err := pgschema.BuildConstraints(ctx, conn, b.schema, build); err != nil {
 			return err
 		}
-		for _, t := range []string{"measurements", "reports", "dead_letters", "ledger", "measurement_identities"} {
-			if _, err := conn.Exec(ctx, `ANALYZE `+b.q(t)); err != nil {
-				return err
-			}
-		}
-		return nil
+		return pgschema.Analyze(ctx, conn, b.schema)
 	})
 }
 

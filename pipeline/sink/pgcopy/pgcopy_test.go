@@ -446,6 +446,14 @@ func TestLoad_BulkSameEndState(t *testing.T) {
 	sameState(t, "bulk", want, dumpPostgres(t, dsn, "bulk"))
 	// The indexes and constraints are those of the per-bucket path.
 	c := pgtest.Connect(t, dsn)
+	// The statistics the tool's statements are planned with are there;
+	// the reports' texts are left to autovacuum's full ANALYZE.
+	analyzed := strings.Join(rows(t, c, `SELECT tablename || '.' || attname FROM pg_stats
+		WHERE schemaname = 'bulk' AND tablename IN ('measurements', 'reports') ORDER BY 1`), " ")
+	if want := "measurements.bucket measurements.ndx measurements.ooid measurements.report " +
+		"reports.bucket reports.n reports.rejected_by reports.seq reports.ts"; analyzed != want {
+		t.Errorf("columns analyzed after the bulk load: %s, want %s", analyzed, want)
+	}
 	idx := func(schema string) string {
 		return strings.Join(rows(t, c, `SELECT replace(indexdef, `+"'"+schema+".'"+`, '') FROM pg_indexes WHERE schemaname = '`+schema+`' ORDER BY indexname`), "\n")
 	}

@@ -313,6 +313,39 @@ func (b Build) apply(ctx context.Context, c *pgx.Conn, schema string) ([]string,
 	return reset, nil
 }
 
+// analyzed lists, table by table, the columns Analyze gathers statistics
+// on: those the tool's own statements filter, join and sort on (every
+// column where that list is empty). The reports' texts, ranges and
+// checksums are two thirds of their ANALYZE (0.25 of 0.35 s for 76,800
+// reports), and no statement of the tool asks the planner about them.
+var analyzed = []struct{ table, columns string }{
+	{"measurements", ""},
+	{"reports", "bucket, seq, ts, n, rejected_by"},
+	{"measurement_identities", "bucket, report, ndx"},
+	{"dead_letters", ""},
+	{"ledger", ""},
+}
+
+// Analyze gathers the statistics the tool's statements are planned with,
+// after a bulk load: every column of the measurements, and of the other
+// large tables the columns that analyzed names. An ANALYZE limited to
+// columns leaves the server's count of rows changed since the table was
+// last analyzed in full, so autovacuum, where it runs, still analyzes
+// every column later (and the expression of reports_winner_bucket, which
+// only a full ANALYZE reaches).
+func Analyze(ctx context.Context, c *pgx.Conn, schema string) error {
+	for _, a := range analyzed {
+		s := `ANALYZE ` + pgx.Identifier{schema, a.table}.Sanitize()
+		if a.columns != "" {
+			s += ` (` + a.columns + `)`
+		}
+		if _, err := c.Exec(ctx, s); err != nil {
+			return fmt.Errorf("analyzing %s: %w", pgx.Identifier{schema, a.table}.Sanitize(), err)
+		}
+	}
+	return nil
+}
+
 // DropConstraints removes the indexes and constraints a bulk load builds
 // at the end.
 func DropConstraints(ctx context.Context, c *pgx.Conn, schema string) error {
