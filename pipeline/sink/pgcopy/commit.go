@@ -290,25 +290,14 @@ func spans(r collisions.Range, bits int) (l1, h1, l2, h2 int32) {
 func (s *Sink) writeRows(ctx context.Context, tx pgx.Tx, w *bucketWriter, winners, msgs []string) error {
 	b, bits := w.m.Bucket, w.m.Scheme.CounterBits
 	day, _ := time.Parse(time.DateOnly, b)
-	reportRows := make([][]any, len(w.reports))
 	var kept []copyReport
 	for i := range w.reports {
-		r := &w.reports[i]
-		var sha []byte
-		if r.SHA1 != nil {
-			sha = r.SHA1[:]
-		}
-		var rejected any
-		if winners[i] != "" {
-			rejected = winners[i]
-		} else if r.N > 0 {
+		if r := &w.reports[i]; winners[i] == "" && r.N > 0 {
 			kept = append(kept, copyReport{ts: r.ID.TS, base: r.ID.CounterBase(), n: r.N, seq: int32(i)})
 		}
-		rg := collisions.RangeOf(r.ID, r.N)
-		reportRows[i] = []any{day, int32(i), r.Textname, int64(r.ID.TS), r.ID.Source.String(), int32(r.ID.CounterBase()), int32(r.N),
-			multirange(rg, bits), r.Container, r.Offset, r.Size, sha, rejected}
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{s.schema, "reports"}, reportColumns, pgx.CopyFromRows(reportRows)); err != nil {
+	rows := &ctxBytes{ctx: ctx, b: reportRows(pgDay(day), w.reports, winners, bits)}
+	if err := s.copyBinary(ctx, tx, "reports", reportColumns, rows); err != nil {
 		return err
 	}
 	if err := s.copyMeasurements(ctx, tx, b, bits, kept); err != nil {
@@ -364,9 +353,10 @@ func (s *Sink) copyIdentities(ctx context.Context, tx pgx.Tx, day time.Time, rep
 }
 
 var (
-	identityColumns = []string{"bucket", "report", "ndx", "content_hash", "uid_date"}
-	reportColumns   = []string{"bucket", "seq", "textname", "ts", "ts_source", "counter_base", "n", "span", "container", "offset", "size", "sha1", "rejected_by"}
-	deadColumns     = []string{"bucket", "seq", "file", "textname", "offset", "reason", "kind", "message"}
+	identityColumns    = []string{"bucket", "report", "ndx", "content_hash", "uid_date"}
+	measurementColumns = []string{"ooid", "bucket", "report", "ndx"}
+	reportColumns      = []string{"bucket", "seq", "textname", "ts", "ts_source", "counter_base", "n", "span", "container", "offset", "size", "sha1", "rejected_by"}
+	deadColumns        = []string{"bucket", "seq", "file", "textname", "offset", "reason", "kind", "message"}
 )
 
 func (s *Sink) markLedger(ctx context.Context, tx pgx.Tx, w *bucketWriter, c stamped.Counts) error {

@@ -3,13 +3,18 @@ package pgcopy
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
+	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
 // The binary COPY stream holds every row of every report once, in
@@ -85,4 +90,100 @@ func cmpUnsigned(a, b int64) int {
 		return 1
 	}
 	return 0
+}
+
+// The reports' binary COPY stream is, field by field, what pgx's own
+// codecs make of the same values (the way the rows were sent before):
+// NULLs where a report has no SHA-1 or no winner, and spans that wrap
+// past 2^bits - 1, that are whole, and that are empty.
+func TestReportRows_AsPgxEncodes(t *testing.T) {
+	scheme := ooid.Scheme{CounterBits: 20, SHA1Offset: 33}
+	size := uint32(1) << scheme.CounterBits
+	var reports []stamped.Report
+	var winners []string
+	wraps := 0
+	for i := range 400 {
+		name := fmt.Sprintf("2017-%02d-%02d/2017%02d%02dT%02d%02d%02dZ-IT-AS%d-web_connectivity-%020d-0.2.0-probe.json", 1+i%12, 1+i%28, 1+i%12, 1+i%28, i%24, i%60, (7*i)%60, i, i*7919)
+		ids, err := scheme.Report(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := stamped.Report{Textname: name, Container: fmt.Sprintf("c%d.tar.lz4", i%3), Offset: int64(i) << 33, Size: int64(i) * 1001, ID: ids, N: uint32(i % 50)}
+		if i%5 == 0 {
+			r.N = size - ids.CounterBase() + uint32(i%7) // up to the end of the counters, or past it
+		}
+		if ids.CounterBase()+r.N > size {
+			wraps++
+		}
+		if i%3 != 0 {
+			sum := [20]byte{byte(i), 1, 2, 3}
+			r.SHA1 = &sum
+		}
+		w := ""
+		if i%4 == 1 {
+			w = "20170101T000000Z-XX-AS1-winner-" + name
+		}
+		reports, winners = append(reports, r), append(winners, w)
+	}
+	if wraps == 0 {
+		t.Fatal("no report's counters wrap")
+	}
+	day := int32(6361)
+	got := reportRows(day, reports, winners, scheme.CounterBits)
+
+	m := pgtype.NewMap()
+	want := append([]byte(nil), copyHeader...)
+	field := func(oid uint32, v any) {
+		if v == nil {
+			want = binary.BigEndian.AppendUint32(want, 0xFFFFFFFF)
+			return
+		}
+		at := len(want)
+		want = append(want, 0, 0, 0, 0)
+		var err error
+		if want, err = m.Encode(oid, pgtype.BinaryFormatCode, v, want); err != nil {
+			t.Fatal(err)
+		}
+		binary.BigEndian.PutUint32(want[at:], uint32(len(want)-at-4))
+	}
+	for i, r := range reports {
+		want = binary.BigEndian.AppendUint16(want, uint16(len(reportColumns)))
+		field(pgtype.DateOID, time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, int(day)))
+		field(pgtype.Int4OID, int32(i))
+		field(pgtype.TextOID, r.Textname)
+		field(pgtype.Int8OID, int64(r.ID.TS))
+		field(pgtype.TextOID, r.ID.Source.String())
+		field(pgtype.Int4OID, int32(r.ID.CounterBase()))
+		field(pgtype.Int4OID, int32(r.N))
+		span := pgtype.Multirange[pgtype.Range[pgtype.Int4]]{}
+		first, second, wrapped := collisions.RangeOf(r.ID, r.N).Spans(scheme.CounterBits)
+		for _, s := range [][2]uint32{second, first} {
+			if s[1] > s[0] && (wrapped || s == first) {
+				span = append(span, pgtype.Range[pgtype.Int4]{Lower: pgtype.Int4{Int32: int32(s[0]), Valid: true}, Upper: pgtype.Int4{Int32: int32(s[1]), Valid: true},
+					LowerType: pgtype.Inclusive, UpperType: pgtype.Exclusive, Valid: true})
+			}
+		}
+		field(pgtype.Int4multirangeOID, span)
+		field(pgtype.TextOID, r.Container)
+		field(pgtype.Int8OID, r.Offset)
+		field(pgtype.Int8OID, r.Size)
+		if r.SHA1 != nil {
+			field(pgtype.ByteaOID, r.SHA1[:])
+		} else {
+			field(pgtype.ByteaOID, nil)
+		}
+		if winners[i] != "" {
+			field(pgtype.TextOID, winners[i])
+		} else {
+			field(pgtype.TextOID, nil)
+		}
+	}
+	want = binary.BigEndian.AppendUint16(want, 0xFFFF)
+	if !bytes.Equal(got, want) {
+		at := 0
+		for at < min(len(got), len(want)) && got[at] == want[at] {
+			at++
+		}
+		t.Fatalf("the stream differs from pgx's encoding at byte %d of %d (want %d bytes)", at, len(got), len(want))
+	}
 }

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
@@ -261,17 +260,4 @@ func (s *Sink) adjustLedger(ctx context.Context, tx pgx.Tx, bucket string, repor
 		dead_letters = dead_letters + $4, rejects = rejects + $4, `+bump("dead_letters_by_reason")+`, `+bump("rejects_by_reason")+`
 		WHERE bucket = $1`, bucket, reports, measurements, collided)
 	return err
-}
-
-// multirange is the span column of a report.
-func multirange(rg collisions.Range, bits int) pgtype.Multirange[pgtype.Range[pgtype.Int4]] {
-	l1, h1, l2, h2 := spans(rg, bits)
-	out := pgtype.Multirange[pgtype.Range[pgtype.Int4]]{}
-	for _, r := range [][2]int32{{l2, h2}, {l1, h1}} {
-		if r[1] > r[0] {
-			out = append(out, pgtype.Range[pgtype.Int4]{Lower: pgtype.Int4{Int32: r[0], Valid: true}, Upper: pgtype.Int4{Int32: r[1], Valid: true},
-				LowerType: pgtype.Inclusive, UpperType: pgtype.Exclusive, Valid: true})
-		}
-	}
-	return out
 }
