@@ -330,26 +330,12 @@ func (s *Sink) writeRows(ctx context.Context, tx pgx.Tx, w *bucketWriter, winner
 // bucket's reports, collision losers' too: its content hash, and the date
 // of its measurement_uid (null where it has none).
 func (s *Sink) copyIdentities(ctx context.Context, tx pgx.Tx, day time.Time, reports []stamped.Report) error {
-	var rows [][]any
 	for i := range reports {
-		r := &reports[i]
-		if len(r.IDs) != int(r.N) {
+		if r := &reports[i]; len(r.IDs) != int(r.N) {
 			return fmt.Errorf("pgcopy: report %s has %d measurements and %d identities", r.Textname, r.N, len(r.IDs))
 		}
-		for ndx, id := range r.IDs {
-			var date any
-			if id.UID != "" {
-				date = id.UID[2 : len(id.UID)-2*len(id.Hash)]
-			}
-			var hash any
-			if id.Hash.Known() {
-				hash = id.Hash[:]
-			}
-			rows = append(rows, []any{day, int32(i), int32(ndx), hash, date})
-		}
 	}
-	_, err := tx.CopyFrom(ctx, pgx.Identifier{s.schema, "measurement_identities"}, identityColumns, pgx.CopyFromRows(rows))
-	return err
+	return s.copyBinary(ctx, tx, "measurement_identities", identityColumns, &identityRows{ctx: ctx, day: pgDay(day), reports: reports})
 }
 
 var (

@@ -144,6 +144,76 @@ func reportRows(day int32, reports []stamped.Report, winners []string, bits int)
 	return binary.BigEndian.AppendUint16(b, 0xFFFF)
 }
 
+// identityRows is an io.Reader of the binary COPY stream of the
+// identities of reports' measurements (identityColumns), made as the
+// server reads them: a bucket holds one row a measurement.
+type identityRows struct {
+	ctx     context.Context
+	day     int32
+	reports []stamped.Report
+	i, ndx  int // the next row: measurement ndx of reports[i]
+	started bool
+	done    bool
+	buf     []byte
+	off     int
+}
+
+func (m *identityRows) Read(p []byte) (int, error) {
+	if m.off == len(m.buf) {
+		if m.done {
+			return 0, io.EOF
+		}
+		if err := m.ctx.Err(); err != nil {
+			return 0, err
+		}
+		m.fill()
+	}
+	n := copy(p, m.buf[m.off:])
+	m.off += n
+	return n, nil
+}
+
+// fill makes the next 64 KiB or so of the stream.
+func (m *identityRows) fill() {
+	if m.buf == nil {
+		m.buf = make([]byte, 0, 72<<10)
+	}
+	b := m.buf[:0]
+	if !m.started {
+		b = append(b, copyHeader...)
+		m.started = true
+	}
+	for len(b) < 64<<10 && m.i < len(m.reports) {
+		ids := m.reports[m.i].IDs
+		for ; m.ndx < len(ids) && len(b) < 64<<10; m.ndx++ {
+			id := &ids[m.ndx]
+			b = binary.BigEndian.AppendUint16(b, uint16(len(identityColumns)))
+			b = fieldInt32(b, m.day)
+			b = fieldInt32(b, int32(m.i))
+			b = fieldInt32(b, int32(m.ndx))
+			if id.Hash.Known() {
+				b = fieldBytes(b, id.Hash[:])
+			} else {
+				b = fieldNull(b)
+			}
+			if id.UID != "" {
+				b = fieldText(b, id.UID[2:len(id.UID)-2*len(id.Hash)])
+			} else {
+				b = fieldNull(b)
+			}
+		}
+		if m.ndx >= len(ids) {
+			m.i++
+			m.ndx = 0
+		}
+	}
+	if m.i == len(m.reports) {
+		b = binary.BigEndian.AppendUint16(b, 0xFFFF)
+		m.done = true
+	}
+	m.buf, m.off = b, 0
+}
+
 // The fields of a binary COPY row: each a length, -1 for NULL, and the
 // value as the type's binary form has it.
 func fieldNull(b []byte) []byte { return binary.BigEndian.AppendUint32(b, 0xFFFFFFFF) }

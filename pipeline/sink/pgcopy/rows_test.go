@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
+	"github.com/backfill-dev/backfill/pipeline/ooniuid"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
@@ -189,5 +191,90 @@ func TestReportRows_AsPgxEncodes(t *testing.T) {
 			at++
 		}
 		t.Fatalf("the stream differs from pgx's encoding at byte %d of %d (want %d bytes)", at, len(got), len(want))
+	}
+}
+
+// The identities' binary COPY stream is, field by field, what pgx's own
+// codecs make of the same values, however small the reads that take it:
+// a NULL hash where it is unknown, a NULL date where a measurement has no
+// measurement_uid, reports of no measurement, and more rows than one
+// chunk of the stream holds.
+func TestIdentityRows_AsPgxEncodes(t *testing.T) {
+	var reports []stamped.Report
+	for i := range 30 {
+		r := stamped.Report{N: uint32((i * 97) % 300)}
+		for ndx := range int(r.N) {
+			var id ooniuid.ID
+			if (i+ndx)%11 != 0 {
+				id.Hash = ooniuid.Sum([]byte(fmt.Sprint(i, ndx)))
+			}
+			if (i+ndx)%7 != 0 && id.Hash.Known() {
+				id.UID = ooniuid.UID(fmt.Sprintf("2017%04d", 100+i), id.Hash)
+			}
+			r.IDs = append(r.IDs, id)
+		}
+		reports = append(reports, r)
+	}
+	day := int32(6361)
+	m := pgtype.NewMap()
+	want := append([]byte(nil), copyHeader...)
+	field := func(oid uint32, v any) {
+		if v == nil {
+			want = binary.BigEndian.AppendUint32(want, 0xFFFFFFFF)
+			return
+		}
+		at := len(want)
+		want = append(want, 0, 0, 0, 0)
+		var err error
+		if want, err = m.Encode(oid, pgtype.BinaryFormatCode, v, want); err != nil {
+			t.Fatal(err)
+		}
+		binary.BigEndian.PutUint32(want[at:], uint32(len(want)-at-4))
+	}
+	rows := 0
+	for i, r := range reports {
+		for ndx, id := range r.IDs {
+			rows++
+			want = binary.BigEndian.AppendUint16(want, uint16(len(identityColumns)))
+			field(pgtype.DateOID, time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, int(day)))
+			field(pgtype.Int4OID, int32(i))
+			field(pgtype.Int4OID, int32(ndx))
+			if id.Hash.Known() {
+				field(pgtype.ByteaOID, id.Hash[:])
+			} else {
+				field(pgtype.ByteaOID, nil)
+			}
+			if id.UID != "" {
+				field(pgtype.TextOID, strings.TrimSuffix(strings.TrimPrefix(id.UID, "01"), id.Hash.String()))
+			} else {
+				field(pgtype.TextOID, nil)
+			}
+		}
+	}
+	want = binary.BigEndian.AppendUint16(want, 0xFFFF)
+	if len(want) < 2*(64<<10) {
+		t.Fatalf("%d rows make %d bytes: fewer than two chunks", rows, len(want))
+	}
+	for _, size := range []int{1, 1000, 1 << 20} {
+		src := &identityRows{ctx: t.Context(), day: day, reports: reports}
+		var got []byte
+		buf := make([]byte, size)
+		for len(got) <= len(want) {
+			n, err := src.Read(buf)
+			got = append(got, buf[:n]...)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !bytes.Equal(got, want) {
+			at := 0
+			for at < min(len(got), len(want)) && got[at] == want[at] {
+				at++
+			}
+			t.Fatalf("reads of %d bytes: the stream differs from pgx's encoding at byte %d of %d (want %d bytes)", size, at, len(got), len(want))
+		}
 	}
 }
