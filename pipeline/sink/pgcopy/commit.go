@@ -335,7 +335,7 @@ func (s *Sink) copyIdentities(ctx context.Context, tx pgx.Tx, day time.Time, rep
 			return fmt.Errorf("pgcopy: report %s has %d measurements and %d identities", r.Textname, r.N, len(r.IDs))
 		}
 	}
-	return s.copyBinary(ctx, tx, "measurement_identities", identityColumns, &identityRows{ctx: ctx, day: pgDay(day), reports: reports})
+	return s.copyBinary(ctx, tx, "measurement_identities", identityColumns, &identityRows{chunks: chunks{ctx: ctx}, day: pgDay(day), reports: reports})
 }
 
 var (

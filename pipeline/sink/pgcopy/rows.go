@@ -59,7 +59,7 @@ func (s *Sink) copyMeasurements(ctx context.Context, tx pgx.Tx, bucket string, b
 	if err != nil {
 		return err
 	}
-	src := &measurementRows{ctx: ctx, segs: segments(reports, bits), day: pgDay(day)}
+	src := &measurementRows{chunks: chunks{ctx: ctx}, segs: segments(reports, bits), day: pgDay(day)}
 	return s.copyBinary(ctx, tx, "measurements", measurementColumns, src)
 }
 
@@ -148,41 +148,17 @@ func reportRows(day int32, reports []stamped.Report, winners []string, bits int)
 // identities of reports' measurements (identityColumns), made as the
 // server reads them: a bucket holds one row a measurement.
 type identityRows struct {
-	ctx     context.Context
+	chunks
 	day     int32
 	reports []stamped.Report
 	i, ndx  int // the next row: measurement ndx of reports[i]
-	started bool
-	done    bool
-	buf     []byte
-	off     int
 }
 
-func (m *identityRows) Read(p []byte) (int, error) {
-	if m.off == len(m.buf) {
-		if m.done {
-			return 0, io.EOF
-		}
-		if err := m.ctx.Err(); err != nil {
-			return 0, err
-		}
-		m.fill()
-	}
-	n := copy(p, m.buf[m.off:])
-	m.off += n
-	return n, nil
-}
+func (m *identityRows) Read(p []byte) (int, error) { return m.read(p, m.fill) }
 
 // fill makes the next 64 KiB or so of the stream.
 func (m *identityRows) fill() {
-	if m.buf == nil {
-		m.buf = make([]byte, 0, 72<<10)
-	}
-	b := m.buf[:0]
-	if !m.started {
-		b = append(b, copyHeader...)
-		m.started = true
-	}
+	b := m.begin(72<<10)
 	for len(b) < 64<<10 && m.i < len(m.reports) {
 		ids := m.reports[m.i].IDs
 		for ; m.ndx < len(ids) && len(b) < 64<<10; m.ndx++ {
@@ -211,7 +187,7 @@ func (m *identityRows) fill() {
 		b = binary.BigEndian.AppendUint16(b, 0xFFFF)
 		m.done = true
 	}
-	m.buf, m.off = b, 0
+	m.buf = b
 }
 
 // The fields of a binary COPY row: each a length, -1 for NULL, and the
@@ -266,47 +242,65 @@ func pgDay(t time.Time) int32 { return int32((t.Unix() - 946684800) / 86400) }
 // length and a value (bigint, date, integer, integer).
 const rowSize = 2 + 4 + 8 + 3*(4+4)
 
-// measurementRows is an io.Reader of the binary COPY stream of the rows
-// of segs.
-type measurementRows struct {
+// chunks is the reading side of a binary COPY stream made a chunk at a
+// time, as the server reads it: the next chunk is made once the last is
+// read, and the stream ends with ctx's error once ctx ends.
+type chunks struct {
 	ctx     context.Context
-	segs    []segment
-	day     int32
-	i       int    // segment
-	k       uint32 // row in segs[i]
-	started bool
-	done    bool
+	started bool // the stream's header is made
+	done    bool // the last chunk is made
 	buf     []byte
 	off     int
 }
 
-var copyHeader = []byte("PGCOPY\n\xff\r\n\x00\x00\x00\x00\x00\x00\x00\x00\x00")
+// begin returns buf emptied for the next chunk; at first, made with room
+// for size bytes and holding the stream's header.
+func (c *chunks) begin(size int) []byte {
+	if c.buf == nil {
+		c.buf = make([]byte, 0, size)
+	}
+	b := c.buf[:0]
+	if !c.started {
+		b = append(b, copyHeader...)
+		c.started = true
+	}
+	return b
+}
 
-func (m *measurementRows) Read(p []byte) (int, error) {
-	if m.off == len(m.buf) {
-		if m.done {
+// read reads p from the chunks that next makes into buf.
+func (c *chunks) read(p []byte, next func()) (int, error) {
+	if c.off == len(c.buf) {
+		if c.done {
 			return 0, io.EOF
 		}
-		if err := m.ctx.Err(); err != nil {
+		if err := c.ctx.Err(); err != nil {
 			return 0, err
 		}
-		m.fill()
+		next()
+		c.off = 0
 	}
-	n := copy(p, m.buf[m.off:])
-	m.off += n
+	n := copy(p, c.buf[c.off:])
+	c.off += n
 	return n, nil
 }
 
+// measurementRows is an io.Reader of the binary COPY stream of the rows
+// of segs.
+type measurementRows struct {
+	chunks
+	segs []segment
+	day  int32
+	i    int    // segment
+	k    uint32 // row in segs[i]
+}
+
+var copyHeader = []byte("PGCOPY\n\xff\r\n\x00\x00\x00\x00\x00\x00\x00\x00\x00")
+
+func (m *measurementRows) Read(p []byte) (int, error) { return m.read(p, m.fill) }
+
 // fill makes the next 64 KiB or so of the stream.
 func (m *measurementRows) fill() {
-	if m.buf == nil {
-		m.buf = make([]byte, 0, 64<<10)
-	}
-	b := m.buf[:0]
-	if !m.started {
-		b = append(b, copyHeader...)
-		m.started = true
-	}
+	b := m.begin(64<<10)
 	for len(b)+rowSize <= cap(b) && m.i < len(m.segs) {
 		sg := &m.segs[m.i]
 		top := uint64(ooid.NewBackfilledID(sg.ts, 0))
@@ -330,5 +324,5 @@ func (m *measurementRows) fill() {
 		b = binary.BigEndian.AppendUint16(b, 0xFFFF)
 		m.done = true
 	}
-	m.buf, m.off = b, 0
+	m.buf = b
 }

@@ -53,7 +53,7 @@ func TestMeasurementRows_SortedAndComplete(t *testing.T) {
 				want = append(want, row{ooid.NewBackfilledID(r.ts, (r.base+ndx)&(size-1)).Int64(), seq, int32(ndx)})
 			}
 		}
-		src := &measurementRows{ctx: t.Context(), segs: segments(reports, bits), day: 6000}
+		src := &measurementRows{chunks: chunks{ctx: t.Context()}, segs: segments(reports, bits), day: 6000}
 		raw, err := io.ReadAll(src)
 		if err != nil {
 			t.Fatal(err)
@@ -137,23 +137,10 @@ func TestReportRows_AsPgxEncodes(t *testing.T) {
 		t.Errorf("reportRows allocates %v times, want once", n)
 	}
 
-	m := pgtype.NewMap()
-	want := append([]byte(nil), copyHeader...)
-	field := func(oid uint32, v any) {
-		if v == nil {
-			want = binary.BigEndian.AppendUint32(want, 0xFFFFFFFF)
-			return
-		}
-		at := len(want)
-		want = append(want, 0, 0, 0, 0)
-		var err error
-		if want, err = m.Encode(oid, pgtype.BinaryFormatCode, v, want); err != nil {
-			t.Fatal(err)
-		}
-		binary.BigEndian.PutUint32(want[at:], uint32(len(want)-at-4))
-	}
+	ps := newPgxStream(t)
+	field := ps.field
 	for i, r := range reports {
-		want = binary.BigEndian.AppendUint16(want, uint16(len(reportColumns)))
+		ps.row(len(reportColumns))
 		field(pgtype.DateOID, time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, int(day)))
 		field(pgtype.Int4OID, int32(i))
 		field(pgtype.TextOID, r.Textname)
@@ -184,13 +171,9 @@ func TestReportRows_AsPgxEncodes(t *testing.T) {
 			field(pgtype.TextOID, nil)
 		}
 	}
-	want = binary.BigEndian.AppendUint16(want, 0xFFFF)
+	want := ps.end()
 	if !bytes.Equal(got, want) {
-		at := 0
-		for at < min(len(got), len(want)) && got[at] == want[at] {
-			at++
-		}
-		t.Fatalf("the stream differs from pgx's encoding at byte %d of %d (want %d bytes)", at, len(got), len(want))
+		t.Fatalf("the stream differs from pgx's encoding at byte %d of %d (want %d bytes)", firstDiff(got, want), len(got), len(want))
 	}
 }
 
@@ -216,26 +199,13 @@ func TestIdentityRows_AsPgxEncodes(t *testing.T) {
 		reports = append(reports, r)
 	}
 	day := int32(6361)
-	m := pgtype.NewMap()
-	want := append([]byte(nil), copyHeader...)
-	field := func(oid uint32, v any) {
-		if v == nil {
-			want = binary.BigEndian.AppendUint32(want, 0xFFFFFFFF)
-			return
-		}
-		at := len(want)
-		want = append(want, 0, 0, 0, 0)
-		var err error
-		if want, err = m.Encode(oid, pgtype.BinaryFormatCode, v, want); err != nil {
-			t.Fatal(err)
-		}
-		binary.BigEndian.PutUint32(want[at:], uint32(len(want)-at-4))
-	}
+	ps := newPgxStream(t)
+	field := ps.field
 	rows := 0
 	for i, r := range reports {
 		for ndx, id := range r.IDs {
 			rows++
-			want = binary.BigEndian.AppendUint16(want, uint16(len(identityColumns)))
+			ps.row(len(identityColumns))
 			field(pgtype.DateOID, time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, int(day)))
 			field(pgtype.Int4OID, int32(i))
 			field(pgtype.Int4OID, int32(ndx))
@@ -251,12 +221,12 @@ func TestIdentityRows_AsPgxEncodes(t *testing.T) {
 			}
 		}
 	}
-	want = binary.BigEndian.AppendUint16(want, 0xFFFF)
+	want := ps.end()
 	if len(want) < 2*(64<<10) {
 		t.Fatalf("%d rows make %d bytes: fewer than two chunks", rows, len(want))
 	}
 	for _, size := range []int{1, 1000, 1 << 20} {
-		src := &identityRows{ctx: t.Context(), day: day, reports: reports}
+		src := &identityRows{chunks: chunks{ctx: t.Context()}, day: day, reports: reports}
 		var got []byte
 		buf := make([]byte, size)
 		for len(got) <= len(want) {
@@ -270,11 +240,49 @@ func TestIdentityRows_AsPgxEncodes(t *testing.T) {
 			}
 		}
 		if !bytes.Equal(got, want) {
-			at := 0
-			for at < min(len(got), len(want)) && got[at] == want[at] {
-				at++
-			}
-			t.Fatalf("reads of %d bytes: the stream differs from pgx's encoding at byte %d of %d (want %d bytes)", size, at, len(got), len(want))
+			t.Fatalf("reads of %d bytes: the stream differs from pgx's encoding at byte %d of %d (want %d bytes)", size, firstDiff(got, want), len(got), len(want))
 		}
 	}
+}
+
+// pgxStream is a binary COPY stream made with pgx's own codecs: what the
+// streams the sink makes are held to.
+type pgxStream struct {
+	t *testing.T
+	m *pgtype.Map
+	b []byte
+}
+
+func newPgxStream(t *testing.T) *pgxStream {
+	return &pgxStream{t: t, m: pgtype.NewMap(), b: append([]byte(nil), copyHeader...)}
+}
+
+// row starts a row of n fields.
+func (s *pgxStream) row(n int) { s.b = binary.BigEndian.AppendUint16(s.b, uint16(n)) }
+
+// field appends v as the type of oid has it in binary; nil is NULL.
+func (s *pgxStream) field(oid uint32, v any) {
+	if v == nil {
+		s.b = binary.BigEndian.AppendUint32(s.b, 0xFFFFFFFF)
+		return
+	}
+	at := len(s.b)
+	s.b = append(s.b, 0, 0, 0, 0)
+	var err error
+	if s.b, err = s.m.Encode(oid, pgtype.BinaryFormatCode, v, s.b); err != nil {
+		s.t.Fatal(err)
+	}
+	binary.BigEndian.PutUint32(s.b[at:], uint32(len(s.b)-at-4))
+}
+
+// end ends the stream and returns it.
+func (s *pgxStream) end() []byte { return binary.BigEndian.AppendUint16(s.b, 0xFFFF) }
+
+// firstDiff is the offset of the first byte where a and b differ.
+func firstDiff(a, b []byte) int {
+	at := 0
+	for at < min(len(a), len(b)) && a[at] == b[at] {
+		at++
+	}
+	return at
 }
