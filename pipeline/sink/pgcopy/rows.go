@@ -158,7 +158,7 @@ func (m *identityRows) Read(p []byte) (int, error) { return m.read(p, m.fill) }
 
 // fill makes the next 64 KiB or so of the stream.
 func (m *identityRows) fill() {
-	b := m.begin(72<<10)
+	b := m.begin(72 << 10)
 	for len(b) < 64<<10 && m.i < len(m.reports) {
 		ids := m.reports[m.i].IDs
 		for ; m.ndx < len(ids) && len(b) < 64<<10; m.ndx++ {
@@ -300,7 +300,7 @@ func (m *measurementRows) Read(p []byte) (int, error) { return m.read(p, m.fill)
 
 // fill makes the next 64 KiB or so of the stream.
 func (m *measurementRows) fill() {
-	b := m.begin(64<<10)
+	b := m.begin(64 << 10)
 	for len(b)+rowSize <= cap(b) && m.i < len(m.segs) {
 		sg := &m.segs[m.i]
 		top := uint64(ooid.NewBackfilledID(sg.ts, 0))
