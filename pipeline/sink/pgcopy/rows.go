@@ -218,21 +218,28 @@ const rangeSize = 1 + 2*(4+4)
 // spans gives, the one past the wrap first (so in order), none empty.
 func fieldSpan(b []byte, rg collisions.Range, bits int) []byte {
 	l1, h1, l2, h2 := spans(rg, bits)
-	var rs [][2]int32
-	for _, r := range [][2]int32{{l2, h2}, {l1, h1}} {
-		if r[1] > r[0] {
-			rs = append(rs, r)
+	n := 0
+	for _, nonEmpty := range [2]bool{h2 > l2, h1 > l1} {
+		if nonEmpty {
+			n++
 		}
 	}
-	b = binary.BigEndian.AppendUint32(b, uint32(4+len(rs)*(4+rangeSize)))
-	b = binary.BigEndian.AppendUint32(b, uint32(len(rs)))
-	for _, r := range rs {
-		b = binary.BigEndian.AppendUint32(b, rangeSize)
-		b = append(b, 0x02) // lower bound inclusive, upper exclusive
-		b = fieldInt32(b, r[0])
-		b = fieldInt32(b, r[1])
+	b = binary.BigEndian.AppendUint32(b, uint32(4+n*(4+rangeSize)))
+	b = binary.BigEndian.AppendUint32(b, uint32(n))
+	if h2 > l2 {
+		b = appendRange(b, l2, h2)
+	}
+	if h1 > l1 {
+		b = appendRange(b, l1, h1)
 	}
 	return b
+}
+
+// appendRange appends the int4range [lo, hi) in binary, its length first.
+func appendRange(b []byte, lo, hi int32) []byte {
+	b = binary.BigEndian.AppendUint32(b, rangeSize)
+	b = append(b, 0x02) // lower bound inclusive, upper exclusive
+	return fieldInt32(fieldInt32(b, lo), hi)
 }
 
 // pgDay is a date as binary COPY holds it: days since 2000-01-01.
