@@ -296,7 +296,7 @@ func (s *Sink) writeRows(ctx context.Context, tx pgx.Tx, w *bucketWriter, winner
 			kept = append(kept, copyReport{ts: r.ID.TS, base: r.ID.CounterBase(), n: r.N, seq: int32(i)})
 		}
 	}
-	rows := &ctxBytes{ctx: ctx, b: reportRows(pgDay(day), w.reports, winners, bits)}
+	rows := &chunks{ctx: ctx, buf: reportRows(pgDay(day), w.reports, winners, bits), started: true, done: true}
 	if err := s.copyBinary(ctx, tx, "reports", reportColumns, rows); err != nil {
 		return err
 	}

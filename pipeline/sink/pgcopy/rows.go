@@ -81,24 +81,6 @@ func (s *Sink) copyBinary(ctx context.Context, tx pgx.Tx, table string, columns 
 	return err
 }
 
-// ctxBytes is a COPY stream held whole, that stops when ctx ends.
-type ctxBytes struct {
-	ctx context.Context
-	b   []byte
-}
-
-func (c *ctxBytes) Read(p []byte) (int, error) {
-	if len(c.b) == 0 {
-		return 0, io.EOF
-	}
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	n := copy(p, c.b)
-	c.b = c.b[n:]
-	return n, nil
-}
-
 // reportRows is the binary COPY stream of a bucket's rows of reports
 // (reportColumns): the report of seq i, rejected by winners[i] where that
 // is set. Made here in one buffer rather than value by value through
@@ -219,10 +201,11 @@ const rangeSize = 1 + 2*(4+4)
 func fieldSpan(b []byte, rg collisions.Range, bits int) []byte {
 	l1, h1, l2, h2 := spans(rg, bits)
 	n := 0
-	for _, nonEmpty := range [2]bool{h2 > l2, h1 > l1} {
-		if nonEmpty {
-			n++
-		}
+	if h2 > l2 {
+		n++
+	}
+	if h1 > l1 {
+		n++
 	}
 	b = binary.BigEndian.AppendUint32(b, uint32(4+n*(4+rangeSize)))
 	b = binary.BigEndian.AppendUint32(b, uint32(n))
@@ -274,14 +257,17 @@ func (c *chunks) begin(size int) []byte {
 	return b
 }
 
+// Read reads a stream held whole: its one chunk in buf, done.
+func (c *chunks) Read(p []byte) (int, error) { return c.read(p, nil) }
+
 // read reads p from the chunks that next makes into buf.
 func (c *chunks) read(p []byte, next func()) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
 	if c.off == len(c.buf) {
 		if c.done {
 			return 0, io.EOF
-		}
-		if err := c.ctx.Err(); err != nil {
-			return 0, err
 		}
 		next()
 		c.off = 0
