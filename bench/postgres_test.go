@@ -17,9 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
+	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy/pgschema"
 )
 
 // realShape generates (once, cached) a corpus of the real one's shape:
@@ -190,7 +193,6 @@ func shapeLoads(b *testing.B, dir, admin string, srv *pgtest.Server, ids string,
 	first, drop := fresh(b)
 	runInto(b, first)
 	reports, measurements := exportBaseline(b, ctx, first, tmp, rows)
-	drop()
 
 	mappingCopy := func(b *testing.B) (time.Duration, time.Duration) {
 		dsn, done := fresh(b)
@@ -219,6 +221,9 @@ func shapeLoads(b *testing.B, dir, admin string, srv *pgtest.Server, ids string,
 		copyFile(b, ctx, c, measurements, `COPY backfill.measurements FROM STDIN (FORMAT binary)`)
 		return time.Since(start), cpu() - c0
 	}
+	// The same rows bucket by bucket, as files the server reads alone.
+	buckets := exportBuckets(b, ctx, first, tmp)
+	drop()
 	load := map[string]func(b *testing.B, dsn string) time.Duration{
 		"per-bucket": func(b *testing.B, dsn string) time.Duration { return runInto(b, dsn) },
 		// One connection: buckets commit one at a time, as before
@@ -230,6 +235,18 @@ func shapeLoads(b *testing.B, dir, admin string, srv *pgtest.Server, ids string,
 		// their sorted runs through temporary files).
 		"bulk-build-workers-0": func(b *testing.B, dsn string) time.Duration {
 			return runInto(b, dsn, "--bulk", "--build-workers", "0")
+		},
+		// The server alone, the tool's rows read from files in the
+		// order and transactions of a load: no client can load faster,
+		// so these are the ceilings of the shares above.
+		"server-alone-per-bucket": func(b *testing.B, dsn string) time.Duration {
+			return serverAlone(b, ctx, dsn, buckets, nil)
+		},
+		"server-alone-bulk": func(b *testing.B, dsn string) time.Duration {
+			return serverAlone(b, ctx, dsn, buckets, &pgschema.Build{})
+		},
+		"server-alone-bulk-build-workers-0": func(b *testing.B, dsn string) time.Duration {
+			return serverAlone(b, ctx, dsn, buckets, &pgschema.Build{Workers: new(0)})
 		},
 		// Two processes, each committing two buckets at once: the server
 		// COPYs for all of them, and their reading overlaps.
@@ -262,7 +279,8 @@ func shapeLoads(b *testing.B, dir, admin string, srv *pgtest.Server, ids string,
 			return time.Since(start)
 		},
 	}
-	for _, mode := range []string{"per-bucket", "per-bucket-1-connection", "bulk", "bulk-build-workers-0", "per-bucket-2-processes"} {
+	for _, mode := range []string{"per-bucket", "per-bucket-1-connection", "bulk", "bulk-build-workers-0", "per-bucket-2-processes",
+		"server-alone-per-bucket", "server-alone-bulk", "server-alone-bulk-build-workers-0"} {
 		b.Run("impl=backfill/"+mode, func(b *testing.B) {
 			var total, tablesTotal, mappingTotal, cpuTotal, tablesCPU, mappingCPU time.Duration
 			var tablesPct, mappingPct []float64
@@ -304,6 +322,88 @@ func shapeLoads(b *testing.B, dir, admin string, srv *pgtest.Server, ids string,
 			}
 		})
 	}
+}
+
+// bucketFiles are one bucket's rows as a load wrote them, in COPY's
+// binary format: its reports by seq, its measurements by ooid (the order
+// a load sends them in).
+type bucketFiles struct{ reports, measurements string }
+
+// exportBuckets writes the rows of every bucket of the schema of dsn to
+// files under dir, in bucket order.
+func exportBuckets(b *testing.B, ctx context.Context, dsn, dir string) []bucketFiles {
+	c := pgtest.Connect(b, dsn)
+	defer c.Close(ctx)
+	rows, err := c.Query(ctx, `SELECT bucket::text FROM backfill.ledger ORDER BY bucket`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	days, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		b.Fatal(err)
+	}
+	var out []bucketFiles
+	for _, day := range days {
+		f := bucketFiles{filepath.Join(dir, day+".reports.copy"), filepath.Join(dir, day+".measurements.copy")}
+		for path, sql := range map[string]string{
+			f.reports:      `COPY (SELECT * FROM backfill.reports WHERE bucket = '` + day + `' ORDER BY seq) TO STDOUT (FORMAT binary)`,
+			f.measurements: `COPY (SELECT * FROM backfill.measurements WHERE bucket = '` + day + `' ORDER BY ooid) TO STDOUT (FORMAT binary)`,
+		} {
+			w, err := os.Create(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			bw := bufio.NewWriterSize(w, 1<<20)
+			if _, err := c.PgConn().CopyTo(ctx, bw, sql); err != nil {
+				b.Fatal(err)
+			}
+			if err := firstError(bw.Flush(), w.Close()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// serverAlone has the server load the buckets' files into a schema that
+// backfill schema made, each bucket in a transaction of its own (its
+// reports, then its measurements), as a load does: into the tables with
+// their keys and indexes, or, given build, without them and built with
+// build's settings at the end, then analyzed, as --bulk does. It leaves
+// out every statement of a load but the COPYs, builds and ANALYZE, and
+// returns the time from the first COPY on.
+func serverAlone(b *testing.B, ctx context.Context, dsn string, buckets []bucketFiles, build *pgschema.Build) time.Duration {
+	if out, err := exec.Command(binary(b), "schema", "--dsn", dsn).CombinedOutput(); err != nil {
+		b.Fatalf("schema: %v\n%s", err, out)
+	}
+	c := pgtest.Connect(b, dsn)
+	defer c.Close(ctx)
+	if build != nil {
+		if err := pgschema.DropConstraints(ctx, c, "backfill"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	start := time.Now()
+	for _, f := range buckets {
+		if _, err := c.Exec(ctx, "BEGIN"); err != nil {
+			b.Fatal(err)
+		}
+		copyFile(b, ctx, c, f.reports, `COPY backfill.reports FROM STDIN (FORMAT binary)`)
+		copyFile(b, ctx, c, f.measurements, `COPY backfill.measurements FROM STDIN (FORMAT binary)`)
+		if _, err := c.Exec(ctx, "COMMIT"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if build != nil {
+		if err := pgschema.BuildConstraints(ctx, c, "backfill", *build); err != nil {
+			b.Fatal(err)
+		}
+		if err := pgschema.Analyze(ctx, c, "backfill"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return time.Since(start)
 }
 
 func median(xs []float64) float64 {
