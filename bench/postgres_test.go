@@ -109,7 +109,10 @@ func idsFile(b *testing.B, dir string) (string, int64) {
 // (over 2 connections, the default, and over 1), with --bulk (its indexes
 // built as the server is set to, and in one process), and as two
 // processes loading half of the buckets each into one schema, each into a
-// new database. Every load is paired with two baselines just before it:
+// new database; and, as the ceilings of those, the server alone loading
+// the same rows from files in a load's order and transactions, per bucket
+// and as --bulk does (server-alone-*). Every load is paired with two
+// baselines just before it:
 // the server's own COPY … FROM of the same tables (the reports and
 // measurements the load wrote, exported once, into a schema made by
 // backfill schema), and of the bare mapping, a CSV file of the IDs alone,
