@@ -144,12 +144,25 @@ func NewSchemeSweep(schemes []ooid.Scheme, keep int) (*Sweep, error) {
 
 // Grow makes room for n more reports, so that adding them does not copy
 // what was added before (a manifest's size over a short line is a bound).
+// The room is not written to until reports fill it, so what a bound too
+// high leaves unused costs no memory.
 func (a *Sweep) Grow(n int) {
-	a.reps = slices.Grow(a.reps, n)
-	a.bases = slices.Grow(a.bases, n*a.hashes.stride)
+	a.reps = room(a.reps, n)
+	a.bases = room(a.bases, n*a.hashes.stride)
 	if a.hashes.sums {
-		a.sums = slices.Grow(a.sums, n)
+		a.sums = room(a.sums, n)
 	}
+}
+
+// room returns s with room for n more elements. Unlike slices.Grow, which
+// zeroes the whole new room (touching every page of it), it leaves the
+// room as the allocator gives it: memory new from the system is not
+// touched until it is used.
+func room[E any](s []E, n int) []E {
+	if n <= cap(s)-len(s) {
+		return s
+	}
+	return append(make([]E, 0, len(s)+n), s...)
 }
 
 // Add adds a report of n measurements. It fails, adding nothing, for a
