@@ -296,8 +296,7 @@ func (s *Sink) writeRows(ctx context.Context, tx pgx.Tx, w *bucketWriter, winner
 			kept = append(kept, copyReport{ts: r.ID.TS, base: r.ID.CounterBase(), n: r.N, seq: int32(i)})
 		}
 	}
-	rows := &chunks{ctx: ctx, buf: reportRows(pgDay(day), w.reports, winners, bits), started: true, done: true}
-	if err := s.copyBinary(ctx, tx, "reports", reportColumns, rows); err != nil {
+	if err := s.copyBinary(ctx, tx, "reports", reportColumns, whole(ctx, reportRows(pgDay(day), w.reports, winners, bits))); err != nil {
 		return err
 	}
 	if err := s.copyMeasurements(ctx, tx, b, bits, kept); err != nil {

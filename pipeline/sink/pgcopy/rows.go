@@ -257,7 +257,13 @@ func (c *chunks) begin(size int) []byte {
 	return b
 }
 
-// Read reads a stream held whole: its one chunk in buf, done.
+// whole is the reading side of a stream made whole beforehand: b, which
+// holds its header and its end.
+func whole(ctx context.Context, b []byte) *chunks {
+	return &chunks{ctx: ctx, buf: b, started: true, done: true}
+}
+
+// Read reads a stream held whole (whole): its one chunk in buf, done.
 func (c *chunks) Read(p []byte) (int, error) { return c.read(p, nil) }
 
 // read reads p from the chunks that next makes into buf.
