@@ -436,17 +436,7 @@ func freshDatabase(b *testing.B, admin string) (string, func()) {
 func exportBaseline(b *testing.B, ctx context.Context, dsn, dir string, rows int64) (reports, ids string) {
 	c := pgtest.Connect(b, dsn)
 	reports = filepath.Join(dir, "reports.copy")
-	f, err := os.Create(reports)
-	if err != nil {
-		b.Fatal(err)
-	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	if _, err := c.PgConn().CopyTo(ctx, w, `COPY backfill.reports TO STDOUT (FORMAT binary)`); err != nil {
-		b.Fatal(err)
-	}
-	if err := firstError(w.Flush(), f.Close()); err != nil {
-		b.Fatal(err)
-	}
+	copyToFile(b, ctx, c, reports, `COPY backfill.reports TO STDOUT (FORMAT binary)`)
 	// The measurements' rows are fixed-size: the field count, then each
 	// of bucket, report, ndx and ooid with its length.
 	const header, row = 19, 2 + 8 + 8 + 8 + 12
@@ -470,10 +460,11 @@ func exportBaseline(b *testing.B, ctx context.Context, dsn, dir string, rows int
 	}
 	slices.SortFunc(keys, func(x, y key) int { return cmp.Compare(x.ooid, y.ooid) })
 	ids = filepath.Join(dir, "measurements.copy")
-	if f, err = os.Create(ids); err != nil {
+	f, err := os.Create(ids)
+	if err != nil {
 		b.Fatal(err)
 	}
-	w = bufio.NewWriterSize(f, 1<<20)
+	w := bufio.NewWriterSize(f, 1<<20)
 	w.Write(all[:header])
 	for _, k := range keys {
 		w.Write(body[k.at : k.at+row])
@@ -494,6 +485,21 @@ func copyFile(b *testing.B, ctx context.Context, c *pgx.Conn, path, sql string) 
 	defer f.Close()
 	if _, err := c.PgConn().CopyFrom(ctx, bufio.NewReaderSize(f, 1<<20), sql); err != nil {
 		b.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// copyToFile writes what the COPY … TO STDOUT of sql gives to path.
+func copyToFile(b *testing.B, ctx context.Context, c *pgx.Conn, path, sql string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	if _, err := c.PgConn().CopyTo(ctx, w, sql); err != nil {
+		b.Fatalf("%s: %v", sql, err)
+	}
+	if err := firstError(w.Flush(), f.Close()); err != nil {
+		b.Fatal(err)
 	}
 }
 

@@ -352,17 +352,7 @@ func exportBuckets(b *testing.B, ctx context.Context, dsn, dir string) []bucketF
 			f.reports:      `COPY (SELECT * FROM backfill.reports WHERE bucket = '` + day + `' ORDER BY seq) TO STDOUT (FORMAT binary)`,
 			f.measurements: `COPY (SELECT * FROM backfill.measurements WHERE bucket = '` + day + `' ORDER BY ooid) TO STDOUT (FORMAT binary)`,
 		} {
-			w, err := os.Create(path)
-			if err != nil {
-				b.Fatal(err)
-			}
-			bw := bufio.NewWriterSize(w, 1<<20)
-			if _, err := c.PgConn().CopyTo(ctx, bw, sql); err != nil {
-				b.Fatal(err)
-			}
-			if err := firstError(bw.Flush(), w.Close()); err != nil {
-				b.Fatal(err)
-			}
+			copyToFile(b, ctx, c, path, sql)
 		}
 		out = append(out, f)
 	}
