@@ -19,7 +19,11 @@ import (
 // the sink holds of them.
 //
 // It loads the report manifests of the committed buckets the run does not
-// rewrite, adds each bucket's reports before it is committed, and tells
+// rewrite that the run's reports can reach (of a sink.Zoned, those whose
+// zone meets a settled bucket's, read when the first such bucket is
+// settled; of any other sink, all of them, at Start: two reports that
+// share no day share no ID, and so neither do the chains of reports
+// whose verdicts depend on each other), adds each bucket's reports before it is committed, and tells
 // the sink of every committed report whose verdict changes (the textname
 // that sorts first keeps its IDs). A report only loses to one whose
 // textname sorts first, which lives in the same bucket or an earlier one,
@@ -30,10 +34,10 @@ import (
 // of a bucket the run writes again that kept them before, is a withdrawal
 // (sink.Withdrawal): Withdrawn lists them. With forbid set, the run
 // refuses one instead (a *sink.WithdrawError, before anything of the
-// bucket is written or any committed bucket changes): Start then loads
-// every committed report that keeps its IDs into a second resolver, the
-// published one, which each bucket is checked against before it is
-// settled.
+// bucket is written or any committed bucket changes): every committed
+// report that keeps its IDs and that the run can reach is loaded into a
+// second resolver, the published one, which each bucket is checked
+// against before it is settled.
 type Memory struct {
 	scheme    ooid.Scheme
 	s         sink.Rewriter
@@ -46,6 +50,13 @@ type Memory struct {
 	forbid    bool
 	pub       *collisions.Resolver // with forbid: the reports that keep their IDs in the output (tagged i+1 for pubOf[i]), and the run's (0)
 	pubOf     []string
+	// The zones of the committed buckets (none when the sink is not
+	// sink.Zoned); those not read yet, by bucket and by day; and the days
+	// reached by the buckets settled so far.
+	zones   map[string]*stamped.Zone
+	waiting map[string]*waiting
+	byDay   map[int32][]*waiting
+	reached map[int32]bool
 }
 
 var _ Settler = (*Memory)(nil)
@@ -53,7 +64,7 @@ var _ Settler = (*Memory)(nil)
 // NewMemory returns the in-memory Settler of s.
 func NewMemory(scheme ooid.Scheme, s sink.Rewriter) *Memory {
 	return &Memory{scheme: scheme, s: s, res: collisions.NewResolver(scheme.CounterBits), persisted: map[uint32]string{},
-		kept: map[uint32]bool{}, before: map[string]bool{}}
+		kept: map[uint32]bool{}, before: map[string]bool{}, waiting: map[string]*waiting{}, byDay: map[int32][]*waiting{}, reached: map[int32]bool{}}
 }
 
 // Forbid makes the Settler refuse any withdrawal (--no-withdraw).
@@ -62,13 +73,21 @@ func (v *Memory) Forbid() { v.forbid = true }
 // Withdrawn returns the withdrawals so far, in the order they were made.
 func (v *Memory) Withdrawn() []sink.Withdrawal { return slices.Clone(v.withdrawn) }
 
-// Start loads the committed buckets that are not among names (sorted);
-// with forbid, every committed report that keeps its IDs into the
-// published resolver too.
+// Start registers the committed buckets: those not among names (sorted)
+// are kept as they are, and with forbid every committed report that keeps
+// its IDs is published. A committed bucket's reports of a day are read
+// when the first bucket the run settles reaches that day (their zones
+// meet, see sink.Zoned); a bucket whose zone the sink cannot say is read
+// at once, for its zone.
 func (v *Memory) Start(ctx context.Context, names []string) error {
 	committed, err := v.s.Buckets(ctx)
 	if err != nil {
 		return err
+	}
+	if z, ok := v.s.(sink.Zoned); ok {
+		if v.zones, err = z.Zones(ctx); err != nil {
+			return err
+		}
 	}
 	if v.forbid {
 		v.pub = collisions.NewResolver(v.scheme.CounterBits)
@@ -79,20 +98,86 @@ func (v *Memory) Start(ctx context.Context, names []string) error {
 		if in && !v.forbid {
 			continue
 		}
-		m, reports, err := v.s.Manifest(ctx, b)
+		w, err := v.waitFor(ctx, b)
 		if err != nil {
 			return err
 		}
-		if v.forbid {
-			if !m.Scheme.Equal(v.scheme) {
-				return fmt.Errorf("bucket %s of the output was made under %s: writing it under %s would withdraw every ID it holds (--no-withdraw)", b, m.Scheme, v.scheme)
-			}
-			if err := v.publish(b, reports); err != nil {
-				return err
-			}
+		w.keep, w.pub = !in, v.forbid
+	}
+	return nil
+}
+
+// waiting is a committed bucket the run reads a day at a time: its
+// reports of a day are added once a bucket the run settles reaches the
+// day, and not before (those of the other days may lose to, or beat,
+// reports of buckets not read yet).
+type waiting struct {
+	bucket    string
+	zone      stamped.Zone
+	keep, pub bool // to be added to the resolver, to the published one
+	// Read once the first of its days is reached: its meta, its
+	// reports by day, and the days added to each resolver so far.
+	m              *stamped.Meta
+	byDay          map[int32][]stamped.ManifestEntry
+	kept, pubd     map[int32]bool
+	tag, pubTag    uint32
+	tagged, pubbed bool
+}
+
+// waitFor returns the waiting bucket of a committed bucket, registered
+// under each of its days; one whose zone the sink cannot say is read
+// now.
+func (v *Memory) waitFor(ctx context.Context, bucket string) (*waiting, error) {
+	if w := v.waiting[bucket]; w != nil {
+		return w, nil
+	}
+	w := &waiting{bucket: bucket, kept: map[int32]bool{}, pubd: map[int32]bool{}}
+	if z := v.zones[bucket]; z != nil {
+		w.zone = *z
+	} else if err := v.read(ctx, w); err != nil {
+		return nil, err
+	}
+	v.waiting[bucket] = w
+	for _, d := range w.zone.Days {
+		v.byDay[d] = append(v.byDay[d], w)
+	}
+	return w, nil
+}
+
+// read reads a waiting bucket's manifest; a bucket without a zone gets
+// the zone of its reports.
+func (v *Memory) read(ctx context.Context, w *waiting) error {
+	m, reports, err := v.s.Manifest(ctx, w.bucket)
+	if err != nil {
+		return err
+	}
+	w.m, w.byDay = &m, map[int32][]stamped.ManifestEntry{}
+	var days []int32
+	for _, r := range reports {
+		t, err := ooid.ParseTextname(r.Textname)
+		if err != nil {
+			return fmt.Errorf("bucket %s: committed report %s: %w", w.bucket, r.Textname, err)
 		}
-		if !in {
-			if err := v.keep(b, m, reports); err != nil {
+		d := stamped.Day(t.TS)
+		w.byDay[d] = append(w.byDay[d], r)
+		days = append(days, d)
+	}
+	if v.zones[w.bucket] == nil { // a zone the sink keeps, it checked against the manifest
+		w.zone = stamped.NewZone(days)
+	}
+	return nil
+}
+
+// reach adds the reports of every committed bucket waiting on a day of
+// z, before a bucket of zone z is settled.
+func (v *Memory) reach(ctx context.Context, z stamped.Zone) error {
+	for _, d := range z.Days {
+		if v.reached[d] {
+			continue
+		}
+		v.reached[d] = true
+		for _, w := range v.byDay[d] {
+			if err := v.add(ctx, w, d); err != nil {
 				return err
 			}
 		}
@@ -100,11 +185,46 @@ func (v *Memory) Start(ctx context.Context, names []string) error {
 	return nil
 }
 
+// add adds a waiting bucket's reports of day d to what asks for them.
+func (v *Memory) add(ctx context.Context, w *waiting, d int32) error {
+	if (!w.keep || w.kept[d]) && (!w.pub || w.pubd[d]) {
+		return nil
+	}
+	if w.m == nil {
+		if err := v.read(ctx, w); err != nil {
+			return err
+		}
+	}
+	if w.pub && !w.pubd[d] {
+		w.pubd[d] = true
+		if !w.m.Scheme.Equal(v.scheme) {
+			return fmt.Errorf("bucket %s of the output was made under %s: writing it under %s would withdraw every ID it holds (--no-withdraw)", w.bucket, w.m.Scheme, v.scheme)
+		}
+		if !w.pubbed {
+			v.pubOf = append(v.pubOf, w.bucket)
+			w.pubTag, w.pubbed = uint32(len(v.pubOf)), true
+		}
+		if err := v.publish(w.bucket, w.pubTag, w.byDay[d]); err != nil {
+			return err
+		}
+	}
+	if w.keep && !w.kept[d] {
+		w.kept[d] = true
+		if !w.tagged {
+			if err := v.sameScheme(w.bucket, *w.m); err != nil {
+				return err
+			}
+			w.tag, w.tagged = v.tag(w.bucket), true
+			v.kept[w.tag] = true
+		}
+		return v.keep(w.bucket, w.tag, w.byDay[d])
+	}
+	return nil
+}
+
 // publish adds the reports of a committed bucket that keep their IDs to
-// the published resolver.
-func (v *Memory) publish(bucket string, reports []stamped.ManifestEntry) error {
-	v.pubOf = append(v.pubOf, bucket)
-	tag := uint32(len(v.pubOf))
+// the published resolver, under tag.
+func (v *Memory) publish(bucket string, tag uint32, reports []stamped.ManifestEntry) error {
 	for _, r := range reports {
 		if r.RejectedBy != "" {
 			continue
@@ -146,22 +266,34 @@ func (v *Memory) tag(bucket string) uint32 {
 	return uint32(len(v.buckets) - 1)
 }
 
-// Keep adds a committed bucket's reports as the sink holds them.
+// Keep adds a committed bucket's reports as the sink holds them, a day
+// at a time as buckets the run settles reach it.
 func (v *Memory) Keep(ctx context.Context, bucket string) error {
-	m, reports, err := v.s.Manifest(ctx, bucket)
+	w, err := v.waitFor(ctx, bucket)
 	if err != nil {
 		return err
 	}
-	return v.keep(bucket, m, reports)
+	w.keep = true
+	for _, d := range w.zone.Days {
+		if v.reached[d] {
+			if err := v.add(ctx, w, d); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
-func (v *Memory) keep(bucket string, m stamped.Meta, reports []stamped.ManifestEntry) error {
+func (v *Memory) sameScheme(bucket string, m stamped.Meta) error {
 	if !m.Scheme.Equal(v.scheme) {
 		return fmt.Errorf("bucket %s of the output was made under %s and this run uses %s: IDs of two schemes cannot be checked against each other; rerun that bucket too, or write to another folder",
 			bucket, m.Scheme, v.scheme)
 	}
-	tag := v.tag(bucket)
-	v.kept[tag] = true
+	return nil
+}
+
+// keep adds reports of a committed bucket, under its tag.
+func (v *Memory) keep(bucket string, tag uint32, reports []stamped.ManifestEntry) error {
 	for _, r := range reports {
 		id, err := v.scheme.Report(r.Textname)
 		if err != nil {
@@ -185,6 +317,20 @@ func (v *Memory) persist(ref uint32, winner string) {
 // Settle adds the bucket's reports, rewrites the committed buckets whose
 // verdicts change, and sets the bucket's own verdicts.
 func (v *Memory) Settle(ctx context.Context, b *stamped.Bucket) ([]deadletter.Record, error) {
+	// The bucket reaches the days of its reports, and those of the
+	// reports its committed version held (a report it no longer holds
+	// may have kept IDs that another report now gets back).
+	z := stamped.ZoneOf(b.Reports)
+	if v.before[b.Meta.Bucket] {
+		w, err := v.waitFor(ctx, b.Meta.Bucket)
+		if err != nil {
+			return nil, err
+		}
+		z = stamped.NewZone(append(z.Days, w.zone.Days...))
+	}
+	if err := v.reach(ctx, z); err != nil {
+		return nil, err
+	}
 	if v.forbid {
 		if err := v.checkPublished(b); err != nil {
 			return nil, err

@@ -30,7 +30,7 @@ var scheme = ooid.Scheme{CounterBits: 20, SHA1Offset: 33}
 
 const n = 3000 // measurements per report: ranges of 3000 in 2^20 counters
 
-// report is a report of the cases: its textname, on one timestamp for all.
+// report is a report of the cases: its textname.
 type report struct {
 	bucket, textname string
 }
@@ -55,14 +55,19 @@ func collide(a, b string) bool {
 	return false
 }
 
-// names finds textnames on one timestamp, in sorting order, such that
-// name i and name j collide exactly when want(i, j): a search over report
-// ids, deterministic.
+// names finds textnames on one timestamp of 2017-06-01, in sorting
+// order, such that name i and name j collide exactly when want(i, j): a
+// search over report ids, deterministic.
 func names(t *testing.T, k int, want func(i, j int) bool) []string {
+	return namesOn(t, "01", k, want)
+}
+
+// namesOn is names on a timestamp of day (two digits) of June 2017.
+func namesOn(t *testing.T, day string, k int, want func(i, j int) bool) []string {
 	t.Helper()
 	var cands []string
 	for i := 0; len(cands) < 4000; i++ {
-		cands = append(cands, fmt.Sprintf("2017-06-01/20170601T101010Z-IT-AS3269-web_connectivity-20170601T101011Z_AS3269_%08d-0.2.0-probe.json", i))
+		cands = append(cands, fmt.Sprintf("2017-06-%s/201706%sT101010Z-IT-AS3269-web_connectivity-201706%sT101011Z_AS3269_%08d-0.2.0-probe.json", day, day, day, i))
 	}
 	var pick []string
 	var search func(from int) bool
@@ -108,6 +113,9 @@ func cases(t *testing.T) []settleCase {
 	a, b, c := chain[0], chain[1], chain[2]
 	// Four that all collide.
 	all := names(t, 4, func(i, j int) bool { return true })
+	// Two pairs that collide, each on a day of its own.
+	pair := func(i, j int) bool { return true }
+	one, two := names(t, 2, pair), namesOn(t, "02", 2, pair)
 	return []settleCase{
 		{"chain in one bucket", []run{{"2017-06-01": {c, a, b}}}},
 		{"chain across buckets, in order", []run{{"2017-06-01": {a}, "2017-06-02": {b}, "2017-06-03": {c}}}},
@@ -117,6 +125,12 @@ func cases(t *testing.T) []settleCase {
 		{"the winner moves to another bucket", []run{{"2017-06-02": {b, c}}, {"2017-06-03": {a}}, {"2017-06-03": {}, "2017-06-01": {a}}}},
 		{"four on one timestamp, two runs", []run{{"2017-06-02": {all[3], all[1]}}, {"2017-06-01": {all[2], all[0]}}}},
 		{"a bucket loaded twice", []run{{"2017-06-01": {b, a}}, {"2017-06-01": {b, a}}}},
+		// A committed bucket on two days, reached on one of them by a
+		// later run: its report of the other day keeps its verdict,
+		// which a bucket the run does not reach decides.
+		{"a bucket reached on one of its days", []run{{"2017-06-01": {one[0]}, "2017-06-02": {one[1], two[1]}}, {"2017-06-03": {two[0]}}}},
+		{"a bucket reached on one of its days, then the other", []run{{"2017-06-02": {one[1], two[1]}}, {"2017-06-03": {two[0]}}, {"2017-06-01": {one[0]}}}},
+		{"a bucket rewritten without its winner's day", []run{{"2017-06-01": {one[0], two[0]}, "2017-06-02": {one[1], two[1]}}, {"2017-06-01": {two[0]}}}},
 	}
 }
 
@@ -195,33 +209,72 @@ func check(t *testing.T, got, want map[string]map[string]string) {
 }
 
 func TestSettler_Memory(t *testing.T) {
-	for _, c := range cases(t) {
-		t.Run(c.name, func(t *testing.T) {
-			s := sinktest.New()
-			final := apply(t, s, c)
-			got := map[string]map[string]string{}
-			for name, b := range s.Committed {
-				got[name] = map[string]string{}
-				rejected := 0
-				for _, r := range b.Reports {
-					got[name][r.Textname] = r.RejectedBy
-					if r.RejectedBy != "" {
-						rejected++
-					}
-				}
-				// The counts and records follow the verdicts.
-				collisionsRecorded := 0
-				for _, d := range b.Records {
-					if d.Reason == deadletter.Collision {
-						collisionsRecorded++
-					}
-				}
-				if b.Counts.Reports != int64(len(b.Reports)-rejected) || b.Counts.Rejects[deadletter.Collision] != int64(rejected) || collisionsRecorded != rejected {
-					t.Errorf("bucket %s: %d reports, %d rejected; counts %+v, %d collision records", name, len(b.Reports), rejected, b.Counts, collisionsRecorded)
-				}
+	for _, zoned := range []bool{false, true} {
+		for _, c := range cases(t) {
+			t.Run(fmt.Sprintf("%s/zoned=%v", c.name, zoned), func(t *testing.T) { memoryCase(t, c, zoned) })
+		}
+	}
+}
+
+func memoryCase(t *testing.T, c settleCase, zoned bool) {
+	s := sinktest.New()
+	var into sink.Sink = s
+	if zoned {
+		into = sinktest.Zoned{Sink: s}
+	}
+	final := apply(t, into, c)
+	got := map[string]map[string]string{}
+	for name, b := range s.Committed {
+		got[name] = map[string]string{}
+		rejected := 0
+		for _, r := range b.Reports {
+			got[name][r.Textname] = r.RejectedBy
+			if r.RejectedBy != "" {
+				rejected++
 			}
-			check(t, got, want(final))
-		})
+		}
+		// The counts and records follow the verdicts.
+		collisionsRecorded := 0
+		for _, d := range b.Records {
+			if d.Reason == deadletter.Collision {
+				collisionsRecorded++
+			}
+		}
+		if b.Counts.Reports != int64(len(b.Reports)-rejected) || b.Counts.Rejects[deadletter.Collision] != int64(rejected) || collisionsRecorded != rejected {
+			t.Errorf("bucket %s: %d reports, %d rejected; counts %+v, %d collision records", name, len(b.Reports), rejected, b.Counts, collisionsRecorded)
+		}
+	}
+	check(t, got, want(final))
+}
+
+// A run reads only the committed buckets its reports can reach: those
+// with a report on a day of its own reports', or of those its buckets
+// held before.
+func TestSettler_ReadsWhatItReaches(t *testing.T) {
+	ctx := context.Background()
+	pair := func(i, j int) bool { return true }
+	one, two, six := names(t, 2, pair), namesOn(t, "02", 2, pair), namesOn(t, "06", 1, pair)
+	s := sinktest.NewZoned()
+	apply(t, s, settleCase{runs: []run{{"2017-06-01": {one[1]}, "2017-06-02": {two[1]}, "2017-06-06": {six[0]}}}})
+	clear(s.Read)
+	l, err := load.New(s, scheme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Start(ctx, []string{"2017-06-03"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Commit(ctx, bucketOf("2017-06-03", []string{two[0]})); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Finish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(s.Read) != "map[2017-06-02:1]" {
+		t.Errorf("a bucket of 2017-06-02's reports read the manifests %v; want 2017-06-02's alone, once", s.Read)
+	}
+	if got := s.Committed["2017-06-02"].Reports[0].RejectedBy; got != two[0] {
+		t.Errorf("%s lost its IDs to %q, want %s", two[1], got, two[0])
 	}
 }
 

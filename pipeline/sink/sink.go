@@ -34,6 +34,10 @@ import (
 //   - [Concurrent] (PostgreSQL): a SelfSettling sink that commits several
 //     buckets at once, on connections of its own. A Rewriter commits one
 //     at a time: the run's verdicts depend on the order.
+//   - [Zoned] (Parquet): a Rewriter that keeps each committed bucket's
+//     zone (the days its reports fall on), so that the run reads only the
+//     committed buckets its own reports can reach. The in-memory sink and
+//     the --bulk load have every bucket read.
 //   - [InputRecorder] (Parquet, PostgreSQL): keeps the input's own dead
 //     letters (its folders that are not buckets) for status; the
 //     in-memory test sink has no status to give.
@@ -87,6 +91,19 @@ type Rewriter interface {
 	// committed with those verdicts. The scheme is the bucket's, with its
 	// keys when it is keyed (a ledger records only its name).
 	Reassign(ctx context.Context, scheme ooid.Scheme, bucket string, verdicts []stamped.Verdict) error
+}
+
+// Zoned is a Rewriter that knows the zone of each committed bucket (the
+// days its reports fall on, stamped.Zone) without reading its reports:
+// two reports can share an ID only when they share a day, so a run reads
+// only the committed buckets whose zone meets that of a bucket it
+// settles.
+type Zoned interface {
+	Rewriter
+	// Zones returns the zone of every bucket Buckets lists; nil for one
+	// whose ledger records none (an older version wrote it), which can
+	// reach any other.
+	Zones(ctx context.Context) (map[string]*stamped.Zone, error)
 }
 
 // InputRecorder is a Sink that keeps the dead-letter records of the

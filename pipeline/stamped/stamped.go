@@ -7,6 +7,7 @@ package stamped
 
 import (
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
@@ -223,4 +224,51 @@ type Bucket struct {
 	// Size is the compressed bytes of its files; BytesIn and BytesOut
 	// what was read of them, compressed and decompressed.
 	Size, BytesIn, BytesOut int64
+}
+
+// Day is the day (UTC, counted from the Unix epoch) a report time ts
+// falls on. Two reports can share an ID only when they share a ts
+// (docs/design.md §3), hence a day: the days of a bucket's reports say
+// which other buckets its IDs can reach.
+func Day(ts uint32) int32 { return int32(ts / 86400) }
+
+// Zone is the days a bucket's reports fall on, collision losers' too
+// (sorted, each once): a zone map, as a Parquet footer keeps a column's
+// bounds, kept in the ledger so that a run finds the committed buckets
+// its own reports can reach without reading any of them.
+type Zone struct {
+	Days []int32 `json:"days"`
+}
+
+// ZoneOf returns the zone of reports.
+func ZoneOf(reports []Report) Zone {
+	days := make([]int32, len(reports))
+	for i := range reports {
+		days[i] = Day(reports[i].ID.TS)
+	}
+	return NewZone(days)
+}
+
+// NewZone returns the zone of the days given, in any order, repeated or
+// not; days is not changed.
+func NewZone(days []int32) Zone {
+	days = slices.Clone(days)
+	slices.Sort(days)
+	return Zone{Days: append(make([]int32, 0, len(days)), slices.Compact(days)...)}
+}
+
+// Meets reports whether z and o share a day.
+func (z Zone) Meets(o Zone) bool {
+	i, j := 0, 0
+	for i < len(z.Days) && j < len(o.Days) {
+		switch {
+		case z.Days[i] == o.Days[j]:
+			return true
+		case z.Days[i] < o.Days[j]:
+			i++
+		default:
+			j++
+		}
+	}
+	return false
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"slices"
 	"sort"
 
 	"github.com/parquet-go/parquet-go"
@@ -152,10 +153,26 @@ func readChecked(ctx context.Context, st store.Store, bucket string) (checked, e
 	if c.dead, err = readDeadLetters(readerFile{bytes.NewReader(data[2])}, st.Where(bucketFiles(bucket)[2])); err != nil {
 		return c, err
 	}
+	if z := c.ledger.Zone; z != nil {
+		days := make([]int32, len(c.reports))
+		for i, r := range c.reports {
+			days[i] = stamped.Day(uint32(r.TS))
+		}
+		if got := zoneOf(days); !slices.Equal(got.Days, z.Days) {
+			return c, &MismatchError{bucket, st.Where(ledgerFile), fmt.Sprintf("says its reports fall on days %v where they fall on %v", z.Days, got.Days)}
+		}
+	}
 	if got := recount(c.reports, c.dead); !sameCounts(got, c.ledger.Counts) {
 		return c, &MismatchError{bucket, st.Where(ledgerFile), fmt.Sprintf("counts %s where its files hold %s", countsText(c.ledger.Counts), countsText(got))}
 	}
 	return c, nil
+}
+
+// zoneOf is the zone of the days of a bucket's reports, as a ledger
+// entry records it.
+func zoneOf(days []int32) *stamped.Zone {
+	z := stamped.NewZone(days)
+	return &z
 }
 
 func short(h string) string { return h[:min(len(h), 12)] }

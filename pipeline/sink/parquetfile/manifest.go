@@ -112,7 +112,11 @@ func (s *Sink) CopyBucket(ctx context.Context, src store.Store, bucket string) (
 	if err := store.WriteFile(ctx, s.st, s.path("ledger", bucket, ".json"), lb); err != nil {
 		return l, err
 	}
-	return l, copyFile(files[0])
+	if err := copyFile(files[0]); err != nil {
+		return l, err
+	}
+	s.catalogued(ctx, l)
+	return l, nil
 }
 
 func (l Ledger) meta() stamped.Meta {

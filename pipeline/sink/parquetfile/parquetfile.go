@@ -176,9 +176,13 @@ type Ledger struct {
 	UIDs bool `json:"measurement_uid,omitempty"`
 	// Files are the size and SHA-256 of each of the bucket's files, by
 	// name under the output: whoever builds on the bucket checks them.
-	Files    map[string]Digest `json:"files"`
-	Started  time.Time         `json:"started"`
-	Finished time.Time         `json:"finished"`
+	Files map[string]Digest `json:"files"`
+	// Zone is the days the bucket's reports fall on: the committed
+	// buckets a run's reports can reach are found from it, unread. nil
+	// in entries older than it (such a bucket is read by every run).
+	Zone     *stamped.Zone `json:"zone,omitempty"`
+	Started  time.Time     `json:"started"`
+	Finished time.Time     `json:"finished"`
 }
 
 // Dirs are the sub-folders of the output folder.
@@ -197,6 +201,11 @@ type Sink struct {
 	st    store.Store
 	lock  store.Lock
 	owner bool // it holds the output's lock, not one of its own
+	// cat is the catalogue as the sink last read it and brought up to
+	// date (nil before the first read), dirty when it differs from the
+	// file: Close writes it, when the sink holds the output's lock.
+	cat      map[string]catEntry
+	catDirty bool
 }
 
 var (
@@ -267,7 +276,10 @@ func (s *Sink) Close() error {
 	}
 	var err error
 	if s.owner {
-		err = s.st.RemoveAll(context.Background(), store.TmpDir)
+		if s.catDirty {
+			err = writeCatalogue(context.Background(), s.st, s.cat)
+		}
+		err = errors.Join(err, s.st.RemoveAll(context.Background(), store.TmpDir))
 	}
 	err = errors.Join(err, s.lock.Unlock())
 	s.lock = nil
@@ -358,6 +370,7 @@ type bucketWriter struct {
 	reports          []Report
 	rowsID           []MeasurementID
 	reportsID        []ReportIDs
+	zone             []int32 // the days of the reports, as they come
 	done             bool
 }
 
@@ -372,6 +385,9 @@ func (w *bucketWriter) Report(r *stamped.Report) error {
 	row := Report{
 		Textname: r.Textname, TS: int64(r.ID.TS), TSSource: r.ID.Source.String(), CounterBase: int32(r.ID.CounterBase()),
 		N: int64(r.N), BucketDate: w.days, Container: r.Container, Offset: r.Offset, Size: r.Size, SHA1: sha, RejectedBy: r.RejectedBy,
+	}
+	if d := stamped.Day(r.ID.TS); len(w.zone) == 0 || w.zone[len(w.zone)-1] != d {
+		w.zone = append(w.zone, d)
 	}
 	if w.m.UIDs {
 		return w.reportIDs(r, row)
@@ -486,7 +502,7 @@ func (w *bucketWriter) commit(ctx context.Context, c stamped.Counts) error {
 	files := bucketFiles(w.m.Bucket)
 	l := Ledger{Bucket: w.m.Bucket, Fingerprint: w.m.Fingerprint, Source: w.m.Source, CounterBits: w.m.Scheme.CounterBits, SHA1Offset: w.m.Scheme.SHA1Offset,
 		KeyTable: w.m.Scheme.Table, NdxPolicy: w.m.NdxPolicy, Version: w.m.Version, UIDs: w.m.UIDs, Counts: c, Started: w.started, Finished: time.Now().UTC(),
-		Files: map[string]Digest{files[0]: w.mdig.digest(), files[1]: w.rdig.digest(), files[2]: w.ddig.digest()}}
+		Files: map[string]Digest{files[0]: w.mdig.digest(), files[1]: w.rdig.digest(), files[2]: w.ddig.digest()}, Zone: zoneOf(w.zone)}
 	lb, _ := json.MarshalIndent(l, "", "  ")
 	// The bucket's measurements, which readers glob, leave first and come
 	// back last, after the ledger entry: a measurements file is always
@@ -521,6 +537,7 @@ func (w *bucketWriter) commit(ctx context.Context, c stamped.Counts) error {
 		return err
 	}
 	w.done = true
+	w.s.catalogued(ctx, l)
 	return st.Remove(ctx, w.s.path("ledger", w.m.Bucket, failedExt))
 }
 

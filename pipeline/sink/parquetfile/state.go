@@ -5,10 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io/fs"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/backfill-dev/backfill/internal/store"
@@ -47,15 +44,28 @@ func (s *Sink) RecordFailure(ctx context.Context, m stamped.Meta, err error) {
 }
 
 // State implements sink.Sink: ReadState, less the committed buckets one of
-// whose files is missing (they are done again).
+// whose files is missing (they are done again). It costs a listing of the
+// ledger and of the bucket folders, and a read of each ledger entry the
+// catalogue does not hold as it is.
 func (s *Sink) State(ctx context.Context) ([]stamped.State, error) {
-	all, err := readState(ctx, s.st)
+	r, err := s.ledger(ctx)
 	if err != nil {
 		return nil, err
 	}
+	present := map[string]bool{}
+	for _, d := range Dirs[:3] {
+		ents, err := s.st.ReadDir(ctx, d)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		for _, e := range ents {
+			present[d+"/"+e.Name()] = true
+		}
+	}
+	all := r.states()
 	out := all[:0]
 	for _, st := range all {
-		if st.Status == stamped.StatusCommitted && !s.whole(ctx, st.Meta.Bucket) {
+		if st.Status == stamped.StatusCommitted && !whole(present, st.Meta.Bucket) {
 			continue
 		}
 		out = append(out, st)
@@ -63,20 +73,67 @@ func (s *Sink) State(ctx context.Context) ([]stamped.State, error) {
 	return out, nil
 }
 
-// whole reports whether every file of a committed bucket is there.
-func (s *Sink) whole(ctx context.Context, bucket string) bool {
+// whole reports whether every file of a committed bucket is among those
+// present.
+func whole(present map[string]bool, bucket string) bool {
 	for _, f := range bucketFiles(bucket) {
-		if _, err := s.st.Stat(ctx, f); err != nil {
+		if !present[f] {
 			return false
 		}
 	}
 	return true
 }
 
+// ledger reads the output's ledger through the sink's catalogue, and
+// keeps the catalogue brought up to date (written when the sink closes).
+func (s *Sink) ledger(ctx context.Context) (ledgerRead, error) {
+	if s.cat == nil {
+		s.cat = readCatalogue(ctx, s.st)
+	}
+	r, err := readLedger(ctx, s.st, s.cat)
+	if err != nil {
+		return r, err
+	}
+	if r.fresh > 0 || len(r.cat) != len(s.cat) {
+		s.catDirty = true
+	}
+	s.cat = r.cat
+	return r, nil
+}
+
+// Zones implements sink.Zoned: each committed bucket's zone, from the
+// ledger as the catalogue holds it.
+func (s *Sink) Zones(ctx context.Context) (map[string]*stamped.Zone, error) {
+	r, err := s.ledger(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*stamped.Zone, len(r.committed))
+	for _, l := range r.committed {
+		out[l.Bucket] = l.Zone
+	}
+	return out, nil
+}
+
+// catalogued records in the catalogue the ledger entry l just written.
+func (s *Sink) catalogued(ctx context.Context, l Ledger) {
+	if s.cat == nil {
+		return // read whole at the first State
+	}
+	s.catDirty = true
+	info, err := s.st.Stat(ctx, s.path("ledger", l.Bucket, ".json"))
+	if err != nil {
+		delete(s.cat, l.Bucket) // read again next time
+		return
+	}
+	s.cat[l.Bucket] = catEntry{Stamp: stampOf(info), Ledger: l}
+}
+
 // ReadState reads the ledger of the output st (a folder or an s3://
 // prefix): every committed bucket with its counts, and every bucket whose
 // last commit failed, by bucket. It takes no lock: a run may be writing
-// meanwhile (see Holder).
+// meanwhile (see Holder). It reads the catalogue, and the entries the
+// catalogue does not hold as they are; it does not write it.
 func ReadState(ctx context.Context, st store.Store) ([]stamped.State, error) {
 	if !store.IsDir(ctx, st, "ledger") {
 		return nil, errors.New(st.Where(".") + " is not an output folder of backfill run (it has no ledger/)")
@@ -85,51 +142,11 @@ func ReadState(ctx context.Context, st store.Store) ([]stamped.State, error) {
 }
 
 func readState(ctx context.Context, st store.Store) ([]stamped.State, error) {
-	ents, err := st.ReadDir(ctx, "ledger")
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil // an S3 output with nothing committed yet
-	}
+	r, err := readLedger(ctx, st, readCatalogue(ctx, st))
 	if err != nil {
 		return nil, err
 	}
-	var out []stamped.State
-	for _, e := range ents {
-		name := e.Name()
-		bucket, ok := strings.CutSuffix(name, failedExt)
-		if !ok {
-			bucket, ok = strings.CutSuffix(name, ".json")
-		}
-		if !ok || !isBucket(bucket) {
-			return nil, fmt.Errorf("%s is not a ledger entry (a bucket's is YYYY-MM-DD.json): move it out of the ledger", st.Where("ledger/"+name))
-		}
-		data, err := store.ReadFile(ctx, st, "ledger/"+name)
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case strings.HasSuffix(name, failedExt):
-			var f failure
-			if err := json.Unmarshal(data, &f); err != nil {
-				return nil, errors.New("ledger/" + name + ": " + err.Error())
-			}
-			if f.Bucket != bucket {
-				return nil, fmt.Errorf("%s names bucket %q, not %s", st.Where("ledger/"+name), f.Bucket, bucket)
-			}
-			l := Ledger{Bucket: f.Bucket, Fingerprint: f.Fingerprint, Source: f.Source, CounterBits: f.CounterBits, SHA1Offset: f.SHA1Offset, KeyTable: f.KeyTable, NdxPolicy: f.NdxPolicy}
-			out = append(out, stamped.State{Meta: l.meta(), Status: stamped.StatusFailed, Error: f.Error, Finished: f.Failed, Counts: stamped.NewCounts()})
-		case strings.HasSuffix(name, ".json"):
-			var l Ledger
-			if err := json.Unmarshal(data, &l); err != nil {
-				return nil, errors.New("ledger/" + name + ": " + err.Error())
-			}
-			if l.Bucket != bucket {
-				return nil, fmt.Errorf("%s names bucket %q, not %s", st.Where("ledger/"+name), l.Bucket, bucket)
-			}
-			out = append(out, stamped.State{Meta: l.meta(), Status: stamped.StatusCommitted, Counts: l.Counts.Clone(), Finished: l.Finished})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Meta.Bucket < out[j].Meta.Bucket })
-	return out, nil
+	return r.states(), nil
 }
 
 // InputDeadLetters is the file of the input's own dead-letter records

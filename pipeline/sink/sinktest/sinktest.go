@@ -31,6 +31,27 @@ type Sink struct {
 	Committed map[string]*Bucket
 	// Commits counts the commits, rewrites included.
 	Commits int
+	// Read counts the reads of each bucket's manifest.
+	Read map[string]int
+}
+
+// Zoned is a Sink that says each committed bucket's zone
+// (sink.Zoned), as the Parquet sink does.
+type Zoned struct{ *Sink }
+
+var _ sink.Zoned = Zoned{}
+
+// NewZoned returns an empty Zoned sink.
+func NewZoned() Zoned { return Zoned{New()} }
+
+// Zones implements sink.Zoned.
+func (z Zoned) Zones(context.Context) (map[string]*stamped.Zone, error) {
+	out := map[string]*stamped.Zone{}
+	for name, b := range z.Committed {
+		zone := stamped.ZoneOf(b.Reports)
+		out[name] = &zone
+	}
+	return out, nil
 }
 
 var (
@@ -39,7 +60,7 @@ var (
 )
 
 // New returns an empty sink.
-func New() *Sink { return &Sink{Committed: map[string]*Bucket{}} }
+func New() *Sink { return &Sink{Committed: map[string]*Bucket{}, Read: map[string]int{}} }
 
 // State implements sink.Sink.
 func (s *Sink) State(context.Context) ([]stamped.State, error) {
@@ -77,6 +98,7 @@ func (s *Sink) Manifest(_ context.Context, bucket string) (stamped.Meta, []stamp
 	if !ok {
 		return stamped.Meta{}, nil, fmt.Errorf("sinktest: bucket %s is not committed", bucket)
 	}
+	s.Read[bucket]++
 	var out []stamped.ManifestEntry
 	for _, r := range b.Reports {
 		out = append(out, stamped.ManifestEntry{Textname: r.Textname, N: r.N, Container: r.Container, Offset: r.Offset, RejectedBy: r.RejectedBy})

@@ -1,0 +1,176 @@
+package parquetfile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/pipeline/stamped"
+)
+
+// CatalogueName is the output's catalogue, at its root: a copy of every
+// ledger entry, each beside the stamp its file had when it was read (git's
+// index keeps a file's size, times and inode so). Reading the ledger
+// costs a listing of ledger/ and this one file: an entry is read again
+// only when its file's stamp is not the one catalogued (a run that died
+// before it wrote the catalogue, an entry copied or edited by hand). The
+// ledger stays the commit point; the catalogue is only ever a cache of it,
+// written when a writer closes the output, and a catalogue that cannot
+// be read is rebuilt from the ledger.
+const CatalogueName = "catalogue.json"
+
+// catalogueFormat is the version of the catalogue's layout; a catalogue
+// of another is rebuilt.
+const catalogueFormat = 1
+
+type catalogue struct {
+	Format  int        `json:"format"`
+	Entries []catEntry `json:"entries"`
+}
+
+type catEntry struct {
+	Stamp  string `json:"stamp"`
+	Ledger Ledger `json:"ledger"`
+}
+
+// stampOf is what a listing says of a file that changes whenever the file
+// is written again: on S3 its size and ETag (a digest of its bytes), on
+// disk its size, modification time and inode (every write of a ledger
+// entry is a new file renamed into place).
+func stampOf(info fs.FileInfo) string {
+	if etag := store.ETag(info); etag != "" {
+		return fmt.Sprintf("%d %s", info.Size(), etag)
+	}
+	var ino uint64
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		ino = st.Ino
+	}
+	return fmt.Sprintf("%d %d %d", info.Size(), info.ModTime().UnixNano(), ino)
+}
+
+// readCatalogue reads the catalogue of st, by bucket; an empty one when
+// there is none, or when it cannot be read (it is rebuilt).
+func readCatalogue(ctx context.Context, st store.Store) map[string]catEntry {
+	out := map[string]catEntry{}
+	b, err := store.ReadFile(ctx, st, CatalogueName)
+	if err != nil {
+		return out
+	}
+	var c catalogue
+	if json.Unmarshal(b, &c) != nil || c.Format != catalogueFormat {
+		return out
+	}
+	for _, e := range c.Entries {
+		if isBucket(e.Ledger.Bucket) && e.Stamp != "" {
+			out[e.Ledger.Bucket] = e
+		}
+	}
+	return out
+}
+
+// writeCatalogue replaces the catalogue of st with cat.
+func writeCatalogue(ctx context.Context, st store.Store, cat map[string]catEntry) error {
+	c := catalogue{Format: catalogueFormat, Entries: make([]catEntry, 0, len(cat))}
+	for _, e := range cat {
+		c.Entries = append(c.Entries, e)
+	}
+	sort.Slice(c.Entries, func(i, j int) bool { return c.Entries[i].Ledger.Bucket < c.Entries[j].Ledger.Bucket })
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	return store.WriteFile(ctx, st, CatalogueName, append(b, '\n'))
+}
+
+// ledgerRead is the ledger of an output as readLedger finds it.
+type ledgerRead struct {
+	committed []Ledger  // by bucket
+	failed    []failure // by bucket
+	// cat is the catalogue brought up to date: the committed entries
+	// with their stamps; fresh is how many entries had to be read.
+	cat   map[string]catEntry
+	fresh int
+}
+
+// readLedger lists the ledger of st and reads each entry whose stamp is
+// not the one cat holds (cat may be nil: every entry is read).
+func readLedger(ctx context.Context, st store.Store, cat map[string]catEntry) (ledgerRead, error) {
+	r := ledgerRead{cat: map[string]catEntry{}}
+	ents, err := st.ReadDir(ctx, "ledger")
+	if errors.Is(err, fs.ErrNotExist) {
+		return r, nil // an S3 output with nothing committed yet
+	}
+	if err != nil {
+		return r, err
+	}
+	for _, e := range ents {
+		name := e.Name()
+		bucket, ok := strings.CutSuffix(name, failedExt)
+		if !ok {
+			bucket, ok = strings.CutSuffix(name, ".json")
+		}
+		if !ok || !isBucket(bucket) {
+			return r, fmt.Errorf("%s is not a ledger entry (a bucket's is YYYY-MM-DD.json): move it out of the ledger", st.Where("ledger/"+name))
+		}
+		if strings.HasSuffix(name, failedExt) {
+			data, err := store.ReadFile(ctx, st, "ledger/"+name)
+			if err != nil {
+				return r, err
+			}
+			var f failure
+			if err := json.Unmarshal(data, &f); err != nil {
+				return r, errors.New("ledger/" + name + ": " + err.Error())
+			}
+			if f.Bucket != bucket {
+				return r, fmt.Errorf("%s names bucket %q, not %s", st.Where("ledger/"+name), f.Bucket, bucket)
+			}
+			r.failed = append(r.failed, f)
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			return r, err
+		}
+		stamp := stampOf(info)
+		if c, ok := cat[bucket]; ok && c.Stamp == stamp {
+			r.committed = append(r.committed, c.Ledger)
+			r.cat[bucket] = c
+			continue
+		}
+		data, err := store.ReadFile(ctx, st, "ledger/"+name)
+		if err != nil {
+			return r, err
+		}
+		l, err := parseLedger(data)
+		if err != nil {
+			return r, errors.New("ledger/" + name + ": " + err.Error())
+		}
+		if l.Bucket != bucket {
+			return r, fmt.Errorf("%s names bucket %q, not %s", st.Where("ledger/"+name), l.Bucket, bucket)
+		}
+		r.committed = append(r.committed, l)
+		r.cat[bucket] = catEntry{Stamp: stamp, Ledger: l}
+		r.fresh++
+	}
+	return r, nil
+}
+
+// states is the ledger as the sink's states, by bucket.
+func (r ledgerRead) states() []stamped.State {
+	out := make([]stamped.State, 0, len(r.committed)+len(r.failed))
+	for _, f := range r.failed {
+		l := Ledger{Bucket: f.Bucket, Fingerprint: f.Fingerprint, Source: f.Source, CounterBits: f.CounterBits, SHA1Offset: f.SHA1Offset, KeyTable: f.KeyTable, NdxPolicy: f.NdxPolicy}
+		out = append(out, stamped.State{Meta: l.meta(), Status: stamped.StatusFailed, Error: f.Error, Finished: f.Failed, Counts: stamped.NewCounts()})
+	}
+	for _, l := range r.committed {
+		out = append(out, stamped.State{Meta: l.meta(), Status: stamped.StatusCommitted, Counts: l.Counts.Clone(), Finished: l.Finished})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Meta.Bucket < out[j].Meta.Bucket })
+	return out
+}
