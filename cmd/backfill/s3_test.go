@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -24,6 +25,7 @@ import (
 	"github.com/backfill-dev/backfill/internal/store/location"
 	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
+	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
 // s3Corpus generates a damaged corpus in both layouts into a local folder
@@ -76,8 +78,8 @@ func tree(t *testing.T, loc string) map[string][]byte {
 			}
 			return nil
 		}
-		if p == parquetfile.LockName {
-			return nil
+		if p == parquetfile.LockName || p == parquetfile.CatalogueName {
+			return nil // the lock, and the catalogue (a cache of the ledger)
 		}
 		b, err := store.ReadFile(t.Context(), st, p)
 		if err != nil {
@@ -439,4 +441,79 @@ func TestS3_OneLineFailures(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A one-bucket run into an s3:// output that holds many committed buckets
+// costs its own bucket's requests, those of the buckets its reports can
+// reach (the ledger's zones say which), and a few listing pages: not a
+// request for any other bucket's files or ledger entry, whatever the
+// output holds.
+func TestS3_OneBucketCostsItsOwnWork(t *testing.T) {
+	srv := s3test.Start(t, "test")
+	dir := t.TempDir() + "/c"
+	if code, out := call("gen", "-q", "--out", dir, "--buckets", "12", "--reports", "8", "--max-measurements", "50"); code != cli.ExitOK {
+		t.Fatalf("gen: exit %d\n%s", code, out)
+	}
+	var earlier []string
+	for d := 1; d <= 11; d++ {
+		earlier = append(earlier, fmt.Sprintf("2017-06-%02d", d))
+	}
+	if code, out := call(append([]string{"run", "-q", "--in", dir, "--out", "s3://test/out"}, earlier...)...); code != cli.ExitOK {
+		t.Fatalf("run of 11 buckets: exit %d\n%s", code, out)
+	}
+	_, from := srv.Served(0)
+	if code, out := call("run", "-q", "--in", dir, "--out", "s3://test/out", "2017-06-12"); code != cli.ExitOK {
+		t.Fatalf("run of the twelfth: exit %d\n%s", code, out)
+	}
+	served, _ := srv.Served(from)
+	// The buckets the twelfth can reach: those whose zone meets its own.
+	reach := map[string]bool{}
+	zones := map[string]*stamped.Zone{}
+	st, err := location.Open(t.Context(), "s3://test/out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range append(earlier, "2017-06-12") {
+		data, err := store.ReadFile(t.Context(), st, "ledger/"+b+".json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l parquetfile.Ledger
+		if err := json.Unmarshal(data, &l); err != nil || l.Zone == nil {
+			t.Fatalf("ledger of %s: %v, zone %v", b, err, l.Zone)
+		}
+		zones[b] = l.Zone
+	}
+	for _, b := range earlier {
+		if zones[b].Meets(*zones["2017-06-12"]) {
+			reach[b] = true
+		}
+	}
+	if len(reach) == 0 || len(reach) > 2 {
+		t.Fatalf("the twelfth bucket reaches %v: the corpus does not have the shape this test needs", reach)
+	}
+	lists, objects := 0, 0
+	for _, r := range served {
+		if r.List {
+			lists++
+			continue
+		}
+		objects++
+		for _, b := range earlier {
+			if strings.Contains(r.Path, b) && !reach[b] {
+				t.Errorf("%s %s: a bucket the run cannot reach", r.Method, r.Path)
+			}
+		}
+	}
+	// The ledger and the three bucket folders listed when the run starts
+	// (State) and when it counts its summary, the ledger for the zones,
+	// the temporary folder when the output is opened and closed: a page
+	// each for up to 1,000 buckets.
+	if lists > 12 {
+		t.Errorf("%d listings:", lists)
+		for _, r := range served {
+			t.Log(r)
+		}
+	}
+	t.Logf("the run of one bucket: %d listings, %d requests of objects", lists, objects)
 }

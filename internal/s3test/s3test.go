@@ -29,6 +29,7 @@ type Server struct {
 	// Requests counts the requests served, by method.
 	requests sync.Map     // method → *atomic.Int64
 	puts     []Put        // under mu
+	served   []Request    // under mu
 	onPut    func(Put)    // under mu
 	onDelete func(string) // under mu
 }
@@ -37,6 +38,25 @@ type Server struct {
 type Put struct {
 	At   time.Time
 	Path string // /bucket/key
+}
+
+// Request is a request the server was sent.
+type Request struct {
+	Method string
+	Path   string // /bucket/key; /bucket for a listing
+	// List is set for a listing (a GET of the bucket, one page).
+	List bool
+	// Prefix is a listing's prefix.
+	Prefix string
+}
+
+// Served returns the requests sent since the n-th (0 for all), in
+// order, and how many there were in all: Served(n) after n := len of an
+// earlier call's is what was sent meanwhile.
+func (s *Server) Served(n int) ([]Request, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.served[min(n, len(s.served)):]), len(s.served)
 }
 
 // Fault is one fault to inject, into the next request it matches.
@@ -194,6 +214,11 @@ func (s *Server) inject(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		v, _ := s.requests.LoadOrStore(r.Method, new(atomic.Int64))
 		v.(*atomic.Int64).Add(1)
+		q := r.URL.Query()
+		list := r.Method == http.MethodGet && strings.Count(strings.Trim(r.URL.Path, "/"), "/") == 0
+		s.mu.Lock()
+		s.served = append(s.served, Request{Method: r.Method, Path: r.URL.Path, List: list, Prefix: q.Get("prefix")})
+		s.mu.Unlock()
 		f, ok := s.take(r)
 		if !ok {
 			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}

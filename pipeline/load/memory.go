@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 
@@ -80,14 +81,15 @@ func (v *Memory) Withdrawn() []sink.Withdrawal { return slices.Clone(v.withdrawn
 // meet, see sink.Zoned); a bucket whose zone the sink cannot say is read
 // at once, for its zone.
 func (v *Memory) Start(ctx context.Context, names []string) error {
-	committed, err := v.s.Buckets(ctx)
-	if err != nil {
-		return err
-	}
+	var committed []string
+	var err error
 	if z, ok := v.s.(sink.Zoned); ok {
 		if v.zones, err = z.Zones(ctx); err != nil {
 			return err
 		}
+		committed = slices.Sorted(maps.Keys(v.zones))
+	} else if committed, err = v.s.Buckets(ctx); err != nil {
+		return err
 	}
 	if v.forbid {
 		v.pub = collisions.NewResolver(v.scheme.CounterBits)
