@@ -47,10 +47,12 @@ type Config struct {
 	Canned  store.Store
 	Version string // recorded in each bucket's Meta
 	Source  string // recorded in each bucket's Meta: where In is, absolute
-	// Skip, when set, is asked once per bucket, when its input is known
-	// (Meta.Fingerprint): a bucket it skips is emitted with Skipped set and
-	// nothing of it read. It is called from one goroutine, not the
-	// emitter's.
+	// Skip, when set, is asked of each bucket, when its input is known:
+	// first from its folder's listing alone (Meta.Listing set,
+	// Meta.Fingerprint not), then, unless that skipped it, once its index
+	// is read (Meta.Fingerprint set). A bucket it skips is emitted with
+	// Skipped set and nothing more of it read. It is called from several
+	// goroutines at once, never the emitter's.
 	Skip func(stamped.Meta) bool
 	// Progress, when set, is called from the emitter's goroutine after
 	// every container.
@@ -284,6 +286,21 @@ type task struct {
 // failure of the store is j.err, which stops the run.
 func open(ctx context.Context, cfg Config, in, canned store.Store, name string) *bucketJob {
 	j := &bucketJob{out: stamped.Bucket{Meta: stamped.Meta{Bucket: name, Scheme: cfg.Scheme, NdxPolicy: string(cfg.Read.Ndx), Version: cfg.Version, Source: cfg.Source, UIDs: cfg.Read.UIDs}}}
+	if cfg.Skip != nil {
+		l, err := reader.List(ctx, in, name)
+		if store.Failed(err) {
+			j.err = err
+			return j
+		}
+		if err == nil {
+			m := j.out.Meta
+			m.Listing = l.Fingerprint
+			if cfg.Skip(m) {
+				j.out.Meta, j.out.Skipped, j.out.Size = m, true, l.Bytes
+				return j
+			}
+		}
+	}
 	b, err := reader.OpenIn(ctx, in, name, cfg.Read.OpenOptions(cfg.Format))
 	if store.Failed(err) {
 		j.err = err
@@ -299,7 +316,7 @@ func open(ctx context.Context, cfg Config, in, canned store.Store, name string) 
 		j.out.Meta.Fingerprint = "unreadable"
 		return j
 	}
-	j.bucket, j.out.Meta.Fingerprint, j.out.Size = b, b.Fingerprint, b.Bytes
+	j.bucket, j.out.Meta.Fingerprint, j.out.Meta.Listing, j.out.Size = b, b.Fingerprint, b.Listing, b.Bytes
 	j.record(b.Problems)
 	if canned != nil && b.Format == reader.FormatAutoclaved {
 		var p *deadletter.Record

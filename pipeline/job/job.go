@@ -334,10 +334,15 @@ func recordInput(ctx context.Context, recs []deadletter.Record, s sink.Sink, sum
 }
 
 // sameMeta reports whether a bucket committed with a was made as b would
-// be: the same input, scheme and ndx policy, with or without OONI's
-// identities of its measurements.
+// be: the same input (the same fingerprint, or the same listing where the
+// output keeps one and b has not read its index), scheme and ndx policy,
+// with or without OONI's identities of its measurements.
 func sameMeta(a, b stamped.Meta) bool {
-	return a.Bucket == b.Bucket && a.Fingerprint == b.Fingerprint && a.Scheme.Equal(b.Scheme) && a.NdxPolicy == b.NdxPolicy && a.UIDs == b.UIDs
+	sameInput := a.Fingerprint == b.Fingerprint
+	if b.Fingerprint == "" {
+		sameInput = a.Listing != "" && a.Listing == b.Listing
+	}
+	return a.Bucket == b.Bucket && sameInput && a.Scheme.Equal(b.Scheme) && a.NdxPolicy == b.NdxPolicy && a.UIDs == b.UIDs
 }
 
 // addCommitted adds the counts of bucket m as the sink holds it committed

@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -451,4 +454,65 @@ func mustAbs(t testing.TB, p string) string {
 func mustRead(t testing.TB, p string) string {
 	b, _ := os.ReadFile(p)
 	return string(b)
+}
+
+// opens is a store that records the files opened through it.
+type opens struct {
+	store.Store
+	mu    sync.Mutex
+	names []string
+}
+
+func (o *opens) Open(ctx context.Context, name string) (fs.File, error) {
+	o.mu.Lock()
+	o.names = append(o.names, name)
+	o.mu.Unlock()
+	return o.Store.Open(ctx, name)
+}
+
+// --resume skips a bucket whose folder lists as it did when the bucket
+// was committed without opening any of its files, the index included;
+// a bucket whose index changed (its time, here) is read and done again.
+func TestRun_ResumeReadsNoFileOfUnchangedBuckets(t *testing.T) {
+	in, out := genCorpus(t, 3, 40), t.TempDir()
+	if _, err := runJob(t, context.Background(), in, out, 2); err != nil {
+		t.Fatal(err)
+	}
+	resume := func() (job.Summary, []string) {
+		t.Helper()
+		s, err := parquetfile.Open(t.Context(), store.Local(out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		o := &opens{Store: store.Local(in)}
+		sum, err := job.Run(context.Background(), job.Config{In: o, Workers: 2, Scheme: ooid.DefaultScheme, MaxBlob: maxBlob, Version: "test", Resume: true}, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sum, o.names
+	}
+	if sum, opened := resume(); sum.Skipped != 3 || sum.Buckets != 0 || len(opened) != 0 {
+		t.Errorf("resume over a complete output: %d skipped, %d committed, opened %v", sum.Skipped, sum.Buckets, opened)
+	}
+	buckets, err := ingest.ListBuckets(t.Context(), store.Local(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(filepath.Join(in, buckets[1], "index.json.gz"), later, later); err != nil {
+		t.Fatal(err)
+	}
+	sum, opened := resume()
+	if sum.Skipped != 2 || sum.Buckets != 1 {
+		t.Errorf("resume after an index changed: %d skipped, %d committed", sum.Skipped, sum.Buckets)
+	}
+	for _, name := range opened {
+		if !strings.HasPrefix(name, buckets[1]+"/") {
+			t.Errorf("opened %s, of a bucket that did not change", name)
+		}
+	}
+	if len(opened) == 0 {
+		t.Error("the changed bucket was done again without reading it")
+	}
 }

@@ -81,7 +81,9 @@ type Bucket struct {
 	// Fingerprint changes when the index or any file's name, size or
 	// modification time (on S3: ETag) changes.
 	Fingerprint string
-	Bytes       int64 // compressed bytes of the containers on disk
+	// Listing is the fingerprint of the folder's listing alone: List's.
+	Listing string
+	Bytes   int64 // compressed bytes of the containers on disk
 }
 
 // OpenBucket lists the local bucket folder dir and reads its index as a
@@ -182,13 +184,14 @@ func listBucket(ctx context.Context, fsys store.Store, date string) (*listing, e
 		return nil, err
 	}
 	l := &listing{b: b, onDisk: map[string]fs.FileInfo{}, fp: sha256.New()}
-	fp, onDisk := l.fp, l.onDisk
+	fp, onDisk, lfp := l.fp, l.onDisk, sha256.New()
+	defer func() { b.Listing = hex.EncodeToString(lfp.Sum(nil)) }()
 	for _, e := range ents {
 		info, err := e.Info()
 		if err != nil {
 			return nil, err
 		}
-		entryFingerprint(fp, e.Name(), info)
+		entryFingerprint(io.MultiWriter(fp, lfp), e.Name(), info)
 		if strings.HasSuffix(e.Name(), ".lz4") {
 			l.lz4s = append(l.lz4s, e.Name())
 		}

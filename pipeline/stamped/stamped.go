@@ -20,6 +20,12 @@ import (
 type Meta struct {
 	Bucket      string // YYYY-MM-DD
 	Fingerprint string // of the bucket's input files
+	// Listing is the fingerprint of the bucket folder's listing alone
+	// (reader.List: its files' names, sizes and versions, not the
+	// index's bytes): --resume skips a bucket whose listing is the one
+	// committed without reading its index, as git's index trusts a
+	// file's size and times. "" where the output does not keep it.
+	Listing string
 	// Source is the folder of bucket folders it was read from: an
 	// absolute path or an s3:// URL ("" in ledgers older than it).
 	Source    string

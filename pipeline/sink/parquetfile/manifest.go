@@ -120,7 +120,7 @@ func (s *Sink) CopyBucket(ctx context.Context, src store.Store, bucket string) (
 }
 
 func (l Ledger) meta() stamped.Meta {
-	return stamped.Meta{Bucket: l.Bucket, Fingerprint: l.Fingerprint, Source: l.Source, Scheme: ooid.Scheme{CounterBits: l.CounterBits, SHA1Offset: l.SHA1Offset, Table: l.KeyTable},
+	return stamped.Meta{Bucket: l.Bucket, Fingerprint: l.Fingerprint, Listing: l.Listing, Source: l.Source, Scheme: ooid.Scheme{CounterBits: l.CounterBits, SHA1Offset: l.SHA1Offset, Table: l.KeyTable},
 		NdxPolicy: l.NdxPolicy, Version: l.Version, UIDs: l.UIDs}
 }
 

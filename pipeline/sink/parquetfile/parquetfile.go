@@ -164,7 +164,8 @@ func ooniIDs(rows []Identity) ([]ooniuid.ID, error) {
 type Ledger struct {
 	Bucket      string         `json:"bucket"`
 	Fingerprint string         `json:"input_fingerprint"`
-	Source      string         `json:"input,omitempty"` // the folder of bucket folders it was read from
+	Listing     string         `json:"input_listing,omitempty"` // the fingerprint of the bucket folder's listing alone (stamped.Meta.Listing)
+	Source      string         `json:"input,omitempty"`         // the folder of bucket folders it was read from
 	CounterBits int            `json:"counter_bits"`
 	SHA1Offset  int            `json:"sha1_offset"`
 	KeyTable    string         `json:"key_table,omitempty"` // of a keyed scheme
@@ -500,7 +501,7 @@ func (w *bucketWriter) commit(ctx context.Context, c stamped.Counts) error {
 		return err
 	}
 	files := bucketFiles(w.m.Bucket)
-	l := Ledger{Bucket: w.m.Bucket, Fingerprint: w.m.Fingerprint, Source: w.m.Source, CounterBits: w.m.Scheme.CounterBits, SHA1Offset: w.m.Scheme.SHA1Offset,
+	l := Ledger{Bucket: w.m.Bucket, Fingerprint: w.m.Fingerprint, Listing: w.m.Listing, Source: w.m.Source, CounterBits: w.m.Scheme.CounterBits, SHA1Offset: w.m.Scheme.SHA1Offset,
 		KeyTable: w.m.Scheme.Table, NdxPolicy: w.m.NdxPolicy, Version: w.m.Version, UIDs: w.m.UIDs, Counts: c, Started: w.started, Finished: time.Now().UTC(),
 		Files: map[string]Digest{files[0]: w.mdig.digest(), files[1]: w.rdig.digest(), files[2]: w.ddig.digest()}, Zone: zoneOf(w.zone)}
 	lb, _ := json.MarshalIndent(l, "", "  ")
