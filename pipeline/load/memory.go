@@ -269,8 +269,14 @@ func (v *Memory) tag(bucket string) uint32 {
 }
 
 // Keep adds a committed bucket's reports as the sink holds them, a day
-// at a time as buckets the run settles reach it.
+// at a time as buckets the run settles reach it; a sink.Zoned checks the
+// bucket first (what it checks, the other sinks' Manifest does).
 func (v *Memory) Keep(ctx context.Context, bucket string) error {
+	if z, ok := v.s.(sink.Zoned); ok {
+		if err := z.Check(ctx, bucket); err != nil {
+			return err
+		}
+	}
 	w, err := v.waitFor(ctx, bucket)
 	if err != nil {
 		return err

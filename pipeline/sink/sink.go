@@ -104,6 +104,11 @@ type Zoned interface {
 	// whose ledger records none (an older version wrote it), which can
 	// reach any other.
 	Zones(ctx context.Context) (map[string]*stamped.Zone, error)
+	// Check checks a committed bucket the run keeps as it is (--resume)
+	// and may never read: it reads and checks the bucket whole unless
+	// nothing of it changed since it was last checked, as the sink can
+	// tell without reading it.
+	Check(ctx context.Context, bucket string) error
 }
 
 // InputRecorder is a Sink that keeps the dead-letter records of the

@@ -16,10 +16,13 @@ import (
 
 // CatalogueName is the output's catalogue, at its root: a copy of every
 // ledger entry, each beside the stamp its file had when it was read (git's
-// index keeps a file's size, times and inode so). Reading the ledger
+// index keeps a file's size, times and inode so), and the stamps of the
+// bucket's files when they were last checked against it. Reading the ledger
 // costs a listing of ledger/ and this one file: an entry is read again
 // only when its file's stamp is not the one catalogued (a run that died
-// before it wrote the catalogue, an entry copied or edited by hand). The
+// before it wrote the catalogue, an entry copied or edited by hand), and
+// a bucket kept as it is is read and checked whole only when the stamp of
+// its entry or of one of its files changed (Check). The
 // ledger stays the commit point; the catalogue is only ever a cache of it,
 // written when a writer closes the output, and a catalogue that cannot
 // be read is rebuilt from the ledger.
@@ -37,6 +40,10 @@ type catalogue struct {
 type catEntry struct {
 	Stamp  string `json:"stamp"`
 	Ledger Ledger `json:"ledger"`
+	// Files are the stamps of the bucket's files when they were last
+	// checked against the entry (written, or read whole); none when they
+	// have not been since the entry was read.
+	Files map[string]string `json:"files,omitempty"`
 }
 
 // stampOf is what a listing says of a file that changes whenever the file

@@ -57,6 +57,7 @@ func (s *Sink) Manifest(ctx context.Context, bucket string) (stamped.Meta, []sta
 	if err != nil {
 		return stamped.Meta{}, nil, err
 	}
+	s.checked(bucket)
 	out := make([]stamped.ManifestEntry, len(c.reports))
 	for i, r := range c.reports {
 		out[i] = stamped.ManifestEntry{Textname: r.Textname, N: uint32(r.N), Container: r.Container, Offset: r.Offset, RejectedBy: r.RejectedBy}

@@ -207,6 +207,7 @@ type Sink struct {
 	// file: Close writes it, when the sink holds the output's lock.
 	cat      map[string]catEntry
 	catDirty bool
+	listed   map[string]string // the stamps of the bucket folders' files, as State last listed them
 }
 
 var (

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"strings"
 	"time"
 
 	"github.com/backfill-dev/backfill/internal/store"
@@ -52,20 +53,25 @@ func (s *Sink) State(ctx context.Context) ([]stamped.State, error) {
 	if err != nil {
 		return nil, err
 	}
-	present := map[string]bool{}
+	listed := map[string]string{}
 	for _, d := range Dirs[:3] {
 		ents, err := s.st.ReadDir(ctx, d)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
 		for _, e := range ents {
-			present[d+"/"+e.Name()] = true
+			info, err := e.Info()
+			if err != nil {
+				return nil, err
+			}
+			listed[d+"/"+e.Name()] = stampOf(info)
 		}
 	}
+	s.listed = listed
 	all := r.states()
 	out := all[:0]
 	for _, st := range all {
-		if st.Status == stamped.StatusCommitted && !whole(present, st.Meta.Bucket) {
+		if st.Status == stamped.StatusCommitted && !whole(listed, st.Meta.Bucket) {
 			continue
 		}
 		out = append(out, st)
@@ -74,14 +80,49 @@ func (s *Sink) State(ctx context.Context) ([]stamped.State, error) {
 }
 
 // whole reports whether every file of a committed bucket is among those
-// present.
-func whole(present map[string]bool, bucket string) bool {
+// listed.
+func whole(listed map[string]string, bucket string) bool {
 	for _, f := range bucketFiles(bucket) {
-		if !present[f] {
+		if listed[f] == "" {
 			return false
 		}
 	}
 	return true
+}
+
+// Check implements sink.Zoned: a committed bucket kept as it is, and not
+// read, is read and checked whole (CheckBucket) unless its ledger entry
+// and its files have the stamps they had when they were last checked.
+func (s *Sink) Check(ctx context.Context, bucket string) error {
+	e, ok := s.cat[bucket]
+	if ok && e.Files != nil && s.listed != nil {
+		same := true
+		for _, f := range bucketFiles(bucket) {
+			same = same && s.listed[f] != "" && s.listed[f] == e.Files[f]
+		}
+		if same {
+			return nil
+		}
+	}
+	if _, err := readChecked(ctx, s.st, bucket); err != nil {
+		return err
+	}
+	s.checked(bucket)
+	return nil
+}
+
+// checked records that the files of a committed bucket were checked as
+// State listed them.
+func (s *Sink) checked(bucket string) {
+	e, ok := s.cat[bucket]
+	if !ok || s.listed == nil {
+		return
+	}
+	e.Files = map[string]string{}
+	for _, f := range bucketFiles(bucket) {
+		e.Files[f] = s.listed[f]
+	}
+	s.cat[bucket], s.catDirty = e, true
 }
 
 // ledger reads the output's ledger through the sink's catalogue, and
@@ -121,12 +162,23 @@ func (s *Sink) catalogued(ctx context.Context, l Ledger) {
 		return // read whole at the first State
 	}
 	s.catDirty = true
-	info, err := s.st.Stat(ctx, s.path("ledger", l.Bucket, ".json"))
-	if err != nil {
-		delete(s.cat, l.Bucket) // read again next time
-		return
+	e := catEntry{Ledger: l, Files: map[string]string{}}
+	for _, f := range append(bucketFiles(l.Bucket), s.path("ledger", l.Bucket, ".json")) {
+		info, err := s.st.Stat(ctx, f)
+		if err != nil {
+			delete(s.cat, l.Bucket) // read and checked again next time
+			return
+		}
+		if strings.HasPrefix(f, "ledger/") {
+			e.Stamp = stampOf(info)
+		} else {
+			e.Files[f] = stampOf(info)
+			if s.listed != nil {
+				s.listed[f] = e.Files[f]
+			}
+		}
 	}
-	s.cat[l.Bucket] = catEntry{Stamp: stampOf(info), Ledger: l}
+	s.cat[l.Bucket] = e
 }
 
 // ReadState reads the ledger of the output st (a folder or an s3://
