@@ -11,7 +11,7 @@ FUZZTIME ?= 20000x
 BIN      := bin/backfill
 
 .DEFAULT_GOAL := help
-.PHONY: help announce-build build image test test-faults deps test-deploy testrace ci reference lint fmt-check tidy-check fuzz bench bench-e2e bench-fullscale granule-diff soak demo clean
+.PHONY: help announce-build build image test test-faults deps test-deploy testrace ci reference lint fmt-check tidy-check fuzz bench bench-e2e bench-fullscale bench-incremental granule-diff soak demo clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -109,6 +109,9 @@ bench-e2e: deps ## end-to-end benchmarks of the binary against their baselines
 
 bench-fullscale: ## the whole corpus (147 M measurements) through every path, side by side: about 25 minutes (and 4 to 7 more to generate the indexes the first time) and 35 GB of disk (BENCH_DIR caches the 5.1 GiB of indexes; PARQUET_ONLY=1 stops after the floor and the Parquet runs)
 	$(WITH_PG) $(GO) test -run '^$$' -bench '^BenchmarkFullScale$$' -benchtime 1x -timeout 3h -v ./bench/ -args -bench.fullscale $(if $(BENCH_DIR),-bench.dir=$(BENCH_DIR)) $(if $(PARQUET_ONLY),-bench.fullscale.parquet)
+
+bench-incremental: ## one bucket into the full-scale Parquet output, beside the same bucket alone, and run --resume over the complete output: about 3 minutes (and 4 to 7 more to generate the indexes the first time; BENCH_DIR caches them)
+	$(GO) test -run '^$$' -bench '^BenchmarkIncremental$$' -benchtime 5x -timeout 1h -v ./bench/ -args -bench.incremental $(if $(BENCH_DIR),-bench.dir=$(BENCH_DIR))
 
 GRANULE_DIFF ?= 5000
 GRANULE_DIFF_SEED ?= $(shell date +%s)
