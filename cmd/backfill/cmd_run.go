@@ -295,10 +295,10 @@ func warnWithdrawn(std cli.Stdio, ws []sink.Withdrawal) {
 	for _, w := range ws {
 		n += int64(w.N)
 	}
-	fmt.Fprintf(std.Err, "backfill: warning: published IDs withdrawn: %s committed before this run lost their %d IDs to reports that sort first (collision; --no-withdraw refuses instead):\n",
+	fmt.Fprintf(std.Err, "backfill: warning: published IDs withdrawn: %s committed before this run lost %d IDs (--no-withdraw refuses instead):\n",
 		cli.Count(len(ws), "report", "reports"), n)
 	for _, w := range ws {
-		fmt.Fprintf(std.Err, "backfill:   bucket %s: %s (%d measurements) now rejected by %s\n", w.Bucket, cli.Printable(w.Textname), w.N, cli.Printable(w.Winner))
+		fmt.Fprintf(std.Err, "backfill:   %s\n", cli.Printable(w.Says()))
 	}
 }
 

@@ -207,6 +207,23 @@ func (l *local) ReadDir(_ context.Context, name string) ([]fs.DirEntry, error) {
 	return ents, err
 }
 
+// ReadDirNames implements NameLister: the names alone, without the
+// lstat of each entry that ReadDir makes under an os.Root.
+func (l *local) ReadDirNames(_ context.Context, name string) ([]string, error) {
+	var names []string
+	err := l.do(name, false, func(r *os.Root, n string) error {
+		d, err := r.Open(n)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		names, err = d.Readdirnames(-1)
+		return err
+	})
+	slices.Sort(names)
+	return names, err
+}
+
 func (l *local) Stat(_ context.Context, name string) (fs.FileInfo, error) {
 	if l.name(name) == "." {
 		return os.Stat(l.base) // the user's own folder, or a file they named

@@ -68,6 +68,13 @@ type Store interface {
 	Where(name string) string
 }
 
+// NameLister is a Store that lists a folder's names for less than
+// ReadDir costs (a local folder: ReadDir under an os.Root stats every
+// entry). On S3 a listing names and describes each object at once.
+type NameLister interface {
+	ReadDirNames(ctx context.Context, name string) ([]string, error)
+}
+
 // Writer is a file being written.
 type Writer interface {
 	io.Writer

@@ -184,4 +184,9 @@ const (
 
 	// Run.
 	Collision = "collision" // the report's IDs overlap those of a report whose textname sorts first
+	// Withdrawn is a report of a bucket written again whose committed
+	// version published IDs the new one does not hold: the report is no
+	// longer in its input, has fewer measurements, or the bucket's
+	// scheme or ndx policy changed (the message says which).
+	Withdrawn = "withdrawn"
 )

@@ -17,6 +17,9 @@ package job
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -154,6 +157,14 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (sum Summary, err error) 
 	}
 	if !cfg.Replace {
 		if err := sink.CheckSource(cfg.Source, plan.Buckets, committed); err != nil {
+			return sum, err
+		}
+	}
+	if err := oneScheme(cfg, plan.Buckets, committed); err != nil {
+		return sum, err
+	}
+	if cfg.NoWithdraw {
+		if err := sameNumbering(cfg, plan.Buckets, committed); err != nil {
 			return sum, err
 		}
 	}
@@ -301,6 +312,63 @@ func (sum *Summary) recount(ctx context.Context, s sink.Sink, scope []string, in
 	}
 	sum.add(out)
 	return nil
+}
+
+// sameNumbering refuses, before anything is written, a run that forbids
+// withdrawals and would write a committed bucket of its scope under
+// another scheme (every ID changes) or ndx policy (a report's IDs are
+// renumbered where the policies count its blobs otherwise, which only
+// reading every bucket would tell).
+func sameNumbering(cfg Config, scope []string, committed map[string]stamped.State) error {
+	policy := cfg.policy()
+	for _, b := range scope {
+		st, ok := committed[b]
+		if !ok || (st.Meta.Scheme.Equal(cfg.Scheme) && st.Meta.NdxPolicy == policy) {
+			continue
+		}
+		return fmt.Errorf("bucket %s was committed under %s with --ndx %s; writing it under %s with --ndx %s would withdraw or renumber IDs it published: refused before anything was written (--no-withdraw)",
+			b, st.Meta.Scheme, st.Meta.NdxPolicy, cfg.Scheme, policy)
+	}
+	return nil
+}
+
+// policy is the ndx policy the run writes with.
+func (cfg Config) policy() string {
+	if cfg.Ndx == "" {
+		return string(reader.NdxBlobs)
+	}
+	return string(cfg.Ndx)
+}
+
+// oneScheme refuses a run that would leave the output with buckets of two
+// schemes or ndx policies: one the run writes and one it leaves as it is.
+func oneScheme(cfg Config, scope []string, committed map[string]stamped.State) error {
+	in := make(map[string]bool, len(scope))
+	for _, b := range scope {
+		in[b] = true
+	}
+	policy := cfg.policy()
+	var others []string
+	var first stamped.Meta
+	for _, b := range slices.Sorted(maps.Keys(committed)) {
+		m := committed[b].Meta
+		if in[b] || (m.Scheme.Equal(cfg.Scheme) && m.NdxPolicy == policy) {
+			continue
+		}
+		if others == nil {
+			first = m
+		}
+		others = append(others, b)
+	}
+	if others == nil {
+		return nil
+	}
+	more := ""
+	if len(others) > 1 {
+		more = fmt.Sprintf(" and %d more", len(others)-1)
+	}
+	return fmt.Errorf("the output holds bucket %s%s made under %s with --ndx %s, and this run writes under %s with --ndx %s: one output holds one scheme and one ndx policy; name every bucket of the output to write them all again (their IDs are withdrawn, and named), or write to another folder",
+		others[0], more, first.Scheme, first.NdxPolicy, cfg.Scheme, policy)
 }
 
 // committedState returns the committed buckets of the ledger of s.

@@ -251,7 +251,7 @@ func (v *Memory) checkPublished(b *stamped.Bucket) error {
 			if c == ref || v.pub.Tag(c) == 0 {
 				continue
 			}
-			ws = append(ws, sink.Withdrawal{Bucket: v.pubOf[v.pub.Tag(c)-1], Textname: v.pub.Name(c), N: v.pub.Range(c).N, Winner: r.Textname})
+			ws = append(ws, sink.Withdrawal{Bucket: v.pubOf[v.pub.Tag(c)-1], Textname: v.pub.Name(c), N: v.pub.Range(c).N, Winner: r.Textname, Cause: sink.CauseCollision})
 		}
 	}
 	if err := v.pub.Err(); err != nil {
@@ -339,15 +339,22 @@ func (v *Memory) Settle(ctx context.Context, b *stamped.Bucket) ([]deadletter.Re
 	if err := v.reach(ctx, z); err != nil {
 		return nil, err
 	}
+	var was map[string]uint32 // the reports that kept their IDs in the bucket as committed before, and their measurements
+	var rewritten []sink.Withdrawal
+	if v.before[b.Meta.Bucket] {
+		var old stamped.Meta
+		old, was = v.keptBefore(ctx, b.Meta.Bucket)
+		rewritten = rewrites(b, old, was)
+	}
 	if v.forbid {
+		if len(rewritten) > 0 {
+			return nil, &sink.WithdrawError{Bucket: b.Meta.Bucket, Withdrawals: rewritten}
+		}
 		if err := v.checkPublished(b); err != nil {
 			return nil, err
 		}
 	}
-	var was map[string]bool // the reports that kept their IDs in the bucket as committed before
-	if v.before[b.Meta.Bucket] {
-		was = v.keptBefore(ctx, b.Meta.Bucket)
-	}
+	v.withdrawn = append(v.withdrawn, rewritten...)
 	tag := v.tag(b.Meta.Bucket)
 	refs := make([]uint32, len(b.Reports))
 	var others []uint32
@@ -369,29 +376,76 @@ func (v *Memory) Settle(ctx context.Context, b *stamped.Bucket) ([]deadletter.Re
 		r := &b.Reports[i]
 		r.RejectedBy, msgs[i] = v.winner(refs[i])
 		v.persist(refs[i], r.RejectedBy)
-		if r.RejectedBy != "" && was[r.Textname] {
-			v.withdrawn = append(v.withdrawn, sink.Withdrawal{Bucket: b.Meta.Bucket, Textname: r.Textname, N: r.N, Winner: r.RejectedBy})
+		if r.RejectedBy != "" && was[r.Textname] > 0 && !slices.ContainsFunc(rewritten, func(w sink.Withdrawal) bool { return w.Textname == r.Textname }) {
+			v.withdrawn = append(v.withdrawn, sink.Withdrawal{Bucket: b.Meta.Bucket, Textname: r.Textname, N: r.N, Winner: r.RejectedBy, Cause: sink.CauseCollision})
 		}
 	}
 	if err := v.res.Err(); err != nil {
 		return nil, err
 	}
-	return collisionRecords(b, msgs), nil
+	recs := collisionRecords(b, msgs)
+	for _, w := range rewritten {
+		recs = append(recs, deadletter.Record{Bucket: b.Meta.Bucket, Textname: w.Textname, Reason: deadletter.Withdrawn, Message: w.Says()})
+	}
+	return recs, nil
 }
 
-// keptBefore returns the textnames of the reports that keep their IDs in
-// a committed bucket the run writes again; none when its manifest cannot
-// be read (the bucket is replaced whole, and what it held is not known).
-func (v *Memory) keptBefore(ctx context.Context, bucket string) map[string]bool {
-	_, reports, err := v.s.Manifest(ctx, bucket)
+// keptBefore returns how a committed bucket the run writes again was
+// made, and the reports that keep their IDs in it, with their
+// measurements; none when its manifest cannot be read (the bucket is
+// replaced whole, and what it held is not known).
+func (v *Memory) keptBefore(ctx context.Context, bucket string) (stamped.Meta, map[string]uint32) {
+	m, reports, err := v.s.Manifest(ctx, bucket)
 	if err != nil {
-		return nil
+		return m, nil
 	}
-	out := map[string]bool{}
+	out := map[string]uint32{}
 	for _, r := range reports {
 		if r.RejectedBy == "" && r.N > 0 {
-			out[r.Textname] = true
+			out[r.Textname] = r.N
 		}
+	}
+	return m, out
+}
+
+// rewrites returns the withdrawals of a bucket written again over its
+// committed version (was: the reports that kept their IDs in it) that
+// are not collisions: every ID of the bucket when the scheme changes; the
+// IDs of a report no longer in the bucket; those of the measurements a
+// report no longer has; and, when the ndx policy changes, every ID of a
+// report whose count of measurements changes with it (a blob counted
+// under one policy and not the other renumbers those after it; a report
+// whose count is the same has none, and keeps its IDs). Sorted by
+// textname.
+func rewrites(b *stamped.Bucket, old stamped.Meta, was map[string]uint32) []sink.Withdrawal {
+	if len(was) == 0 {
+		return nil
+	}
+	now := make(map[string]uint32, len(b.Reports))
+	for i := range b.Reports {
+		now[b.Reports[i].Textname] = b.Reports[i].N
+	}
+	var out []sink.Withdrawal
+	for _, tn := range slices.Sorted(maps.Keys(was)) {
+		w := sink.Withdrawal{Bucket: b.Meta.Bucket, Textname: tn, N: was[tn]}
+		n, ok := now[tn]
+		switch {
+		case !old.Scheme.Equal(b.Meta.Scheme):
+			w.Cause = sink.CauseScheme
+			w.Detail = fmt.Sprintf("committed under %s, written under %s", old.Scheme, b.Meta.Scheme)
+		case !ok:
+			w.Cause = sink.CauseVanished
+			w.Detail = "the report is no longer in the bucket's input"
+		case old.NdxPolicy != b.Meta.NdxPolicy && n != w.N:
+			w.Cause = sink.CauseNdxPolicy
+			w.Detail = fmt.Sprintf("committed with --ndx %s as %d measurements, written with --ndx %s as %d: its IDs may name other measurements now", old.NdxPolicy, w.N, b.Meta.NdxPolicy, n)
+		case n < w.N:
+			w.Cause, w.N = sink.CauseFewer, w.N-n
+			w.Detail = fmt.Sprintf("measurements %d to %d are no longer in the report", n, was[tn]-1)
+		default:
+			continue
+		}
+		out = append(out, w)
 	}
 	return out
 }
@@ -431,7 +485,7 @@ func (v *Memory) sync(ctx context.Context, refs []uint32) error {
 			w, msg := v.winner(ref)
 			vs = append(vs, stamped.Verdict{Textname: v.res.Name(ref), RejectedBy: w, Message: msg})
 			if w != "" && v.persisted[ref] == "" && v.kept[t] && v.res.Range(ref).N > 0 {
-				v.withdrawn = append(v.withdrawn, sink.Withdrawal{Bucket: v.buckets[t], Textname: v.res.Name(ref), N: v.res.Range(ref).N, Winner: w})
+				v.withdrawn = append(v.withdrawn, sink.Withdrawal{Bucket: v.buckets[t], Textname: v.res.Name(ref), N: v.res.Range(ref).N, Winner: w, Cause: sink.CauseCollision})
 			}
 		}
 		if err := v.res.Err(); err != nil {

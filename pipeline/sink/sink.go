@@ -151,9 +151,41 @@ type FailureRecorder interface {
 type Withdrawal struct {
 	Bucket   string `json:"bucket"`
 	Textname string `json:"textname"`
-	N        uint32 `json:"measurements"`
-	// Winner is the report that keeps the IDs now.
-	Winner string `json:"winner"`
+	N        uint32 `json:"measurements"` // whose IDs are withdrawn
+	// Cause is why: a collision, or a Cause* of a bucket written again.
+	Cause string `json:"cause"`
+	// Winner is the report that keeps the IDs now (a collision's).
+	Winner string `json:"winner,omitempty"`
+	// Detail says the cause in words, where a cause has more to say.
+	Detail string `json:"detail,omitempty"`
+}
+
+// The causes of a withdrawal.
+const (
+	// CauseCollision: the report loses its IDs to a report that sorts
+	// first, committed after it.
+	CauseCollision = "collision"
+	// CauseVanished: the bucket is written again from an input that no
+	// longer holds the report (a container or the report gone).
+	CauseVanished = "vanished"
+	// CauseFewer: the report is written again with fewer measurements;
+	// the IDs of the last ones are withdrawn.
+	CauseFewer = "fewer_measurements"
+	// CauseNdxPolicy: the bucket is written again under another ndx
+	// policy, which counts the report's measurements otherwise: its IDs
+	// may now name other measurements.
+	CauseNdxPolicy = "ndx_policy"
+	// CauseScheme: the bucket is written again under another scheme:
+	// every ID changes.
+	CauseScheme = "scheme"
+)
+
+// Says is the withdrawal in words, as a run names it.
+func (w Withdrawal) Says() string {
+	if w.Cause == CauseCollision || w.Cause == "" {
+		return fmt.Sprintf("%s of bucket %s (%d measurements) loses its IDs to %s", w.Textname, w.Bucket, w.N, w.Winner)
+	}
+	return fmt.Sprintf("%s of bucket %s loses the IDs of %d measurements (%s: %s)", w.Textname, w.Bucket, w.N, w.Cause, w.Detail)
 }
 
 // Withdrawer is a SelfSettling Sink that says which committed reports it
@@ -177,6 +209,6 @@ func (e *WithdrawError) Error() string {
 	if len(e.Withdrawals) > 1 {
 		more = fmt.Sprintf(" (and %d more)", len(e.Withdrawals)-1)
 	}
-	return fmt.Sprintf("bucket %s would withdraw the IDs of committed reports: %s of bucket %s (%d measurements) loses them to %s%s; nothing of the bucket was written (--no-withdraw)",
-		e.Bucket, w.Textname, w.Bucket, w.N, w.Winner, more)
+	return fmt.Sprintf("bucket %s would withdraw the IDs of committed reports: %s%s; nothing of the bucket was written (--no-withdraw)",
+		e.Bucket, w.Says(), more)
 }

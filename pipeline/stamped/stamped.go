@@ -61,8 +61,6 @@ type Report struct {
 type ManifestEntry struct {
 	Textname   string
 	N          uint32
-	Container  string
-	Offset     int64
 	RejectedBy string
 }
 

@@ -8,7 +8,7 @@ import (
 	"io/fs"
 	"sort"
 	"strings"
-	"syscall"
+	"time"
 
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
@@ -48,17 +48,22 @@ type catEntry struct {
 
 // stampOf is what a listing says of a file that changes whenever the file
 // is written again: on S3 its size and ETag (a digest of its bytes), on
-// disk its size, modification time and inode (every write of a ledger
-// entry is a new file renamed into place).
+// disk its size, modification time, inode and change time (every write
+// of a ledger entry is a new file renamed into place, and no one can set
+// a change time back).
 func stampOf(info fs.FileInfo) string {
 	if etag := store.ETag(info); etag != "" {
 		return fmt.Sprintf("%d %s", info.Size(), etag)
 	}
-	var ino uint64
-	if st, ok := info.Sys().(*syscall.Stat_t); ok {
-		ino = st.Ino
-	}
-	return fmt.Sprintf("%d %d %d", info.Size(), info.ModTime().UnixNano(), ino)
+	return fmt.Sprintf("%d %d %s", info.Size(), info.ModTime().UnixNano(), inodeStamp(info))
+}
+
+// catalogued is the ledger entry as the catalogue keeps it: without the
+// digests of the bucket's files (whoever checks them reads the entry
+// itself) and the time it started.
+func (l Ledger) catalogued() Ledger {
+	l.Files, l.Started = nil, time.Time{}
+	return l
 }
 
 // readCatalogue reads the catalogue of st, by bucket; an empty one when
@@ -106,18 +111,35 @@ type ledgerRead struct {
 }
 
 // readLedger lists the ledger of st and reads each entry whose stamp is
-// not the one cat holds (cat may be nil: every entry is read).
-func readLedger(ctx context.Context, st store.Store, cat map[string]catEntry) (ledgerRead, error) {
+// not the one cat holds (cat may be nil: every entry is read). An entry
+// known holds in cat as it is (the sink holding the output's lock wrote
+// it, or compared its stamp, before): its stamp is not asked again.
+func readLedger(ctx context.Context, st store.Store, cat map[string]catEntry, known func(bucket string) bool) (ledgerRead, error) {
 	r := ledgerRead{cat: map[string]catEntry{}}
-	ents, err := st.ReadDir(ctx, "ledger")
+	var names []string
+	infos := map[string]fs.FileInfo{}
+	var err error
+	if nl, ok := st.(store.NameLister); ok && known != nil {
+		// The entries are known from a listing before: their names
+		// alone, and the stamps of those not known.
+		names, err = nl.ReadDirNames(ctx, "ledger")
+	} else {
+		var ents []fs.DirEntry
+		ents, err = st.ReadDir(ctx, "ledger")
+		for _, e := range ents {
+			names = append(names, e.Name())
+			if infos[e.Name()], err = e.Info(); err != nil {
+				return r, err
+			}
+		}
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return r, nil // an S3 output with nothing committed yet
 	}
 	if err != nil {
 		return r, err
 	}
-	for _, e := range ents {
-		name := e.Name()
+	for _, name := range names {
 		bucket, ok := strings.CutSuffix(name, failedExt)
 		if !ok {
 			bucket, ok = strings.CutSuffix(name, ".json")
@@ -140,9 +162,16 @@ func readLedger(ctx context.Context, st store.Store, cat map[string]catEntry) (l
 			r.failed = append(r.failed, f)
 			continue
 		}
-		info, err := e.Info()
-		if err != nil {
-			return r, err
+		if c, ok := cat[bucket]; ok && known != nil && known(bucket) {
+			r.committed = append(r.committed, c.Ledger)
+			r.cat[bucket] = c
+			continue
+		}
+		info := infos[name]
+		if info == nil {
+			if info, err = st.Stat(ctx, "ledger/"+name); err != nil {
+				return r, err
+			}
 		}
 		stamp := stampOf(info)
 		if c, ok := cat[bucket]; ok && c.Stamp == stamp {
@@ -162,7 +191,7 @@ func readLedger(ctx context.Context, st store.Store, cat map[string]catEntry) (l
 			return r, fmt.Errorf("%s names bucket %q, not %s", st.Where("ledger/"+name), l.Bucket, bucket)
 		}
 		r.committed = append(r.committed, l)
-		r.cat[bucket] = catEntry{Stamp: stamp, Ledger: l}
+		r.cat[bucket] = catEntry{Stamp: stamp, Ledger: l.catalogued()}
 		r.fresh++
 	}
 	return r, nil

@@ -207,7 +207,13 @@ type Sink struct {
 	// file: Close writes it, when the sink holds the output's lock.
 	cat      map[string]catEntry
 	catDirty bool
-	listed   map[string]string // the stamps of the bucket folders' files, as State last listed them
+	// known are the ledger entries the catalogue holds as they are, as
+	// this sink, holding the output's lock, compared or wrote them.
+	known map[string]bool
+	// The files of the bucket folders as State last listed them, and
+	// the stamps of those the listing or a Stat since gave.
+	present map[string]bool
+	stamps  map[string]string
 }
 
 var (
@@ -512,6 +518,7 @@ func (w *bucketWriter) commit(ctx context.Context, c stamped.Counts) error {
 	// (State), and --resume redoes it; an old file never stands beside a
 	// new ledger entry.
 	st := w.s.st
+	delete(w.s.known, w.m.Bucket) // its entry changes from here; catalogued once it has
 	if err := st.Remove(ctx, files[0]); err != nil {
 		w.Abort()
 		return err

@@ -53,25 +53,17 @@ func (s *Sink) State(ctx context.Context) ([]stamped.State, error) {
 	if err != nil {
 		return nil, err
 	}
-	listed := map[string]string{}
+	present, stamps := map[string]bool{}, map[string]string{}
 	for _, d := range Dirs[:3] {
-		ents, err := s.st.ReadDir(ctx, d)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := list(ctx, s.st, d, present, stamps); err != nil {
 			return nil, err
 		}
-		for _, e := range ents {
-			info, err := e.Info()
-			if err != nil {
-				return nil, err
-			}
-			listed[d+"/"+e.Name()] = stampOf(info)
-		}
 	}
-	s.listed = listed
+	s.present, s.stamps = present, stamps
 	all := r.states()
 	out := all[:0]
 	for _, st := range all {
-		if st.Status == stamped.StatusCommitted && !whole(listed, st.Meta.Bucket) {
+		if st.Status == stamped.StatusCommitted && !whole(present, st.Meta.Bucket) {
 			continue
 		}
 		out = append(out, st)
@@ -79,49 +71,109 @@ func (s *Sink) State(ctx context.Context) ([]stamped.State, error) {
 	return out, nil
 }
 
+// list adds the files of folder d of st to present, and the stamps a
+// listing gives for free to stamps (on S3; a local folder's names are
+// listed alone, and a file's stamp is asked when it is needed).
+func list(ctx context.Context, st store.Store, d string, present map[string]bool, stamps map[string]string) error {
+	if nl, ok := st.(store.NameLister); ok {
+		names, err := nl.ReadDirNames(ctx, d)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		for _, n := range names {
+			present[d+"/"+n] = true
+		}
+		return nil
+	}
+	ents, err := st.ReadDir(ctx, d)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	for _, e := range ents {
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		present[d+"/"+e.Name()], stamps[d+"/"+e.Name()] = true, stampOf(info)
+	}
+	return nil
+}
+
 // whole reports whether every file of a committed bucket is among those
-// listed.
-func whole(listed map[string]string, bucket string) bool {
+// present.
+func whole(present map[string]bool, bucket string) bool {
 	for _, f := range bucketFiles(bucket) {
-		if listed[f] == "" {
+		if !present[f] {
 			return false
 		}
 	}
 	return true
 }
 
+// stampOfFile is the stamp of a bucket's file as State listed it, asked
+// of the store when the listing did not give it; "" when it is absent.
+func (s *Sink) stampOfFile(ctx context.Context, f string) string {
+	if s.present != nil && !s.present[f] {
+		return ""
+	}
+	if st := s.stamps[f]; st != "" {
+		return st
+	}
+	info, err := s.st.Stat(ctx, f)
+	if err != nil {
+		return ""
+	}
+	if s.stamps == nil {
+		s.stamps = map[string]string{}
+	}
+	s.stamps[f] = stampOf(info)
+	return s.stamps[f]
+}
+
 // Check implements sink.Zoned: a committed bucket kept as it is, and not
 // read, is read and checked whole (CheckBucket) unless its ledger entry
 // and its files have the stamps they had when they were last checked.
 func (s *Sink) Check(ctx context.Context, bucket string) error {
-	e, ok := s.cat[bucket]
-	if ok && e.Files != nil && s.listed != nil {
-		same := true
-		for _, f := range bucketFiles(bucket) {
-			same = same && s.listed[f] != "" && s.listed[f] == e.Files[f]
-		}
-		if same {
-			return nil
-		}
+	if s.unchanged(ctx, bucket) {
+		return nil
 	}
 	if _, err := readChecked(ctx, s.st, bucket); err != nil {
 		return err
 	}
-	s.checked(bucket)
+	s.checked(ctx, bucket)
 	return nil
 }
 
-// checked records that the files of a committed bucket were checked as
-// State listed them.
-func (s *Sink) checked(bucket string) {
+// unchanged reports whether the ledger entry of a committed bucket, as
+// the catalogue holds it, and its files have the stamps they had when
+// they were last checked.
+func (s *Sink) unchanged(ctx context.Context, bucket string) bool {
 	e, ok := s.cat[bucket]
-	if !ok || s.listed == nil {
+	if !ok || e.Files == nil {
+		return false
+	}
+	for _, f := range bucketFiles(bucket) {
+		if st := s.stampOfFile(ctx, f); st == "" || st != e.Files[f] {
+			return false
+		}
+	}
+	return true
+}
+
+// checked records that the files of a committed bucket were checked as
+// they are now.
+func (s *Sink) checked(ctx context.Context, bucket string) {
+	e, ok := s.cat[bucket]
+	if !ok {
 		return
 	}
-	e.Files = map[string]string{}
+	files := map[string]string{}
 	for _, f := range bucketFiles(bucket) {
-		e.Files[f] = s.listed[f]
+		if files[f] = s.stampOfFile(ctx, f); files[f] == "" {
+			return
+		}
 	}
+	e.Files = files
 	s.cat[bucket], s.catDirty = e, true
 }
 
@@ -131,9 +183,19 @@ func (s *Sink) ledger(ctx context.Context) (ledgerRead, error) {
 	if s.cat == nil {
 		s.cat = readCatalogue(ctx, s.st)
 	}
-	r, err := readLedger(ctx, s.st, s.cat)
+	var known func(string) bool
+	if s.owner && s.known != nil {
+		known = func(bucket string) bool { return s.known[bucket] }
+	}
+	r, err := readLedger(ctx, s.st, s.cat, known)
 	if err != nil {
 		return r, err
+	}
+	if s.owner {
+		s.known = map[string]bool{}
+		for b := range r.cat {
+			s.known[b] = true
+		}
 	}
 	if r.fresh > 0 || len(r.cat) != len(s.cat) {
 		s.catDirty = true
@@ -144,14 +206,17 @@ func (s *Sink) ledger(ctx context.Context) (ledgerRead, error) {
 
 // Zones implements sink.Zoned: each committed bucket's zone, from the
 // ledger as the catalogue holds it.
+// Holding the output's lock, the sink reads it from the catalogue as the
+// last State brought it up to date, and as its own commits since left it.
 func (s *Sink) Zones(ctx context.Context) (map[string]*stamped.Zone, error) {
-	r, err := s.ledger(ctx)
-	if err != nil {
-		return nil, err
+	if s.cat == nil || !s.owner {
+		if _, err := s.ledger(ctx); err != nil {
+			return nil, err
+		}
 	}
-	out := make(map[string]*stamped.Zone, len(r.committed))
-	for _, l := range r.committed {
-		out[l.Bucket] = l.Zone
+	out := make(map[string]*stamped.Zone, len(s.cat))
+	for b, e := range s.cat {
+		out[b] = e.Ledger.Zone
 	}
 	return out, nil
 }
@@ -162,23 +227,27 @@ func (s *Sink) catalogued(ctx context.Context, l Ledger) {
 		return // read whole at the first State
 	}
 	s.catDirty = true
-	e := catEntry{Ledger: l, Files: map[string]string{}}
+	e := catEntry{Ledger: l.catalogued(), Files: map[string]string{}}
 	for _, f := range append(bucketFiles(l.Bucket), s.path("ledger", l.Bucket, ".json")) {
 		info, err := s.st.Stat(ctx, f)
 		if err != nil {
 			delete(s.cat, l.Bucket) // read and checked again next time
+			delete(s.known, l.Bucket)
 			return
 		}
 		if strings.HasPrefix(f, "ledger/") {
 			e.Stamp = stampOf(info)
 		} else {
 			e.Files[f] = stampOf(info)
-			if s.listed != nil {
-				s.listed[f] = e.Files[f]
+			if s.present != nil {
+				s.present[f], s.stamps[f] = true, e.Files[f]
 			}
 		}
 	}
 	s.cat[l.Bucket] = e
+	if s.owner && s.known != nil {
+		s.known[l.Bucket] = true
+	}
 }
 
 // ReadState reads the ledger of the output st (a folder or an s3://
@@ -194,7 +263,7 @@ func ReadState(ctx context.Context, st store.Store) ([]stamped.State, error) {
 }
 
 func readState(ctx context.Context, st store.Store) ([]stamped.State, error) {
-	r, err := readLedger(ctx, st, readCatalogue(ctx, st))
+	r, err := readLedger(ctx, st, readCatalogue(ctx, st), nil)
 	if err != nil {
 		return nil, err
 	}

@@ -151,7 +151,7 @@ func (b *BulkSink) Manifest(ctx context.Context, bucket string) (stamped.Meta, [
 			WHERE bucket = $1 AND status = 'committed'`, bucket).Scan(&m.Fingerprint, &m.Source, &m.Scheme.CounterBits, &m.Scheme.SHA1Offset, &m.Scheme.Table, &m.NdxPolicy, &m.Version, &m.UIDs); err != nil {
 			return err
 		}
-		rows, err := conn.Query(ctx, `SELECT textname, n, container, "offset", coalesce(rejected_by, '') FROM `+b.q("reports")+`
+		rows, err := conn.Query(ctx, `SELECT textname, n, coalesce(rejected_by, '') FROM `+b.q("reports")+`
 			WHERE bucket = $1 ORDER BY seq`, bucket)
 		if err != nil {
 			return err
@@ -160,7 +160,7 @@ func (b *BulkSink) Manifest(ctx context.Context, bucket string) (stamped.Meta, [
 		for rows.Next() {
 			var r stamped.ManifestEntry
 			var n int32
-			if err := rows.Scan(&r.Textname, &n, &r.Container, &r.Offset, &r.RejectedBy); err != nil {
+			if err := rows.Scan(&r.Textname, &n, &r.RejectedBy); err != nil {
 				return err
 			}
 			r.N = uint32(n)

@@ -112,7 +112,7 @@ func (s *Sink) settle(ctx context.Context, tx pgx.Tx, w *bucketWriter) ([]string
 		}
 		if x.winner == "" && x.bucket != w.m.Bucket && !s.isMine(x.bucket) {
 			// IDs another run committed, taken back.
-			withdrawn = append(withdrawn, sink.Withdrawal{Bucket: x.bucket, Textname: x.textname, N: x.rg.N, Winner: want})
+			withdrawn = append(withdrawn, sink.Withdrawal{Bucket: x.bucket, Textname: x.textname, N: x.rg.N, Winner: want, Cause: sink.CauseCollision})
 			if s.opt.NoWithdraw {
 				continue
 			}

@@ -104,7 +104,7 @@ func (s *Sink) Manifest(_ context.Context, bucket string) (stamped.Meta, []stamp
 	s.Read[bucket]++
 	var out []stamped.ManifestEntry
 	for _, r := range b.Reports {
-		out = append(out, stamped.ManifestEntry{Textname: r.Textname, N: r.N, Container: r.Container, Offset: r.Offset, RejectedBy: r.RejectedBy})
+		out = append(out, stamped.ManifestEntry{Textname: r.Textname, N: r.N, RejectedBy: r.RejectedBy})
 	}
 	return b.Meta, out, nil
 }
