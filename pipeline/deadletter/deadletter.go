@@ -184,9 +184,10 @@ const (
 
 	// Run.
 	Collision = "collision" // the report's IDs overlap those of a report whose textname sorts first
-	// Withdrawn is a report of a bucket written again whose committed
-	// version published IDs the new one does not hold: the report is no
-	// longer in its input, has fewer measurements, or the bucket's
-	// scheme or ndx policy changed (the message says which).
+	// Withdrawn counts, in a run's summary, a report of a bucket the run
+	// wrote again whose committed version published IDs the new one does
+	// not hold: the report is no longer in its input, has fewer
+	// measurements, or the bucket's scheme or ndx policy changed. The run
+	// names each (sink.Withdrawal); the bucket keeps no record of it.
 	Withdrawn = "withdrawn"
 )

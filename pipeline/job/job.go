@@ -304,9 +304,16 @@ func (sum *Summary) recount(ctx context.Context, s sink.Sink, scope []string, in
 			sum.add(st.Counts)
 		}
 	}
+	// A withdrawal is a reject of the run that made it: a collision's
+	// outside the scope (those inside are the buckets' own collision
+	// records), every other cause's (the bucket written again holds no
+	// record of what it no longer has).
 	var out stamped.Counts
 	for _, w := range sum.Withdrawn {
-		if !in[w.Bucket] {
+		switch {
+		case w.Cause != sink.CauseCollision:
+			out.Add(deadletter.Record{Bucket: w.Bucket, Textname: w.Textname, Reason: deadletter.Withdrawn})
+		case !in[w.Bucket]:
 			out.AddCollisions(1)
 		}
 	}

@@ -383,11 +383,7 @@ func (v *Memory) Settle(ctx context.Context, b *stamped.Bucket) ([]deadletter.Re
 	if err := v.res.Err(); err != nil {
 		return nil, err
 	}
-	recs := collisionRecords(b, msgs)
-	for _, w := range rewritten {
-		recs = append(recs, deadletter.Record{Bucket: b.Meta.Bucket, Textname: w.Textname, Reason: deadletter.Withdrawn, Message: w.Says()})
-	}
-	return recs, nil
+	return collisionRecords(b, msgs), nil
 }
 
 // keptBefore returns how a committed bucket the run writes again was
