@@ -270,6 +270,9 @@ func (o *runOptions) report(std cli.Stdio, sum job.Summary, deadLetters string) 
 		return fmt.Errorf("write the summary: %w", err)
 	}
 	warnWithdrawn(std, sum.Withdrawn)
+	for _, f := range sum.Strays {
+		fmt.Fprintf(std.Err, "backfill: stray file %s: no committed bucket holds it, and readers that glob its folder read it; move it out of the output\n", cli.Printable(f))
+	}
 	switch {
 	case o.planFile != "":
 		// A shard that completed exits 0 whatever it recorded, so that a
@@ -280,6 +283,8 @@ func (o *runOptions) report(std cli.Stdio, sum job.Summary, deadLetters string) 
 		return nil
 	case sum.Rejects > 0:
 		return &cli.RejectsError{N: int(sum.Rejects), What: "rejects", Note: "inputs lost, or reports and measurements left without IDs; their records, of kind reject, are in " + deadLetters, Verb: "recorded"}
+	case len(sum.Strays) > 0:
+		return &cli.RejectsError{N: len(sum.Strays), What: "stray files", Note: "in the output's folders, held by no committed bucket", Verb: "found"}
 	case o.strict && sum.Notices > 0:
 		return &cli.RejectsError{N: int(sum.Notices), What: "notices", Note: "--strict; records in " + deadLetters, Verb: "recorded"}
 	}

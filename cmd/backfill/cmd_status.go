@@ -59,8 +59,11 @@ func runStatus(ctx context.Context, args []string, std cli.Stdio) error {
 	if asJSON {
 		b, _ := json.Marshal(rep)
 		fmt.Fprintf(std.Out, "%s\n", b)
-		return nil
+	} else {
+		rep.WriteText(std.Out, in != "")
 	}
-	rep.WriteText(std.Out, in != "")
+	if len(rep.Strays) > 0 {
+		return &cli.RejectsError{N: len(rep.Strays), What: "stray files", Note: "in the output's folders, held by no committed bucket", Verb: "found"}
+	}
 	return nil
 }

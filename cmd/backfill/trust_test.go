@@ -110,3 +110,39 @@ func TestRun_InputByIdentity(t *testing.T) {
 		t.Errorf("the link repointed at another archive: exit %d, want 1 naming %s\n%s", code, b, s)
 	}
 }
+
+// A stray file in the output's folders (one a reader's glob of
+// measurements/*.parquet reads, doubling IDs) is named by run, run
+// --resume and status, each with a status that is not 0, as well as by
+// verify.
+func TestRun_StrayFilesNamed(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in"), filepath.Join(dir, "out")
+	genCorpus(t, in)
+	if code, s := callIn("", "run", "-q", "--in", in, "--out", out); code != cli.ExitOK {
+		t.Fatalf("run: exit %d\n%s", code, s)
+	}
+	stray := filepath.Join(out, "measurements", "2017-06-01.old.parquet")
+	data, err := os.ReadFile(filepath.Join(out, "measurements", "2017-06-01.parquet"))
+	testutil.Check(t, err)
+	testutil.Check(t, os.WriteFile(stray, data, 0o644))
+	for _, cmd := range [][]string{
+		{"run", "-q", "--resume", "--in", in, "--out", out},
+		{"run", "-q", "--in", in, "--out", out, "2017-06-02"},
+		{"status", out},
+		{"status", "--json", out},
+	} {
+		code, s := callIn("", cmd...)
+		if code != cli.ExitRejects || !strings.Contains(s, "measurements/2017-06-01.old.parquet") {
+			t.Errorf("%v: exit %d, want 3 naming the stray file\n%s", cmd, code, s)
+		}
+	}
+	if code, s := callIn("", "verify", out); code != cli.ExitFailure || !strings.Contains(s, stray) {
+		t.Errorf("verify: exit %d, want 1 naming %s\n%s", code, stray, s)
+	}
+	testutil.Check(t, os.Remove(stray))
+	if code, s := callIn("", "run", "-q", "--resume", "--in", in, "--out", out); code != cli.ExitOK {
+		t.Errorf("run --resume once the stray file is gone: exit %d\n%s", code, s)
+	}
+}

@@ -126,6 +126,10 @@ type Summary struct {
 	BytesIn  int64         `json:"compressed_bytes_read"`
 	BytesOut int64         `json:"decompressed_bytes_read"`
 	Elapsed  time.Duration `json:"-"`
+	// Strays are the files of the output's folders that no committed
+	// bucket holds (a sink.StrayFinder's), once the run is done: a run
+	// with any completes with exit 3, naming them.
+	Strays []string `json:"stray_files,omitempty"`
 	// FromIndex is set for a run that read autoclaved buckets' indexes
 	// alone: it read no container, and says so rather than "0 B".
 	FromIndex bool `json:"from_index,omitempty"`
@@ -273,6 +277,9 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (sum Summary, err error) 
 	sum.Withdrawn = ld.Withdrawn()
 	if err == nil {
 		err = sum.recount(ctx, s, plan.Buckets, cfg.InputRecords)
+	}
+	if sf, ok := s.(sink.StrayFinder); ok && err == nil {
+		sum.Strays, err = sf.Strays(ctx)
 	}
 	return sum, err
 }

@@ -18,6 +18,9 @@ func (s Summary) WriteText(w io.Writer) error {
 	if err := s.Tally.WriteText(w); err != nil {
 		return err
 	}
+	if len(s.Strays) > 0 {
+		fmt.Fprintf(w, "stray files    %d (in the output's folders, held by no committed bucket)\n", len(s.Strays))
+	}
 	if s.FromIndex && s.BytesIn == 0 {
 		fmt.Fprintf(w, "read           the autoclaved indexes only (--from-index): no container\n")
 		fmt.Fprintf(w, "elapsed        %.2fs\n", s.Elapsed.Seconds())

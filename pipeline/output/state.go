@@ -48,6 +48,9 @@ func ReadState(ctx context.Context, cfg Config) (rep status.Output, states []sta
 	if rep.Input, err = parquetfile.ReadInputDeadLetters(ctx, cfg.Folder); err != nil {
 		return rep, nil, err
 	}
+	if rep.Strays, err = parquetfile.Strays(ctx, cfg.Folder); err != nil {
+		return rep, nil, err
+	}
 	rep.Output = "Parquet in " + store.Abs(cfg.Folder.Where("."))
 	if pid, locked := parquetfile.Holder(ctx, cfg.Folder); locked {
 		rep.WriterPID = max(pid, -1)

@@ -111,6 +111,13 @@ type Zoned interface {
 	Check(ctx context.Context, bucket string) error
 }
 
+// StrayFinder is a Sink that names the files of its output that no
+// committed bucket holds (a Parquet folder: readers that glob it read
+// them), as it last listed them.
+type StrayFinder interface {
+	Strays(ctx context.Context) ([]string, error)
+}
+
 // InputRecorder is a Sink that keeps the dead-letter records of the
 // input itself (its folders that are not read), beside the buckets'. A
 // run calls RecordInput once, before any bucket; it replaces what an

@@ -57,6 +57,9 @@ type Output struct {
 	// Input are the records of the input's folders the last run did not
 	// read; they count in the tally.
 	Input []deadletter.Record `json:"input_dead_letters,omitempty"`
+	// Strays are the files of a Parquet output's folders that no
+	// committed bucket holds: readers that glob a folder read them.
+	Strays []string `json:"stray_files,omitempty"`
 	// Resume lists what run --resume would still do, with --in.
 	// Absent (null) without --in; empty when there is nothing to do.
 	Resume []Todo `json:"resume"`
@@ -149,6 +152,12 @@ func (rep *Output) WriteText(w io.Writer, withResume bool) {
 		fmt.Fprintf(w, "\ninput folders not read by the last run:\n")
 		for _, r := range rep.Input {
 			fmt.Fprintf(w, "  %-6s %s: %s\n", r.Kind, r.Reason, cli.Printable(r.Message))
+		}
+	}
+	if len(rep.Strays) > 0 {
+		fmt.Fprintf(w, "\nstray files, held by no committed bucket (readers that glob their folder read them; move them out):\n")
+		for _, f := range rep.Strays {
+			fmt.Fprintf(w, "  %s\n", cli.Printable(f))
 		}
 	}
 	if len(rep.Buckets) > 0 {

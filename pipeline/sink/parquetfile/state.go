@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"slices"
 	"strings"
 	"time"
 
@@ -97,6 +98,32 @@ func list(ctx context.Context, st store.Store, d string, present map[string]bool
 		present[d+"/"+e.Name()], stamps[d+"/"+e.Name()] = true, stampOf(info)
 	}
 	return nil
+}
+
+// Strays implements sink.StrayFinder: the files of the bucket folders,
+// as the last State listed them and the sink's commits since left them,
+// that no committed bucket holds (see the function Strays, which verify
+// and status call).
+func (s *Sink) Strays(ctx context.Context) ([]string, error) {
+	if s.present == nil {
+		if _, err := s.State(ctx); err != nil {
+			return nil, err
+		}
+	}
+	held := map[string]bool{}
+	for b := range s.cat {
+		for _, f := range bucketFiles(b) {
+			held[f] = true
+		}
+	}
+	var out []string
+	for f := range s.present {
+		if !held[f] {
+			out = append(out, f)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // whole reports whether every file of a committed bucket is among those
