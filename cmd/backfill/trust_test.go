@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -145,4 +146,41 @@ func TestRun_StrayFilesNamed(t *testing.T) {
 	if code, s := callIn("", "run", "-q", "--resume", "--in", in, "--out", out); code != cli.ExitOK {
 		t.Errorf("run --resume once the stray file is gone: exit %d\n%s", code, s)
 	}
+}
+
+// A bucket whose ledger entry is there and one of whose files is not (a
+// run killed inside the bucket's commit, between the entry and its
+// measurements) is not called committed: status says in words what is
+// absent, verify names it, and run --resume --no-withdraw writes it
+// again.
+func TestRun_IncompleteBucketNamed(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in"), filepath.Join(dir, "out")
+	genCorpus(t, in)
+	if code, s := callIn("", "run", "-q", "--in", in, "--out", out); code != cli.ExitOK {
+		t.Fatalf("run: exit %d\n%s", code, s)
+	}
+	want := readFile(t, filepath.Join(out, "measurements", "2017-06-02.parquet"))
+	testutil.Check(t, os.Remove(filepath.Join(out, "measurements", "2017-06-02.parquet")))
+	code, s := callIn("", "status", out)
+	if code != cli.ExitOK || !strings.Contains(s, "1 incomplete") || !regexp.MustCompile(`2017-06-02 +incomplete`).MatchString(s) || !strings.Contains(s, "measurements/2017-06-02.parquet is not there") {
+		t.Errorf("status: exit %d, want the bucket incomplete, its file named\n%s", code, s)
+	}
+	if code, s := callIn("", "verify", out); code != cli.ExitFailure || !strings.Contains(s, "is committed in its ledger, but") || strings.Contains(s, "openat") {
+		t.Errorf("verify: exit %d, want 1 saying the file is absent\n%s", code, s)
+	}
+	if code, s := callIn("", "run", "-q", "--resume", "--no-withdraw", "--in", in, "--out", out); code != cli.ExitOK {
+		t.Errorf("run --resume --no-withdraw: exit %d, want 0\n%s", code, s)
+	}
+	if got := readFile(t, filepath.Join(out, "measurements", "2017-06-02.parquet")); string(got) != string(want) {
+		t.Error("the bucket written again differs from the one committed")
+	}
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	testutil.Check(t, err)
+	return data
 }

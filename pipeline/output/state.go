@@ -42,13 +42,22 @@ func ReadState(ctx context.Context, cfg Config) (rep status.Output, states []sta
 	case err != nil || !st.IsDir():
 		return rep, nil, ErrNotFolder
 	}
-	if states, err = parquetfile.ReadState(ctx, cfg.Folder); err != nil {
+	if !store.IsDir(ctx, cfg.Folder, "ledger") {
+		_, err := parquetfile.ReadState(ctx, cfg.Folder) // its error says what the folder is not
 		return rep, nil, err
+	}
+	sv, err := parquetfile.Survey(ctx, cfg.Folder)
+	if err != nil {
+		return rep, nil, err
+	}
+	states, rep.Strays = sv.States, sv.Strays
+	for i, st := range states {
+		if absent := sv.Absent[st.Meta.Bucket]; len(absent) > 0 && st.Status == stamped.StatusCommitted {
+			states[i].Status = stamped.StatusIncomplete
+			states[i].Error = (&parquetfile.AbsentError{Bucket: st.Meta.Bucket, Files: absent}).Error()
+		}
 	}
 	if rep.Input, err = parquetfile.ReadInputDeadLetters(ctx, cfg.Folder); err != nil {
-		return rep, nil, err
-	}
-	if rep.Strays, err = parquetfile.Strays(ctx, cfg.Folder); err != nil {
 		return rep, nil, err
 	}
 	rep.Output = "Parquet in " + store.Abs(cfg.Folder.Where("."))

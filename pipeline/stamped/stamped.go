@@ -171,7 +171,7 @@ func (c Counts) Notices() map[string]int64 {
 // status command's row.
 type State struct {
 	Meta     Meta
-	Status   string // StatusCommitted or StatusFailed
+	Status   string // StatusCommitted, StatusFailed, or (for status alone) StatusIncomplete
 	Error    string // why a failed bucket failed
 	Counts   Counts
 	Finished time.Time
@@ -183,6 +183,9 @@ const (
 	// StatusFailed is a bucket whose last load failed and that holds no
 	// committed output: --resume loads it again.
 	StatusFailed = "failed"
+	// StatusIncomplete is a bucket committed in its ledger one of whose
+	// files is not there (status says so; run --resume writes it again).
+	StatusIncomplete = "incomplete"
 )
 
 // Tally sums the counts of committed buckets: what a summary or a status

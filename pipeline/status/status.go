@@ -52,6 +52,9 @@ type Output struct {
 	WriterPID int    `json:"writer_pid,omitempty"` // a run writing to a Parquet folder now
 	Committed int    `json:"committed"`
 	Failed    int    `json:"failed"`
+	// Incomplete are buckets committed in the ledger one of whose files
+	// is not there: run --resume writes them again.
+	Incomplete int `json:"incomplete,omitempty"`
 	stamped.Tally
 	Buckets []Bucket `json:"buckets"`
 	// Input are the records of the input's folders the last run did not
@@ -74,7 +77,11 @@ func (rep *Output) Fill(states []stamped.State) {
 			Tally: stamped.NewTally(), Finished: st.Finished}
 		b.Tally.Add(st.Counts)
 		rep.Buckets = append(rep.Buckets, b)
-		if st.Status != stamped.StatusCommitted {
+		switch st.Status {
+		case stamped.StatusIncomplete:
+			rep.Incomplete++
+			continue
+		case stamped.StatusFailed:
 			rep.Failed++
 			continue
 		}
@@ -103,6 +110,8 @@ func Resume(ctx context.Context, in ingest.Input, source string, states []stampe
 		switch {
 		case !ok:
 			todo = append(todo, Todo{name, "not committed", false})
+		case st.Status == stamped.StatusIncomplete:
+			todo = append(todo, Todo{name, "its commit did not finish: " + st.Error, false})
 		case st.Status != stamped.StatusCommitted:
 			todo = append(todo, Todo{name, "its last load failed", false})
 		case st.Meta.Source != "" && source != "" && st.Meta.Source != source:
@@ -137,7 +146,11 @@ func (rep *Output) WriteText(w io.Writer, withResume bool) {
 	for _, s := range slices.Sorted(maps.Keys(schemes)) {
 		fmt.Fprintf(w, "scheme         %s\n", s)
 	}
-	fmt.Fprintf(w, "buckets        %d committed, %d failed\n", rep.Committed, rep.Failed)
+	if rep.Incomplete > 0 {
+		fmt.Fprintf(w, "buckets        %d committed, %d failed, %d incomplete (a file absent: run --resume writes them again)\n", rep.Committed, rep.Failed, rep.Incomplete)
+	} else {
+		fmt.Fprintf(w, "buckets        %d committed, %d failed\n", rep.Committed, rep.Failed)
+	}
 	fmt.Fprintf(w, "reports        %d (that have IDs)\n", rep.Reports)
 	fmt.Fprintf(w, "measurements   %d (that have IDs)\n", rep.Measurements)
 	fmt.Fprintf(w, "rejects        %d\n", rep.Rejects)

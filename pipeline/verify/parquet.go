@@ -34,14 +34,11 @@ var _ Source = (*Parquet)(nil)
 // bucket whose files or counts are not those its ledger entry recorded
 // (parquetfile.CheckBucket).
 func (p *Parquet) Buckets(ctx context.Context) ([]string, error) {
-	states, err := parquetfile.ReadState(ctx, p.St)
+	sv, err := parquetfile.Survey(ctx, p.St)
 	if err != nil {
 		return nil, err
 	}
-	strays, err := parquetfile.Strays(ctx, p.St)
-	if err != nil {
-		return nil, err
-	}
+	states, strays := sv.States, sv.Strays
 	if len(strays) > 0 {
 		where := make([]string, len(strays))
 		for i, f := range strays {
@@ -53,6 +50,12 @@ func (p *Parquet) Buckets(ctx context.Context) ([]string, error) {
 	p.states, p.buckets = map[string]stamped.State{}, nil
 	for _, s := range states {
 		if s.Status == stamped.StatusCommitted {
+			if absent := sv.Absent[s.Meta.Bucket]; len(absent) > 0 {
+				for i, f := range absent {
+					absent[i] = p.St.Where(f)
+				}
+				return nil, &parquetfile.AbsentError{Bucket: s.Meta.Bucket, Files: absent}
+			}
 			if err := parquetfile.CheckBucket(ctx, p.St, s.Meta.Bucket); err != nil {
 				return nil, err
 			}

@@ -14,6 +14,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -241,10 +242,29 @@ func (readerFile) Close() error               { return nil }
 // or any other name. Readers that glob a folder see them; verify names
 // them.
 func Strays(ctx context.Context, st store.Store) ([]string, error) {
+	s, err := Survey(ctx, st)
+	return s.Strays, err
+}
+
+// Surveyed is what the folders of an output hold beside its ledger.
+type Surveyed struct {
+	States []stamped.State
+	// Strays are the files no committed bucket holds.
+	Strays []string
+	// Absent are, by committed bucket, those of its files that are not
+	// there (a run stopped inside the bucket's commit, or a file removed):
+	// run --resume writes such a bucket again.
+	Absent map[string][]string
+}
+
+// Survey reads the ledger of the output st and lists its folders.
+func Survey(ctx context.Context, st store.Store) (Surveyed, error) {
+	var out Surveyed
 	states, err := readState(ctx, st)
 	if err != nil {
-		return nil, err
+		return out, err
 	}
+	out.States, out.Absent = states, map[string][]string{}
 	held := map[string]bool{}
 	for _, s := range states {
 		b := s.Meta.Bucket
@@ -257,23 +277,46 @@ func Strays(ctx context.Context, st store.Store) ([]string, error) {
 			held["ledger/"+b+failedExt] = true
 		}
 	}
-	var out []string
+	present := map[string]bool{}
 	for _, d := range Dirs {
 		ents, err := st.ReadDir(ctx, d)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return out, err
 		}
 		for _, e := range ents {
-			if name := d + "/" + e.Name(); !held[name] {
-				out = append(out, name)
+			name := d + "/" + e.Name()
+			present[name] = true
+			if !held[name] {
+				out.Strays = append(out.Strays, name)
 			}
 		}
 	}
-	sort.Strings(out)
+	sort.Strings(out.Strays)
+	for _, s := range states {
+		if s.Status != stamped.StatusCommitted {
+			continue
+		}
+		for _, f := range bucketFiles(s.Meta.Bucket) {
+			if !present[f] {
+				out.Absent[s.Meta.Bucket] = append(out.Absent[s.Meta.Bucket], f)
+			}
+		}
+	}
 	return out, nil
+}
+
+// AbsentError is a committed bucket one of whose files is not there.
+type AbsentError struct {
+	Bucket string
+	Files  []string // as shown to a person
+}
+
+func (e *AbsentError) Error() string {
+	return fmt.Sprintf("bucket %s is committed in its ledger, but %s %s not there (a run stopped inside the bucket's commit, or a file was removed): run --resume writes the bucket again",
+		e.Bucket, strings.Join(e.Files, " and "), map[bool]string{true: "is", false: "are"}[len(e.Files) == 1])
 }
 
 // parseLedger reads a ledger entry.

@@ -235,15 +235,18 @@ func (s *Sink) ledger(ctx context.Context) (ledgerRead, error) {
 // ledger as the catalogue holds it.
 // Holding the output's lock, the sink reads it from the catalogue as the
 // last State brought it up to date, and as its own commits since left it.
+// A bucket one of whose files is not there is not committed (State).
 func (s *Sink) Zones(ctx context.Context) (map[string]*stamped.Zone, error) {
-	if s.cat == nil || !s.owner {
-		if _, err := s.ledger(ctx); err != nil {
+	if s.cat == nil || s.present == nil || !s.owner {
+		if _, err := s.State(ctx); err != nil {
 			return nil, err
 		}
 	}
 	out := make(map[string]*stamped.Zone, len(s.cat))
 	for b, e := range s.cat {
-		out[b] = e.Ledger.Zone
+		if whole(s.present, b) {
+			out[b] = e.Ledger.Zone
+		}
 	}
 	return out, nil
 }
