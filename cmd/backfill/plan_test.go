@@ -172,6 +172,17 @@ func TestPlan_CheckLoadEqualsOneRun(t *testing.T) {
 		if code, again := call("check", "--json", "--rejects-exit", "0", "--plan", planFile, "--out", job); code != cli.ExitOK || again != out {
 			t.Errorf("%d shards: check --rejects-exit 0: exit %d\n%s", n, code, again)
 		}
+		if n > 1 {
+			// The verdicts cut to their header: load refuses them.
+			vf := filepath.Join(job, scaleout.VerdictsName)
+			whole := testutil.Must(os.ReadFile(vf))
+			head, _, _ := bytes.Cut(whole, []byte("\n"))
+			testutil.Check(t, os.WriteFile(vf, append(head, '\n'), 0o644))
+			if code, msg := callIn("", "load", "--plan", planFile, "--shard", "0", "--out", job); code != cli.ExitUsage || !strings.Contains(msg, "is not the file check wrote") {
+				t.Errorf("%d shards: load of verdicts cut to their header: exit %d, want 2\n%s", n, code, msg)
+			}
+			testutil.Check(t, os.WriteFile(vf, whole, 0o644))
+		}
 		for _, i := range rng.Perm(n) {
 			if code, msg := callIn("", "load", "--plan", planFile, "--shard", fmt.Sprint(i), "--out", job); code != cli.ExitOK {
 				t.Fatalf("%d shards: load %d: exit %d\n%s", n, i, code, msg)

@@ -224,12 +224,9 @@ func Check(ctx context.Context, p Plan, out store.Store) (CheckSummary, error) {
 		}
 		return strings.Compare(a.Textname, b.Textname)
 	})
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
+	var body bytes.Buffer
+	enc := json.NewEncoder(&body)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(made); err != nil {
-		return CheckSummary{}, err
-	}
 	// A collision is one reject per report that loses its IDs: the
 	// shards counted their own verdicts, the corpus has the settled ones.
 	counts.AddCollisions(st.Lost - st.Regained)
@@ -248,7 +245,13 @@ func Check(ctx context.Context, p Plan, out store.Store) (CheckSummary, error) {
 			sum.Buckets = append(sum.Buckets, v.Bucket)
 		}
 	}
-	return sum, store.WriteFile(ctx, out, VerdictsName, buf.Bytes())
+	digest := sha256.Sum256(body.Bytes())
+	made.Verdicts, made.Body = len(verdicts), hex.EncodeToString(digest[:])
+	head, err := json.Marshal(made)
+	if err != nil {
+		return sum, err
+	}
+	return sum, store.WriteFile(ctx, out, VerdictsName, append(append(head, '\n'), body.Bytes()...))
 }
 
 // Mapped checks that the map of shard has completed (its manifest, written
@@ -302,11 +305,14 @@ func (e *OrderError) Error() string { return e.Msg }
 
 // VerdictsHeader is the first line of verdicts.jsonl: what Check made
 // the verdicts from, the plan's checksum and the SHA-256 of each shard's
-// manifest (by shard index). Load takes the verdicts only when they are
-// those of its plan and of the manifests the shards hold now.
+// manifest (by shard index), and the lines that follow it, their count
+// and SHA-256. Load takes the verdicts only when they are those of its
+// plan and of the manifests the shards hold now, whole.
 type VerdictsHeader struct {
 	Plan      string            `json:"plan"`
 	Manifests map[string]string `json:"manifests"`
+	Verdicts  int               `json:"verdicts"`
+	Body      string            `json:"body_sha256"`
 }
 
 // ReadVerdicts reads what Check wrote under out, by bucket, once it has
@@ -314,19 +320,23 @@ type VerdictsHeader struct {
 // its shards hold now: an *OrderError, naming the step to run again,
 // when it did not.
 func ReadVerdicts(ctx context.Context, p Plan, out store.Store) (map[string][]stamped.Verdict, error) {
-	f, err := out.Open(ctx, VerdictsName)
+	data, err := store.ReadFile(ctx, out, VerdictsName)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &OrderError{out.Where(".") + " has no verdicts: run backfill check first, once every shard's map has completed"}
 	}
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	dec := json.NewDecoder(f)
+	head, body, _ := bytes.Cut(data, []byte("\n"))
 	var h VerdictsHeader
-	if err := dec.Decode(&h); err != nil || h.Plan == "" {
+	if err := json.Unmarshal(head, &h); err != nil || h.Plan == "" {
 		return nil, &OrderError{fmt.Sprintf("%s was not written by backfill check (it names no plan): run backfill check --plan PLAN --out %s again", out.Where(VerdictsName), out.Where("."))}
 	}
+	if sum := sha256.Sum256(body); h.Body != hex.EncodeToString(sum[:]) || bytes.Count(body, []byte("\n")) != h.Verdicts {
+		return nil, &OrderError{fmt.Sprintf("%s is not the file check wrote (%d verdict lines where its header counts %d, or their digest differs): run backfill check --plan PLAN --out %s again",
+			out.Where(VerdictsName), bytes.Count(body, []byte("\n")), h.Verdicts, out.Where("."))}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	if h.Plan != p.Checksum {
 		return nil, &OrderError{fmt.Sprintf("%s was made by check for another plan (checksum %s, this plan's is %s): run backfill check with this plan, once every shard's map has completed",
 			out.Where(VerdictsName), short(h.Plan), short(p.Checksum))}
