@@ -3,6 +3,7 @@ package job_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,8 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/reader"
 	"github.com/backfill-dev/backfill/pipeline/sink"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
+	"github.com/backfill-dev/backfill/pipeline/sink/sinktest"
+	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
 // runCfg runs cfg into the Parquet output out, with the tests' defaults.
@@ -117,4 +120,35 @@ func TestRun_EveryWithdrawalIsNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	withdrawn(t, "a container gone", sum, resume, out, sink.CauseVanished)
+}
+
+// skipping is a sink that another run always beats to the bucket (as a
+// PostgreSQL sink whose bucket another run holds, or committed), and
+// counts the reads of its ledger.
+type skipping struct {
+	*sinktest.Sink
+	states int
+}
+
+func (s *skipping) State(ctx context.Context) ([]stamped.State, error) {
+	s.states++
+	return s.Sink.State(ctx)
+}
+
+func (s *skipping) Begin(context.Context, stamped.Meta) (sink.BucketWriter, error) {
+	return nil, fmt.Errorf("held by another run: %w", sink.ErrSkipped)
+}
+
+// A run whose buckets another run takes reads the ledger once when it
+// starts and once when it counts, not once a bucket.
+func TestRun_SkippedBucketsReadTheLedgerOnce(t *testing.T) {
+	in := genCorpus(t, 3, 10)
+	s := &skipping{Sink: sinktest.New()}
+	sum, err := job.Run(context.Background(), job.Config{In: store.Local(in), Workers: 2, Scheme: ooid.DefaultScheme, MaxBlob: maxBlob, Version: "test"}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Skipped != 3 || s.states > 2 {
+		t.Errorf("%d buckets skipped, the ledger read %d times; want 3 skipped, read twice at most", sum.Skipped, s.states)
+	}
 }

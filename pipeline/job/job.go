@@ -221,10 +221,11 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (sum Summary, err error) 
 		switch {
 		case errors.Is(err, sink.ErrSkipped):
 			// The sink left the bucket to another run: committed by it
-			// meanwhile (its counts are known), or still being loaded
-			// (they are not).
+			// meanwhile, or still being loaded. Its counts are those
+			// the output holds once the run is done (recount), not read
+			// here: the ledger is read once, not once a bucket.
 			sum.Skipped++
-			return addCommitted(ctx, s, b.Meta, &sum)
+			return nil
 		case err != nil:
 			var we *sink.WithdrawError
 			if fr, ok := s.(sink.FailureRecorder); ok && ctx.Err() == nil && !errors.As(err, &we) {
@@ -425,19 +426,4 @@ func sameMeta(a, b stamped.Meta) bool {
 		sameInput = a.Listing != "" && a.Listing == b.Listing
 	}
 	return a.Bucket == b.Bucket && sameInput && a.Scheme.Equal(b.Scheme) && a.NdxPolicy == b.NdxPolicy && a.UIDs == b.UIDs
-}
-
-// addCommitted adds the counts of bucket m as the sink holds it committed
-// with the same meta, if it does.
-func addCommitted(ctx context.Context, s sink.Sink, m stamped.Meta, sum *Summary) error {
-	states, err := s.State(ctx)
-	if err != nil {
-		return err
-	}
-	for _, st := range states {
-		if st.Status == stamped.StatusCommitted && sameMeta(st.Meta, m) {
-			sum.add(st.Counts)
-		}
-	}
-	return nil
 }
