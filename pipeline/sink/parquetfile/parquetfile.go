@@ -10,9 +10,11 @@
 //	                         container, offset, size, sha1, rejected_by: the
 //	                         report manifest, collision losers included
 //	dead-letters/B.jsonl     one deadletter.Record per line
-//	ledger/B.json            Meta, Counts and times: the commit record
+//	ledger/B.json            Meta, Counts, the files' digests, the zone
+//	                         and times: the commit record
 //	input-dead-letters.jsonl the records of the input's folders that the
 //	                         last run did not read (not bucket folders)
+//	catalogue.json           a cache of the ledger (see CatalogueName)
 //
 // The Parquet key-value metadata carries the scheme (backfill.counter_bits,
 // backfill.sha1_offset; for a keyed scheme also backfill.hash and
