@@ -118,16 +118,9 @@ func TestRun_InputByIdentity(t *testing.T) {
 // verify.
 func TestRun_StrayFilesNamed(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	in, out := filepath.Join(dir, "in"), filepath.Join(dir, "out")
-	genCorpus(t, in)
-	if code, s := callIn("", "run", "-q", "--in", in, "--out", out); code != cli.ExitOK {
-		t.Fatalf("run: exit %d\n%s", code, s)
-	}
+	in, out := ranCorpus(t)
 	stray := filepath.Join(out, "measurements", "2017-06-01.old.parquet")
-	data, err := os.ReadFile(filepath.Join(out, "measurements", "2017-06-01.parquet"))
-	testutil.Check(t, err)
-	testutil.Check(t, os.WriteFile(stray, data, 0o644))
+	testutil.Check(t, os.WriteFile(stray, readFile(t, filepath.Join(out, "measurements", "2017-06-01.parquet")), 0o644))
 	for _, cmd := range [][]string{
 		{"run", "-q", "--resume", "--in", in, "--out", out},
 		{"run", "-q", "--in", in, "--out", out, "2017-06-02"},
@@ -155,12 +148,7 @@ func TestRun_StrayFilesNamed(t *testing.T) {
 // again.
 func TestRun_IncompleteBucketNamed(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	in, out := filepath.Join(dir, "in"), filepath.Join(dir, "out")
-	genCorpus(t, in)
-	if code, s := callIn("", "run", "-q", "--in", in, "--out", out); code != cli.ExitOK {
-		t.Fatalf("run: exit %d\n%s", code, s)
-	}
+	in, out := ranCorpus(t)
 	want := readFile(t, filepath.Join(out, "measurements", "2017-06-02.parquet"))
 	testutil.Check(t, os.Remove(filepath.Join(out, "measurements", "2017-06-02.parquet")))
 	code, s := callIn("", "status", out)
@@ -176,6 +164,18 @@ func TestRun_IncompleteBucketNamed(t *testing.T) {
 	if got := readFile(t, filepath.Join(out, "measurements", "2017-06-02.parquet")); string(got) != string(want) {
 		t.Error("the bucket written again differs from the one committed")
 	}
+}
+
+// ranCorpus generates a corpus and runs it into an output: their folders.
+func ranCorpus(t *testing.T) (in, out string) {
+	t.Helper()
+	dir := t.TempDir()
+	in, out = filepath.Join(dir, "in"), filepath.Join(dir, "out")
+	genCorpus(t, in)
+	if code, s := callIn("", "run", "-q", "--in", in, "--out", out); code != cli.ExitOK {
+		t.Fatalf("run: exit %d\n%s", code, s)
+	}
+	return in, out
 }
 
 func readFile(t *testing.T, path string) []byte {

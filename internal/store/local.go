@@ -194,12 +194,7 @@ func Regular(f *os.File, path string, dirs bool) (*os.File, error) {
 
 func (l *local) ReadDir(_ context.Context, name string) ([]fs.DirEntry, error) {
 	var ents []fs.DirEntry
-	err := l.do(name, false, func(r *os.Root, n string) error {
-		d, err := r.Open(n)
-		if err != nil {
-			return err
-		}
-		defer d.Close()
+	err := l.inDir(name, func(d *os.File) (err error) {
 		ents, err = d.ReadDir(-1)
 		return err
 	})
@@ -211,17 +206,24 @@ func (l *local) ReadDir(_ context.Context, name string) ([]fs.DirEntry, error) {
 // lstat of each entry that ReadDir makes under an os.Root.
 func (l *local) ReadDirNames(_ context.Context, name string) ([]string, error) {
 	var names []string
-	err := l.do(name, false, func(r *os.Root, n string) error {
-		d, err := r.Open(n)
-		if err != nil {
-			return err
-		}
-		defer d.Close()
+	err := l.inDir(name, func(d *os.File) (err error) {
 		names, err = d.Readdirnames(-1)
 		return err
 	})
 	slices.Sort(names)
 	return names, err
+}
+
+// inDir calls fn with the folder name open.
+func (l *local) inDir(name string, fn func(*os.File) error) error {
+	return l.do(name, false, func(r *os.Root, n string) error {
+		d, err := r.Open(n)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		return fn(d)
+	})
 }
 
 func (l *local) Stat(_ context.Context, name string) (fs.FileInfo, error) {
