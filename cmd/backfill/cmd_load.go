@@ -18,7 +18,7 @@ import (
 func runLoad(ctx context.Context, args []string, std cli.Stdio) error {
 	fs := newFlags("load", std)
 	var planFile, out, sinkName string
-	var createSchema, replace bool
+	var createSchema, replace, noWithdraw bool
 	var pf pgFlags
 	pf.register(fs, true)
 	shard := -1
@@ -26,13 +26,14 @@ func runLoad(ctx context.Context, args []string, std cli.Stdio) error {
 	fs.StringVar(&out, "out", "", "the job's output `OUT` (a folder or s3://bucket/prefix)")
 	fs.StringVar(&sinkName, "sink", "parquet", "`NAME`: parquet (into OUT) or postgres")
 	fs.BoolVar(&createSchema, "create-schema", false, "create the tables when they are missing")
-	fs.BoolVar(&replace, "replace", false, "replace buckets the schema holds from another input (without it the load refuses, exit 1)")
+	fs.BoolVar(&replace, "replace", false, "replace buckets the output holds from another input (without it the load refuses, exit 1)")
+	fs.BoolVar(&noWithdraw, "no-withdraw", false, "refuse a load that would withdraw IDs the output published (Parquet: before anything is copied; PostgreSQL: the bucket that would)")
 	fs.IntVar(&shard, "shard", -1, "the shard `I` to load (default: JOB_COMPLETION_INDEX)")
 	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	pgOnly := cli.SetFlags(fs, "dsn", "pg-schema", "create-schema", "replace", "retries", "retry-wait", "pg-timeout", "connections")
+	pgOnly := cli.SetFlags(fs, "dsn", "pg-schema", "create-schema", "retries", "retry-wait", "pg-timeout", "connections")
 	switch {
 	case len(rest) > 0:
 		return cli.Usagef("load: unexpected argument %q", rest[0])
@@ -60,16 +61,20 @@ func runLoad(ctx context.Context, args []string, std cli.Stdio) error {
 	}
 	if sinkName == "postgres" {
 		pg := pf.options(std)
-		pg.CreateSchema = createSchema
+		pg.CreateSchema, pg.NoWithdraw = createSchema, noWithdraw
 		return loadPostgres(ctx, std, p, planFile, shard, dst, pg, replace)
 	}
-	n, err := scaleout.Load(ctx, p, shard, dst)
+	n, ws, err := scaleout.Load(ctx, p, shard, dst, scaleout.LoadOptions{Replace: replace, NoWithdraw: noWithdraw})
 	if isOrder(err) {
 		return cli.Usagef("load: %v", err)
 	} else if err != nil {
 		return err
 	}
 	fmt.Fprintf(std.Err, "backfill: loaded shard %d: %s into %s\n", shard, cli.Count(n, "bucket", "buckets"), out)
+	if len(ws) > 0 {
+		warnWithdrawn(std, ws)
+		return &cli.RejectsError{N: len(ws), What: "reports", Note: "whose published IDs the load withdrew", Verb: "named"}
+	}
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -380,12 +381,144 @@ func TestPlan_PhasesInOrder(t *testing.T) {
 		t.Errorf("load after a manifest changed: exit %d, want 2\n%s", code, out)
 	}
 	testutil.Check(t, os.WriteFile(manifest, data, 0o644))
-	for i := range 2 {
-		if code, out := callIn("", "load", "--plan", plan2, "--shard", fmt.Sprint(i), "--out", job); code != cli.ExitOK {
-			t.Errorf("load %d after check: exit %d\n%s", i, code, out)
-		}
+	// The output holds the buckets from the first input: the load of the
+	// new one replaces them only with --replace, and names the IDs of
+	// the first that it withdraws (exit 3).
+	if code, out := callIn("", "load", "--plan", plan2, "--shard", "0", "--out", job); code != cli.ExitFailure || !strings.Contains(out, "--replace") {
+		t.Errorf("load of another input over the first: exit %d, want 1 naming --replace\n%s", code, out)
+	}
+	if code, out := callIn("", "load", "--replace", "--plan", plan2, "--shard", "0", "--out", job); code != cli.ExitRejects || !strings.Contains(out, "published IDs withdrawn") || !strings.Contains(out, "vanished") {
+		t.Errorf("load 0 --replace after check: exit %d, want 3 naming the withdrawals\n%s", code, out)
+	}
+	if code, out := callIn("", "load", "--plan", plan2, "--shard", "1", "--out", job); code != cli.ExitOK {
+		t.Errorf("load 1 after check (buckets the output does not hold): exit %d\n%s", code, out)
 	}
 	if code, out := callIn("", "verify", job); code != cli.ExitOK {
 		t.Errorf("verify of the loaded job: exit %d\n%s", code, out)
+	}
+}
+
+// A Parquet load settles against what the output holds from outside its
+// plan: a bucket a run committed there, whose IDs the plan's share, is
+// refused, as is a shard of another scheme; a plan made again with an
+// earlier day added, whose verdicts take IDs back from buckets loaded
+// before, names each withdrawal (exit 3), and --no-withdraw refuses it
+// before anything is copied.
+func TestLoad_SettlesAgainstTheOutput(t *testing.T) {
+	t.Parallel()
+	skipUnderRace(t)
+	dir := t.TempDir()
+	in := dir + "/c"
+	if code, out := call("gen", "-q", "--out", in, "--buckets", "5", "--reports", "90", "--can-size", "256KiB",
+		"--min-measurements", "400", "--max-measurements", "5000", "--time-slots", "3", "--max-template", "1KiB"); code != cli.ExitOK {
+		t.Fatalf("gen: exit %d\n%s", code, out)
+	}
+	narrow := []string{"--counter-bits", "20"}
+	// The bucket whose reports beat reports of later buckets: the one a
+	// plan of the others cannot settle against.
+	single := dir + "/single"
+	if code, _ := runJSON(t, append([]string{"--in", in, "--out", single}, narrow...)...); code != cli.ExitRejects {
+		t.Fatalf("one-machine run: exit %d", code)
+	}
+	first := ""
+	files, _ := filepath.Glob(filepath.Join(single, "dead-letters", "*.jsonl"))
+	for _, f := range files {
+		for _, line := range strings.Split(string(readFile(t, f)), "\n") {
+			var d struct{ Reason, Textname, Message string }
+			if json.Unmarshal([]byte(line), &d) != nil || d.Reason != "collision" {
+				continue
+			}
+			for _, b := range []string{"2017-06-01", "2017-06-02", "2017-06-03"} {
+				if strings.Contains(d.Message, b+"/") && !strings.HasPrefix(d.Textname, b) && (first == "" || b < first) {
+					first = b
+				}
+			}
+		}
+	}
+	if first == "" {
+		t.Fatal("no report of an early bucket beats one of a later bucket: the corpus proves nothing")
+	}
+	// The others, in an input of their own, planned, mapped and checked.
+	rest := dir + "/rest"
+	ents, err := os.ReadDir(in)
+	testutil.Check(t, err)
+	for _, e := range ents {
+		if e.IsDir() && e.Name() != first {
+			testutil.Check(t, os.CopyFS(filepath.Join(rest, e.Name()), os.DirFS(filepath.Join(in, e.Name()))))
+		}
+	}
+	// Each plan has two shards, but the last, of every bucket, one: its
+	// shard's output then holds every bucket (shards are not emptied
+	// between plans).
+	shards := func(plan string) int {
+		if strings.HasSuffix(plan, "all.json") {
+			return 1
+		}
+		return 2
+	}
+	mapped := func(in, job, plan string, scheme ...string) {
+		t.Helper()
+		if code, out := call("plan", "--in", in, "--shards", fmt.Sprint(shards(plan)), "--out", plan); code != cli.ExitOK {
+			t.Fatalf("plan: exit %d\n%s", code, out)
+		}
+		for i := range shards(plan) {
+			if code, out := callIn("", append([]string{"run", "-q", "--replace", "--plan", plan, "--shard", fmt.Sprint(i), "--out", job}, scheme...)...); code != cli.ExitOK {
+				t.Fatalf("map %d: exit %d\n%s", i, code, out)
+			}
+		}
+		if code, out := callIn("", "check", "--rejects-exit", "0", "--plan", plan, "--out", job); code != cli.ExitOK {
+			t.Fatalf("check: exit %d\n%s", code, out)
+		}
+	}
+	loadAll := func(job, plan string, args ...string) (codes []int, out string) {
+		for i := range shards(plan) {
+			code, o := callIn("", append([]string{"load", "--plan", plan, "--shard", fmt.Sprint(i), "--out", job}, args...)...)
+			codes, out = append(codes, code), out+o
+		}
+		return codes, out
+	}
+
+	// A run of the first bucket, then the plan of the others: refused.
+	job := dir + "/job"
+	if code, out := callIn("", append([]string{"run", "-q", "--in", in, "--out", job, first}, narrow...)...); code != cli.ExitOK && code != cli.ExitRejects {
+		t.Fatalf("run of %s: exit %d\n%s", first, code, out)
+	}
+	mapped(rest, job, dir+"/rest.json", narrow...)
+	if codes, out := loadAll(job, dir+"/rest.json"); !slices.Contains(codes, cli.ExitFailure) || !strings.Contains(out, "from outside the plan") {
+		t.Errorf("load beside a bucket the plan's IDs share: exits %v, want one refusal\n%s", codes, out)
+	}
+
+	// A shard of 20 bits into an output of 28: refused, naming both.
+	wide := dir + "/wide"
+	if code, out := callIn("", "run", "-q", "--in", in, "--out", wide, first); code != cli.ExitOK && code != cli.ExitRejects {
+		t.Fatalf("run of %s: exit %d\n%s", first, code, out)
+	}
+	mapped(rest, wide, dir+"/wide.json", narrow...)
+	if codes, out := loadAll(wide, dir+"/wide.json"); codes[0] != cli.ExitFailure || !strings.Contains(out, "one output holds one scheme") {
+		t.Errorf("a 20-bit shard into a 28-bit output: exits %v, want 1\n%s", codes, out)
+	}
+
+	// The others loaded alone, then a plan of every bucket: the first
+	// bucket's reports take IDs back from buckets loaded before.
+	replan := dir + "/replan"
+	mapped(rest, replan, dir+"/replan-rest.json", narrow...)
+	if codes, out := loadAll(replan, dir+"/replan-rest.json"); !slices.Equal(codes, []int{0, 0}) {
+		t.Fatalf("load of the others: exits %v\n%s", codes, out)
+	}
+	before := outputFiles(tree(t, replan))
+	mapped(in, replan, dir+"/replan-all.json", narrow...)
+	codes, out := loadAll(replan, dir+"/replan-all.json", "--replace", "--no-withdraw")
+	if !slices.Contains(codes, cli.ExitFailure) || !strings.Contains(out, "--no-withdraw") {
+		t.Errorf("the plan of every bucket, --no-withdraw: exits %v, want a refusal\n%s", codes, out)
+	}
+	codes, out = loadAll(replan, dir+"/replan-all.json", "--replace")
+	if !slices.Contains(codes, cli.ExitRejects) || !strings.Contains(out, "published IDs withdrawn") || !strings.Contains(out, "loses its IDs to") {
+		t.Errorf("the plan of every bucket: exits %v, want 3 naming the withdrawals\n%s", codes, out)
+	}
+	if after := outputFiles(tree(t, replan)); len(after) <= len(before) {
+		t.Errorf("the output holds %d files after the load of every bucket, %d before", len(after), len(before))
+	}
+	if code, out := callIn("", "verify", replan); code != cli.ExitOK {
+		t.Errorf("verify: exit %d\n%s", code, out)
 	}
 }

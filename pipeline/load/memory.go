@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
@@ -402,6 +403,28 @@ func (v *Memory) keptBefore(ctx context.Context, bucket string) (stamped.Meta, m
 		}
 	}
 	return m, out
+}
+
+// Withdrawals returns the withdrawals of writing b, its verdicts settled,
+// over its committed version (old, and its report manifest): those of
+// rewrites, and a collision's for each report that kept its IDs and
+// loses them to its verdict. Sorted by textname.
+func Withdrawals(b *stamped.Bucket, old stamped.Meta, committed []stamped.ManifestEntry) []sink.Withdrawal {
+	was := map[string]uint32{}
+	for _, r := range committed {
+		if r.RejectedBy == "" && r.N > 0 {
+			was[r.Textname] = r.N
+		}
+	}
+	out := rewrites(b, old, was)
+	for i := range b.Reports {
+		r := &b.Reports[i]
+		if r.RejectedBy != "" && was[r.Textname] > 0 && !slices.ContainsFunc(out, func(w sink.Withdrawal) bool { return w.Textname == r.Textname }) {
+			out = append(out, sink.Withdrawal{Bucket: b.Meta.Bucket, Textname: r.Textname, N: was[r.Textname], Winner: r.RejectedBy, Cause: sink.CauseCollision})
+		}
+	}
+	slices.SortFunc(out, func(a, b sink.Withdrawal) int { return strings.Compare(a.Textname, b.Textname) })
+	return out
 }
 
 // rewrites returns the withdrawals of a bucket written again over its

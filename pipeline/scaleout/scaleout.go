@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/load"
 	"github.com/backfill-dev/backfill/pipeline/reader"
 	"github.com/backfill-dev/backfill/pipeline/sink"
@@ -370,40 +372,192 @@ func ReadVerdicts(ctx context.Context, p Plan, out store.Store) (map[string][]st
 
 func short(sum string) string { return sum[:min(len(sum), 12)] }
 
+// LoadOptions are what a Parquet load is allowed to do to the output.
+type LoadOptions struct {
+	// Replace replaces buckets the output holds from another input.
+	Replace bool
+	// NoWithdraw refuses, before any bucket is copied, a load that would
+	// withdraw IDs the output published (a *sink.WithdrawError).
+	NoWithdraw bool
+}
+
 // Load copies the buckets of shard of p from its shard output into out
 // (the ledger entry last), rewriting those whose verdicts Check changed;
-// it returns how many it loaded. Shards load side by side, each under a
-// lock of its own.
-func Load(ctx context.Context, p Plan, shard int, out store.Store) (_ int, err error) {
+// it returns how many it loaded, and the published IDs it withdrew.
+// Shards load side by side, each under a lock of its own; none while a
+// run holds the output's.
+//
+// Before it copies anything it checks the shard against what the output
+// holds outside the plan: the same scheme and ndx policy, the same input
+// for the buckets it replaces (unless opt.Replace), and no ID shared
+// with a report the output holds (check settled the plan's buckets among
+// themselves, not against those). A bucket the output holds already (an
+// earlier load, or a run) is compared with what it becomes: a report
+// that loses its IDs, or some of them, is a withdrawal, named, and
+// refused with opt.NoWithdraw.
+func Load(ctx context.Context, p Plan, shard int, out store.Store, opt LoadOptions) (_ int, _ []sink.Withdrawal, err error) {
 	src := ShardOut(out, shard)
 	names := p.Names(shard)
 	if len(names) == 0 {
-		return 0, nil
+		return 0, nil, nil
 	}
 	if err := Mapped(ctx, src, shard); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	byBucket, err := ReadVerdicts(ctx, p, out)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
+	}
+	if pid, locked := parquetfile.Holder(ctx, out); locked {
+		le := &store.LockedError{Where: out.Where("."), Holder: store.Holder{PID: max(pid, 0)}, Verb: "is writing to", Advice: "load once it ends: a load settles only against what the output holds when it starts"}
+		return 0, nil, le
 	}
 	s, err := parquetfile.OpenLocked(ctx, out, ".lock-load-"+strconv.Itoa(shard))
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer func() { err = errors.Join(err, s.Close()) }()
+	from, err := parquetfile.OpenLocked(ctx, src, ".lock-load")
+	if err != nil {
+		return 0, nil, err
+	}
+	defer func() { err = errors.Join(err, from.Close()) }()
+	ws, err := guard(ctx, p, names, byBucket, from, src.Where("."), s, opt)
+	if err != nil {
+		return 0, nil, err
+	}
 	for _, b := range names {
 		l, err := s.CopyBucket(ctx, src, b)
 		if err != nil {
-			return 0, fmt.Errorf("load bucket %s: %w", b, err)
+			return 0, ws, fmt.Errorf("load bucket %s: %w", b, err)
 		}
 		if vs := byBucket[b]; len(vs) > 0 {
 			if err := s.Reassign(ctx, l.Scheme(), b, vs); err != nil {
-				return 0, err
+				return 0, ws, err
 			}
 		}
 	}
-	return len(names), nil
+	return len(names), ws, nil
+}
+
+// guard checks the shard's buckets names (in from, with the check's
+// verdicts) against the output s, before anything is copied, and returns
+// the withdrawals copying them makes.
+func guard(ctx context.Context, p Plan, names []string, verdicts map[string][]stamped.Verdict, from *parquetfile.Sink, where string, s *parquetfile.Sink, opt LoadOptions) ([]sink.Withdrawal, error) {
+	states, err := s.State(ctx)
+	if err != nil {
+		return nil, err
+	}
+	committed := map[string]stamped.State{}
+	for _, st := range states {
+		if st.Status == stamped.StatusCommitted {
+			committed[st.Meta.Bucket] = st
+		}
+	}
+	inPlan := map[string]bool{}
+	for _, b := range p.Buckets {
+		inPlan[b.Name] = true
+	}
+	zones, err := s.Zones(ctx)
+	if err != nil {
+		return nil, err
+	}
+	shardZones, err := from.Zones(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var ws []sink.Withdrawal
+	var ext *collisions.Index
+	var extNames []string
+	read := map[string]bool{}
+	for _, b := range names {
+		m, entries, err := from.Manifest(ctx, b)
+		if err != nil {
+			return nil, fmt.Errorf("bucket %s of shard output %s: %w", b, where, err)
+		}
+		if ext == nil || ext.Bits() != m.Scheme.CounterBits {
+			ext = collisions.NewIndex(m.Scheme.CounterBits)
+			extNames, read = nil, map[string]bool{}
+		}
+		for _, o := range slices.Sorted(maps.Keys(committed)) {
+			om := committed[o].Meta
+			if !inPlan[o] && (!om.Scheme.Equal(m.Scheme) || om.NdxPolicy != m.NdxPolicy) {
+				return nil, fmt.Errorf("the output holds bucket %s made under %s with --ndx %s, and the shard's buckets are made under %s with --ndx %s: one output holds one scheme and one ndx policy; load into another folder",
+					o, om.Scheme, om.NdxPolicy, m.Scheme, m.NdxPolicy)
+			}
+		}
+		if !opt.Replace {
+			if err := sink.CheckSource(m.Source, []string{b}, committed); err != nil {
+				return nil, err
+			}
+		}
+		// What the bucket becomes: the shard's verdicts, and check's.
+		changed := map[string]string{}
+		for _, v := range verdicts[b] {
+			changed[v.Textname] = v.RejectedBy
+		}
+		sb := &stamped.Bucket{Meta: m}
+		for _, e := range entries {
+			if w, ok := changed[e.Textname]; ok {
+				e.RejectedBy = w
+			}
+			id, err := m.Scheme.Report(e.Textname)
+			if err != nil {
+				return nil, fmt.Errorf("bucket %s: report %s: %w", b, e.Textname, err)
+			}
+			sb.Reports = append(sb.Reports, stamped.Report{Textname: e.Textname, ID: id, N: e.N, RejectedBy: e.RejectedBy})
+		}
+		if _, ok := committed[b]; ok {
+			om, old, err := s.Manifest(ctx, b)
+			if err != nil {
+				return nil, err
+			}
+			ws = append(ws, load.Withdrawals(sb, om, old)...)
+		}
+		// The reports the output holds outside the plan that the
+		// bucket's can reach.
+		z := shardZones[b]
+		for _, o := range slices.Sorted(maps.Keys(zones)) {
+			if inPlan[o] || read[o] || (z != nil && zones[o] != nil && !zones[o].Meets(*z)) {
+				continue
+			}
+			read[o] = true
+			om, oentries, err := s.Manifest(ctx, o)
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range oentries {
+				if e.RejectedBy != "" {
+					continue
+				}
+				id, err := om.Scheme.Report(e.Textname)
+				if err != nil {
+					return nil, fmt.Errorf("bucket %s: committed report %s: %w", o, e.Textname, err)
+				}
+				ext.Add(collisions.RangeOf(id, e.N), uint32(len(extNames)))
+				extNames = append(extNames, o+"\x00"+e.Textname)
+			}
+		}
+		for _, r := range sb.Reports {
+			if r.RejectedBy != "" {
+				continue
+			}
+			for _, h := range ext.Add(collisions.RangeOf(r.ID, r.N), uint32(len(extNames))) {
+				if int(h) < len(extNames) {
+					o, tn, _ := strings.Cut(extNames[h], "\x00")
+					if !inPlan[o] {
+						return nil, fmt.Errorf("report %s of bucket %s shares IDs with report %s of bucket %s, which the output holds from outside the plan: load does not settle against it; plan both buckets together, or run them (backfill run settles against the whole output)",
+							r.Textname, b, tn, o)
+					}
+				}
+			}
+			extNames = append(extNames, b+"\x00"+r.Textname)
+		}
+	}
+	if opt.NoWithdraw && len(ws) > 0 {
+		return nil, &sink.WithdrawError{Bucket: ws[0].Bucket, Withdrawals: ws}
+	}
+	return ws, nil
 }
 
 // LoadInto loads the buckets names of the shard output src into dst, each
