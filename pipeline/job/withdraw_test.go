@@ -3,7 +3,10 @@ package job_test
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -11,8 +14,10 @@ import (
 	"github.com/backfill-dev/backfill/gen/corpus/corpustest"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/job"
+	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
+	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
 func runNarrow(t testing.TB, cfg job.Config, out string) (job.Summary, error) {
@@ -171,5 +176,87 @@ func TestRun_UIDsSurviveRewrites(t *testing.T) {
 	}
 	if losers == 0 {
 		t.Error("the last bucket has no collision loser: its rewrite proves nothing")
+	}
+}
+
+// dying is a Parquet sink that fails, as a kill would stop it, the first
+// bucket it is asked to write after it rewrote a committed bucket's
+// verdicts: the settlement's first half done, its bucket not committed.
+type dying struct {
+	*parquetfile.Sink
+	rewrote, died bool
+}
+
+func (d *dying) Reassign(ctx context.Context, scheme ooid.Scheme, bucket string, vs []stamped.Verdict) error {
+	d.rewrote = true
+	return d.Sink.Reassign(ctx, scheme, bucket, vs)
+}
+
+func (d *dying) Begin(ctx context.Context, m stamped.Meta) (sink.BucketWriter, error) {
+	if d.rewrote && !d.died {
+		d.died = true
+		return nil, errors.New("killed")
+	}
+	return d.Sink.Begin(ctx, m)
+}
+
+// A run stopped between the rewrite of a committed bucket that loses IDs
+// and the commit of the bucket that takes them leaves its settlement in
+// a journal: the next run with --no-withdraw gives the IDs back and
+// refuses, the committed bucket as it was; the next without names the
+// withdrawal, as an uninterrupted run does.
+func TestRun_KilledSettlementIsNamed(t *testing.T) {
+	skipUnderRace(t)
+	in := genColliding(t, 12)
+	truth := corpustest.ReadTruth(t, in)
+	buckets := slices.Sorted(maps.Keys(bucketSet(truth)))
+	last := buckets[len(buckets)-1]
+	want := withdrawnWhen(t, truth, last)
+	out := t.TempDir()
+	if _, err := runNarrow(t, job.Config{In: store.Local(in), Buckets: []string{last}}, out); err != nil {
+		t.Fatal(err)
+	}
+	before := filesOf(t, out)
+
+	s, err := parquetfile.Open(t.Context(), store.Local(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &dying{Sink: s}
+	_, err = job.Run(context.Background(), job.Config{In: store.Local(in), Buckets: buckets[:len(buckets)-1], Scheme: narrow, MaxBlob: maxBlob, Version: "test", Workers: 2}, d)
+	s.Close()
+	if !d.died || err == nil {
+		t.Fatalf("the run was not stopped in a settlement (died %v): %v", d.died, err)
+	}
+	if _, err := os.Stat(filepath.Join(out, parquetfile.SettlingName)); err != nil {
+		t.Fatalf("no journal of the settlement: %v", err)
+	}
+
+	_, err = runNarrow(t, job.Config{In: store.Local(in), Resume: true, NoWithdraw: true}, out)
+	var we *sink.WithdrawError
+	if !errors.As(err, &we) {
+		t.Fatalf("--resume --no-withdraw after the kill: %v, want a *sink.WithdrawError", err)
+	}
+	after := filesOf(t, out)
+	for _, f := range []string{"measurements/", "reports/", "dead-letters/"} {
+		name := f + last + map[bool]string{true: ".jsonl", false: ".parquet"}[f == "dead-letters/"]
+		if string(after[name]) != string(before[name]) {
+			t.Errorf("--no-withdraw left %s as the stopped run changed it", name)
+		}
+	}
+
+	sum, err := runNarrow(t, job.Config{In: store.Local(in), Resume: true}, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, w := range sum.Withdrawn {
+		got[w.Textname] = w.Winner
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("withdrawn %v, want %v", got, want)
+	}
+	if _, err := os.Stat(filepath.Join(out, parquetfile.SettlingName)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the journal is left after the settlement completed: %v", err)
 	}
 }

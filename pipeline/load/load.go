@@ -41,6 +41,8 @@ type Settler interface {
 	// are brought in line first, so no two committed reports ever share
 	// an ID.
 	Settle(ctx context.Context, b *stamped.Bucket) ([]deadletter.Record, error)
+	// Done is told that the bucket settled last has committed.
+	Done(ctx context.Context, bucket string) error
 	// Finish brings every verdict in line once all buckets are known.
 	Finish(ctx context.Context) error
 }
@@ -68,6 +70,7 @@ var _ Settler = InSink{}
 func (InSink) Start(context.Context, []string) error { return nil }
 func (InSink) Keep(context.Context, string) error    { return nil }
 func (InSink) Finish(context.Context) error          { return nil }
+func (InSink) Done(context.Context, string) error    { return nil }
 func (InSink) Settle(context.Context, *stamped.Bucket) ([]deadletter.Record, error) {
 	return nil, nil
 }
@@ -180,7 +183,10 @@ func (l *Loader) Commit(ctx context.Context, b *stamped.Bucket) (c stamped.Count
 		}
 	}
 	c.BytesIn, c.BytesOut = b.BytesIn, b.BytesOut
-	return bw.Commit(ctx, c)
+	if c, err = bw.Commit(ctx, c); err != nil {
+		return c, err
+	}
+	return c, l.settler.Done(ctx, b.Meta.Bucket)
 }
 
 // collisionRecords returns the collision records of b's rejected reports,

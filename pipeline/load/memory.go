@@ -52,6 +52,12 @@ type Memory struct {
 	forbid    bool
 	pub       *collisions.Resolver // with forbid: the reports that keep their IDs in the output (tagged i+1 for pubOf[i]), and the run's (0)
 	pubOf     []string
+	// settling is the bucket being settled; journaled is set while the
+	// journal of its settlement is kept (sink.Journal); repairing, for
+	// the Settler that repairs a settlement left unfinished, which keeps
+	// none.
+	settling             string
+	journaled, repairing bool
 	// The zones of the committed buckets (none when the sink is not
 	// sink.Zoned); those not read yet, by bucket and by day; and the days
 	// reached by the buckets settled so far.
@@ -82,6 +88,11 @@ func (v *Memory) Withdrawn() []sink.Withdrawal { return slices.Clone(v.withdrawn
 // meet, see sink.Zoned); a bucket whose zone the sink cannot say is read
 // at once, for its zone.
 func (v *Memory) Start(ctx context.Context, names []string) error {
+	if !v.repairing {
+		if err := v.repair(ctx); err != nil {
+			return err
+		}
+	}
 	var committed []string
 	var err error
 	if z, ok := v.s.(sink.Zoned); ok {
@@ -329,6 +340,7 @@ func (v *Memory) Settle(ctx context.Context, b *stamped.Bucket) ([]deadletter.Re
 	// The bucket reaches the days of its reports, and those of the
 	// reports its committed version held (a report it no longer holds
 	// may have kept IDs that another report now gets back).
+	v.settling = b.Meta.Bucket
 	z := stamped.ZoneOf(b.Reports)
 	if v.before[b.Meta.Bucket] {
 		w, err := v.waitFor(ctx, b.Meta.Bucket)
@@ -493,6 +505,9 @@ func (v *Memory) sync(ctx context.Context, refs []uint32) error {
 		tags = append(tags, t)
 	}
 	sort.Slice(tags, func(i, j int) bool { return v.buckets[tags[i]] < v.buckets[tags[j]] })
+	if err := v.journal(ctx, tags, byBucket); err != nil {
+		return err
+	}
 	for _, t := range tags {
 		var vs []stamped.Verdict
 		seen := map[uint32]bool{}
@@ -521,6 +536,96 @@ func (v *Memory) sync(ctx context.Context, refs []uint32) error {
 	return nil
 }
 
+// journal records, before the first committed bucket changes, the
+// changes of a sync (sink.Journal): a run killed before the bucket it
+// settles commits leaves them for the next to undo or to name.
+func (v *Memory) journal(ctx context.Context, tags []uint32, byBucket map[uint32][]uint32) error {
+	j, ok := v.s.(sink.Journal)
+	if !ok || v.repairing || len(tags) == 0 {
+		return nil
+	}
+	st := &sink.Settling{Bucket: v.settling}
+	for _, t := range tags {
+		for _, ref := range byBucket[t] {
+			w, _ := v.winner(ref)
+			st.Changes = append(st.Changes, sink.SettlingChange{Bucket: v.buckets[t], Textname: v.res.Name(ref), N: v.res.Range(ref).N, Before: v.persisted[ref], After: w})
+		}
+	}
+	st.Changes = slices.CompactFunc(st.Changes, func(a, b sink.SettlingChange) bool { return a == b })
+	if err := v.res.Err(); err != nil {
+		return err
+	}
+	if err := j.Record(ctx, st); err != nil {
+		return fmt.Errorf("recording the settlement of %q: %w", v.settling, err)
+	}
+	v.journaled = true
+	return nil
+}
+
+// Done implements Settler: the bucket settled last has committed, and
+// the settlement's journal goes.
+func (v *Memory) Done(ctx context.Context, _ string) error { return v.clearJournal(ctx) }
+
+func (v *Memory) clearJournal(ctx context.Context) error {
+	if !v.journaled {
+		return nil
+	}
+	v.journaled = false
+	return v.s.(sink.Journal).Clear(ctx)
+}
+
+// repair completes or undoes a settlement a run began and did not finish
+// (its journal is there), before anything else: the reports it changed
+// are read again with every committed report of their days, and their
+// verdicts set to what the output holds (a report that lost its IDs to
+// a bucket that never committed gets them back). A withdrawal that
+// stands, its winner committed, is named; with forbid it is refused.
+func (v *Memory) repair(ctx context.Context) error {
+	j, ok := v.s.(sink.Journal)
+	if !ok {
+		return nil
+	}
+	st, err := j.Pending(ctx)
+	if err != nil || st == nil {
+		return err
+	}
+	fix := NewMemory(v.scheme, v.s)
+	fix.repairing = true
+	if err := fix.Start(ctx, nil); err != nil {
+		return err
+	}
+	var days []int32
+	for _, c := range st.Changes {
+		t, err := ooid.ParseTextname(c.Textname)
+		if err != nil {
+			return fmt.Errorf("%s: %w", st.Bucket, err)
+		}
+		days = append(days, stamped.Day(t.TS))
+	}
+	if err := fix.reach(ctx, stamped.NewZone(days)); err != nil {
+		return err
+	}
+	now := map[string]string{} // the winner each changed report has once repaired
+	for ref := range uint32(fix.res.Len()) {
+		now[fix.res.Name(ref)], _ = fix.winner(ref)
+	}
+	if err := fix.Finish(ctx); err != nil {
+		return err
+	}
+	var stands []sink.Withdrawal
+	for _, c := range st.Changes {
+		if w := now[c.Textname]; c.Before == "" && c.After != "" && w != "" && c.N > 0 {
+			stands = append(stands, sink.Withdrawal{Bucket: c.Bucket, Textname: c.Textname, N: c.N, Winner: w, Cause: sink.CauseCollision,
+				Detail: "withdrawn by a run that stopped before it named it"})
+		}
+	}
+	if v.forbid && len(stands) > 0 {
+		return &sink.WithdrawError{Bucket: st.Bucket, Withdrawals: stands}
+	}
+	v.withdrawn = append(v.withdrawn, stands...)
+	return j.Clear(ctx)
+}
+
 // Finish syncs every report: at the end of a run, when every bucket of
 // the output is known, verdicts that differ (buckets committed by runs
 // that did not see each other, a winner whose bucket changed) are set
@@ -533,7 +638,11 @@ func (v *Memory) Finish(ctx context.Context) error {
 	for i := range refs {
 		refs[i] = uint32(i)
 	}
+	v.settling = ""
 	err := v.sync(ctx, refs)
+	if err == nil {
+		err = v.clearJournal(ctx)
+	}
 	if v.pub != nil {
 		err = errors.Join(err, v.pub.Close())
 	}

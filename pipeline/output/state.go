@@ -60,6 +60,9 @@ func ReadState(ctx context.Context, cfg Config) (rep status.Output, states []sta
 	if rep.Input, err = parquetfile.ReadInputDeadLetters(ctx, cfg.Folder); err != nil {
 		return rep, nil, err
 	}
+	if _, err := cfg.Folder.Stat(ctx, parquetfile.SettlingName); err == nil {
+		rep.Unsettled = "a run stopped inside a settlement (" + parquetfile.SettlingName + "): the next run completes it, or undoes it, and names what it withdrew"
+	}
 	rep.Output = "Parquet in " + store.Abs(cfg.Folder.Where("."))
 	if pid, locked := parquetfile.Holder(ctx, cfg.Folder); locked {
 		rep.WriterPID = max(pid, -1)

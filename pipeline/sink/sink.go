@@ -111,6 +111,34 @@ type Zoned interface {
 	Check(ctx context.Context, bucket string) error
 }
 
+// Settling is what a settlement is about to change in the committed
+// buckets before the bucket it settles commits: kept across a kill by a
+// Journal, so that the next run completes it or undoes it, and names
+// what it withdrew.
+type Settling struct {
+	// Bucket is the bucket being settled; "" at the end of a run.
+	Bucket  string           `json:"bucket"`
+	Changes []SettlingChange `json:"changes"`
+}
+
+// SettlingChange is a committed report's verdict before and after.
+type SettlingChange struct {
+	Bucket   string `json:"bucket"`
+	Textname string `json:"textname"`
+	N        uint32 `json:"measurements"`
+	Before   string `json:"before"` // the winner, "" for none
+	After    string `json:"after"`
+}
+
+// Journal is a Rewriter that keeps a Settling until the settlement is
+// done: written before the first committed bucket changes, removed once
+// the bucket settled commits.
+type Journal interface {
+	Pending(ctx context.Context) (*Settling, error) // nil when none
+	Record(ctx context.Context, s *Settling) error
+	Clear(ctx context.Context) error
+}
+
 // StrayFinder is a Sink that names the files of its output that no
 // committed bucket holds (a Parquet folder: readers that glob it read
 // them), as it last listed them.

@@ -60,6 +60,9 @@ type Output struct {
 	// Input are the records of the input's folders the last run did not
 	// read; they count in the tally.
 	Input []deadletter.Record `json:"input_dead_letters,omitempty"`
+	// Unsettled says that a run stopped inside a settlement that
+	// rewrites committed buckets (Parquet), when one did.
+	Unsettled string `json:"unsettled,omitempty"`
 	// Strays are the files of a Parquet output's folders that no
 	// committed bucket holds: readers that glob a folder read them.
 	Strays []string `json:"stray_files,omitempty"`
@@ -166,6 +169,9 @@ func (rep *Output) WriteText(w io.Writer, withResume bool) {
 		for _, r := range rep.Input {
 			fmt.Fprintf(w, "  %-6s %s: %s\n", r.Kind, r.Reason, cli.Printable(r.Message))
 		}
+	}
+	if rep.Unsettled != "" {
+		fmt.Fprintf(w, "settlement     %s\n", rep.Unsettled)
 	}
 	if len(rep.Strays) > 0 {
 		fmt.Fprintf(w, "\nstray files, held by no committed bucket (readers that glob their folder read them; move them out):\n")

@@ -15,6 +15,7 @@
 //	input-dead-letters.jsonl the records of the input's folders that the
 //	                         last run did not read (not bucket folders)
 //	catalogue.json           a cache of the ledger (see CatalogueName)
+//	settling.json            a settlement under way (see SettlingName)
 //
 // The Parquet key-value metadata carries the scheme (backfill.counter_bits,
 // backfill.sha1_offset; for a keyed scheme also backfill.hash and

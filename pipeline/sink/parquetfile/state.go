@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
+	"github.com/backfill-dev/backfill/pipeline/sink"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
@@ -333,3 +335,40 @@ func ReadInputDeadLetters(ctx context.Context, st store.Store) ([]deadletter.Rec
 	}
 	return readDeadLetters(f, st.Where(InputDeadLetters))
 }
+
+// SettlingName is the file of a settlement under way (sink.Journal), at
+// the root of the output: it is there only while a run rewrites
+// committed buckets for the bucket it settles, or after a run was killed
+// meanwhile.
+const SettlingName = "settling.json"
+
+// Pending implements sink.Journal.
+func (s *Sink) Pending(ctx context.Context) (*sink.Settling, error) {
+	b, err := store.ReadFile(ctx, s.st, SettlingName)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var st sink.Settling
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("%s: %w: a settlement a run began and did not finish; its bucket's files are whole, but which of its verdicts changed is not known: run backfill verify, then remove it", s.st.Where(SettlingName), err)
+	}
+	return &st, nil
+}
+
+// Record implements sink.Journal.
+func (s *Sink) Record(ctx context.Context, st *sink.Settling) error {
+	if err := s.lock.Held(ctx); err != nil {
+		return err
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	return store.WriteFile(ctx, s.st, SettlingName, append(b, '\n'))
+}
+
+// Clear implements sink.Journal.
+func (s *Sink) Clear(ctx context.Context) error { return s.st.Remove(ctx, SettlingName) }
