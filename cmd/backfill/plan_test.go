@@ -18,8 +18,10 @@ import (
 
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/pgtest"
+	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/scaleout"
+	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
@@ -478,12 +480,19 @@ func TestLoad_SettlesAgainstTheOutput(t *testing.T) {
 		return codes, out
 	}
 
-	// A run of the first bucket, then the plan of the others: refused.
+	// A run of the first bucket, then the plan of the others: refused,
+	// and refused while a run holds the output.
 	job := dir + "/job"
 	if code, out := callIn("", append([]string{"run", "-q", "--in", in, "--out", job, first}, narrow...)...); code != cli.ExitOK && code != cli.ExitRejects {
 		t.Fatalf("run of %s: exit %d\n%s", first, code, out)
 	}
 	mapped(rest, job, dir+"/rest.json", narrow...)
+	lock, err := store.Local(job).Lock(t.Context(), parquetfile.LockName)
+	testutil.Check(t, err)
+	if codes, out := loadAll(job, dir+"/rest.json"); codes[0] != cli.ExitFailure || !strings.Contains(out, "is writing to") {
+		t.Errorf("load while a run holds the output: exits %v, want 1\n%s", codes, out)
+	}
+	testutil.Check(t, lock.Unlock())
 	if codes, out := loadAll(job, dir+"/rest.json"); !slices.Contains(codes, cli.ExitFailure) || !strings.Contains(out, "from outside the plan") {
 		t.Errorf("load beside a bucket the plan's IDs share: exits %v, want one refusal\n%s", codes, out)
 	}
