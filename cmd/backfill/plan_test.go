@@ -124,6 +124,16 @@ func outputFiles(files map[string][]byte) map[string][]byte {
 	return out
 }
 
+// genCollidingCorpus generates into in five buckets whose reports share
+// timestamps, within and across buckets: they collide under 20 bits.
+func genCollidingCorpus(t *testing.T, in string) {
+	t.Helper()
+	if code, out := call("gen", "-q", "--out", in, "--buckets", "5", "--reports", "90", "--can-size", "256KiB",
+		"--min-measurements", "400", "--max-measurements", "5000", "--time-slots", "3", "--max-template", "1KiB"); code != cli.ExitOK {
+		t.Fatalf("gen: exit %d\n%s", code, out)
+	}
+}
+
 // A corpus with collisions across buckets, planned in 1, 3 and 7 shards,
 // each shard run on its own in a random order, checked and loaded shard by
 // shard in another: the output is the one-machine run's, byte for byte.
@@ -132,10 +142,7 @@ func TestPlan_CheckLoadEqualsOneRun(t *testing.T) {
 	skipUnderRace(t)
 	dir := t.TempDir()
 	in := dir + "/c"
-	if code, out := call("gen", "-q", "--out", in, "--buckets", "5", "--reports", "90", "--can-size", "256KiB",
-		"--min-measurements", "400", "--max-measurements", "5000", "--time-slots", "3", "--max-template", "1KiB"); code != cli.ExitOK {
-		t.Fatalf("gen: exit %d\n%s", code, out)
-	}
+	genCollidingCorpus(t, in)
 	scheme := []string{"--counter-bits", "20"}
 	code, single := runJSON(t, append([]string{"--in", in, "--out", dir + "/single"}, scheme...)...)
 	if code != cli.ExitRejects || single.RejectsByReason["collision"] == 0 {
@@ -411,10 +418,7 @@ func TestLoad_SettlesAgainstTheOutput(t *testing.T) {
 	skipUnderRace(t)
 	dir := t.TempDir()
 	in := dir + "/c"
-	if code, out := call("gen", "-q", "--out", in, "--buckets", "5", "--reports", "90", "--can-size", "256KiB",
-		"--min-measurements", "400", "--max-measurements", "5000", "--time-slots", "3", "--max-template", "1KiB"); code != cli.ExitOK {
-		t.Fatalf("gen: exit %d\n%s", code, out)
-	}
+	genCollidingCorpus(t, in)
 	narrow := []string{"--counter-bits", "20"}
 	// The bucket whose reports beat reports of later buckets: the one a
 	// plan of the others cannot settle against.

@@ -392,13 +392,7 @@ func committedState(ctx context.Context, s sink.Sink) (map[string]stamped.State,
 	if err != nil {
 		return nil, err
 	}
-	committed := map[string]stamped.State{}
-	for _, st := range states {
-		if st.Status == stamped.StatusCommitted {
-			committed[st.Meta.Bucket] = st
-		}
-	}
-	return committed, nil
+	return stamped.Committed(states), nil
 }
 
 // recordInput counts the input's records in sum and has the sink keep

@@ -60,19 +60,28 @@ func inBucket(truth []corpus.Truth, textname string) string {
 	return ""
 }
 
+// lastLoses generates a colliding corpus and returns it, its buckets, and
+// the reports of the last bucket that keep their IDs when it is run alone
+// and lose them, by winner, once every bucket is in.
+func lastLoses(t *testing.T) (in string, buckets []string, want map[string]string) {
+	t.Helper()
+	in = genColliding(t, 12)
+	truth := corpustest.ReadTruth(t, in)
+	buckets = slices.Sorted(maps.Keys(bucketSet(truth)))
+	last := buckets[len(buckets)-1]
+	if want = withdrawnWhen(t, truth, last); len(want) == 0 {
+		t.Fatalf("no report of %s loses its IDs to an earlier bucket: the corpus proves nothing", last)
+	}
+	return in, buckets, want
+}
+
 // A run that takes back IDs an earlier run committed says so: it names
 // each report, counts it as a reject, and its summary equals an
 // uninterrupted run's; with NoWithdraw it refuses and changes nothing.
 func TestRun_WithdrawalIsLoud(t *testing.T) {
 	skipUnderRace(t)
-	in := genColliding(t, 12)
-	truth := corpustest.ReadTruth(t, in)
-	buckets := slices.Sorted(maps.Keys(bucketSet(truth)))
+	in, buckets, want := lastLoses(t)
 	last := buckets[len(buckets)-1]
-	want := withdrawnWhen(t, truth, last)
-	if len(want) == 0 {
-		t.Fatalf("no report of %s loses its IDs to an earlier bucket: the corpus proves nothing", last)
-	}
 	clean, err := runNarrow(t, job.Config{In: store.Local(in)}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -207,11 +216,8 @@ func (d *dying) Begin(ctx context.Context, m stamped.Meta) (sink.BucketWriter, e
 // withdrawal, as an uninterrupted run does.
 func TestRun_KilledSettlementIsNamed(t *testing.T) {
 	skipUnderRace(t)
-	in := genColliding(t, 12)
-	truth := corpustest.ReadTruth(t, in)
-	buckets := slices.Sorted(maps.Keys(bucketSet(truth)))
+	in, buckets, want := lastLoses(t)
 	last := buckets[len(buckets)-1]
-	want := withdrawnWhen(t, truth, last)
 	out := t.TempDir()
 	if _, err := runNarrow(t, job.Config{In: store.Local(in), Buckets: []string{last}}, out); err != nil {
 		t.Fatal(err)

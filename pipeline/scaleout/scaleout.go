@@ -448,12 +448,7 @@ func guard(ctx context.Context, p Plan, names []string, verdicts map[string][]st
 	if err != nil {
 		return nil, err
 	}
-	committed := map[string]stamped.State{}
-	for _, st := range states {
-		if st.Status == stamped.StatusCommitted {
-			committed[st.Meta.Bucket] = st
-		}
-	}
+	committed := stamped.Committed(states)
 	inPlan := map[string]bool{}
 	for _, b := range p.Buckets {
 		inPlan[b.Name] = true
@@ -470,6 +465,7 @@ func guard(ctx context.Context, p Plan, names []string, verdicts map[string][]st
 	var ext *collisions.Index
 	var extNames []string
 	read := map[string]bool{}
+	others := slices.Sorted(maps.Keys(committed))
 	for _, b := range names {
 		m, entries, err := from.Manifest(ctx, b)
 		if err != nil {
@@ -478,12 +474,12 @@ func guard(ctx context.Context, p Plan, names []string, verdicts map[string][]st
 		if ext == nil || ext.Bits() != m.Scheme.CounterBits {
 			ext = collisions.NewIndex(m.Scheme.CounterBits)
 			extNames, read = nil, map[string]bool{}
-		}
-		for _, o := range slices.Sorted(maps.Keys(committed)) {
-			om := committed[o].Meta
-			if !inPlan[o] && (!om.Scheme.Equal(m.Scheme) || om.NdxPolicy != m.NdxPolicy) {
-				return nil, fmt.Errorf("the output holds bucket %s made under %s with --ndx %s, and the shard's buckets are made under %s with --ndx %s: one output holds one scheme and one ndx policy; load into another folder",
-					o, om.Scheme, om.NdxPolicy, m.Scheme, m.NdxPolicy)
+			for _, o := range others {
+				om := committed[o].Meta
+				if !inPlan[o] && (!om.Scheme.Equal(m.Scheme) || om.NdxPolicy != m.NdxPolicy) {
+					return nil, fmt.Errorf("the output holds bucket %s made under %s with --ndx %s, and the shard's buckets are made under %s with --ndx %s: one output holds one scheme and one ndx policy; load into another folder",
+						o, om.Scheme, om.NdxPolicy, m.Scheme, m.NdxPolicy)
+				}
 			}
 		}
 		if !opt.Replace {
@@ -585,13 +581,7 @@ func LoadInto(ctx context.Context, src store.Store, names []string, dst sink.Sin
 		if err != nil {
 			return err
 		}
-		committed := map[string]stamped.State{}
-		for _, st := range states {
-			if st.Status == stamped.StatusCommitted {
-				committed[st.Meta.Bucket] = st
-			}
-		}
-		if err := sink.CheckSource(first.Source, names, committed); err != nil {
+		if err := sink.CheckSource(first.Source, names, stamped.Committed(states)); err != nil {
 			return err
 		}
 	}

@@ -233,6 +233,17 @@ type Bucket struct {
 	Size, BytesIn, BytesOut int64
 }
 
+// Committed returns the committed buckets of states, by bucket.
+func Committed(states []State) map[string]State {
+	out := map[string]State{}
+	for _, st := range states {
+		if st.Status == StatusCommitted {
+			out[st.Meta.Bucket] = st
+		}
+	}
+	return out
+}
+
 // Day is the day (UTC, counted from the Unix epoch) a report time ts
 // falls on. Two reports can share an ID only when they share a ts
 // (docs/design.md §3), hence a day: the days of a bucket's reports say
