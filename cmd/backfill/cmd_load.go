@@ -97,12 +97,17 @@ func loadPostgres(ctx context.Context, std cli.Stdio, p scaleout.Plan, planFile 
 		return err
 	}
 	defer cli.CloseAlso(&err, o.Sink)
-	if err := scaleout.LoadInto(ctx, src, p.Names(shard), o.Sink, replace); err != nil {
+	ws, err := scaleout.LoadInto(ctx, src, p.Names(shard), o.Sink, replace)
+	if err != nil {
 		if ose := (*sink.OtherSourceError)(nil); errors.As(err, &ose) {
 			ose.Output = o.Dest
 		}
 		return err
 	}
 	fmt.Fprintf(std.Err, "backfill: loaded %s of %s into %s\n", cli.Count(len(p.Names(shard)), "bucket", "buckets"), src.Where("."), o.Dest)
+	if len(ws) > 0 {
+		warnWithdrawn(std, ws)
+		return &cli.RejectsError{N: len(ws), What: "reports", Note: "whose published IDs the load withdrew", Verb: "named"}
+	}
 	return nil
 }

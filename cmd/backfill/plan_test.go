@@ -407,26 +407,37 @@ func TestPlan_PhasesInOrder(t *testing.T) {
 	}
 }
 
-// A Parquet load settles against what the output holds from outside its
-// plan: a bucket a run committed there, whose IDs the plan's share, is
-// refused, as is a shard of another scheme; a plan made again with an
-// earlier day added, whose verdicts take IDs back from buckets loaded
-// before, names each withdrawal (exit 3), and --no-withdraw refuses it
-// before anything is copied.
-func TestLoad_SettlesAgainstTheOutput(t *testing.T) {
-	t.Parallel()
-	skipUnderRace(t)
-	dir := t.TempDir()
-	in := dir + "/c"
+// publishedIDs returns the measurement each ID of the schema backfill
+// names.
+func publishedIDs(t *testing.T, dsn string) map[int64]string {
+	t.Helper()
+	c := pgtest.Connect(t, dsn)
+	defer c.Close(t.Context())
+	rows, err := c.Query(t.Context(), `SELECT ooid, textname || ' ' || ndx FROM backfill.measurement_ids`)
+	testutil.Check(t, err)
+	out := map[int64]string{}
+	for rows.Next() {
+		var id int64
+		var m string
+		testutil.Check(t, rows.Scan(&id, &m))
+		out[id] = m
+	}
+	testutil.Check(t, rows.Err())
+	return out
+}
+
+// splitColliding generates the colliding corpus in dir/c, finds the
+// bucket first whose reports beat reports of later buckets (under 20-bit
+// counters), and copies the other buckets to an input of their own,
+// rest.
+func splitColliding(t *testing.T, dir string) (in, rest, first string) {
+	t.Helper()
+	in = dir + "/c"
 	genCollidingCorpus(t, in)
-	narrow := []string{"--counter-bits", "20"}
-	// The bucket whose reports beat reports of later buckets: the one a
-	// plan of the others cannot settle against.
 	single := dir + "/single"
-	if code, _ := runJSON(t, append([]string{"--in", in, "--out", single}, narrow...)...); code != cli.ExitRejects {
+	if code, _ := runJSON(t, "--in", in, "--out", single, "--counter-bits", "20"); code != cli.ExitRejects {
 		t.Fatalf("one-machine run: exit %d", code)
 	}
-	first := ""
 	files, _ := filepath.Glob(filepath.Join(single, "dead-letters", "*.jsonl"))
 	for _, f := range files {
 		for _, line := range strings.Split(string(readFile(t, f)), "\n") {
@@ -444,8 +455,7 @@ func TestLoad_SettlesAgainstTheOutput(t *testing.T) {
 	if first == "" {
 		t.Fatal("no report of an early bucket beats one of a later bucket: the corpus proves nothing")
 	}
-	// The others, in an input of their own, planned, mapped and checked.
-	rest := dir + "/rest"
+	rest = dir + "/rest"
 	ents, err := os.ReadDir(in)
 	testutil.Check(t, err)
 	for _, e := range ents {
@@ -453,6 +463,65 @@ func TestLoad_SettlesAgainstTheOutput(t *testing.T) {
 			testutil.Check(t, os.CopyFS(filepath.Join(rest, e.Name()), os.DirFS(filepath.Join(in, e.Name()))))
 		}
 	}
+	return in, rest, first
+}
+
+// A plan loaded into PostgreSQL over a run's buckets that its reports
+// beat names the withdrawals (exit 3), and --no-withdraw refuses them
+// with the tables as they were.
+func TestLoad_PostgresNamesWithdrawals(t *testing.T) {
+	t.Parallel()
+	skipUnderRace(t)
+	dir := t.TempDir()
+	in, rest, _ := splitColliding(t, dir)
+	dsn := pgtest.CreateDatabase(t, pgtest.AdminURL(t))
+	if code, out := callIn("", "run", "-q", "--in", rest, "--counter-bits", "20", "--sink", "postgres", "--dsn", dsn, "--create-schema"); code != cli.ExitOK && code != cli.ExitRejects {
+		t.Fatalf("run of the others: exit %d\n%s", code, out)
+	}
+	plan, job := dir+"/all.json", dir+"/job"
+	if code, out := call("plan", "--in", in, "--shards", "1", "--out", plan); code != cli.ExitOK {
+		t.Fatalf("plan: exit %d\n%s", code, out)
+	}
+	if code, out := callIn("", "run", "-q", "--plan", plan, "--shard", "0", "--out", job, "--counter-bits", "20"); code != cli.ExitOK {
+		t.Fatalf("map: exit %d\n%s", code, out)
+	}
+	if code, out := callIn("", "check", "--rejects-exit", "0", "--plan", plan, "--out", job); code != cli.ExitOK {
+		t.Fatalf("check: exit %d\n%s", code, out)
+	}
+	load := []string{"load", "--plan", plan, "--shard", "0", "--out", job, "--sink", "postgres", "--dsn", dsn, "--replace"}
+	before := publishedIDs(t, dsn)
+	if code, out := callIn("", append(load, "--no-withdraw")...); code != cli.ExitFailure || !strings.Contains(out, "--no-withdraw") {
+		t.Errorf("load of every bucket, --no-withdraw: exit %d, want 1\n%s", code, out)
+	}
+	// Buckets that withdraw nothing may commit before the one refused;
+	// every published ID stays.
+	after := publishedIDs(t, dsn)
+	for id, m := range before {
+		if after[id] != m {
+			t.Fatalf("the refused load: ID %x names %q, %q before", id, after[id], m)
+		}
+	}
+	if code, out := callIn("", load...); code != cli.ExitRejects || !strings.Contains(out, "published IDs withdrawn") || !strings.Contains(out, "loses its IDs to") {
+		t.Errorf("load of every bucket: exit %d, want 3 naming the withdrawals\n%s", code, out)
+	}
+	if code, out := callIn("", "verify", "--sink", "postgres", "--dsn", dsn, "--in", in); code != cli.ExitOK {
+		t.Errorf("verify: exit %d\n%s", code, out)
+	}
+}
+
+
+// A Parquet load settles against what the output holds from outside its
+// plan: a bucket a run committed there, whose IDs the plan's share, is
+// refused, as is a shard of another scheme; a plan made again with an
+// earlier day added, whose verdicts take IDs back from buckets loaded
+// before, names each withdrawal (exit 3), and --no-withdraw refuses it
+// before anything is copied.
+func TestLoad_SettlesAgainstTheOutput(t *testing.T) {
+	t.Parallel()
+	skipUnderRace(t)
+	dir := t.TempDir()
+	in, rest, first := splitColliding(t, dir)
+	narrow := []string{"--counter-bits", "20"}
 	// Each plan has two shards, but the last, of every bucket, one: its
 	// shard's output then holds every bucket (shards are not emptied
 	// between plans).

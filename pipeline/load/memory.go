@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
@@ -357,7 +356,7 @@ func (v *Memory) Settle(ctx context.Context, b *stamped.Bucket) ([]deadletter.Re
 	if v.before[b.Meta.Bucket] {
 		var old stamped.Meta
 		old, was = v.keptBefore(ctx, b.Meta.Bucket)
-		rewritten = rewrites(b, old, was)
+		rewritten = sink.Rewrites(b, old, was)
 	}
 	if v.forbid {
 		if len(rewritten) > 0 {
@@ -415,70 +414,6 @@ func (v *Memory) keptBefore(ctx context.Context, bucket string) (stamped.Meta, m
 		}
 	}
 	return m, out
-}
-
-// Withdrawals returns the withdrawals of writing b, its verdicts settled,
-// over its committed version (old, and its report manifest): those of
-// rewrites, and a collision's for each report that kept its IDs and
-// loses them to its verdict. Sorted by textname.
-func Withdrawals(b *stamped.Bucket, old stamped.Meta, committed []stamped.ManifestEntry) []sink.Withdrawal {
-	was := map[string]uint32{}
-	for _, r := range committed {
-		if r.RejectedBy == "" && r.N > 0 {
-			was[r.Textname] = r.N
-		}
-	}
-	out := rewrites(b, old, was)
-	for i := range b.Reports {
-		r := &b.Reports[i]
-		if r.RejectedBy != "" && was[r.Textname] > 0 && !slices.ContainsFunc(out, func(w sink.Withdrawal) bool { return w.Textname == r.Textname }) {
-			out = append(out, sink.Withdrawal{Bucket: b.Meta.Bucket, Textname: r.Textname, N: was[r.Textname], Winner: r.RejectedBy, Cause: sink.CauseCollision})
-		}
-	}
-	slices.SortFunc(out, func(a, b sink.Withdrawal) int { return strings.Compare(a.Textname, b.Textname) })
-	return out
-}
-
-// rewrites returns the withdrawals of a bucket written again over its
-// committed version (was: the reports that kept their IDs in it) that
-// are not collisions: every ID of the bucket when the scheme changes; the
-// IDs of a report no longer in the bucket; those of the measurements a
-// report no longer has; and, when the ndx policy changes, every ID of a
-// report whose count of measurements changes with it (a blob counted
-// under one policy and not the other renumbers those after it; a report
-// whose count is the same has none, and keeps its IDs). Sorted by
-// textname.
-func rewrites(b *stamped.Bucket, old stamped.Meta, was map[string]uint32) []sink.Withdrawal {
-	if len(was) == 0 {
-		return nil
-	}
-	now := make(map[string]uint32, len(b.Reports))
-	for i := range b.Reports {
-		now[b.Reports[i].Textname] = b.Reports[i].N
-	}
-	var out []sink.Withdrawal
-	for _, tn := range slices.Sorted(maps.Keys(was)) {
-		w := sink.Withdrawal{Bucket: b.Meta.Bucket, Textname: tn, N: was[tn]}
-		n, ok := now[tn]
-		switch {
-		case !old.Scheme.Equal(b.Meta.Scheme):
-			w.Cause = sink.CauseScheme
-			w.Detail = fmt.Sprintf("committed under %s, written under %s", old.Scheme, b.Meta.Scheme)
-		case !ok:
-			w.Cause = sink.CauseVanished
-			w.Detail = "the report is no longer in the bucket's input"
-		case old.NdxPolicy != b.Meta.NdxPolicy && n != w.N:
-			w.Cause = sink.CauseNdxPolicy
-			w.Detail = fmt.Sprintf("committed with --ndx %s as %d measurements, written with --ndx %s as %d: its IDs may name other measurements now", old.NdxPolicy, w.N, b.Meta.NdxPolicy, n)
-		case n < w.N:
-			w.Cause, w.N = sink.CauseFewer, w.N-n
-			w.Detail = fmt.Sprintf("measurements %d to %d are no longer in the report", n, was[tn]-1)
-		default:
-			continue
-		}
-		out = append(out, w)
-	}
-	return out
 }
 
 // winner returns the textname of the report that keeps the IDs ref would

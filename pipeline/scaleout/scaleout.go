@@ -508,7 +508,7 @@ func guard(ctx context.Context, p Plan, names []string, verdicts map[string][]st
 			if err != nil {
 				return nil, err
 			}
-			ws = append(ws, load.Withdrawals(sb, om, old)...)
+			ws = append(ws, sink.Withdrawals(sb, om, old)...)
 		}
 		// The reports the output holds outside the plan that the
 		// bucket's can reach.
@@ -562,35 +562,36 @@ func guard(ctx context.Context, p Plan, names []string, verdicts map[string][]st
 // not needed.
 // The caller checks that the shard's map has completed first (Mapped).
 // Buckets dst holds from another input are not replaced, unless replace
-// (a *sink.OtherSourceError).
-func LoadInto(ctx context.Context, src store.Store, names []string, dst sink.Sink, replace bool) (err error) {
+// (a *sink.OtherSourceError). It returns the committed reports whose IDs
+// the load withdrew (refused, with the sink's NoWithdraw).
+func LoadInto(ctx context.Context, src store.Store, names []string, dst sink.Sink, replace bool) (ws []sink.Withdrawal, err error) {
 	if len(names) == 0 {
-		return nil
+		return nil, nil
 	}
 	from, err := parquetfile.OpenLocked(ctx, src, ".lock-load-postgres")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer func() { err = errors.Join(err, from.Close()) }()
 	first, err := from.ReadLedger(ctx, names[0])
 	if err != nil {
-		return fmt.Errorf("bucket %s of %s: %w", names[0], src.Where("."), err)
+		return nil, fmt.Errorf("bucket %s of %s: %w", names[0], src.Where("."), err)
 	}
 	if !replace {
 		states, err := dst.State(ctx)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := sink.CheckSource(first.Source, names, stamped.Committed(states)); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	ld, err := load.New(dst, first.Scheme())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := ld.Start(ctx, names); err != nil {
-		return err
+		return nil, err
 	}
 	// Buckets are read one at a time and committed ld.Commits() at once.
 	g, gctx := errgroup.WithContext(ctx)
@@ -602,7 +603,7 @@ func LoadInto(ctx context.Context, src store.Store, names []string, dst sink.Sin
 		b, err := from.Stamped(ctx, name)
 		if err != nil {
 			_ = g.Wait()
-			return err
+			return nil, err
 		}
 		g.Go(func() error {
 			if _, err := ld.Commit(ctx, b); err != nil {
@@ -612,7 +613,10 @@ func LoadInto(ctx context.Context, src store.Store, names []string, dst sink.Sin
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return err
+		return nil, err
 	}
-	return ld.Finish(ctx)
+	if err := ld.Finish(ctx); err != nil {
+		return nil, err
+	}
+	return ld.Withdrawn(), nil
 }

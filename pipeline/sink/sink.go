@@ -10,7 +10,6 @@ package sink
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
@@ -177,73 +176,4 @@ type BucketWriter interface {
 // failed, for the status command; the next commit of the bucket clears it.
 type FailureRecorder interface {
 	RecordFailure(ctx context.Context, m stamped.Meta, failure error)
-}
-
-// Withdrawal is a report that kept its IDs in a bucket the output held
-// committed before the run (an earlier run's, or another session's) and
-// loses them to a report the run committed: IDs a user may have copied,
-// taken back. A run names each one, counts it as a reject, and exits 3.
-type Withdrawal struct {
-	Bucket   string `json:"bucket"`
-	Textname string `json:"textname"`
-	N        uint32 `json:"measurements"` // whose IDs are withdrawn
-	// Cause is why: a collision, or a Cause* of a bucket written again.
-	Cause string `json:"cause"`
-	// Winner is the report that keeps the IDs now (a collision's).
-	Winner string `json:"winner,omitempty"`
-	// Detail says the cause in words, where a cause has more to say.
-	Detail string `json:"detail,omitempty"`
-}
-
-// The causes of a withdrawal.
-const (
-	// CauseCollision: the report loses its IDs to a report that sorts
-	// first, committed after it.
-	CauseCollision = "collision"
-	// CauseVanished: the bucket is written again from an input that no
-	// longer holds the report (a container or the report gone).
-	CauseVanished = "vanished"
-	// CauseFewer: the report is written again with fewer measurements;
-	// the IDs of the last ones are withdrawn.
-	CauseFewer = "fewer_measurements"
-	// CauseNdxPolicy: the bucket is written again under another ndx
-	// policy, which counts the report's measurements otherwise: its IDs
-	// may now name other measurements.
-	CauseNdxPolicy = "ndx_policy"
-	// CauseScheme: the bucket is written again under another scheme:
-	// every ID changes.
-	CauseScheme = "scheme"
-)
-
-// Says is the withdrawal in words, as a run names it.
-func (w Withdrawal) Says() string {
-	if w.Cause == CauseCollision || w.Cause == "" {
-		return fmt.Sprintf("%s of bucket %s (%d measurements) loses its IDs to %s", w.Textname, w.Bucket, w.N, w.Winner)
-	}
-	return fmt.Sprintf("%s of bucket %s loses the IDs of %d measurements (%s: %s)", w.Textname, w.Bucket, w.N, w.Cause, w.Detail)
-}
-
-// Withdrawer is a SelfSettling Sink that says which committed reports it
-// withdrew the IDs of (see Withdrawal), since it was opened.
-type Withdrawer interface {
-	Withdrawn() []Withdrawal
-}
-
-// WithdrawError is the refusal of a run that forbids withdrawals
-// (--no-withdraw): committing the bucket would have withdrawn the IDs of
-// these committed reports. Nothing of the bucket was written, and no
-// committed report changed.
-type WithdrawError struct {
-	Bucket      string
-	Withdrawals []Withdrawal
-}
-
-func (e *WithdrawError) Error() string {
-	w := e.Withdrawals[0]
-	more := ""
-	if len(e.Withdrawals) > 1 {
-		more = fmt.Sprintf(" (and %d more)", len(e.Withdrawals)-1)
-	}
-	return fmt.Sprintf("bucket %s would withdraw the IDs of committed reports: %s%s; nothing of the bucket was written (--no-withdraw)",
-		e.Bucket, w.Says(), more)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -30,10 +31,15 @@ func (s *Sink) commit(ctx context.Context, conn *pgx.Conn, w *bucketWriter, c st
 	if err := s.lockBucket(ctx, tx, w.m); err != nil {
 		return c, err
 	}
+	old, was, err := s.keptBefore(ctx, tx, w.m.Bucket)
+	if err != nil {
+		return c, err
+	}
+	w.was = was
 	if err := s.removeBucket(ctx, tx, w.m.Bucket); err != nil {
 		return c, err
 	}
-	out, ahead, err := s.writeAhead(ctx, tx, w, c)
+	out, winners, ahead, err := s.writeAhead(ctx, tx, w, c)
 	if err != nil {
 		return c, err
 	}
@@ -44,7 +50,8 @@ func (s *Sink) commit(ctx context.Context, conn *pgx.Conn, w *bucketWriter, c st
 		if err := s.checkScheme(ctx, tx, w.m); err != nil {
 			return c, err
 		}
-		winners, msgs, err := s.settle(ctx, tx, w)
+		var msgs []string
+		winners, msgs, err = s.settle(ctx, tx, w)
 		if err != nil {
 			return c, err
 		}
@@ -55,6 +62,12 @@ func (s *Sink) commit(ctx context.Context, conn *pgx.Conn, w *bucketWriter, c st
 		if err := s.markLedger(ctx, tx, w, out); err != nil {
 			return c, err
 		}
+	}
+	if ws := rewritten(w, winners, old, was); len(ws) > 0 {
+		if s.opt.NoWithdraw {
+			return c, &permanentError{&sink.WithdrawError{Bucket: w.m.Bucket, Withdrawals: ws}}
+		}
+		w.withdrawn = append(w.withdrawn, ws...)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return out, err
@@ -80,15 +93,15 @@ func (s *Sink) verdictLock(ctx context.Context, tx pgx.Tx) error {
 // taken meanwhile (a unique violation, or a deadlock with the transaction
 // that took it), everything since the savepoint is undone and ahead is
 // false: the bucket is settled under the lock, as if it had waited.
-func (s *Sink) writeAhead(ctx context.Context, tx pgx.Tx, w *bucketWriter, c stamped.Counts) (out stamped.Counts, ahead bool, err error) {
+func (s *Sink) writeAhead(ctx context.Context, tx pgx.Tx, w *bucketWriter, c stamped.Counts) (out stamped.Counts, winners []string, ahead bool, err error) {
 	if _, err := tx.Exec(ctx, `SAVEPOINT write_ahead`); err != nil {
-		return c, false, err
+		return c, nil, false, err
 	}
 	res, refs, ranges := ownReports(w)
 	bits := w.m.Scheme.CounterBits
 	winners, msgs, err := verdicts(res, refs, ranges, bits)
 	if cerr := res.Close(); err != nil || cerr != nil {
-		return c, false, errors.Join(err, cerr)
+		return c, nil, false, errors.Join(err, cerr)
 	}
 	out = adjustCounts(c, w.reports, winners)
 	err = s.writeRows(ctx, tx, w, winners, msgs)
@@ -97,12 +110,12 @@ func (s *Sink) writeAhead(ctx context.Context, tx pgx.Tx, w *bucketWriter, c sta
 	}
 	if err == nil {
 		if err := s.checkScheme(ctx, tx, w.m); err != nil {
-			return c, false, err
+			return c, nil, false, err
 		}
 		ahead, err = s.alone(ctx, tx, w.m.Bucket, ranges, bits)
 	}
 	if err == nil && ahead {
-		return out, true, s.markLedger(ctx, tx, w, out)
+		return out, winners, true, s.markLedger(ctx, tx, w, out)
 	}
 	switch {
 	case err == nil:
@@ -110,12 +123,54 @@ func (s *Sink) writeAhead(ctx context.Context, tx pgx.Tx, w *bucketWriter, c sta
 	case taken(err):
 		s.opt.Log("bucket %s: an ID of it is held by another report, committed before or meanwhile (%v); settling it under the verdict lock", w.m.Bucket, s.clean(err))
 	default:
-		return c, false, err
+		return c, nil, false, err
 	}
 	if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT write_ahead`); err != nil {
-		return c, false, err
+		return c, nil, false, err
 	}
-	return c, false, nil
+	return c, nil, false, nil
+}
+
+// keptBefore returns how the bucket was made when another run committed
+// it, and its reports that kept their IDs, with their measurements; none
+// when it was never committed.
+func (s *Sink) keptBefore(ctx context.Context, tx pgx.Tx, bucket string) (stamped.Meta, []stamped.ManifestEntry, error) {
+	old := stamped.Meta{Bucket: bucket}
+	err := tx.QueryRow(ctx, `SELECT counter_bits, sha1_offset, key_table, ndx_policy FROM `+s.q("ledger")+`
+		WHERE bucket = $1 AND status = 'committed'`, bucket).Scan(&old.Scheme.CounterBits, &old.Scheme.SHA1Offset, &old.Scheme.Table, &old.NdxPolicy)
+	if err == pgx.ErrNoRows {
+		return old, nil, nil
+	}
+	if err != nil {
+		return old, nil, err
+	}
+	rows, err := tx.Query(ctx, `SELECT textname, n FROM `+s.q("reports")+` WHERE bucket = $1 AND rejected_by IS NULL AND n > 0`, bucket)
+	if err != nil {
+		return old, nil, err
+	}
+	kept, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (stamped.ManifestEntry, error) {
+		var e stamped.ManifestEntry
+		var n int32
+		err := r.Scan(&e.Textname, &n)
+		e.N = uint32(n)
+		return e, err
+	})
+	return old, kept, err
+}
+
+// rewritten returns the withdrawals of committing w, with its reports'
+// winners, over the bucket's committed version (old, and the reports that
+// kept their IDs in it): every cause of sink.Withdrawals. A bucket this
+// sink committed has none: it is written once a run.
+func rewritten(w *bucketWriter, winners []string, old stamped.Meta, was []stamped.ManifestEntry) []sink.Withdrawal {
+	if len(was) == 0 || w.s.isMine(w.m.Bucket) {
+		return nil
+	}
+	b := &stamped.Bucket{Meta: w.m, Reports: slices.Clone(w.reports)}
+	for i := range b.Reports {
+		b.Reports[i].RejectedBy = winners[i]
+	}
+	return sink.Withdrawals(b, old, was)
 }
 
 // taken reports whether err is a row's ID found taken by another

@@ -142,10 +142,12 @@ type Sink struct {
 	zmu     sync.Mutex
 	zombies map[uint32]bool
 	q       func(table string) string
-	// wmu guards mine, the buckets this sink committed, and withdrawn,
-	// the reports of others' buckets whose IDs its commits withdrew.
+	// wmu guards mine, the buckets this sink committed, each with the
+	// reports that kept their IDs in the version committed before it
+	// (IDs published before the run), and withdrawn, the reports whose
+	// published IDs its commits withdrew.
 	wmu       sync.Mutex
-	mine      map[string]bool
+	mine      map[string]map[string]bool
 	withdrawn []sink.Withdrawal
 	// verdict, when set (by this package's tests), is told each probe's
 	// finding that a session is not at work (or the probe's failure), and
@@ -426,6 +428,9 @@ type bucketWriter struct {
 	// withdrawn are the withdrawals of the attempt under way, the Sink's
 	// once it commits.
 	withdrawn []sink.Withdrawal
+	// was are the reports that kept their IDs in the bucket's committed
+	// version, as the attempt under way found it.
+	was []stamped.ManifestEntry
 }
 
 // Withdrawn implements sink.Withdrawer.
@@ -441,9 +446,13 @@ func (s *Sink) committedBy(w *bucketWriter) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.mine == nil {
-		s.mine = map[string]bool{}
+		s.mine = map[string]map[string]bool{}
 	}
-	s.mine[w.m.Bucket] = true
+	kept := make(map[string]bool, len(w.was))
+	for _, r := range w.was {
+		kept[r.Textname] = true
+	}
+	s.mine[w.m.Bucket] = kept
 	s.withdrawn = append(s.withdrawn, w.withdrawn...)
 }
 
@@ -451,7 +460,18 @@ func (s *Sink) committedBy(w *bucketWriter) {
 func (s *Sink) isMine(bucket string) bool {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	return s.mine[bucket]
+	_, ok := s.mine[bucket]
+	return ok
+}
+
+// published reports whether the report of the bucket kept IDs published
+// before this sink's run: it did if another run committed the bucket, or
+// if the bucket's version before this sink wrote it kept them.
+func (s *Sink) published(bucket, textname string) bool {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	kept, ok := s.mine[bucket]
+	return !ok || kept[textname]
 }
 
 func (w *bucketWriter) Report(r *stamped.Report) error {

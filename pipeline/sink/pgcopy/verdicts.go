@@ -110,8 +110,8 @@ func (s *Sink) settle(ctx context.Context, tx pgx.Tx, w *bucketWriter) ([]string
 		if want == x.winner {
 			continue
 		}
-		if x.winner == "" && x.bucket != w.m.Bucket && !s.isMine(x.bucket) {
-			// IDs another run committed, taken back.
+		if x.winner == "" && x.bucket != w.m.Bucket && s.published(x.bucket, x.textname) {
+			// IDs published before the run, taken back.
 			withdrawn = append(withdrawn, sink.Withdrawal{Bucket: x.bucket, Textname: x.textname, N: x.rg.N, Winner: want, Cause: sink.CauseCollision})
 			if s.opt.NoWithdraw {
 				continue
