@@ -509,7 +509,6 @@ func TestLoad_PostgresNamesWithdrawals(t *testing.T) {
 	}
 }
 
-
 // A Parquet load settles against what the output holds from outside its
 // plan: a bucket a run committed there, whose IDs the plan's share, is
 // refused, as is a shard of another scheme; a plan made again with an
