@@ -97,8 +97,10 @@ func loadPostgres(ctx context.Context, std cli.Stdio, p scaleout.Plan, planFile 
 		return err
 	}
 	defer cli.CloseAlso(&err, o.Sink)
-	ws, err := scaleout.LoadInto(ctx, src, p.Names(shard), o.Sink, replace)
-	if err != nil {
+	ws, err := scaleout.LoadInto(ctx, p, shard, dst, o.Sink, replace)
+	if isOrder(err) {
+		return cli.Usagef("load: %v", err)
+	} else if err != nil {
 		if ose := (*sink.OtherSourceError)(nil); errors.As(err, &ose) {
 			ose.Output = o.Dest
 		}

@@ -407,6 +407,33 @@ func TestPlan_PhasesInOrder(t *testing.T) {
 	}
 }
 
+// settled returns what the Parquet output dir holds of its reports'
+// verdicts and IDs, one line a report (bucket, textname, measurements,
+// winner) and a line a measurement row (ID, textname, ndx), sorted.
+func settled(t *testing.T, dir string) string {
+	t.Helper()
+	st := store.Local(dir)
+	var lines []string
+	reports, _ := filepath.Glob(filepath.Join(dir, "reports", "*.parquet"))
+	for _, f := range reports {
+		rs, err := parquetfile.ReadReports(t.Context(), st, "reports/"+filepath.Base(f))
+		testutil.Check(t, err)
+		for _, r := range rs {
+			lines = append(lines, fmt.Sprintf("report %s %s %d %s", filepath.Base(f), r.Textname, r.N, r.RejectedBy))
+		}
+		ms, err := parquetfile.ReadMeasurementIDs(t.Context(), st, "measurements/"+filepath.Base(f))
+		testutil.Check(t, err)
+		for _, m := range ms {
+			lines = append(lines, fmt.Sprintf("id %016x %s %d", m.OOID, m.Textname, m.Ndx))
+		}
+	}
+	if len(lines) == 0 {
+		t.Fatalf("%s holds no report", dir)
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
+
 // publishedIDs returns the measurement each ID of the schema backfill
 // names.
 func publishedIDs(t *testing.T, dsn string) map[int64]string {
@@ -510,11 +537,13 @@ func TestLoad_PostgresNamesWithdrawals(t *testing.T) {
 }
 
 // A Parquet load settles against what the output holds from outside its
-// plan: a bucket a run committed there, whose IDs the plan's share, is
-// refused, as is a shard of another scheme; a plan made again with an
+// plan, by the rule of a run: beside a bucket a run committed, whose
+// reports beat the plan's, or the other way round, the output ends as the
+// one-machine run's, and the outside reports that lose published IDs are
+// named (exit 3), or refused with --no-withdraw before anything is
+// copied. A shard of another scheme is refused; a plan made again with an
 // earlier day added, whose verdicts take IDs back from buckets loaded
-// before, names each withdrawal (exit 3), and --no-withdraw refuses it
-// before anything is copied.
+// before, names each withdrawal too.
 func TestLoad_SettlesAgainstTheOutput(t *testing.T) {
 	t.Parallel()
 	skipUnderRace(t)
@@ -552,8 +581,9 @@ func TestLoad_SettlesAgainstTheOutput(t *testing.T) {
 		return codes, out
 	}
 
-	// A run of the first bucket, then the plan of the others: refused,
-	// and refused while a run holds the output.
+	// A run of the first bucket, then the plan of the others: refused
+	// while a run holds the output; settled, as one run would, after.
+	want := settled(t, dir+"/single")
 	job := dir + "/job"
 	if code, out := callIn("", append([]string{"run", "-q", "--in", in, "--out", job, first}, narrow...)...); code != cli.ExitOK && code != cli.ExitRejects {
 		t.Fatalf("run of %s: exit %d\n%s", first, code, out)
@@ -565,8 +595,38 @@ func TestLoad_SettlesAgainstTheOutput(t *testing.T) {
 		t.Errorf("load while a run holds the output: exits %v, want 1\n%s", codes, out)
 	}
 	testutil.Check(t, lock.Unlock())
-	if codes, out := loadAll(job, dir+"/rest.json"); !slices.Contains(codes, cli.ExitFailure) || !strings.Contains(out, "from outside the plan") {
-		t.Errorf("load beside a bucket the plan's IDs share: exits %v, want one refusal\n%s", codes, out)
+	if codes, out := loadAll(job, dir+"/rest.json"); !slices.Equal(codes, []int{0, 0}) {
+		t.Errorf("load beside a bucket whose reports beat the plan's: exits %v, want 0 (nothing published is withdrawn)\n%s", codes, out)
+	}
+	if got := settled(t, job); got != want {
+		t.Errorf("the run of the first and the load of the others settle otherwise than one run:\n%s\nwant:\n%s", got, want)
+	}
+	if code, out := callIn("", "verify", job); code != cli.ExitOK {
+		t.Errorf("verify: exit %d\n%s", code, out)
+	}
+
+	// The others run, then the plan of the first: its reports take IDs
+	// the output published.
+	only := dir + "/first"
+	testutil.Check(t, os.CopyFS(filepath.Join(only, first), os.DirFS(filepath.Join(in, first))))
+	job = dir + "/job2"
+	if code, out := callIn("", append([]string{"run", "-q", "--in", rest, "--out", job}, narrow...)...); code != cli.ExitOK && code != cli.ExitRejects {
+		t.Fatalf("run of the others: exit %d\n%s", code, out)
+	}
+	mapped(only, job, dir+"/first.json", narrow...)
+	before := outputFiles(tree(t, job))
+	if codes, out := loadAll(job, dir+"/first.json", "--no-withdraw"); !slices.Contains(codes, cli.ExitFailure) || !strings.Contains(out, "--no-withdraw") {
+		t.Errorf("load whose reports beat published ones, --no-withdraw: exits %v, want a refusal\n%s", codes, out)
+	}
+	sameOutput(t, before, outputFiles(tree(t, job)), false)
+	if codes, out := loadAll(job, dir+"/first.json"); !slices.Contains(codes, cli.ExitRejects) || !strings.Contains(out, "published IDs withdrawn") || !strings.Contains(out, "loses its IDs to "+first) {
+		t.Errorf("load whose reports beat published ones: exits %v, want 3 naming the withdrawals\n%s", codes, out)
+	}
+	if got := settled(t, job); got != want {
+		t.Errorf("the run of the others and the load of the first settle otherwise than one run:\n%s\nwant:\n%s", got, want)
+	}
+	if code, out := callIn("", "verify", job); code != cli.ExitOK {
+		t.Errorf("verify: exit %d\n%s", code, out)
 	}
 
 	// A shard of 20 bits into an output of 28: refused, naming both.
@@ -586,7 +646,7 @@ func TestLoad_SettlesAgainstTheOutput(t *testing.T) {
 	if codes, out := loadAll(replan, dir+"/replan-rest.json"); !slices.Equal(codes, []int{0, 0}) {
 		t.Fatalf("load of the others: exits %v\n%s", codes, out)
 	}
-	before := outputFiles(tree(t, replan))
+	before = outputFiles(tree(t, replan))
 	mapped(in, replan, dir+"/replan-all.json", narrow...)
 	codes, out := loadAll(replan, dir+"/replan-all.json", "--replace", "--no-withdraw")
 	if !slices.Contains(codes, cli.ExitFailure) || !strings.Contains(out, "--no-withdraw") {

@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,7 +24,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/backfill-dev/backfill/internal/store"
-	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/load"
 	"github.com/backfill-dev/backfill/pipeline/reader"
 	"github.com/backfill-dev/backfill/pipeline/sink"
@@ -322,25 +320,31 @@ type VerdictsHeader struct {
 // its shards hold now: an *OrderError, naming the step to run again,
 // when it did not.
 func ReadVerdicts(ctx context.Context, p Plan, out store.Store) (map[string][]stamped.Verdict, error) {
+	v, _, err := readVerdicts(ctx, p, out)
+	return v, err
+}
+
+// readVerdicts is ReadVerdicts, which returns the header too.
+func readVerdicts(ctx context.Context, p Plan, out store.Store) (map[string][]stamped.Verdict, VerdictsHeader, error) {
+	var h VerdictsHeader
 	data, err := store.ReadFile(ctx, out, VerdictsName)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, &OrderError{out.Where(".") + " has no verdicts: run backfill check first, once every shard's map has completed"}
+		return nil, h, &OrderError{out.Where(".") + " has no verdicts: run backfill check first, once every shard's map has completed"}
 	}
 	if err != nil {
-		return nil, err
+		return nil, h, err
 	}
 	head, body, _ := bytes.Cut(data, []byte("\n"))
-	var h VerdictsHeader
 	if err := json.Unmarshal(head, &h); err != nil || h.Plan == "" {
-		return nil, &OrderError{fmt.Sprintf("%s was not written by backfill check (it names no plan): run backfill check --plan PLAN --out %s again", out.Where(VerdictsName), out.Where("."))}
+		return nil, h, &OrderError{fmt.Sprintf("%s was not written by backfill check (it names no plan): run backfill check --plan PLAN --out %s again", out.Where(VerdictsName), out.Where("."))}
 	}
 	if sum := sha256.Sum256(body); h.Body != hex.EncodeToString(sum[:]) || bytes.Count(body, []byte("\n")) != h.Verdicts {
-		return nil, &OrderError{fmt.Sprintf("%s is not the file check wrote (%d verdict lines where its header counts %d, or their digest differs): run backfill check --plan PLAN --out %s again",
+		return nil, h, &OrderError{fmt.Sprintf("%s is not the file check wrote (%d verdict lines where its header counts %d, or their digest differs): run backfill check --plan PLAN --out %s again",
 			out.Where(VerdictsName), bytes.Count(body, []byte("\n")), h.Verdicts, out.Where("."))}
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if h.Plan != p.Checksum {
-		return nil, &OrderError{fmt.Sprintf("%s was made by check for another plan (checksum %s, this plan's is %s): run backfill check with this plan, once every shard's map has completed",
+		return nil, h, &OrderError{fmt.Sprintf("%s was made by check for another plan (checksum %s, this plan's is %s): run backfill check with this plan, once every shard's map has completed",
 			out.Where(VerdictsName), short(h.Plan), short(p.Checksum))}
 	}
 	for i := range p.Shards {
@@ -351,10 +355,10 @@ func ReadVerdicts(ctx context.Context, p Plan, out store.Store) (map[string][]st
 		d, err := parquetfile.DigestFile(ctx, so, ManifestName)
 		got := d.SHA256
 		if err != nil {
-			return nil, err
+			return nil, h, err
 		}
 		if want := h.Manifests[strconv.Itoa(i)]; got != want {
-			return nil, &OrderError{fmt.Sprintf("%s changed since check made %s (shard %d was mapped again): run backfill check again before load",
+			return nil, h, &OrderError{fmt.Sprintf("%s changed since check made %s (shard %d was mapped again): run backfill check again before load",
 				so.Where(ManifestName), out.Where(VerdictsName), i)}
 		}
 	}
@@ -362,9 +366,9 @@ func ReadVerdicts(ctx context.Context, p Plan, out store.Store) (map[string][]st
 	for {
 		var v Change
 		if err := dec.Decode(&v); errors.Is(err, io.EOF) {
-			return byBucket, nil
+			return byBucket, h, nil
 		} else if err != nil {
-			return nil, fmt.Errorf("%s: %w", VerdictsName, err)
+			return nil, h, fmt.Errorf("%s: %w", VerdictsName, err)
 		}
 		byBucket[v.Bucket] = append(byBucket[v.Bucket], stamped.Verdict{Textname: v.Textname, RejectedBy: v.RejectedBy, Message: v.Message})
 	}
@@ -388,13 +392,17 @@ type LoadOptions struct {
 // run holds the output's.
 //
 // Before it copies anything it checks the shard against what the output
-// holds outside the plan: the same scheme and ndx policy, the same input
-// for the buckets it replaces (unless opt.Replace), and no ID shared
-// with a report the output holds (check settled the plan's buckets among
-// themselves, not against those). A bucket the output holds already (an
-// earlier load, or a run) is compared with what it becomes: a report
-// that loses its IDs, or some of them, is a withdrawal, named, and
-// refused with opt.NoWithdraw.
+// holds outside the plan: the same scheme and ndx policy, and the same
+// input for the buckets it replaces (unless opt.Replace). It settles the
+// shard's reports against the reports the output holds outside the plan
+// that they can reach, by the rule of a run (check settled the plan's
+// buckets among themselves, not against those): a report of either side
+// loses its IDs to the first-sorting report it collides with. The
+// outside buckets whose verdicts change are rewritten after the shard's
+// buckets are copied. A bucket the output holds already (an earlier
+// load, or a run) is compared with what it becomes: a report that loses
+// its IDs, or some of them, is a withdrawal, named, and refused with
+// opt.NoWithdraw, as is an outside report that loses its IDs.
 func Load(ctx context.Context, p Plan, shard int, out store.Store, opt LoadOptions) (_ int, _ []sink.Withdrawal, err error) {
 	src := ShardOut(out, shard)
 	names := p.Names(shard)
@@ -404,7 +412,7 @@ func Load(ctx context.Context, p Plan, shard int, out store.Store, opt LoadOptio
 	if err := Mapped(ctx, src, shard); err != nil {
 		return 0, nil, err
 	}
-	byBucket, err := ReadVerdicts(ctx, p, out)
+	byBucket, head, err := readVerdicts(ctx, p, out)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -422,152 +430,47 @@ func Load(ctx context.Context, p Plan, shard int, out store.Store, opt LoadOptio
 		return 0, nil, err
 	}
 	defer func() { err = errors.Join(err, from.Close()) }()
-	ws, err := guard(ctx, p, names, byBucket, from, src.Where("."), s, opt)
+	st, err := guard(ctx, loadOf{p: p, names: names, verdicts: byBucket, head: head, from: from, where: src.Where("."), out: out}, s, opt)
 	if err != nil {
 		return 0, nil, err
 	}
 	for _, b := range names {
 		l, err := s.CopyBucket(ctx, src, b)
 		if err != nil {
-			return 0, ws, fmt.Errorf("load bucket %s: %w", b, err)
+			return 0, st.withdrawn, fmt.Errorf("load bucket %s: %w", b, err)
 		}
-		if vs := byBucket[b]; len(vs) > 0 {
+		if vs := st.plan[b]; len(vs) > 0 {
 			if err := s.Reassign(ctx, l.Scheme(), b, vs); err != nil {
-				return 0, ws, err
+				return 0, st.withdrawn, err
 			}
 		}
 	}
-	return len(names), ws, nil
+	if err := st.applyOutside(ctx, out, s); err != nil {
+		return len(names), st.withdrawn, err
+	}
+	return len(names), st.withdrawn, nil
 }
 
-// guard checks the shard's buckets names (in from, with the check's
-// verdicts) against the output s, before anything is copied, and returns
-// the withdrawals copying them makes.
-func guard(ctx context.Context, p Plan, names []string, verdicts map[string][]stamped.Verdict, from *parquetfile.Sink, where string, s *parquetfile.Sink, opt LoadOptions) ([]sink.Withdrawal, error) {
-	states, err := s.State(ctx)
-	if err != nil {
-		return nil, err
-	}
-	committed := stamped.Committed(states)
-	inPlan := map[string]bool{}
-	for _, b := range p.Buckets {
-		inPlan[b.Name] = true
-	}
-	zones, err := s.Zones(ctx)
-	if err != nil {
-		return nil, err
-	}
-	shardZones, err := from.Zones(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var ws []sink.Withdrawal
-	var ext *collisions.Index
-	var extNames []string
-	read := map[string]bool{}
-	others := slices.Sorted(maps.Keys(committed))
-	for _, b := range names {
-		m, entries, err := from.Manifest(ctx, b)
-		if err != nil {
-			return nil, fmt.Errorf("bucket %s of shard output %s: %w", b, where, err)
-		}
-		if ext == nil || ext.Bits() != m.Scheme.CounterBits {
-			ext = collisions.NewIndex(m.Scheme.CounterBits)
-			extNames, read = nil, map[string]bool{}
-			for _, o := range others {
-				om := committed[o].Meta
-				if !inPlan[o] && (!om.Scheme.Equal(m.Scheme) || om.NdxPolicy != m.NdxPolicy) {
-					return nil, fmt.Errorf("the output holds bucket %s made under %s with --ndx %s, and the shard's buckets are made under %s with --ndx %s: one output holds one scheme and one ndx policy; load into another folder",
-						o, om.Scheme, om.NdxPolicy, m.Scheme, m.NdxPolicy)
-				}
-			}
-		}
-		if !opt.Replace {
-			if err := sink.CheckSource(m.Source, []string{b}, committed); err != nil {
-				return nil, err
-			}
-		}
-		// What the bucket becomes: the shard's verdicts, and check's.
-		changed := map[string]string{}
-		for _, v := range verdicts[b] {
-			changed[v.Textname] = v.RejectedBy
-		}
-		sb := &stamped.Bucket{Meta: m}
-		for _, e := range entries {
-			if w, ok := changed[e.Textname]; ok {
-				e.RejectedBy = w
-			}
-			id, err := m.Scheme.Report(e.Textname)
-			if err != nil {
-				return nil, fmt.Errorf("bucket %s: report %s: %w", b, e.Textname, err)
-			}
-			sb.Reports = append(sb.Reports, stamped.Report{Textname: e.Textname, ID: id, N: e.N, RejectedBy: e.RejectedBy})
-		}
-		if _, ok := committed[b]; ok {
-			om, old, err := s.Manifest(ctx, b)
-			if err != nil {
-				return nil, err
-			}
-			ws = append(ws, sink.Withdrawals(sb, om, old)...)
-		}
-		// The reports the output holds outside the plan that the
-		// bucket's can reach.
-		z := shardZones[b]
-		for _, o := range slices.Sorted(maps.Keys(zones)) {
-			if inPlan[o] || read[o] || (z != nil && zones[o] != nil && !zones[o].Meets(*z)) {
-				continue
-			}
-			read[o] = true
-			om, oentries, err := s.Manifest(ctx, o)
-			if err != nil {
-				return nil, err
-			}
-			for _, e := range oentries {
-				if e.RejectedBy != "" {
-					continue
-				}
-				id, err := om.Scheme.Report(e.Textname)
-				if err != nil {
-					return nil, fmt.Errorf("bucket %s: committed report %s: %w", o, e.Textname, err)
-				}
-				ext.Add(collisions.RangeOf(id, e.N), uint32(len(extNames)))
-				extNames = append(extNames, o+"\x00"+e.Textname)
-			}
-		}
-		for _, r := range sb.Reports {
-			if r.RejectedBy != "" {
-				continue
-			}
-			for _, h := range ext.Add(collisions.RangeOf(r.ID, r.N), uint32(len(extNames))) {
-				if int(h) < len(extNames) {
-					o, tn, _ := strings.Cut(extNames[h], "\x00")
-					if !inPlan[o] {
-						return nil, fmt.Errorf("report %s of bucket %s shares IDs with report %s of bucket %s, which the output holds from outside the plan: load does not settle against it; plan both buckets together, or run them (backfill run settles against the whole output)",
-							r.Textname, b, tn, o)
-					}
-				}
-			}
-			extNames = append(extNames, b+"\x00"+r.Textname)
-		}
-	}
-	if opt.NoWithdraw && len(ws) > 0 {
-		return nil, &sink.WithdrawError{Bucket: ws[0].Bucket, Withdrawals: ws}
-	}
-	return ws, nil
-}
-
-// LoadInto loads the buckets names of the shard output src into dst, each
-// in its transaction, through the Loader of a run: a sink that settles
-// verdicts itself (PostgreSQL) settles them across shards, so Check is
-// not needed.
+// LoadInto loads the buckets of shard of p, from its shard output under
+// out, into dst, each in its transaction, through the Loader of a run,
+// with the verdicts check settled (so check must have run): a sink that
+// settles verdicts itself (PostgreSQL) starts from them, and settles
+// them against what it holds and the other shards load. A report the
+// plan rejects is never published, however the shards' loads interleave.
 // The caller checks that the shard's map has completed first (Mapped).
 // Buckets dst holds from another input are not replaced, unless replace
 // (a *sink.OtherSourceError). It returns the committed reports whose IDs
 // the load withdrew (refused, with the sink's NoWithdraw).
-func LoadInto(ctx context.Context, src store.Store, names []string, dst sink.Sink, replace bool) (ws []sink.Withdrawal, err error) {
+func LoadInto(ctx context.Context, p Plan, shard int, out store.Store, dst sink.Sink, replace bool) (ws []sink.Withdrawal, err error) {
+	names := p.Names(shard)
 	if len(names) == 0 {
 		return nil, nil
 	}
+	byBucket, err := ReadVerdicts(ctx, p, out)
+	if err != nil {
+		return nil, err
+	}
+	src := ShardOut(out, shard)
 	from, err := parquetfile.OpenLocked(ctx, src, ".lock-load-postgres")
 	if err != nil {
 		return nil, err
@@ -605,6 +508,7 @@ func LoadInto(ctx context.Context, src store.Store, names []string, dst sink.Sin
 			_ = g.Wait()
 			return nil, err
 		}
+		withVerdicts(b, byBucket[name])
 		g.Go(func() error {
 			if _, err := ld.Commit(ctx, b); err != nil {
 				return fmt.Errorf("bucket %s: %w", name, err)

@@ -385,20 +385,19 @@ func (row Report) stamped(scheme ooid.Scheme) (stamped.Report, error) {
 	return r, nil
 }
 
-// Stamped returns the stamped bucket a committed bucket of the output was
-// made from, its collision verdicts left to whoever settles it again: every
-// report without one, and the dead letters but the collision records of
-// the reports rejected. Loading it into another sink through a Loader
-// commits what a run would have.
+// Stamped returns a committed bucket of the output as a run commits it:
+// its reports with their collision verdicts, and its dead letters, the
+// collision records of the reports rejected included. Loaded into a sink
+// that settles verdicts itself, through a Loader, the verdicts are where
+// the sink's settling starts: a report keeps its verdict, or loses to a
+// report that sorts earlier still.
 func (s *Sink) Stamped(ctx context.Context, bucket string) (*stamped.Bucket, error) {
 	c, err := readChecked(ctx, s.st, bucket)
 	if err != nil {
 		return nil, err
 	}
-	l, rows, dead := c.ledger, c.reports, c.dead
-	b := &stamped.Bucket{Meta: l.meta(), BytesIn: l.Counts.BytesIn, BytesOut: l.Counts.BytesOut}
-	rejected := map[string]bool{}
-	for i, row := range rows {
+	b := &stamped.Bucket{Meta: c.ledger.meta(), BytesIn: c.ledger.Counts.BytesIn, BytesOut: c.ledger.Counts.BytesOut, Records: c.dead}
+	for i, row := range c.reports {
 		r, err := row.stamped(b.Meta.Scheme)
 		if err != nil {
 			return nil, fmt.Errorf("bucket %s: %w", bucket, err)
@@ -406,17 +405,7 @@ func (s *Sink) Stamped(ctx context.Context, bucket string) (*stamped.Bucket, err
 		if c.ids != nil {
 			r.IDs = c.ids[i]
 		}
-		if r.RejectedBy != "" {
-			rejected[r.Textname] = true
-		}
-		r.RejectedBy = ""
 		b.Reports = append(b.Reports, r)
-	}
-	for _, d := range dead {
-		if d.Reason == deadletter.Collision && rejected[d.Textname] {
-			continue
-		}
-		b.Records = append(b.Records, d)
 	}
 	return b, nil
 }

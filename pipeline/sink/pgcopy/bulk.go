@@ -5,7 +5,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/sink"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy/pgschema"
@@ -99,26 +98,8 @@ func (s *Sink) commitBulk(ctx context.Context, conn *pgx.Conn, w *bucketWriter, 
 			}
 		}
 	}
-	// The run's collision records of rejected reports become the sink's.
-	winners, msgs := make([]string, len(w.reports)), make([]string, len(w.reports))
-	rejected := map[string]int{}
-	for i := range w.reports {
-		if w.reports[i].RejectedBy != "" {
-			winners[i] = w.reports[i].RejectedBy
-			rejected[w.reports[i].Textname] = i
-		}
-	}
-	dead := w.dead[:0:0]
-	for _, d := range w.dead {
-		if i, ok := rejected[d.Textname]; ok && d.Reason == deadletter.Collision {
-			msgs[i] = d.Message
-			continue
-		}
-		dead = append(dead, d)
-	}
-	w2 := *w
-	w2.dead = dead
-	if err := s.writeRows(ctx, tx, &w2, winners, msgs); err != nil {
+	// The run's verdicts, and their collision records, are the sink's.
+	if err := s.writeRows(ctx, tx, w, w.floor, w.floorMsg); err != nil {
 		return c, err
 	}
 	if err := s.markLedger(ctx, tx, w, c); err != nil {

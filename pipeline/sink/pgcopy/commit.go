@@ -55,6 +55,7 @@ func (s *Sink) commit(ctx context.Context, conn *pgx.Conn, w *bucketWriter, c st
 		if err != nil {
 			return c, err
 		}
+		winners, msgs = w.withFloor(winners, msgs)
 		out = adjustCounts(c, w.reports, winners)
 		if err := s.writeRows(ctx, tx, w, winners, msgs); err != nil {
 			return c, err
@@ -103,6 +104,7 @@ func (s *Sink) writeAhead(ctx context.Context, tx pgx.Tx, w *bucketWriter, c sta
 	if cerr := res.Close(); err != nil || cerr != nil {
 		return c, nil, false, errors.Join(err, cerr)
 	}
+	winners, msgs = w.withFloor(winners, msgs)
 	out = adjustCounts(c, w.reports, winners)
 	err = s.writeRows(ctx, tx, w, winners, msgs)
 	if err == nil {
@@ -199,11 +201,11 @@ func (s *Sink) alone(ctx context.Context, tx pgx.Tx, bucket string, ranges []col
 }
 
 // adjustCounts takes the reports that lost their IDs out of the counts the
-// run made (it counted every report as kept).
+// run made (it counted every report as kept that came without a verdict).
 func adjustCounts(c stamped.Counts, rs []stamped.Report, winners []string) stamped.Counts {
 	out := c.Clone()
 	for i := range rs {
-		if winners[i] != "" {
+		if winners[i] != "" && rs[i].RejectedBy == "" {
 			out.Reports--
 			out.Measurements -= int64(rs[i].N)
 			out.AddCollisions(1)

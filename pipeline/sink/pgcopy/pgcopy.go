@@ -431,6 +431,47 @@ type bucketWriter struct {
 	// was are the reports that kept their IDs in the bucket's committed
 	// version, as the attempt under way found it.
 	was []stamped.ManifestEntry
+	// floor and floorMsg are, by report, the verdicts the bucket came
+	// with (a plan's, settled by check) and their collision messages: a
+	// report keeps its verdict, or loses to a report that sorts earlier
+	// still.
+	floor, floorMsg []string
+}
+
+// takeVerdicts moves the verdicts the bucket's reports came with, and
+// their collision records, to floor and floorMsg.
+func (w *bucketWriter) takeVerdicts() {
+	w.floor, w.floorMsg = make([]string, len(w.reports)), make([]string, len(w.reports))
+	rejected := map[string]int{}
+	for i := range w.reports {
+		if w.reports[i].RejectedBy != "" {
+			w.floor[i] = w.reports[i].RejectedBy
+			rejected[w.reports[i].Textname] = i
+		}
+	}
+	if len(rejected) == 0 {
+		return
+	}
+	dead := w.dead[:0:0]
+	for _, d := range w.dead {
+		if i, ok := rejected[d.Textname]; ok && d.Reason == deadletter.Collision {
+			w.floorMsg[i] = d.Message
+			continue
+		}
+		dead = append(dead, d)
+	}
+	w.dead = dead
+}
+
+// withFloor returns winners and msgs with the verdicts the bucket came
+// with where they sort first.
+func (w *bucketWriter) withFloor(winners, msgs []string) ([]string, []string) {
+	for i, f := range w.floor {
+		if f != "" && (winners[i] == "" || f < winners[i]) {
+			winners[i], msgs[i] = f, w.floorMsg[i]
+		}
+	}
+	return winners, msgs
 }
 
 // Withdrawn implements sink.Withdrawer.
@@ -492,6 +533,7 @@ func (w *bucketWriter) Abort() error {
 // Commit implements sink.BucketWriter.
 func (w *bucketWriter) Commit(ctx context.Context, c stamped.Counts) (stamped.Counts, error) {
 	var out stamped.Counts
+	w.takeVerdicts()
 	err := w.s.retry(ctx, "bucket "+w.m.Bucket, func(ctx context.Context, conn *pgx.Conn) error {
 		var err error
 		if w.s.opt.Bulk {
