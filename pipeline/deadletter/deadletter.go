@@ -42,6 +42,11 @@ type Record struct {
 	// bucket, is how many more records of that reason and kind the bucket
 	// had, not listed one by one: the record counts for 1+More.
 	More int64 `json:"more,omitempty"`
+	// MeasurementUIDs are the measurement_uids OONI's code gives to the
+	// measurements of the bytes the record covers that no row carries
+	// (docs/ooni-ids.md): with --measurement-uid, every uid OONI gives is
+	// on a row or in a record.
+	MeasurementUIDs []string `json:"measurement_uids,omitempty"`
 }
 
 // MaxListed is how many records of one reason and kind a bucket lists one
@@ -55,6 +60,7 @@ const MaxListed = 10_000
 type Capper struct {
 	listed map[[2]string]int64
 	more   map[[2]string]int64
+	uids   map[[2]string][]string // of the records not listed
 	order  [][2]string
 	bucket string
 }
@@ -78,6 +84,12 @@ func (c *Capper) Keep(r Record) bool {
 		c.order = append(c.order, k)
 	}
 	c.more[k]++
+	if len(r.MeasurementUIDs) > 0 {
+		if c.uids == nil {
+			c.uids = map[[2]string][]string{}
+		}
+		c.uids[k] = append(c.uids[k], r.MeasurementUIDs...)
+	}
 	c.bucket = r.Bucket
 	return false
 }
@@ -88,8 +100,8 @@ func (c *Capper) Rest() []Record {
 	var out []Record
 	for _, k := range c.order {
 		n := c.more[k]
-		out = append(out, Record{Bucket: c.bucket, Reason: k[0], Kind: k[1], More: n - 1,
-			Message: fmt.Sprintf("and %d more records of reason %s in this bucket, not listed one by one (the first %d are); this record counts for them all", n, k[0], MaxListed)})
+		out = append(out, Record{Bucket: c.bucket, Reason: k[0], Kind: k[1], More: n - 1, MeasurementUIDs: c.uids[k],
+			Message: fmt.Sprintf("and %d more records of reason %s in this bucket, not listed one by one (the first %d are); this record counts for them all, and lists their measurement_uids", n, k[0], MaxListed)})
 	}
 	return out
 }
@@ -104,7 +116,7 @@ const (
 var notices = map[string]bool{
 	NotABucket: true, IndexMissing: true, LZ4ContentSize: true, SizeMismatch: true, ChecksumMismatch: true,
 	FrameMismatch: true, DatumMismatch: true, CannedMismatch: true, NameMismatch: true,
-	EmptyReport: true, InvalidUTF8: true, OversizedBlob: true,
+	EmptyReport: true, InvalidUTF8: true, OversizedBlob: true, LinesJoined: true,
 }
 
 // KindOf returns the usual kind of a reason: Notice for the reasons that
@@ -181,6 +193,11 @@ const (
 	// default ndx policy and is not recorded; under --ndx datums it has
 	// no ID and this record says so.
 	Badblob = "badblob"
+	// LinesJoined is a JSON measurement whose document spans several
+	// lines of its report: OONI's fastpath reads each line as a
+	// measurement of its own, and the record lists the uids it gives them
+	// (MeasurementUIDs); the measurement keeps its ID, with no uid.
+	LinesJoined = "lines_joined"
 
 	// Run.
 	Collision = "collision" // the report's IDs overlap those of a report whose textname sorts first

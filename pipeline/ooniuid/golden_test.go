@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,7 +24,11 @@ type golden struct {
 }
 
 func readGolden(t *testing.T) map[string]map[int]golden {
-	f, err := os.Open("testdata/golden.tsv")
+	return readGoldenFile(t, "testdata/golden.tsv")
+}
+
+func readGoldenFile(t *testing.T, name string) map[string]map[int]golden {
+	f, err := os.Open(name)
 	testutil.Check(t, err)
 	defer f.Close()
 	out := map[string]map[int]golden{}
@@ -122,6 +127,53 @@ func TestGolden(t *testing.T) {
 	}
 	if streamed < 20 {
 		t.Errorf("only %d blobs over 100 bytes: the streamed path is not exercised", streamed)
+	}
+}
+
+// Every measurement_uid OONI's code gives a report's measurements is on a
+// row the reader gives, or in a dead-letter record's measurement_uids,
+// once: over the golden reports, and over JSON reports framed so that
+// OONI's lines and autoclaving's documents differ (a blank line, CRLF, a
+// line that starts with a space, a tab, a '[' or a BOM, or ends with
+// something else than '}', a last line without its "\n"). No row carries
+// a uid OONI's code does not give.
+func TestGolden_EveryUIDAccountedFor(t *testing.T) {
+	for _, set := range []string{"testdata", "testdata/framing"} {
+		want := readGoldenFile(t, set+"/golden.tsv")
+		files, err := filepath.Glob(set + "/raw/*/*")
+		testutil.Check(t, err)
+		rr := report.NewReader()
+		rr.UIDs = true
+		listed := 0
+		for _, file := range files {
+			tn := filepath.Base(filepath.Dir(file)) + "/" + filepath.Base(file)
+			raw, err := os.ReadFile(file)
+			testutil.Check(t, err)
+			var got []string
+			_, err = rr.Read(bytes.NewReader(raw), report.KindOf(tn), func(m report.Measurement) {
+				if m.ID.UID != "" {
+					got = append(got, m.ID.UID)
+				}
+			}, func(d deadletter.Record) {
+				got = append(got, d.MeasurementUIDs...)
+				listed += len(d.MeasurementUIDs)
+			})
+			testutil.Check(t, err)
+			var oonis []string
+			for _, g := range want[tn] {
+				if g.uid != "-" {
+					oonis = append(oonis, g.uid)
+				}
+			}
+			slices.Sort(got)
+			slices.Sort(oonis)
+			if !slices.Equal(got, oonis) {
+				t.Errorf("%s: the rows and records carry the uids\n%v\nOONI's code gives\n%v", tn, got, oonis)
+			}
+		}
+		if set == "testdata/framing" && listed < 20 {
+			t.Errorf("%s: %d uids listed in records: the framing cases prove nothing", set, listed)
+		}
 	}
 }
 

@@ -43,8 +43,12 @@ func ReadInput(ctx context.Context, cfg ingest.Config) (*Input, error) {
 		defer close(in.buckets)
 		in.err = ingest.Run(ctx, cfg, plan, func(b *stamped.Bucket) error {
 			ib := inputBucket{date: b.Meta.Bucket, reports: make([]Report, len(b.Reports))}
+			listed := map[string][]string{}
+			for _, d := range b.Records {
+				listed[d.Textname] = append(listed[d.Textname], d.MeasurementUIDs...)
+			}
 			for i, r := range b.Reports {
-				ib.reports[i] = Report{Textname: r.Textname, N: r.N, IDs: r.IDs}
+				ib.reports[i] = Report{Textname: r.Textname, N: r.N, IDs: r.IDs, Listed: sortedUIDs(listed[r.Textname])}
 			}
 			slices.SortFunc(ib.reports, func(x, y Report) int { return strings.Compare(x.Textname, y.Textname) })
 			select {
@@ -109,6 +113,10 @@ func (in *Input) complete(where, b string, reports []Report) error {
 		if err := sameIDs(where+": report "+sorted[0].Textname, sorted[0].IDs, want[0].IDs); err != nil {
 			return err
 		}
+		if sorted[0].IDs != nil && !slices.Equal(sorted[0].Listed, want[0].Listed) {
+			return &Failure{At: where + ": report " + sorted[0].Textname,
+				What: fmt.Sprintf("its dead letters list the measurement_uids %v, where the input gives %v (OONI's uids that no row carries)", sorted[0].Listed, want[0].Listed)}
+		}
 		want, sorted = want[1:], sorted[1:]
 	}
 	return nil
@@ -155,4 +163,12 @@ func (in *Input) end(where string) error {
 		return &Failure{At: where, What: fmt.Sprintf("bucket %s of the input %s is not among the output's committed buckets", ib.date, in.Where)}
 	}
 	return nil
+}
+
+// sortedUIDs returns uids sorted, nil for none.
+func sortedUIDs(uids []string) []string {
+	if len(uids) == 0 {
+		return nil
+	}
+	return slices.Sorted(slices.Values(uids))
 }

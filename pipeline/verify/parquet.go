@@ -92,12 +92,23 @@ func (p *Parquet) Reports(ctx context.Context, bucket string) ([]Report, error) 
 	if err != nil {
 		return nil, err
 	}
+	var listed map[string][]string
+	if ids != nil {
+		dead, err := parquetfile.ReadDeadLetters(ctx, p.St, "dead-letters/"+bucket+".jsonl")
+		if err != nil {
+			return nil, err
+		}
+		listed = map[string][]string{}
+		for _, d := range dead {
+			listed[d.Textname] = append(listed[d.Textname], d.MeasurementUIDs...)
+		}
+	}
 	out := make([]Report, len(rows))
 	p.placesOf, p.places = bucket, make(map[string]int, len(rows))
 	for i, r := range rows {
 		out[i] = Report{Textname: r.Textname, N: uint32(r.N), RejectedBy: r.RejectedBy}
 		if ids != nil {
-			out[i].IDs = ids[i]
+			out[i].IDs, out[i].Listed = ids[i], sortedUIDs(listed[r.Textname])
 		}
 		if r.N < 0 || r.N > 1<<32-1 {
 			out[i].N = 1<<32 - 1 // no counter holds it: verify says so

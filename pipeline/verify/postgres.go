@@ -68,8 +68,12 @@ func (p *Postgres) Reports(ctx context.Context, bucket string) ([]Report, error)
 		return nil, err
 	}
 	var ids map[int32][]ooniuid.ID
+	var listed map[string][]string
 	if p.states[bucket].Meta.UIDs {
 		if ids, err = p.S.BucketIdentities(ctx, bucket); err != nil {
+			return nil, err
+		}
+		if listed, err = p.S.BucketListedUIDs(ctx, bucket); err != nil {
 			return nil, err
 		}
 	}
@@ -81,7 +85,7 @@ func (p *Postgres) Reports(ctx context.Context, bucket string) ([]Report, error)
 		}
 		out[i] = Report{Textname: r.Textname, N: uint32(r.N), RejectedBy: r.RejectedBy}
 		if ids != nil {
-			out[i].IDs = ids[r.Seq]
+			out[i].IDs, out[i].Listed = ids[r.Seq], sortedUIDs(listed[r.Textname])
 			if out[i].IDs == nil {
 				out[i].IDs = []ooniuid.ID{} // none: the input's, if it has some, differ
 			}

@@ -47,6 +47,9 @@ type Report struct {
 	// output made with --measurement-uid (nil otherwise); verify --in
 	// computes them again from the input and compares.
 	IDs []ooniuid.ID
+	// Listed are the measurement_uids its dead letters list (those
+	// OONI gives to measurements of it no row carries), sorted.
+	Listed []string
 }
 
 // Row is a measurement row of an output.

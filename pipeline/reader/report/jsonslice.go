@@ -54,6 +54,9 @@ type JSONSlicer struct {
 	// "\n") as they are read, e.g. to hash or validate it.
 	Content io.Writer
 	done    bool
+	// streamedCut is set when the report ended inside a blob streamed to
+	// Content: the bytes from the cut on went there, not to the buffer.
+	streamedCut bool
 }
 
 // NewJSONSlicer returns a slicer of r.
@@ -64,8 +67,14 @@ func NewJSONSlicer(r io.Reader) *JSONSlicer {
 // Reset makes s slice r from its start, keeping its buffer and Content.
 func (s *JSONSlicer) Reset(r io.Reader) {
 	s.r.Reset(r)
-	s.off, s.done = 0, false
+	s.off, s.done, s.streamedCut = 0, false, false
 }
+
+// Rest returns a reader of the report from a cut on (the offset of the
+// *SliceError Next returned), and false when those bytes were streamed to
+// Content instead (the report ended inside a blob longer than the
+// buffer).
+func (s *JSONSlicer) Rest() (*bufio.Reader, bool) { return s.r, !s.streamedCut }
 
 // Next returns the next blob. At the end of the report it returns io.EOF;
 // when the rest of the report is not blobs it returns a *SliceError, and
@@ -183,7 +192,7 @@ func (s *JSONSlicer) stream() (Blob, error) {
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
 		case errors.Is(err, io.EOF):
-			s.done = true
+			s.done, s.streamedCut = true, true
 			return Blob{}, &SliceError{Reason: ReasonTruncatedReport, Offset: start, Detail: truncatedJSON}
 		default:
 			return Blob{}, err

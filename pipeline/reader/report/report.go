@@ -5,6 +5,7 @@
 package report
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha1"
 	"crypto/sha3"
@@ -128,6 +129,7 @@ type Reader struct {
 	nbatch   int
 	kind     Kind
 	onBlob   func(Measurement)
+	problem  func(deadletter.Record)
 	yamlUIDs *ooniuid.YAMLReport // the YAML report's uids, from its header on
 	hdr      []byte              // orig's state after the YAML header document
 	sum      []byte              // orig's sum
@@ -227,7 +229,9 @@ func (rr *Reader) flush() {
 		p := &rr.batch[i]
 		switch {
 		case rr.kind == KindJSON && !p.streamed:
-			if date, ok := ooniuid.JSONDate(p.buf[:len(p.buf)-1]); ok {
+			if line := p.buf[:len(p.buf)-1]; bytes.IndexByte(line, '\n') >= 0 {
+				rr.joined(p.m, p.buf)
+			} else if date, ok := ooniuid.JSONDate(line); ok {
 				p.m.ID.UID = ooniuid.UID(date, p.m.ID.Hash)
 			}
 		case rr.kind == KindYAML && !p.streamed && rr.yamlUIDs != nil:
@@ -257,12 +261,12 @@ func (rr *Reader) Write(p []byte) (int, error) {
 // e.g. a truncated container: the measurements before it were counted
 // and the stats say so.
 func (rr *Reader) Read(r io.Reader, kind Kind, onBlob func(Measurement), problem func(deadletter.Record)) (Stats, error) {
-	rr.kind, rr.onBlob, rr.nbatch, rr.yamlUIDs = kind, onBlob, 0, nil
+	rr.kind, rr.onBlob, rr.problem, rr.nbatch, rr.yamlUIDs = kind, onBlob, problem, 0, nil
 	st, err := rr.read(r, kind, onBlob, problem)
 	if rr.nbatch > 0 {
 		rr.flush()
 	}
-	rr.onBlob = nil
+	rr.onBlob, rr.problem = nil, nil
 	return st, err
 }
 
@@ -389,11 +393,115 @@ func (rr *Reader) end(err error, tee io.Reader, st Stats, flag func(reason strin
 		}
 		return rr.finish(tee, st)
 	case errors.As(err, &cut):
-		flag(cut.Reason, cut.Offset, fmt.Sprintf("%s; the %d measurements before it are kept", cut.Detail, st.N))
+		d := deadletter.Record{Offset: cut.Offset, Reason: cut.Reason, Message: fmt.Sprintf("%s; the %d measurements before it are kept", cut.Detail, st.N)}
+		if rr.UIDs && rr.kind == KindJSON {
+			if err := rr.cutUIDs(&d); err != nil {
+				st, _ = rr.finish(nil, st)
+				return st, err
+			}
+		}
+		rr.problem(d)
 		return rr.finish(tee, st)
 	}
 	st, _ = rr.finish(nil, st)
 	return st, err
+}
+
+// joined records the lines of a JSON measurement that spans several
+// (buf, its blob and "\n"): OONI's fastpath reads each line as a
+// measurement, and the uids it gives them are on no row.
+func (rr *Reader) joined(m Measurement, buf []byte) {
+	var uids []string
+	n := 0
+	for line := range bytes.Lines(buf) {
+		n++
+		if uid, ok := lineUID(line); ok {
+			uids = append(uids, uid)
+		}
+	}
+	if len(uids) == 0 {
+		return
+	}
+	rr.problem(deadletter.Record{Offset: m.Blob.Offset, Reason: deadletter.LinesJoined, MeasurementUIDs: uids,
+		Message: fmt.Sprintf("measurement %d spans %d lines; OONI's fastpath reads each line as a measurement, and gives %d of them uids (measurement_uids); the measurement keeps its ID, without a uid", m.Ndx, n, len(uids))})
+}
+
+// lineUID is the uid OONI's fastpath gives a line of a JSON report (with
+// its "\n", but the last line of a report without one).
+func lineUID(line []byte) (string, bool) {
+	date, ok := ooniuid.JSONDate(line)
+	if !ok {
+		return "", false
+	}
+	return ooniuid.UID(date, ooniuid.Sum(line)), true
+}
+
+// cutUIDs adds to d, the record of a JSON report cut off, the uids
+// OONI's fastpath gives the lines from the cut on, none of which is a
+// row, reading the rest of the report: each line up to MaxBlob bytes.
+func (rr *Reader) cutUIDs(d *deadletter.Record) error {
+	maxLine := rr.MaxBlob
+	if maxLine <= 0 {
+		maxLine = DefaultMaxBlob
+	}
+	var lines, long int
+	add := func(line []byte) {
+		lines++
+		if uid, ok := lineUID(line); ok {
+			d.MeasurementUIDs = append(d.MeasurementUIDs, uid)
+		}
+	}
+	if r, ok := rr.json.Rest(); ok {
+		var err error
+		if long, err = eachLine(r, maxLine, add); err != nil {
+			return err
+		}
+	} else if rr.streamed {
+		long = 1 // the last document, longer than what is kept
+	} else {
+		for line := range bytes.Lines(rr.blob.head) {
+			add(line)
+		}
+	}
+	if len(d.MeasurementUIDs) > 0 {
+		d.Message += fmt.Sprintf("; OONI's fastpath reads %d lines from there, and gives %d of them uids (measurement_uids)", lines, len(d.MeasurementUIDs))
+	}
+	if long > 0 {
+		d.Message += fmt.Sprintf("; %d lines from there are over the %d-byte limit: their uids were not read", long, maxLine)
+	}
+	return nil
+}
+
+// eachLine calls fn with each line of r (with its "\n", the last without
+// one), and returns how many lines longer than max it skipped.
+func eachLine(r *bufio.Reader, max int64, fn func([]byte)) (long int, err error) {
+	var buf []byte
+	over := false
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if !over {
+			if buf = append(buf, chunk...); int64(len(buf)) > max {
+				over, buf = true, buf[:0]
+			}
+		}
+		switch {
+		case err == nil || (errors.Is(err, io.EOF) && (over || len(buf) > 0)):
+			if over {
+				long++
+			} else {
+				fn(buf)
+			}
+			buf, over = buf[:0], false
+			if err != nil {
+				return long, nil
+			}
+		case errors.Is(err, bufio.ErrBufferFull):
+		case errors.Is(err, io.EOF):
+			return long, nil
+		default:
+			return long, err
+		}
+	}
 }
 
 // finish drains what the slicer left of the report into the hashes.

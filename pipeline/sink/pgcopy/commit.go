@@ -366,7 +366,7 @@ func (s *Sink) writeRows(ctx context.Context, tx pgx.Tx, w *bucketWriter, winner
 	}
 	dead := make([][]any, 0, len(w.dead))
 	for i, d := range w.dead {
-		dead = append(dead, []any{day, int32(i), d.File, d.Textname, d.Offset, d.Reason, d.Classified().Kind, d.Message})
+		dead = append(dead, []any{day, int32(i), d.File, d.Textname, d.Offset, d.Reason, d.Classified().Kind, d.Message, d.MeasurementUIDs})
 	}
 	var collided []deadletter.Record
 	for i := range w.reports {
@@ -376,7 +376,7 @@ func (s *Sink) writeRows(ctx context.Context, tx pgx.Tx, w *bucketWriter, winner
 	}
 	collisions.SortRecords(collided)
 	for _, d := range collided {
-		dead = append(dead, []any{day, nil, d.File, d.Textname, d.Offset, d.Reason, d.Classified().Kind, d.Message})
+		dead = append(dead, []any{day, nil, d.File, d.Textname, d.Offset, d.Reason, d.Classified().Kind, d.Message, nil})
 	}
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{s.schema, "dead_letters"}, deadColumns, pgx.CopyFromRows(dead))
 	return err
@@ -398,7 +398,7 @@ var (
 	identityColumns    = []string{"bucket", "report", "ndx", "content_hash", "uid_date"}
 	measurementColumns = []string{"ooid", "bucket", "report", "ndx"}
 	reportColumns      = []string{"bucket", "seq", "textname", "ts", "ts_source", "counter_base", "n", "span", "container", "offset", "size", "sha1", "rejected_by"}
-	deadColumns        = []string{"bucket", "seq", "file", "textname", "offset", "reason", "kind", "message"}
+	deadColumns        = []string{"bucket", "seq", "file", "textname", "offset", "reason", "kind", "message", "measurement_uids"}
 )
 
 func (s *Sink) markLedger(ctx context.Context, tx pgx.Tx, w *bucketWriter, c stamped.Counts) error {

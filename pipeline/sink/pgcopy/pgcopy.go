@@ -344,7 +344,7 @@ func (s *Sink) checkSchemaOn(ctx context.Context, conn *pgx.Conn) error {
 		return &schemaError{fmt.Errorf("schema %s lacks %s: run `backfill schema` or pass --create-schema",
 			pgx.Identifier{s.schema}.Sanitize(), strings.Join(missing, ", "))}
 	}
-	for _, c := range [][2]string{{"dead_letters", "kind"}, {"ledger", "rejects"}, {"ledger", "notices"}, {"ledger", "rejects_by_reason"}, {"ledger", "input"}, {"ledger", "measurement_uid"}} {
+	for _, c := range [][2]string{{"dead_letters", "kind"}, {"dead_letters", "measurement_uids"}, {"ledger", "rejects"}, {"ledger", "notices"}, {"ledger", "rejects_by_reason"}, {"ledger", "input"}, {"ledger", "measurement_uid"}} {
 		var ok bool
 		err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped)`,
 			s.q(c[0]), c[1]).Scan(&ok)

@@ -176,3 +176,29 @@ func (s *Sink) BucketIdentities(ctx context.Context, bucket string) (map[int32][
 	})
 	return out, err
 }
+
+// BucketListedUIDs returns the measurement_uids the dead letters of a
+// bucket list (those OONI gives to measurements no row carries), by
+// textname.
+func (s *Sink) BucketListedUIDs(ctx context.Context, bucket string) (map[string][]string, error) {
+	out := map[string][]string{}
+	err := s.retry(ctx, "reading the dead letters of "+bucket, func(ctx context.Context, conn *pgx.Conn) error {
+		clear(out)
+		rows, err := conn.Query(ctx, `SELECT textname, measurement_uids FROM `+s.q("dead_letters")+`
+			WHERE bucket = $1::date AND measurement_uids IS NOT NULL`, bucket)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var tn string
+			var uids []string
+			if err := rows.Scan(&tn, &uids); err != nil {
+				return err
+			}
+			out[tn] = append(out[tn], uids...)
+		}
+		return rows.Err()
+	})
+	return out, err
+}

@@ -24,7 +24,9 @@ const Default = "backfill"
 //	              counter_base, n, span int4multirange, container, offset,
 //	              size, sha1 bytea, rejected_by
 //	dead_letters  bucket, seq (NULL for collision records), file, textname,
-//	              offset, reason, kind (reject or notice), message
+//	              offset, reason, kind (reject or notice), message,
+//	              measurement_uids (the uids OONI gives the bytes the
+//	              record covers that no row carries; NULL for none)
 //	input_dead_letters file, reason, kind, message: the input's folders
 //	              that the last run did not read (not bucket folders)
 //	ledger        bucket PK, input_fingerprint, input (the folder read), counter_bits, sha1_offset, key_table,
@@ -80,7 +82,8 @@ func tables(schema string) []string {
 			"offset" bigint  NOT NULL,
 			reason   text    NOT NULL,
 			kind     text    NOT NULL DEFAULT 'reject' CHECK (kind IN ('reject', 'notice')),
-			message  text    NOT NULL)`,
+			message  text    NOT NULL,
+			measurement_uids text[])`,
 		`CREATE TABLE IF NOT EXISTS ` + q("input_dead_letters") + ` (
 			file     text    NOT NULL,
 			reason   text    NOT NULL,
@@ -118,6 +121,7 @@ func tables(schema string) []string {
 		`ALTER TABLE ` + q("ledger") + ` ADD COLUMN IF NOT EXISTS input text NOT NULL DEFAULT ''`,
 		`ALTER TABLE ` + q("ledger") + ` ADD COLUMN IF NOT EXISTS measurement_uid boolean NOT NULL DEFAULT false`,
 		`ALTER TABLE ` + q("measurement_identities") + ` ALTER COLUMN content_hash DROP NOT NULL`,
+		`ALTER TABLE ` + q("dead_letters") + ` ADD COLUMN IF NOT EXISTS measurement_uids text[]`,
 		`UPDATE ` + q("ledger") + ` SET rejects = dead_letters, rejects_by_reason = dead_letters_by_reason
 			WHERE rejects = 0 AND notices = 0 AND dead_letters > 0`,
 		`CREATE INDEX IF NOT EXISTS dead_letters_bucket ON ` + q("dead_letters") + ` (bucket)`,
