@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // YAMLReport gives the measurements of a YAML report their
@@ -36,7 +37,12 @@ func NewYAMLReport(header []byte) *YAMLReport {
 		return &YAMLReport{dead: true}
 	}
 	// The header's keys win over an entry's: a header that names a test
-	// OONI refuses refuses every entry, which need not be loaded.
+	// OONI refuses refuses every entry, which need not be loaded, unless
+	// the entries may be of data_format_version 0.2.0, which OONI's
+	// normalisation returns before it looks at the test.
+	if dfv, ok := h.get("data_format_version"); !ok || dfv == "0.2.0" {
+		return &YAMLReport{header: h}
+	}
 	if tn, ok := h.vals["test_name"].(string); ok {
 		if m, ok := testNames[tn]; ok {
 			tn = m
@@ -327,7 +333,9 @@ func checkRest(e *pyDict, tn string) error {
 	if scapytTests[tn] || refusedTests[tn] {
 		return errNorm
 	}
-	// The requests' bodies: a TypeError on the way escapes.
+	// The requests' bodies, decoded where they are bytes (an HTTP
+	// test's are text by now): a TypeError or a UnicodeDecodeError on
+	// the way escapes; a KeyError ends the loop.
 	if reqs, ok := keys.get("requests"); ok {
 		items, ok := elements(reqs)
 		if !ok {
@@ -336,19 +344,23 @@ func checkRest(e *pyDict, tn string) error {
 		for _, r := range items {
 			rd, ok := r.(*pyDict)
 			if !ok {
-				if _, isStr := r.(string); isStr || r == nil {
-					return errNorm
-				}
-				return errNorm
+				return errNorm // a string's, a list's, None's ["response"]
 			}
 			resp, there := rd.get("response")
 			if !there {
-				continue // KeyError: caught
+				return nil // KeyError: caught, and the loop is over
 			}
-			if _, ok := resp.(*pyDict); ok {
-				continue // its body: there or a KeyError, caught
+			respd, ok := resp.(*pyDict)
+			if !ok {
+				return errNorm // None["body"], or a string's
 			}
-			return errNorm // None["body"], or a string's
+			body, there := respd.get("body")
+			if !there {
+				return nil
+			}
+			if b, isBytes := body.([]byte); isBytes && !httptTests[tn] && !utf8.Valid(b) {
+				return errNorm // bytes.decode() of what is not UTF-8
+			}
 		}
 	}
 	return nil
