@@ -111,9 +111,25 @@ func printable(r rune) bool {
 		r >= 0xa0 && r <= 0xd7ff || r >= 0xe000 && r <= 0xfffd || r >= 0x10000 && r <= 0x10ffff
 }
 
+// Falsy reports whether a YAML document (with its markers) loads, as
+// PyYAML's full loader (yaml.CLoader, which the autoclaving step counted
+// measurements with) loads it, to a value Python holds false: null, false,
+// a zero, an empty string, bytes or collection, the Python tags' too
+// (!!python/int 0, !!python/complex 0j, !!python/tuple [], ...). A
+// document that does not load is not falsy: it is counted.
+func Falsy(doc []byte) bool {
+	v, err := load(doc, true)
+	return err == nil && !truthy(v)
+}
+
 // pyLoad loads a YAML document as yaml.safe_load does. A document that
 // does not parse is errConstructor's kind too: the entry is skipped.
-func pyLoad(doc []byte) (any, error) {
+func pyLoad(doc []byte) (any, error) { return load(doc, false) }
+
+// load loads a YAML document as yaml.safe_load does, or with full as
+// yaml.CLoader does: with the constructors of the python/ tags that make
+// plain values.
+func load(doc []byte, full bool) (any, error) {
 	for i := 0; i < len(doc); {
 		r, n := utf8.DecodeRune(doc[i:])
 		if r == utf8.RuneError && n <= 1 || !printable(r) {
@@ -128,7 +144,7 @@ func pyLoad(doc []byte) (any, error) {
 	if n.Kind == 0 || len(n.Content) == 0 {
 		return nil, nil
 	}
-	l := loader{budget: maxNodes}
+	l := loader{budget: maxNodes, full: full}
 	return l.value(n.Content[0], 0)
 }
 
@@ -140,7 +156,10 @@ const (
 )
 
 // loader converts a document's nodes within the bounds.
-type loader struct{ budget int }
+type loader struct {
+	budget int
+	full   bool // the full loader's python/ tags too
+}
 
 var (
 	reBool      = regexp.MustCompile(`^(?:yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$`)
@@ -185,7 +204,11 @@ func (l *loader) value(n *yaml.Node, depth int) (any, error) {
 	case yaml.AliasNode:
 		return l.value(n.Alias, depth+1)
 	case yaml.SequenceNode:
-		if n.Style&yaml.TaggedStyle != 0 && n.Tag != "!!seq" && n.Tag != "!!omap" && n.Tag != "!!pairs" {
+		if n.Style&yaml.TaggedStyle != 0 && n.Tag != "!!seq" && n.Tag != "!!omap" && n.Tag != "!!pairs" &&
+			!(l.full && (n.Tag == "!!python/list" || n.Tag == "!!python/tuple")) {
+			if v, ok := l.applied(n); ok {
+				return v, nil
+			}
 			return nil, errConstructor // no safe constructor
 		}
 		out := make([]any, 0, len(n.Content))
@@ -213,7 +236,7 @@ func (l *loader) value(n *yaml.Node, depth int) (any, error) {
 			}
 			return out, nil
 		}
-		if n.Style&yaml.TaggedStyle != 0 && n.Tag != "!!map" {
+		if n.Style&yaml.TaggedStyle != 0 && n.Tag != "!!map" && !(l.full && n.Tag == "!!python/dict") {
 			return nil, errConstructor
 		}
 		d := newDict()
@@ -239,9 +262,117 @@ func (l *loader) value(n *yaml.Node, depth int) (any, error) {
 		}
 		return d, nil
 	case yaml.ScalarNode:
+		if l.full && n.Style&yaml.TaggedStyle != 0 && strings.HasPrefix(n.Tag, "!!python/") {
+			return fullScalar(n)
+		}
 		return pyScalar(n)
 	}
 	return nil, errConstructor
+}
+
+// applied is the value of a sequence the full loader applies a builtin
+// to without arguments (!!python/object/apply:builtins.int []): the
+// builtin's empty value, for the builtins that make plain values.
+func (l *loader) applied(n *yaml.Node) (any, bool) {
+	if !l.full || len(n.Content) > 0 {
+		return nil, false
+	}
+	for _, p := range []string{"!!python/object/apply:", "!!python/object/new:"} {
+		if b, ok := strings.CutPrefix(n.Tag, p); ok {
+			switch b {
+			case "builtins.int", "builtins.float", "builtins.complex", "builtins.bool":
+				return false, true
+			case "builtins.str", "builtins.bytes", "builtins.list", "builtins.tuple", "builtins.dict", "builtins.set", "builtins.frozenset":
+				return []any{}, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// fullScalar constructs a scalar of a python/ tag as the full loader
+// does; a tag it does not make a plain value of is truthy (a module, a
+// class, an object), or an error.
+func fullScalar(n *yaml.Node) (any, error) {
+	v := n.Value
+	switch n.Tag {
+	case "!!python/none":
+		return nil, nil
+	case "!!python/bool":
+		switch strings.ToLower(v) {
+		case "yes", "true", "on":
+			return true, nil
+		case "no", "false", "off":
+			return false, nil
+		}
+		return nil, errConstructor // a KeyError
+	case "!!python/int", "!!python/long":
+		return pyInt(v)
+	case "!!python/float":
+		return pyFloat(v)
+	case "!!python/complex":
+		return pyComplex(v)
+	case "!!python/str", "!!python/unicode":
+		return v, nil
+	case "!!python/bytes":
+		return pyScalar(&yaml.Node{Kind: yaml.ScalarNode, Style: yaml.TaggedStyle, Tag: "!!binary", Value: v})
+	case "!!python/name:builtins.None":
+		return nil, nil
+	case "!!python/name:builtins.False":
+		return false, nil
+	}
+	if strings.HasPrefix(n.Tag, "!!python/name:") || strings.HasPrefix(n.Tag, "!!python/module:") {
+		return true, nil
+	}
+	return nil, errConstructor
+}
+
+// pyComplex is Python's complex(s), as a truth value: false for a zero.
+func pyComplex(s string) (any, error) {
+	s = strings.ToLower(strings.ReplaceAll(strings.TrimSpace(s), "_", ""))
+	if inner, ok := strings.CutPrefix(s, "("); ok {
+		if inner, ok = strings.CutSuffix(inner, ")"); !ok {
+			return nil, errConstructor
+		}
+		s = strings.TrimSpace(inner)
+	}
+	num := func(p string) (float64, bool) {
+		switch p {
+		case "", "+":
+			return 1, true
+		case "-":
+			return -1, true
+		}
+		x, err := strconv.ParseFloat(p, 64)
+		return x, err == nil || errors.Is(err, strconv.ErrRange)
+	}
+	var re, im float64
+	ok := true
+	if body, isImag := strings.CutSuffix(s, "j"); isImag {
+		// The imaginary part starts at the last sign not after an 'e'.
+		k := 0
+		for i := len(body) - 1; i > 0; i-- {
+			if (body[i] == '+' || body[i] == '-') && body[i-1] != 'e' {
+				k = i
+				break
+			}
+		}
+		if k > 0 {
+			if re, ok = num(body[:k]); !ok || body[:k] == "+" || body[:k] == "-" {
+				return nil, errConstructor
+			}
+		}
+		im, ok = num(body[k:])
+	} else {
+		if s == "" {
+			return nil, errConstructor
+		}
+		re, ok = num(s)
+	}
+	if !ok {
+		return nil, errConstructor
+	}
+	return re != 0 || im != 0, nil
 }
 
 // merge adds a merge key's mappings: keys the mapping has win.
@@ -330,6 +461,8 @@ func pyInt(s string) (any, error) {
 		_, ok = v.SetString(s[2:], 2)
 	case strings.HasPrefix(s, "0x"):
 		_, ok = v.SetString(s[2:], 16)
+	case strings.HasPrefix(s, "0o"): // int(s, 8) takes the prefix
+		_, ok = v.SetString(s[2:], 8)
 	case strings.HasPrefix(s, "0"):
 		_, ok = v.SetString(s[1:], 8)
 	case strings.Contains(s, ":"):

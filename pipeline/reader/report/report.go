@@ -16,7 +16,6 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -555,12 +554,13 @@ func checkHeader(b *blobCheck, size int64) string {
 	return ""
 }
 
-// falsy reports whether a YAML document (markers included) loads as a
-// value Python finds false: null, false (YAML 1.1 spellings too), zero,
-// an empty string, mapping or list. A document that does not parse is a
-// badblob, not falsy.
+// falsy reports whether a YAML document (no longer than falsyProbe)
+// loads as a value Python holds false, as the autoclaving step loaded it
+// (PyYAML's full loader, ooniuid.Falsy): such a document is not a
+// measurement. A mapping with a plain first key is not, and the usual
+// spellings of null, false, zero and empty are found without a parse.
 func falsy(doc []byte) bool {
-	if !short(doc) || simpleMapping(doc) {
+	if simpleMapping(doc) {
 		return false
 	}
 	if body, ok := bytes.CutPrefix(doc, docStart); ok {
@@ -572,79 +572,13 @@ func falsy(doc []byte) bool {
 			}
 		}
 	}
-	return falsyParsed(doc)
+	return ooniuid.Falsy(doc)
 }
 
 // plainFalsy are the bodies of documents that load as false, written the
 // usual way; TestFalsy_Plain holds each to the full parse.
 var plainFalsy = [][]byte{[]byte(""), []byte("null\n"), []byte("~\n"), []byte("{}\n"), []byte("[]\n"),
 	[]byte("false\n"), []byte("0\n"), []byte("''\n"), []byte("\"\"\n")}
-
-// falsyParsed is falsy by a full parse.
-func falsyParsed(doc []byte) bool {
-	var n yaml.Node
-	if err := yaml.Unmarshal(doc, &n); err != nil {
-		return false
-	}
-	if len(n.Content) == 0 {
-		return true // an empty document is null
-	}
-	v := n.Content[0]
-	switch v.Kind {
-	case yaml.MappingNode, yaml.SequenceNode:
-		return len(v.Content) == 0
-	case yaml.ScalarNode:
-	default:
-		return false
-	}
-	switch v.Tag {
-	case "!!null":
-		return true
-	case "!!bool":
-		return strings.EqualFold(v.Value, "false")
-	case "!!int":
-		i, err := strconv.ParseInt(strings.ReplaceAll(v.Value, "_", ""), 0, 64)
-		return err == nil && i == 0
-	case "!!float":
-		f, err := strconv.ParseFloat(v.Value, 64)
-		return err == nil && f == 0
-	case "!!str":
-		if v.Value == "" {
-			return true
-		}
-		if v.Style == 0 {
-			switch v.Value {
-			case "no", "No", "NO", "off", "Off", "OFF":
-				return true // YAML 1.1 booleans, as PyYAML reads them
-			}
-		}
-	}
-	return false
-}
-
-// short reports whether the content of a YAML document, comment lines
-// and blanks aside, is short enough to be a falsy scalar or an empty
-// collection: the longest falsy spelling is a few bytes.
-func short(doc []byte) bool {
-	body := bytes.TrimPrefix(doc, docStart)
-	body = bytes.TrimSuffix(body, docEnd)
-	n := 0
-	for len(body) > 0 {
-		line := body
-		if i := bytes.IndexByte(body, '\n'); i >= 0 {
-			line, body = body[:i], body[i+1:]
-		} else {
-			body = nil
-		}
-		line = bytes.TrimSpace(line)
-		if len(line) > 0 && line[0] != '#' {
-			if n += len(line); n > 32 {
-				return false
-			}
-		}
-	}
-	return true
-}
 
 // blobCheck receives the bytes of one blob: it keeps the blob when it is
 // no longer than keep (the head is empty for a longer one, which no check

@@ -1,6 +1,8 @@
 package report
 
 import (
+	"github.com/backfill-dev/backfill/pipeline/ooniuid"
+
 	"bytes"
 	"math/rand/v2"
 	"os"
@@ -139,13 +141,13 @@ func FuzzSimpleMapping(f *testing.F) {
 func TestFalsy_Plain(t *testing.T) {
 	for _, body := range plainFalsy {
 		doc := append(append(append([]byte{}, docStart...), body...), docEnd...)
-		if !falsy(doc) || !falsyParsed(doc) {
-			t.Errorf("%q: falsy %v, by a full parse %v; want both true", doc, falsy(doc), falsyParsed(doc))
+		if !falsy(doc) || !ooniuid.Falsy(doc) {
+			t.Errorf("%q: falsy %v, by a full parse %v; want both true", doc, falsy(doc), ooniuid.Falsy(doc))
 		}
 	}
 	for _, doc := range []string{"---\nnull \n...\n", "---\n'0'\n...\n", "---\n1\n...\n", "---\n[0]\n...\n", "---\nnull\n"} {
-		if falsy([]byte(doc)) != falsyParsed([]byte(doc)) {
-			t.Errorf("%q: falsy %v, by a full parse %v", doc, falsy([]byte(doc)), falsyParsed([]byte(doc)))
+		if falsy([]byte(doc)) != ooniuid.Falsy([]byte(doc)) {
+			t.Errorf("%q: falsy %v, by a full parse %v", doc, falsy([]byte(doc)), ooniuid.Falsy([]byte(doc)))
 		}
 	}
 }
