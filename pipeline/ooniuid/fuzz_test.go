@@ -39,3 +39,15 @@ func FuzzYAMLUID(f *testing.F) {
 		}
 	})
 }
+
+// Falsy never panics or runs away, whatever the document: the python/
+// tags' constructors (a complex's text, an applied builtin) included.
+func FuzzFalsy(f *testing.F) {
+	for _, s := range []string{"---\n!!python/complex (1e+5-.5J)\n...\n", "---\n!!python/object/apply:builtins.int []\n...\n",
+		"---\n!!python/bool maybe\n...\n", "---\n!!binary '  '\n...\n", "---\n&a [*a]\n...\n", "---\n!!python/complex +j\n...\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		_ = ooniuid.Falsy(doc)
+	})
+}
