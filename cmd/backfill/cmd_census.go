@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
 	"github.com/backfill-dev/backfill/pipeline/census"
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooniuid"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
 )
@@ -38,16 +41,50 @@ func runCensus(ctx context.Context, args []string, std cli.Stdio) (err error) {
 		}
 		defer func() { _ = s.Close() }() // read only
 		src = func(ctx context.Context, fn func(census.Report) error) error {
-			last := ""
-			return s.EachIdentity(ctx, func(r pgcopy.IdentityReport) error {
+			recs, err := s.ListedUIDs(ctx)
+			if err != nil {
+				return err
+			}
+			listed, err := listedByBucket(recs)
+			if err != nil {
+				return err
+			}
+			// A bucket's reports with listed measurements and none else
+			// come after its others; a bucket of only those, in its place.
+			last, first := "", true
+			rest := func(upTo string) error {
+				for _, b := range slices.Sorted(maps.Keys(listed)) {
+					if upTo != "" && b >= upTo {
+						break
+					}
+					if err := census.Rest(listed[b], b != last, fn); err != nil {
+						return err
+					}
+					delete(listed, b)
+				}
+				return nil
+			}
+			err = s.EachIdentity(ctx, func(r pgcopy.IdentityReport) error {
+				if r.Bucket != last {
+					if err := rest(r.Bucket); err != nil {
+						return err
+					}
+					last, first = r.Bucket, true
+				}
 				hashes := make([]ooniuid.Hash, len(r.Hashes))
 				for i, h := range r.Hashes {
 					copy(hashes[i][:], h)
 				}
-				first := r.Bucket != last
-				last = r.Bucket
-				return fn(census.Report{Textname: r.Textname, TS: r.TS, Base: r.Base, Bits: r.Bits, Loser: r.Loser, Hashes: hashes, NewBucket: first})
+				l := listed[r.Bucket][r.Textname]
+				delete(listed[r.Bucket], r.Textname)
+				err := fn(census.Report{Textname: r.Textname, TS: r.TS, Base: r.Base, Bits: r.Bits, Loser: r.Loser, Hashes: hashes, Listed: l, NewBucket: first})
+				first = false
+				return err
 			})
+			if err != nil {
+				return err
+			}
+			return rest("")
 		}
 	} else {
 		st, err := location.Open(ctx, rest[0])
@@ -85,8 +122,28 @@ func runCensus(ctx context.Context, args []string, std cli.Stdio) (err error) {
 	for _, k := range []string{census.SameReport, census.Retry, census.Other} {
 		fmt.Fprintf(std.Out, "  %-12s %d\n", k, res.ByKind[k])
 	}
+	if res.Listed > 0 {
+		fmt.Fprintf(std.Out, "listed         %d (OONI's uids no row carries, listed in dead letters: in the groups by their hash)\n", res.Listed)
+	}
 	if res.Unhashed > 0 {
 		fmt.Fprintf(std.Out, "unhashed       %d (no content_hash: their raw bytes were not read; in no group)\n", res.Unhashed)
 	}
 	return nil
+}
+
+// listedByBucket returns the hashes records list, by bucket and textname.
+func listedByBucket(recs []deadletter.Record) (map[string]map[string][]ooniuid.Hash, error) {
+	byBucket := map[string][]deadletter.Record{}
+	for _, d := range recs {
+		byBucket[d.Bucket] = append(byBucket[d.Bucket], d)
+	}
+	out := map[string]map[string][]ooniuid.Hash{}
+	for b, ds := range byBucket {
+		l, err := census.ListedHashes(ds)
+		if err != nil {
+			return nil, fmt.Errorf("bucket %s: %w", b, err)
+		}
+		out[b] = l
+	}
+	return out, nil
 }

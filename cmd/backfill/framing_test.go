@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -115,6 +116,19 @@ func TestRun_EveryUIDAccountedFor(t *testing.T) {
 	if code, msg := callIn("", "verify", "--in", in, out); code != cli.ExitOK {
 		t.Errorf("verify --in: exit %d\n%s", code, msg)
 	}
+	// The census groups the listed measurements by their hash too: the
+	// two equal lines of the CRLF report, neither of which is a row, are
+	// a duplicate pair of the same report, without OOIDs or ndx.
+	pairs := t.TempDir() + "/pairs.csv"
+	fromParquet := censusJSON(t, "--pairs", pairs, out)
+	var res struct{ Listed int }
+	testutil.Check(t, json.Unmarshal([]byte(fromParquet), &res))
+	if res.Listed != listed {
+		t.Errorf("census: %d listed, the dead letters list %d\n%s", res.Listed, listed, fromParquet)
+	}
+	if !strings.Contains(string(testutil.Must(os.ReadFile(pairs))), ",,same_report,2017-06-02/20170602T000006Z-ZZ-AS0-framingcrlfreal-r6-0.2.0-probe.json,,2017-06-02/20170602T000006Z-ZZ-AS0-framingcrlfreal-r6-0.2.0-probe.json,\n") {
+		t.Errorf("census --pairs names no pair of the CRLF report's listed lines:\n%s", testutil.Must(os.ReadFile(pairs)))
+	}
 
 	dsn := pgtest.NewDatabase(t)
 	if code, msg := callIn("", "run", "-q", "--measurement-uid", "--in", in, "--sink", "postgres", "--dsn", dsn, "--create-schema"); code != cli.ExitRejects {
@@ -140,6 +154,9 @@ func TestRun_EveryUIDAccountedFor(t *testing.T) {
 	}
 	if code, msg := callIn("", "verify", "--sink", "postgres", "--dsn", dsn, "--in", in); code != cli.ExitOK {
 		t.Errorf("verify --sink postgres --in: exit %d\n%s", code, msg)
+	}
+	if c := censusJSON(t, "--sink", "postgres", "--dsn", dsn); c != fromParquet {
+		t.Errorf("census of the schema:\n%s\nof the Parquet output:\n%s", c, fromParquet)
 	}
 	pgtest.Exec(t, dsn, `UPDATE backfill.dead_letters SET measurement_uids = measurement_uids[2:] WHERE ctid = (SELECT ctid FROM backfill.dead_letters WHERE measurement_uids IS NOT NULL LIMIT 1)`)
 	if code, msg := callIn("", "verify", "--sink", "postgres", "--dsn", dsn, "--in", in); code != cli.ExitFailure || !strings.Contains(msg, "measurement_uids") {

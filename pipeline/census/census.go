@@ -17,15 +17,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/ooniuid"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
@@ -52,6 +55,10 @@ type Result struct {
 	// read: an autoclaved report without an agreeing canned form), in
 	// Measurements but in no group.
 	Unhashed int64 `json:"unhashed"`
+	// Listed are the measurements OONI's code gives a uid that no row
+	// carries, listed in dead letters (measurement_uids): not in
+	// Measurements, but in the groups, by the hash their uid ends with.
+	Listed int64 `json:"listed"`
 	// Groups are the sets of two or more measurements with equal bytes;
 	// Duplicates every member of a group after its first, in (textname,
 	// ndx) byte order.
@@ -76,12 +83,46 @@ const recordSize = 15 + 4 + 4 // hash, report, ndx
 // collision (its measurements have no rows), and the content hash of each
 // of its measurements, by ndx.
 type Report struct {
-	Textname  string
-	TS, Base  uint32
-	Bits      int
-	Loser     bool
-	Hashes    []ooniuid.Hash
+	Textname string
+	TS, Base uint32
+	Bits     int
+	Loser    bool
+	Hashes   []ooniuid.Hash
+	// Listed are the hashes of the uids the report's dead letters list:
+	// measurements OONI's code has that no row carries.
+	Listed    []ooniuid.Hash
 	NewBucket bool // the first report of a bucket
+}
+
+// listedNdx is where the ndx of a listed measurement starts: after every
+// measurement's, so that it sorts after them; it has no ndx of its own.
+const listedNdx = 1 << 31
+
+// ListedHashes returns, by textname, the hashes the uids of records list.
+func ListedHashes(recs []deadletter.Record) (map[string][]ooniuid.Hash, error) {
+	out := map[string][]ooniuid.Hash{}
+	for _, d := range recs {
+		for _, uid := range d.MeasurementUIDs {
+			h, err := HashOfUID(uid)
+			if err != nil {
+				return nil, fmt.Errorf("report %s: %w", d.Textname, err)
+			}
+			out[d.Textname] = append(out[d.Textname], h)
+		}
+	}
+	return out, nil
+}
+
+// HashOfUID is the content hash a measurement_uid ends with.
+func HashOfUID(uid string) (ooniuid.Hash, error) {
+	var h ooniuid.Hash
+	if len(uid) < 2*len(h)+2 || !strings.HasPrefix(uid, "01") {
+		return h, fmt.Errorf("%q is not a measurement_uid", uid)
+	}
+	if _, err := hex.Decode(h[:], []byte(uid[len(uid)-2*len(h):])); err != nil {
+		return h, fmt.Errorf("%q is not a measurement_uid: %w", uid, err)
+	}
+	return h, nil
 }
 
 // Source calls fn with every report of an output, bucket by bucket.
@@ -106,9 +147,17 @@ func Parquet(st store.Store) Source {
 			if err != nil {
 				return err
 			}
+			dead, err := parquetfile.ReadDeadLetters(ctx, st, "dead-letters/"+s.Meta.Bucket+".jsonl")
+			if err != nil {
+				return err
+			}
+			listed, err := ListedHashes(dead)
+			if err != nil {
+				return fmt.Errorf("bucket %s: %w", s.Meta.Bucket, err)
+			}
 			first := true
 			for i, r := range rows {
-				if len(ids[i]) == 0 {
+				if len(ids[i]) == 0 && len(listed[r.Textname]) == 0 {
 					continue // no measurement
 				}
 				hashes := make([]ooniuid.Hash, len(ids[i]))
@@ -116,14 +165,30 @@ func Parquet(st store.Store) Source {
 					hashes[j] = id.Hash
 				}
 				if err := fn(Report{Textname: r.Textname, TS: uint32(r.TS), Base: uint32(r.CounterBase), Bits: l.CounterBits,
-					Loser: r.RejectedBy != "", Hashes: hashes, NewBucket: first}); err != nil {
+					Loser: r.RejectedBy != "", Hashes: hashes, Listed: listed[r.Textname], NewBucket: first}); err != nil {
 					return err
 				}
+				delete(listed, r.Textname)
 				first = false
+			}
+			if err := Rest(listed, first, fn); err != nil {
+				return err
 			}
 		}
 		return nil
 	}
+}
+
+// Rest calls fn with a report for each textname of listed, in order:
+// the listed measurements of reports a bucket holds without any other.
+func Rest(listed map[string][]ooniuid.Hash, first bool, fn func(Report) error) error {
+	for _, tn := range slices.Sorted(maps.Keys(listed)) {
+		if err := fn(Report{Textname: tn, Loser: true, Listed: listed[tn], NewBucket: first}); err != nil {
+			return err
+		}
+		first = false
+	}
+	return nil
 }
 
 // Run takes the census of the output src reads. With pairs, it writes
@@ -174,6 +239,18 @@ func Run(ctx context.Context, src Source, pairs io.Writer, tmpDir string) (res R
 			copy(rec[:15], h[:])
 			binary.LittleEndian.PutUint32(rec[15:], ref)
 			binary.LittleEndian.PutUint32(rec[19:], uint32(ndx))
+			if _, err := bufs[int(h[0])%Partitions].Write(rec[:]); err != nil {
+				return err
+			}
+		}
+		if len(r.Listed) >= listedNdx {
+			return fmt.Errorf("census: report %s lists %d uids", r.Textname, len(r.Listed))
+		}
+		for i, h := range r.Listed {
+			res.Listed++
+			copy(rec[:15], h[:])
+			binary.LittleEndian.PutUint32(rec[15:], ref)
+			binary.LittleEndian.PutUint32(rec[19:], uint32(listedNdx+i))
 			if _, err := bufs[int(h[0])%Partitions].Write(rec[:]); err != nil {
 				return err
 			}
@@ -288,17 +365,25 @@ func (c *counter) group(data []byte, idx []int32) error {
 		c.res.Duplicates++
 		c.res.ByKind[kind]++
 		if c.out != nil {
-			fmt.Fprintf(c.out, "%s,%s,%s,%s,%d,%s,%d\n", c.ooid(m), c.ooid(first), kind, csv(m.textname), m.ndx, csv(first.textname), first.ndx)
+			fmt.Fprintf(c.out, "%s,%s,%s,%s,%s,%s,%s\n", c.ooid(m), c.ooid(first), kind, csv(m.textname), ndxOf(m), csv(first.textname), ndxOf(first))
 		}
 	}
 	return nil
 }
 
+// ndxOf is a member's ndx, "" for a listed measurement, which has none.
+func ndxOf(m member) string {
+	if m.ndx >= listedNdx {
+		return ""
+	}
+	return strconv.FormatUint(uint64(m.ndx), 10)
+}
+
 // ooid is a member's OOID in decimal (the bigint's value), "" for a
-// collision loser's, which has no row.
+// collision loser's and a listed measurement's, which have no row.
 func (c *counter) ooid(m member) string {
 	r := c.reports[m.ref]
-	if r.rejected {
+	if r.rejected || m.ndx >= listedNdx {
 		return ""
 	}
 	mask := uint32(1)<<r.bits - 1

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/backfill-dev/backfill/pipeline/deadletter"
 
 	"github.com/backfill-dev/backfill/pipeline/ooniuid"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy/pgschema"
@@ -201,4 +202,22 @@ func (s *Sink) BucketListedUIDs(ctx context.Context, bucket string) (map[string]
 		return rows.Err()
 	})
 	return out, err
+}
+
+// ListedUIDs returns the dead letters of the committed buckets that list
+// measurement_uids (those OONI gives to measurements no row carries):
+// their bucket, textname and uids. Nothing is retried.
+func (s *Sink) ListedUIDs(ctx context.Context) ([]deadletter.Record, error) {
+	rows, err := s.conn.Query(ctx, `SELECT d.bucket::text, d.textname, d.measurement_uids FROM `+s.q("dead_letters")+` d
+		JOIN `+s.q("ledger")+` l ON l.bucket = d.bucket AND l.status = 'committed'
+		WHERE d.measurement_uids IS NOT NULL ORDER BY d.bucket, d.textname`)
+	if err != nil {
+		return nil, s.clean(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (deadletter.Record, error) {
+		var d deadletter.Record
+		err := r.Scan(&d.Bucket, &d.Textname, &d.MeasurementUIDs)
+		return d, err
+	})
+	return out, s.clean(err)
 }
