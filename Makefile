@@ -11,7 +11,7 @@ FUZZTIME ?= 20000x
 BIN      := bin/backfill
 
 .DEFAULT_GOAL := help
-.PHONY: help announce-build build image test test-faults deps test-deploy testrace ci reference lint fmt-check tidy-check fuzz bench bench-e2e bench-fullscale bench-incremental granule-diff soak demo clean
+.PHONY: help announce-build build image test test-faults deps test-deploy testrace ci reference lint fmt-check tidy-check fuzz bench bench-e2e bench-fullscale bench-incremental granule-diff uid-diff soak demo clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -119,6 +119,14 @@ GRANULE_DIFF_SEED ?= $(shell date +%s)
 granule-diff: reference ## GRANULE_DIFF (default 5,000) generated messages written by Cumulus v21 and by backfill, compared row by row; GRANULE_DIFF_SEED to repeat a run
 	$(WITH_PG) env BACKFILL_GRANULE_DIFF=$(GRANULE_DIFF) BACKFILL_GRANULE_DIFF_SEED=$(GRANULE_DIFF_SEED) \
 		$(GO) test -count=1 -timeout 2h -run '^TestWrite_Generated$$' -v ./cumulus/records
+
+UID_DIFF ?= 20000
+UID_DIFF_SEED ?= $(shell date +%s)
+UID_DIFF_CATS ?= json_framing,json_values,yaml_basic,yaml_falsy,yaml_refused,yaml_binary,yaml_errors
+
+uid-diff: ## UID_DIFF (default 20,000) generated raw reports of UID_DIFF_CATS, their measurement_uids compared with OONI's own code's, row by row and uid by uid (ORACLE=path to the oracle script: it reads RAW/<bucket>/<basename> and prints textname, ndx, uid, hash); UID_DIFF_SEED to repeat a run
+	@test -n "$(ORACLE)" || { echo "uid-diff: set ORACLE to the oracle script that runs OONI's code" >&2; exit 2; }
+	$(GO) test -count=1 -timeout 2h -run '^TestDifferential$$' -v ./pipeline/ooniuid -args -uid.oracle=$(abspath $(ORACLE)) -uid.reports=$(UID_DIFF) -uid.seed=$(UID_DIFF_SEED) -uid.cats=$(UID_DIFF_CATS)
 
 SOAK ?= 30m
 
