@@ -1,8 +1,10 @@
 package ooniuid
 
 import (
+	"bytes"
 	"encoding/base64"
 	"errors"
+	"io"
 	"math"
 	"math/big"
 	"regexp"
@@ -100,6 +102,43 @@ func (d *pyDict) update(o *pyDict) {
 // entry, and reads on.
 var errConstructor = errors.New("constructor error")
 
+// errFatal is a document PyYAML's scanner or composer refuses (an
+// undefined alias, a second document, "key: value: other"): the error
+// escapes OONI's guards, which catch only the parser's and the
+// constructor's, and its reading of the report ends.
+var errFatal = errors.New("scanner or composer error")
+
+// classify returns the error PyYAML raises where yaml.v3 (a port of
+// libyaml, which PyYAML's scanner and parser follow) fails: errFatal
+// for its scanner's problems and an undefined alias, errConstructor for
+// its parser's.
+func classify(err error) error {
+	msg := err.Error()
+	if strings.Contains(msg, "unknown anchor") || strings.Contains(msg, "value contains itself") {
+		return errFatal
+	}
+	for _, p := range scannerProblems {
+		if strings.HasSuffix(msg, p) {
+			return errFatal
+		}
+	}
+	return errConstructor
+}
+
+// scannerProblems are the problems yaml.v3's scanner reports.
+var scannerProblems = []string{
+	"block sequence entries are not allowed in this context", "could not find expected ':'", "could not find expected directive name",
+	"did not find URI escaped octet", "did not find expected '!'", "did not find expected alphabetic or numeric character",
+	"did not find expected comment or line break", "did not find expected digit or '.' character", "did not find expected hexdecimal number",
+	"did not find expected tag URI", "did not find expected version number", "did not find expected whitespace or line break",
+	"did not find expected whitespace", "did not find the expected '>'", "found a tab character that violates indentation",
+	"found a tab character where an indentation space is expected", "found an indentation indicator equal to 0",
+	"found character that cannot start any token", "found extremely long version number", "found invalid Unicode character escape code",
+	"found unexpected document indicator", "found unexpected end of stream", "found unexpected non-alphabetical character",
+	"found unknown directive name", "found unknown escape character", "mapping keys are not allowed in this context",
+	"mapping values are not allowed in this context",
+}
+
 // errReader is a document PyYAML's reader refuses (not UTF-8, or a
 // character it does not print): the error escapes OONI's guards, and its
 // reading of the report ends.
@@ -138,8 +177,14 @@ func load(doc []byte, full bool) (any, error) {
 		i += n
 	}
 	var n yaml.Node
-	if err := yaml.Unmarshal(doc, &n); err != nil {
-		return nil, errConstructor
+	dec := yaml.NewDecoder(bytes.NewReader(doc))
+	if err := dec.Decode(&n); err != nil && !errors.Is(err, io.EOF) {
+		return nil, classify(err)
+	}
+	// safe_load takes a single document: another is a ComposerError.
+	var next yaml.Node
+	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+		return nil, errFatal
 	}
 	if n.Kind == 0 || len(n.Content) == 0 {
 		return nil, nil

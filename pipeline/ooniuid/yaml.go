@@ -90,7 +90,7 @@ func (y *YAMLReport) UID(doc []byte, h Hash) string {
 		return ""
 	}
 	v, err := pyLoad(doc)
-	if errors.Is(err, errReader) {
+	if errors.Is(err, errReader) || errors.Is(err, errFatal) {
 		y.dead = true
 		return ""
 	}
