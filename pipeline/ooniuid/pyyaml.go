@@ -125,6 +125,74 @@ func classify(err error) error {
 	return errConstructor
 }
 
+// strayTab reports whether a document holds a tab outside a quoted
+// scalar, a block scalar and a comment: PyYAML's own scanner (safe_load's;
+// libyaml's takes some) skips only spaces between tokens and ends a plain
+// scalar at a tab, and finds there a character that cannot start any
+// token.
+func strayTab(doc []byte) bool {
+	if bytes.IndexByte(doc, '\t') < 0 {
+		return false
+	}
+	var quote byte    // the quote of a quoted scalar open across lines
+	blockIndent := -1 // the indentation a block scalar's lines exceed
+	for line := range bytes.Lines(doc) {
+		line = bytes.TrimRight(line, "\r\n")
+		indent := len(line) - len(bytes.TrimLeft(line, " "))
+		if blockIndent >= 0 {
+			if len(bytes.TrimLeft(line, " \t")) == 0 || indent > blockIndent {
+				continue
+			}
+			blockIndent = -1
+		}
+	scan:
+		for i := 0; i < len(line); i++ {
+			c := line[i]
+			switch {
+			case quote == '\'':
+				if c == '\'' {
+					if i+1 < len(line) && line[i+1] == '\'' {
+						i++
+					} else {
+						quote = 0
+					}
+				}
+				continue
+			case quote == '"':
+				if c == '\\' {
+					i++
+				} else if c == '"' {
+					quote = 0
+				}
+				continue
+			}
+			tokenStart := i == 0 || strings.IndexByte(" [{,", line[i-1]) >= 0
+			switch c {
+			case '\t':
+				return true
+			case '#':
+				if i == 0 || line[i-1] == ' ' {
+					break scan
+				}
+			case '\'', '"':
+				if tokenStart {
+					quote = c
+				}
+			case '|', '>':
+				if tokenStart && blockHeader.Match(line[i:]) {
+					blockIndent = indent
+					break scan
+				}
+			}
+		}
+	}
+	return false
+}
+
+// blockHeader is a block scalar's indicator and what may follow it on its
+// line.
+var blockHeader = regexp.MustCompile(`^[|>][0-9+-]*[ \t]*(?:#.*)?$`)
+
 // scannerProblems are the problems yaml.v3's scanner reports.
 var scannerProblems = []string{
 	"block sequence entries are not allowed in this context", "could not find expected ':'", "could not find expected directive name",
@@ -175,6 +243,9 @@ func load(doc []byte, full bool) (any, error) {
 			return nil, errReader
 		}
 		i += n
+	}
+	if !full && strayTab(doc) {
+		return nil, errFatal
 	}
 	var n yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(doc))
