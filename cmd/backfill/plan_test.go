@@ -584,6 +584,15 @@ func TestLoad_SettlesAgainstTheOutput(t *testing.T) {
 	// A run of the first bucket, then the plan of the others: refused
 	// while a run holds the output; settled, as one run would, after.
 	want := settled(t, dir+"/single")
+	asOneRun := func(what, job string) {
+		t.Helper()
+		if got := settled(t, job); got != want {
+			t.Errorf("%s settle otherwise than one run:\n%s\nwant:\n%s", what, got, want)
+		}
+		if code, out := callIn("", "verify", job); code != cli.ExitOK {
+			t.Errorf("%s: verify: exit %d\n%s", what, code, out)
+		}
+	}
 	job := dir + "/job"
 	if code, out := callIn("", append([]string{"run", "-q", "--in", in, "--out", job, first}, narrow...)...); code != cli.ExitOK && code != cli.ExitRejects {
 		t.Fatalf("run of %s: exit %d\n%s", first, code, out)
@@ -598,12 +607,7 @@ func TestLoad_SettlesAgainstTheOutput(t *testing.T) {
 	if codes, out := loadAll(job, dir+"/rest.json"); !slices.Equal(codes, []int{0, 0}) {
 		t.Errorf("load beside a bucket whose reports beat the plan's: exits %v, want 0 (nothing published is withdrawn)\n%s", codes, out)
 	}
-	if got := settled(t, job); got != want {
-		t.Errorf("the run of the first and the load of the others settle otherwise than one run:\n%s\nwant:\n%s", got, want)
-	}
-	if code, out := callIn("", "verify", job); code != cli.ExitOK {
-		t.Errorf("verify: exit %d\n%s", code, out)
-	}
+	asOneRun("the run of the first and the load of the others", job)
 
 	// The others run, then the plan of the first: its reports take IDs
 	// the output published.
@@ -622,12 +626,7 @@ func TestLoad_SettlesAgainstTheOutput(t *testing.T) {
 	if codes, out := loadAll(job, dir+"/first.json"); !slices.Contains(codes, cli.ExitRejects) || !strings.Contains(out, "published IDs withdrawn") || !strings.Contains(out, "loses its IDs to "+first) {
 		t.Errorf("load whose reports beat published ones: exits %v, want 3 naming the withdrawals\n%s", codes, out)
 	}
-	if got := settled(t, job); got != want {
-		t.Errorf("the run of the others and the load of the first settle otherwise than one run:\n%s\nwant:\n%s", got, want)
-	}
-	if code, out := callIn("", "verify", job); code != cli.ExitOK {
-		t.Errorf("verify: exit %d\n%s", code, out)
-	}
+	asOneRun("the run of the others and the load of the first", job)
 
 	// A shard of 20 bits into an output of 28: refused, naming both.
 	wide := dir + "/wide"

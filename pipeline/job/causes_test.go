@@ -2,17 +2,14 @@ package job_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/backfill-dev/backfill/internal/store"
-	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ingest"
 	"github.com/backfill-dev/backfill/pipeline/job"
+	"github.com/backfill-dev/backfill/pipeline/job/jobtest"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/reader"
 	"github.com/backfill-dev/backfill/pipeline/sink"
@@ -36,27 +33,12 @@ func runCfg(t *testing.T, cfg job.Config, out string) (job.Summary, error) {
 	return job.Run(context.Background(), cfg, s)
 }
 
-// withdrawn checks a run's withdrawals: each of cause, and counted as a
-// reject of the run; the run after it, which withdraws nothing, counts
-// none.
+// withdrawn checks a run's withdrawals (jobtest.Withdrawn), the run
+// after it being cfg with --resume.
 func withdrawn(t *testing.T, what string, sum job.Summary, cfg job.Config, out, cause string) {
 	t.Helper()
-	if len(sum.Withdrawn) == 0 {
-		t.Fatalf("%s: nothing withdrawn", what)
-	}
-	for _, w := range sum.Withdrawn {
-		if w.Cause != cause || w.N == 0 || !strings.Contains(w.Says(), cause) {
-			t.Errorf("%s: withdrawal %+v, want cause %s", what, w, cause)
-		}
-	}
-	if got := sum.RejectsByReason[deadletter.Withdrawn]; got != int64(len(sum.Withdrawn)) {
-		t.Errorf("%s: %d withdrawn rejects for %d withdrawals", what, got, len(sum.Withdrawn))
-	}
 	cfg.Resume = true
-	again, err := runCfg(t, cfg, out)
-	if err != nil || len(again.Withdrawn) != 0 || again.RejectsByReason[deadletter.Withdrawn] != 0 || again.Rejects != sum.Rejects-int64(len(sum.Withdrawn)) {
-		t.Errorf("%s: the run after: %v, %d withdrawn, %d rejects (the withdrawing run's %d)", what, err, len(again.Withdrawn), again.Rejects, sum.Rejects)
-	}
+	jobtest.Withdrawn(t, what, sum, cause, func() (job.Summary, error) { return runCfg(t, cfg, out) })
 }
 
 // A bucket written again takes back IDs for causes other than a
@@ -100,19 +82,10 @@ func TestRun_EveryWithdrawalIsNamed(t *testing.T) {
 	if _, err := runCfg(t, job.Config{In: store.Local(in)}, out); err != nil {
 		t.Fatal(err)
 	}
-	cans, _ := filepath.Glob(filepath.Join(in, buckets[0], "*.tar.lz4"))
-	if len(cans) < 2 {
-		t.Fatalf("bucket %s has %d containers", buckets[0], len(cans))
-	}
-	if err := os.Remove(cans[0]); err != nil {
-		t.Fatal(err)
-	}
+	jobtest.RemoveContainer(t, in, buckets[0])
 	before = filesOf(t, out)
 	_, err = runCfg(t, job.Config{In: store.Local(in), Resume: true, NoWithdraw: true}, out)
-	var we *sink.WithdrawError
-	if !errors.As(err, &we) || we.Withdrawals[0].Cause != sink.CauseVanished || we.Bucket != buckets[0] {
-		t.Fatalf("a container gone, --resume --no-withdraw: %v, want a refusal of cause %s", err, sink.CauseVanished)
-	}
+	jobtest.RefusedVanished(t, "a container gone, --resume --no-withdraw", err, buckets[0])
 	sameFiles(t, "the refused run", before, filesOf(t, out))
 	resume := job.Config{In: store.Local(in), Resume: true}
 	sum, err = runCfg(t, resume, out)

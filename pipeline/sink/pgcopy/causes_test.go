@@ -2,18 +2,15 @@ package pgcopy_test
 
 import (
 	"context"
-	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/backfill-dev/backfill/gen/corpus/corpustest"
 	"github.com/backfill-dev/backfill/internal/pgtest"
 	"github.com/backfill-dev/backfill/internal/store"
-	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ingest"
 	"github.com/backfill-dev/backfill/pipeline/job"
+	"github.com/backfill-dev/backfill/pipeline/job/jobtest"
 	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/reader"
 	"github.com/backfill-dev/backfill/pipeline/sink"
@@ -48,22 +45,8 @@ func TestLoad_EveryWithdrawalIsNamed(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		if len(sum.Withdrawn) == 0 {
-			t.Fatalf("%s: nothing withdrawn", what)
-		}
-		for _, w := range sum.Withdrawn {
-			if w.Cause != cause || w.N == 0 || !strings.Contains(w.Says(), cause) {
-				t.Errorf("%s: withdrawal %+v, want cause %s", what, w, cause)
-			}
-		}
-		if got := sum.RejectsByReason[deadletter.Withdrawn]; got != int64(len(sum.Withdrawn)) {
-			t.Errorf("%s: %d withdrawn rejects for %d withdrawals", what, got, len(sum.Withdrawn))
-		}
 		cfg.Resume = true
-		again, err := run(dsn, cfg, true)
-		if err != nil || len(again.Withdrawn) != 0 || again.Rejects != sum.Rejects-int64(len(sum.Withdrawn)) {
-			t.Errorf("%s: the run after: %v, %d withdrawn, %d rejects (the withdrawing run's %d)", what, err, len(again.Withdrawn), again.Rejects, sum.Rejects)
-		}
+		jobtest.Withdrawn(t, what, sum, cause, func() (job.Summary, error) { return run(dsn, cfg, true) })
 	}
 
 	// The ndx policy: --no-withdraw is refused before anything is written
@@ -85,19 +68,10 @@ func TestLoad_EveryWithdrawalIsNamed(t *testing.T) {
 	if _, err := run(dsn, job.Config{}, false); err != nil {
 		t.Fatal(err)
 	}
-	cans, _ := filepath.Glob(filepath.Join(in, buckets[0], "*.tar.lz4"))
-	if len(cans) < 2 {
-		t.Fatalf("bucket %s has %d containers", buckets[0], len(cans))
-	}
-	if err := os.Remove(cans[0]); err != nil {
-		t.Fatal(err)
-	}
+	jobtest.RemoveContainer(t, in, buckets[0])
 	before = dumpPostgres(t, dsn, "backfill")
 	_, err = run(dsn, job.Config{Resume: true}, true)
-	var we *sink.WithdrawError
-	if !errors.As(err, &we) || we.Withdrawals[0].Cause != sink.CauseVanished || we.Bucket != buckets[0] {
-		t.Fatalf("a container gone, --resume --no-withdraw: %v, want a refusal of cause %s", err, sink.CauseVanished)
-	}
+	jobtest.RefusedVanished(t, "a container gone, --resume --no-withdraw", err, buckets[0])
 	sameState(t, "the refused run", before, dumpPostgres(t, dsn, "backfill"))
 	named("a container gone", dsn, job.Config{Resume: true}, sink.CauseVanished)
 }
