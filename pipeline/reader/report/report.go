@@ -560,7 +560,7 @@ func checkHeader(b *blobCheck, size int64) string {
 // measurement. A mapping with a plain first key is not, and the usual
 // spellings of null, false, zero and empty are found without a parse.
 func falsy(doc []byte) bool {
-	if simpleMapping(doc) {
+	if simpleMapping(doc) || blockCollection(doc) {
 		return false
 	}
 	if body, ok := bytes.CutPrefix(doc, docStart); ok {
@@ -573,6 +573,32 @@ func falsy(doc []byte) bool {
 		}
 	}
 	return ooniuid.Falsy(doc)
+}
+
+// blockCollection reports whether a YAML document's first content line (a
+// line that is not blank or a comment) starts a block sequence ("- ") or
+// a block mapping with a plain key ("key:" then a space or the line's
+// end): such a document is not empty, so it loads as true, or does not
+// load and is counted. Measurements are mappings: this spares them the
+// full parse.
+func blockCollection(doc []byte) bool {
+	body, _ := bytes.CutPrefix(doc, docStart)
+	for line := range bytes.Lines(body) {
+		line = bytes.TrimRight(line, "\n")
+		t := bytes.TrimLeft(line, " ")
+		if len(t) == 0 || t[0] == '#' {
+			continue
+		}
+		if len(t) != len(line) {
+			return false // an indented first line: a scalar's, say
+		}
+		if bytes.Equal(t, []byte("-")) || bytes.HasPrefix(t, []byte("- ")) {
+			return true
+		}
+		n := keyLen(t)
+		return n > 0 && n < len(t) && t[n] == ':' && (n+1 == len(t) || t[n+1] == ' ')
+	}
+	return false
 }
 
 // plainFalsy are the bodies of documents that load as false, written the

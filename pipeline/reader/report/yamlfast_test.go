@@ -151,3 +151,17 @@ func TestFalsy_Plain(t *testing.T) {
 		}
 	}
 }
+
+// A document blockCollection passes without a parse never loads as
+// false.
+func FuzzBlockCollection(f *testing.F) {
+	for _, s := range []string{"---\na: 1\n...\n", "---\n- x\n...\n", "---\n-\n...\n", "---\n# c\nkey:\n...\n", "---\na:b\n...\n",
+		"---\n  0\n...\n", "---\n!!python/int 0\n...\n", "---\nkey: !!binary \"\"\n...\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		if blockCollection(doc) && ooniuid.Falsy(doc) {
+			t.Fatalf("blockCollection passes %q, which loads as false", doc)
+		}
+	})
+}
