@@ -493,49 +493,6 @@ func splitColliding(t *testing.T, dir string) (in, rest, first string) {
 	return in, rest, first
 }
 
-// A plan loaded into PostgreSQL over a run's buckets that its reports
-// beat names the withdrawals (exit 3), and --no-withdraw refuses them
-// with the tables as they were.
-func TestLoad_PostgresNamesWithdrawals(t *testing.T) {
-	t.Parallel()
-	skipUnderRace(t)
-	dir := t.TempDir()
-	in, rest, _ := splitColliding(t, dir)
-	dsn := pgtest.CreateDatabase(t, pgtest.AdminURL(t))
-	if code, out := callIn("", "run", "-q", "--in", rest, "--counter-bits", "20", "--sink", "postgres", "--dsn", dsn, "--create-schema"); code != cli.ExitOK && code != cli.ExitRejects {
-		t.Fatalf("run of the others: exit %d\n%s", code, out)
-	}
-	plan, job := dir+"/all.json", dir+"/job"
-	if code, out := call("plan", "--in", in, "--shards", "1", "--out", plan); code != cli.ExitOK {
-		t.Fatalf("plan: exit %d\n%s", code, out)
-	}
-	if code, out := callIn("", "run", "-q", "--plan", plan, "--shard", "0", "--out", job, "--counter-bits", "20"); code != cli.ExitOK {
-		t.Fatalf("map: exit %d\n%s", code, out)
-	}
-	if code, out := callIn("", "check", "--rejects-exit", "0", "--plan", plan, "--out", job); code != cli.ExitOK {
-		t.Fatalf("check: exit %d\n%s", code, out)
-	}
-	load := []string{"load", "--plan", plan, "--shard", "0", "--out", job, "--sink", "postgres", "--dsn", dsn, "--replace"}
-	before := publishedIDs(t, dsn)
-	if code, out := callIn("", append(load, "--no-withdraw")...); code != cli.ExitFailure || !strings.Contains(out, "--no-withdraw") {
-		t.Errorf("load of every bucket, --no-withdraw: exit %d, want 1\n%s", code, out)
-	}
-	// Buckets that withdraw nothing may commit before the one refused;
-	// every published ID stays.
-	after := publishedIDs(t, dsn)
-	for id, m := range before {
-		if after[id] != m {
-			t.Fatalf("the refused load: ID %x names %q, %q before", id, after[id], m)
-		}
-	}
-	if code, out := callIn("", load...); code != cli.ExitRejects || !strings.Contains(out, "published IDs withdrawn") || !strings.Contains(out, "loses its IDs to") {
-		t.Errorf("load of every bucket: exit %d, want 3 naming the withdrawals\n%s", code, out)
-	}
-	if code, out := callIn("", "verify", "--sink", "postgres", "--dsn", dsn, "--in", in); code != cli.ExitOK {
-		t.Errorf("verify: exit %d\n%s", code, out)
-	}
-}
-
 // A Parquet load settles against what the output holds from outside its
 // plan, by the rule of a run: beside a bucket a run committed, whose
 // reports beat the plan's, or the other way round, the output ends as the
@@ -543,7 +500,8 @@ func TestLoad_PostgresNamesWithdrawals(t *testing.T) {
 // named (exit 3), or refused with --no-withdraw before anything is
 // copied. A shard of another scheme is refused; a plan made again with an
 // earlier day added, whose verdicts take IDs back from buckets loaded
-// before, names each withdrawal too.
+// before, names each withdrawal too, into Parquet and into PostgreSQL
+// over a run's buckets there.
 func TestLoad_SettlesAgainstTheOutput(t *testing.T) {
 	t.Parallel()
 	skipUnderRace(t)
@@ -660,5 +618,31 @@ func TestLoad_SettlesAgainstTheOutput(t *testing.T) {
 	}
 	if code, out := callIn("", "verify", replan); code != cli.ExitOK {
 		t.Errorf("verify: exit %d\n%s", code, out)
+	}
+
+	// The same into PostgreSQL: the others run, then the plan of every
+	// bucket loaded from the job. --no-withdraw is refused with no
+	// published ID changed (buckets that withdraw nothing may commit
+	// before the one refused); without it, each withdrawal is named.
+	dsn := pgtest.CreateDatabase(t, pgtest.AdminURL(t))
+	if code, out := callIn("", append([]string{"run", "-q", "--in", rest, "--sink", "postgres", "--dsn", dsn, "--create-schema"}, narrow...)...); code != cli.ExitOK && code != cli.ExitRejects {
+		t.Fatalf("run of the others into PostgreSQL: exit %d\n%s", code, out)
+	}
+	load := []string{"load", "--plan", dir + "/replan-all.json", "--shard", "0", "--out", replan, "--sink", "postgres", "--dsn", dsn, "--replace"}
+	published := publishedIDs(t, dsn)
+	if code, out := callIn("", append(load, "--no-withdraw")...); code != cli.ExitFailure || !strings.Contains(out, "--no-withdraw") {
+		t.Errorf("load of every bucket into PostgreSQL, --no-withdraw: exit %d, want 1\n%s", code, out)
+	}
+	now := publishedIDs(t, dsn)
+	for id, m := range published {
+		if now[id] != m {
+			t.Fatalf("the refused load: ID %x names %q, %q before", id, now[id], m)
+		}
+	}
+	if code, out := callIn("", load...); code != cli.ExitRejects || !strings.Contains(out, "published IDs withdrawn") || !strings.Contains(out, "loses its IDs to") {
+		t.Errorf("load of every bucket into PostgreSQL: exit %d, want 3 naming the withdrawals\n%s", code, out)
+	}
+	if code, out := callIn("", "verify", "--sink", "postgres", "--dsn", dsn); code != cli.ExitOK {
+		t.Errorf("verify --sink postgres: exit %d\n%s", code, out)
 	}
 }
