@@ -184,3 +184,23 @@ func TestUID_OONIVector(t *testing.T) {
 		t.Errorf("uid %s, OONI's test gives 01202102037f9c2ba4e88f827d61604550760585", got)
 	}
 }
+
+// The loader's bound is on what aliases expand to, not on the document's
+// own nodes: a long list (PyYAML loads a million scalars) keeps its uid,
+// and aliases of aliases (a billion laughs) are refused in bounded time.
+func TestYAMLUID_BoundIsOnAliases(t *testing.T) {
+	header := []byte("---\nprobe_cc: ZZ\nprobe_asn: AS0\nstart_time: 1388707200.0\nreport_id: r\ntest_name: dns_consistency\n...\n")
+	long := []byte("---\ninput: x\ntest_start_time: 1388707200.0\nlist: [" + strings.Repeat("1, ", 3000) + "1]\n...\n")
+	bomb := []byte("---\ninput: x\ntest_start_time: 1388707200.0\na: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n...\n")
+	unbounded := ooniuid.NewYAMLReport(header).UID(long, ooniuid.Sum(long))
+	if unbounded == "" {
+		t.Fatal("the long list gets no uid under the usual bound")
+	}
+	defer ooniuid.SetMaxNodes(1000)()
+	if got := ooniuid.NewYAMLReport(header).UID(long, ooniuid.Sum(long)); got != unbounded {
+		t.Errorf("a list of 3,001 scalars under a bound of 1,000: uid %q, want %q", got, unbounded)
+	}
+	if got := ooniuid.NewYAMLReport(header).UID(bomb, ooniuid.Sum(bomb)); got != "" {
+		t.Errorf("aliases that expand to 10,000 nodes under a bound of 1,000: uid %q, want none", got)
+	}
+}

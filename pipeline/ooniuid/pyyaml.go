@@ -266,15 +266,18 @@ func load(doc []byte, full bool) (any, error) {
 
 // Bounds of a document's values: aliases are expanded, so an alias to an
 // ancestor, or aliases of aliases (a billion laughs), would never end.
-const (
-	maxNodes = 1 << 20
-	maxNest  = 1000
-)
+// maxNodes bounds the nodes visited again through aliases only: the
+// nodes of the document itself are the parser's already, and a document
+// of many (a list of a million scalars, which PyYAML loads) keeps its uid.
+var maxNodes = 1 << 20
+
+const maxNest = 1000
 
 // loader converts a document's nodes within the bounds.
 type loader struct {
-	budget int
-	full   bool // the full loader's python/ tags too
+	budget    int  // of nodes visited through aliases
+	expanding int  // aliases being followed
+	full      bool // the full loader's python/ tags too
 }
 
 var (
@@ -313,12 +316,20 @@ func resolve(v string) string {
 }
 
 func (l *loader) value(n *yaml.Node, depth int) (any, error) {
-	if l.budget--; l.budget < 0 || depth > maxNest {
+	if depth > maxNest {
 		return nil, errConstructor
+	}
+	if l.expanding > 0 {
+		if l.budget--; l.budget < 0 {
+			return nil, errConstructor
+		}
 	}
 	switch n.Kind {
 	case yaml.AliasNode:
-		return l.value(n.Alias, depth+1)
+		l.expanding++
+		v, err := l.value(n.Alias, depth+1)
+		l.expanding--
+		return v, err
 	case yaml.SequenceNode:
 		if n.Style&yaml.TaggedStyle != 0 && n.Tag != "!!seq" && n.Tag != "!!omap" && n.Tag != "!!pairs" &&
 			!(l.full && (n.Tag == "!!python/list" || n.Tag == "!!python/tuple")) {
