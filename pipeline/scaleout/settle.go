@@ -67,6 +67,11 @@ func guard(ctx context.Context, l loadOf, s *parquetfile.Sink, opt LoadOptions) 
 	st := &settlement{plan: map[string][]stamped.Verdict{}, outside: map[string][]stamped.Verdict{}}
 	days := map[int32]bool{} // the days the shard's reports, new and old, fall on
 	buckets := make([]*stamped.Bucket, len(l.names))
+	type version struct {
+		m       stamped.Meta
+		entries []stamped.ManifestEntry
+	}
+	was := map[string]version{} // the committed versions of the shard's buckets
 	for i, b := range l.names {
 		m, entries, err := l.from.Manifest(ctx, b)
 		if err != nil {
@@ -94,6 +99,7 @@ func guard(ctx context.Context, l loadOf, s *parquetfile.Sink, opt LoadOptions) 
 			if err != nil {
 				return nil, err
 			}
+			was[b] = version{om, old}
 			for _, e := range old {
 				if id, err := om.Scheme.Report(e.Textname); err == nil {
 					days[stamped.Day(id.TS)] = true
@@ -115,12 +121,8 @@ func guard(ctx context.Context, l loadOf, s *parquetfile.Sink, opt LoadOptions) 
 		}
 	}
 	for _, sb := range buckets {
-		if _, ok := committed[sb.Meta.Bucket]; ok {
-			om, old, err := s.Manifest(ctx, sb.Meta.Bucket)
-			if err != nil {
-				return nil, err
-			}
-			st.withdrawn = append(st.withdrawn, sink.Withdrawals(sb, om, old)...)
+		if v, ok := was[sb.Meta.Bucket]; ok {
+			st.withdrawn = append(st.withdrawn, sink.Withdrawals(sb, v.m, v.entries)...)
 		}
 	}
 	st.addCheck(l.verdicts, l.names)
