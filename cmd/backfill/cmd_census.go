@@ -5,15 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"os"
-	"slices"
 
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/location"
 	"github.com/backfill-dev/backfill/pipeline/census"
-	"github.com/backfill-dev/backfill/pipeline/deadletter"
 	"github.com/backfill-dev/backfill/pipeline/ooniuid"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
 )
@@ -40,52 +37,15 @@ func runCensus(ctx context.Context, args []string, std cli.Stdio) (err error) {
 			return err
 		}
 		defer func() { _ = s.Close() }() // read only
-		src = func(ctx context.Context, fn func(census.Report) error) error {
-			recs, err := s.ListedUIDs(ctx)
-			if err != nil {
-				return err
-			}
-			listed, err := listedByBucket(recs)
-			if err != nil {
-				return err
-			}
-			// A bucket's reports with listed measurements and none else
-			// come after its others; a bucket of only those, in its place.
-			last, first := "", true
-			rest := func(upTo string) error {
-				for _, b := range slices.Sorted(maps.Keys(listed)) {
-					if upTo != "" && b >= upTo {
-						break
-					}
-					if err := census.Rest(listed[b], b != last, fn); err != nil {
-						return err
-					}
-					delete(listed, b)
-				}
-				return nil
-			}
-			err = s.EachIdentity(ctx, func(r pgcopy.IdentityReport) error {
-				if r.Bucket != last {
-					if err := rest(r.Bucket); err != nil {
-						return err
-					}
-					last, first = r.Bucket, true
-				}
+		src = census.WithListed(func(ctx context.Context, fn func(bucket string, r census.Report) error) error {
+			return s.EachIdentity(ctx, func(r pgcopy.IdentityReport) error {
 				hashes := make([]ooniuid.Hash, len(r.Hashes))
 				for i, h := range r.Hashes {
 					copy(hashes[i][:], h)
 				}
-				l := listed[r.Bucket][r.Textname]
-				delete(listed[r.Bucket], r.Textname)
-				err := fn(census.Report{Textname: r.Textname, TS: r.TS, Base: r.Base, Bits: r.Bits, Loser: r.Loser, Hashes: hashes, Listed: l, NewBucket: first})
-				first = false
-				return err
+				return fn(r.Bucket, census.Report{Textname: r.Textname, TS: r.TS, Base: r.Base, Bits: r.Bits, Loser: r.Loser, Hashes: hashes})
 			})
-			if err != nil {
-				return err
-			}
-			return rest("")
-		}
+		}, s.ListedUIDs)
 	} else {
 		st, err := location.Open(ctx, rest[0])
 		if err != nil {
@@ -129,21 +89,4 @@ func runCensus(ctx context.Context, args []string, std cli.Stdio) (err error) {
 		fmt.Fprintf(std.Out, "unhashed       %d (no content_hash: their raw bytes were not read; in no group)\n", res.Unhashed)
 	}
 	return nil
-}
-
-// listedByBucket returns the hashes records list, by bucket and textname.
-func listedByBucket(recs []deadletter.Record) (map[string]map[string][]ooniuid.Hash, error) {
-	byBucket := map[string][]deadletter.Record{}
-	for _, d := range recs {
-		byBucket[d.Bucket] = append(byBucket[d.Bucket], d)
-	}
-	out := map[string]map[string][]ooniuid.Hash{}
-	for b, ds := range byBucket {
-		l, err := census.ListedHashes(ds)
-		if err != nil {
-			return nil, fmt.Errorf("bucket %s: %w", b, err)
-		}
-		out[b] = l
-	}
-	return out, nil
 }

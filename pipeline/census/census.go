@@ -191,6 +191,62 @@ func Rest(listed map[string][]ooniuid.Hash, first bool, fn func(Report) error) e
 	return nil
 }
 
+// WithListed is the Source of an output whose reports with measurements
+// each gives, by bucket in order (NewBucket not set), and whose listed
+// measurements listed gives (the dead letters that list uids, of every
+// committed bucket): each report has its own, and a bucket's reports that
+// have only listed ones come after its others (a bucket of only those, in
+// its place).
+func WithListed(each func(ctx context.Context, fn func(bucket string, r Report) error) error, listed func(context.Context) ([]deadletter.Record, error)) Source {
+	return func(ctx context.Context, fn func(Report) error) error {
+		recs, err := listed(ctx)
+		if err != nil {
+			return err
+		}
+		byBucket := map[string][]deadletter.Record{}
+		for _, d := range recs {
+			byBucket[d.Bucket] = append(byBucket[d.Bucket], d)
+		}
+		left := map[string]map[string][]ooniuid.Hash{}
+		for b, ds := range byBucket {
+			if left[b], err = ListedHashes(ds); err != nil {
+				return fmt.Errorf("bucket %s: %w", b, err)
+			}
+		}
+		// rest gives the reports of only listed measurements of the
+		// buckets before upTo ("" for all): of last after its others.
+		last, first := "", true
+		rest := func(upTo string) error {
+			for _, b := range slices.Sorted(maps.Keys(left)) {
+				if upTo != "" && b >= upTo {
+					break
+				}
+				if err := Rest(left[b], b != last, fn); err != nil {
+					return err
+				}
+				delete(left, b)
+			}
+			return nil
+		}
+		err = each(ctx, func(bucket string, r Report) error {
+			if bucket != last {
+				if err := rest(bucket); err != nil {
+					return err
+				}
+				last, first = bucket, true
+			}
+			r.Listed, r.NewBucket = left[bucket][r.Textname], first
+			delete(left[bucket], r.Textname)
+			first = false
+			return fn(r)
+		})
+		if err != nil {
+			return err
+		}
+		return rest("")
+	}
+}
+
 // Run takes the census of the output src reads. With pairs, it writes
 // there, as CSV with a header line, a line for each duplicate: its OOID
 // beside its group's first's (empty for a collision loser, which has no
