@@ -231,7 +231,12 @@ func Falsy(doc []byte) bool {
 
 // pyLoad loads a YAML document as yaml.safe_load does. A document that
 // does not parse is errConstructor's kind too: the entry is skipped.
-func pyLoad(doc []byte) (any, error) { return load(doc, false) }
+func pyLoad(doc []byte) (any, error) {
+	if v, ok := fastLoad(doc); ok {
+		return v, nil
+	}
+	return load(doc, false)
+}
 
 // load loads a YAML document as yaml.safe_load does, or with full as
 // yaml.CLoader does: with the constructors of the python/ tags that make
@@ -542,7 +547,11 @@ func pyScalar(n *yaml.Node) (any, error) {
 	case n.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0:
 		tag = resolve(n.Value)
 	}
-	v := n.Value
+	return scalarValue(tag, n.Value)
+}
+
+// scalarValue is the value safe_load constructs of a scalar v of tag.
+func scalarValue(tag, v string) (any, error) {
 	switch tag {
 	case "!!str":
 		return v, nil
@@ -608,8 +617,20 @@ func pyInt(s string) (any, error) {
 	if !ok {
 		return nil, errConstructor
 	}
-	return v.Mul(v, big.NewInt(sign)), nil
+	if v.Mul(v, big.NewInt(sign)); v.IsInt64() && v.Int64() >= 0 && v.Int64() < int64(len(smallInts)) {
+		return smallInts[v.Int64()], nil
+	}
+	return v, nil
 }
+
+// smallInts are the ints most values are, shared: nothing changes an int
+// once loaded.
+var smallInts = func() (s [256]*big.Int) {
+	for i := range s {
+		s[i] = big.NewInt(int64(i))
+	}
+	return s
+}()
 
 func pyFloat(s string) (any, error) {
 	s = strings.ToLower(strings.ReplaceAll(s, "_", ""))

@@ -1,0 +1,959 @@
+package ooniuid
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"strings"
+	"unicode/utf8"
+)
+
+// The fast path loads a document of the YAML that OONI's probes wrote
+// (PyYAML's emitter: block mappings and sequences indented with spaces,
+// plain, quoted and literal scalars, flow collections, !!binary and
+// !!set) straight into the values safe_load makes, without yaml.v3's
+// node tree: one pass, and a few times the document's size in memory.
+// Where a document leaves that subset (a tab, a comment, an anchor, an
+// alias, another tag, a folded scalar, a blank line, a complex key, an
+// error of any kind), it gives up, and the faithful loader loads the
+// document. What the fast path loads, it loads as the faithful loader
+// does: FuzzFastLoad holds the one to the other.
+
+// errSlow is a document outside the fast path's subset.
+var errSlow = errors.New("outside the fast path's subset")
+
+// maxFastNest bounds the fast path's nesting; a deeper document takes
+// the faithful loader's bound.
+const maxFastNest = 200
+
+// fastLoad loads doc ("---\n" ... "\n...\n") as pyLoad does; false where
+// the document leaves the fast path's subset, and pyLoad must load it.
+func fastLoad(doc []byte) (any, bool) {
+	if len(doc) < 8 || string(doc[:4]) != "---\n" || string(doc[len(doc)-5:]) != "\n...\n" {
+		return nil, false
+	}
+	body := doc[4 : len(doc)-4]
+	if !fastBytes(body) {
+		return nil, false
+	}
+	if len(body) == 0 {
+		return nil, true
+	}
+	p := fastParser{b: body}
+	if _, err := p.lineContent(); err != nil {
+		return nil, false
+	}
+	v, err := p.node(-1)
+	if err != nil || p.pos < len(p.b) {
+		return nil, false
+	}
+	return v, true
+}
+
+// fastBytes tells whether body holds only characters the fast path
+// takes: PyYAML's reader's printable ones, but for tabs, carriage
+// returns, the other line breaks (U+0085, U+2028, U+2029) and byte order
+// marks; and no line that starts as a document marker does.
+func fastBytes(body []byte) bool {
+	lineStart := true
+	for i := 0; i < len(body); {
+		c := body[i]
+		if lineStart && (c == '-' || c == '.') && i+2 < len(body) && body[i+1] == c && body[i+2] == c {
+			return false
+		}
+		lineStart = c == '\n'
+		if c < utf8.RuneSelf {
+			if c < 0x20 && c != '\n' || c == 0x7f {
+				return false
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(body[i:])
+		if r == utf8.RuneError && n <= 1 || !printable(r) || r == 0x85 || r == 0x2028 || r == 0x2029 || r == 0xfeff {
+			return false
+		}
+		i += n
+	}
+	return true
+}
+
+// fastParser reads a document's content, whose every line ends in '\n'.
+// Between nodes, pos is at the first character of a line's content (or
+// at the end), and ls at the start of that line.
+type fastParser struct {
+	b       []byte
+	pos, ls int
+	depth   int
+	scratch []byte
+}
+
+func (p *fastParser) col() int       { return p.pos - p.ls }
+func (p *fastParser) atEnd() bool    { return p.pos >= len(p.b) }
+func (p *fastParser) sep(i int) bool { return p.b[i] == ' ' || p.b[i] == '\n' }
+
+// lineContent moves pos from the start of a line past its indentation,
+// and past the blank lines and comments from there on (ls at the start of
+// the line it stops on); it returns the indentation, or -1 at the end.
+func (p *fastParser) lineContent() (int, error) {
+	for {
+		p.ls = p.pos
+		for p.pos < len(p.b) && p.b[p.pos] == ' ' {
+			p.pos++
+		}
+		switch {
+		case p.pos == len(p.b):
+			return -1, nil
+		case p.b[p.pos] == '#':
+			p.pos += bytes.IndexByte(p.b[p.pos:], '\n') + 1
+		case p.b[p.pos] == '\n':
+			p.pos++
+		default:
+			return p.pos - p.ls, nil
+		}
+	}
+}
+
+// endLine ends a node that ends its line: only spaces may follow it.
+func (p *fastParser) endLine() error {
+	if !p.restBlank() {
+		return errSlow
+	}
+	p.pos++
+	_, err := p.lineContent()
+	return err
+}
+
+// restBlank tells whether the rest of pos's line is spaces, and maybe a
+// comment after one, and moves pos to its '\n' if so.
+func (p *fastParser) restBlank() bool {
+	i := p.pos
+	for p.b[i] == ' ' {
+		i++
+	}
+	if p.b[i] == '#' && i > 0 && p.b[i-1] == ' ' {
+		i += bytes.IndexByte(p.b[i:], '\n')
+	}
+	if p.b[i] != '\n' {
+		return false
+	}
+	p.pos = i
+	return true
+}
+
+// indicator tells whether c starts something other than a plain scalar.
+func indicator(c byte) bool { return strings.IndexByte("-?:,[]{}#&*!|>'\"%@`", c) >= 0 }
+
+// node reads a block node whose first character is at pos, in a block
+// whose entries are at column parent.
+func (p *fastParser) node(parent int) (any, error) {
+	if p.depth++; p.depth > maxFastNest {
+		return nil, errSlow
+	}
+	defer func() { p.depth-- }()
+	col := p.col()
+	switch c := p.b[p.pos]; c {
+	case '-':
+		if p.sep(p.pos + 1) {
+			return p.seq(col)
+		}
+	case '\'', '"':
+		ls := p.ls
+		s, err := p.quoted(parent)
+		if err != nil {
+			return nil, err
+		}
+		if p.b[p.pos] == ':' && p.sep(p.pos+1) {
+			if p.ls != ls {
+				return nil, errSlow // a key over several lines
+			}
+			p.pos++
+			return p.mapping(col, s)
+		}
+		return s, p.endLine()
+	case '[', '{', '!', '|':
+		return p.inline(parent)
+	}
+	if indicator(p.b[p.pos]) && (p.b[p.pos] != '-' || p.sep(p.pos+1)) {
+		return nil, errSlow
+	}
+	text, isKey, err := p.plainLine(false)
+	if err != nil {
+		return nil, err
+	}
+	if isKey {
+		k, err := fastKey(text)
+		if err != nil {
+			return nil, err
+		}
+		p.pos++
+		return p.mapping(col, k)
+	}
+	return p.plainRest(text, parent)
+}
+
+// seq reads a block sequence whose entries are at column col.
+func (p *fastParser) seq(col int) (any, error) {
+	out := []any{}
+	for {
+		p.pos++ // the '-'
+		var v any
+		if p.restBlank() {
+			p.pos++
+			ind, err := p.lineContent()
+			if err != nil {
+				return nil, err
+			}
+			if ind > col {
+				if v, err = p.node(col); err != nil {
+					return nil, err
+				}
+			}
+		} else {
+			for p.b[p.pos] == ' ' {
+				p.pos++
+			}
+			var err error
+			if v, err = p.node(col); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, v)
+		if p.atEnd() || p.col() < col {
+			return out, nil
+		}
+		if p.col() > col {
+			return nil, errSlow
+		}
+		if p.b[p.pos] != '-' || !p.sep(p.pos+1) {
+			return out, nil // the next key of the mapping this sequence is a value of
+		}
+	}
+}
+
+// mapping reads a block mapping whose keys are at column col, from the
+// value of its first key, key.
+func (p *fastParser) mapping(col int, key any) (any, error) {
+	d := newDict()
+	for {
+		v, err := p.mapValue(col)
+		if err != nil {
+			return nil, err
+		}
+		if !d.set(key, v) {
+			return nil, errSlow
+		}
+		if p.atEnd() || p.col() < col {
+			return d, nil
+		}
+		if p.col() > col {
+			return nil, errSlow
+		}
+		if key, err = p.key(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// key reads a block mapping's key and its ':'.
+func (p *fastParser) key() (any, error) {
+	c := p.b[p.pos]
+	if c == '\'' || c == '"' {
+		ls := p.ls
+		s, err := p.quoted(-1)
+		if err != nil || p.ls != ls || p.b[p.pos] != ':' || !p.sep(p.pos+1) {
+			return nil, errSlow
+		}
+		p.pos++
+		return s, nil
+	}
+	if indicator(c) && (c != '-' || p.sep(p.pos+1)) {
+		return nil, errSlow
+	}
+	text, isKey, err := p.plainLine(false)
+	if err != nil || !isKey {
+		return nil, errSlow
+	}
+	p.pos++
+	return fastKey(text)
+}
+
+// fastKey is the value of a plain key: one PyYAML's scanner takes as a
+// simple key (1,024 characters at most), not a merge key.
+func fastKey(text string) (any, error) {
+	if len(text) > 1000 || text == "<<" {
+		return nil, errSlow
+	}
+	return fastPlain(text)
+}
+
+// mapValue reads the value after a block mapping's key.
+func (p *fastParser) mapValue(col int) (any, error) {
+	if p.restBlank() {
+		p.pos++
+		ind, err := p.lineContent()
+		switch {
+		case err != nil:
+			return nil, err
+		case ind > col:
+			return p.node(col)
+		case ind == col && p.b[p.pos] == '-' && p.sep(p.pos+1):
+			return p.seq(col) // a sequence indented as its key
+		}
+		return nil, nil
+	}
+	for p.b[p.pos] == ' ' {
+		p.pos++
+	}
+	return p.inline(col)
+}
+
+// inline reads a node that starts on the line of its key or entry: a
+// scalar or a flow collection, not a block collection.
+func (p *fastParser) inline(parent int) (any, error) {
+	switch c := p.b[p.pos]; c {
+	case '[', '{':
+		v, err := p.flow(parent)
+		if err != nil {
+			return nil, err
+		}
+		return v, p.endLine()
+	case '\'', '"':
+		s, err := p.quoted(parent)
+		if err != nil {
+			return nil, err
+		}
+		return s, p.endLine()
+	case '|':
+		return p.literal(parent)
+	case '!':
+		return p.tagged(parent, false)
+	default:
+		if indicator(c) && (c != '-' || p.sep(p.pos+1)) {
+			return nil, errSlow
+		}
+	}
+	text, isKey, err := p.plainLine(false)
+	if err != nil || isKey {
+		return nil, errSlow
+	}
+	return p.plainRest(text, parent)
+}
+
+// plainLine reads a plain scalar's part on pos's line, up to the ':' of a
+// key (isKey, pos at the ':'), the end of the line (pos at the '\n'), or,
+// in a flow collection, a flow indicator (pos there).
+func (p *fastParser) plainLine(flow bool) (string, bool, error) {
+	start, i := p.pos, p.pos
+	isKey := false
+	for ; ; i++ {
+		c := p.b[i]
+		if c == '\n' {
+			break
+		}
+		if c == ':' {
+			n := p.b[i+1]
+			if n == ' ' || n == '\n' || flow && strings.IndexByte(",[]{}", n) >= 0 {
+				isKey = true
+				break
+			}
+			if flow && n != '/' && (n < 'a' || n > 'z') && (n < 'A' || n > 'Z') && (n < '0' || n > '9') {
+				return "", false, errSlow
+			}
+		}
+		if c == ' ' && p.b[i+1] == '#' {
+			if flow {
+				return "", false, errSlow
+			}
+			break // a comment: pos at the space before it
+		}
+		if flow && strings.IndexByte(",[]{}?", c) >= 0 {
+			if c == '?' {
+				return "", false, errSlow
+			}
+			break
+		}
+	}
+	p.pos = i
+	end := i
+	for end > start && p.b[end-1] == ' ' {
+		end--
+	}
+	return string(p.b[start:end]), isKey, nil
+}
+
+// plainRest reads the lines a plain scalar goes on over, and ends the
+// scalar's line.
+func (p *fastParser) plainRest(first string, parent int) (any, error) {
+	text, err := p.plainMore(first, parent)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.endLine(); err != nil {
+		return nil, err
+	}
+	return fastPlain(text)
+}
+
+// plainMore reads the lines a plain scalar outside flow collections goes
+// on over, those deeper than parent, up to a comment; pos stays at the
+// end of its last line's text.
+func (p *fastParser) plainMore(text string, parent int) (string, error) {
+	for p.b[p.pos] == '\n' {
+		i := p.pos + 1
+		j := i
+		for j < len(p.b) && p.b[j] == ' ' {
+			j++
+		}
+		if j == len(p.b) || p.b[j] == '\n' || j-i <= parent || p.b[j] == '#' {
+			return text, nil
+		}
+		if indicator(p.b[j]) {
+			return "", errSlow
+		}
+		p.pos, p.ls = j, i
+		more, isKey, err := p.plainLine(false)
+		if err != nil || isKey {
+			return "", errSlow
+		}
+		text += " " + more
+	}
+	return text, nil
+}
+
+// flowMore reads the lines a plain scalar in a flow collection goes on
+// over, which must be deeper than parent.
+func (p *fastParser) flowMore(text string, parent int) (string, error) {
+	for p.b[p.pos] == '\n' {
+		i := p.pos + 1
+		j := i
+		for j < len(p.b) && p.b[j] == ' ' {
+			j++
+		}
+		if j == len(p.b) || p.b[j] == '\n' || j-i <= parent {
+			return "", errSlow
+		}
+		if indicator(p.b[j]) {
+			break // ws reads on to it
+		}
+		p.pos, p.ls = j, i
+		more, isKey, err := p.plainLine(true)
+		if err != nil || isKey {
+			return "", errSlow
+		}
+		text += " " + more
+	}
+	return text, nil
+}
+
+// fastPlain is a plain scalar's value, by PyYAML's implicit resolvers.
+func fastPlain(text string) (any, error) {
+	v, err := scalarValue(resolve(text), text)
+	if err != nil {
+		return nil, errSlow
+	}
+	return v, nil
+}
+
+// ws skips spaces and line breaks inside a flow collection; its lines
+// must be deeper than parent.
+func (p *fastParser) ws(parent int) error {
+	for {
+		switch p.b[p.pos] {
+		case ' ':
+			p.pos++
+		case '\n':
+			p.pos++
+			i := p.pos
+			for i < len(p.b) && p.b[i] == ' ' {
+				i++
+			}
+			if i == len(p.b) || p.b[i] == '\n' || p.b[i] == '#' || i-p.pos <= parent {
+				return errSlow
+			}
+			p.ls, p.pos = p.pos, i
+		case '#':
+			return errSlow
+		default:
+			return nil
+		}
+	}
+}
+
+// flow reads a flow sequence or mapping.
+func (p *fastParser) flow(parent int) (any, error) {
+	if p.depth++; p.depth > maxFastNest {
+		return nil, errSlow
+	}
+	defer func() { p.depth-- }()
+	if p.b[p.pos] == '[' {
+		p.pos++
+		out := []any{}
+		if err := p.ws(parent); err != nil {
+			return nil, err
+		}
+		if p.b[p.pos] == ']' {
+			p.pos++
+			return out, nil
+		}
+		for {
+			v, err := p.flowItem(parent, false)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+			if err := p.ws(parent); err != nil {
+				return nil, err
+			}
+			switch p.b[p.pos] {
+			case ']':
+				p.pos++
+				return out, nil
+			case ',':
+				p.pos++
+				if err := p.ws(parent); err != nil || p.b[p.pos] == ']' {
+					return nil, errSlow
+				}
+			default:
+				return nil, errSlow
+			}
+		}
+	}
+	p.pos++
+	d := newDict()
+	if err := p.ws(parent); err != nil {
+		return nil, err
+	}
+	if p.b[p.pos] == '}' {
+		p.pos++
+		return d, nil
+	}
+	for {
+		k, err := p.flowItem(parent, true)
+		if err != nil {
+			return nil, err
+		}
+		if p.b[p.pos] != ':' || !p.sep(p.pos+1) {
+			return nil, errSlow
+		}
+		p.pos++
+		if err := p.ws(parent); err != nil {
+			return nil, err
+		}
+		var v any
+		if c := p.b[p.pos]; c != ',' && c != '}' {
+			if v, err = p.flowItem(parent, false); err != nil {
+				return nil, err
+			}
+			if err := p.ws(parent); err != nil {
+				return nil, err
+			}
+		}
+		if !d.set(k, v) {
+			return nil, errSlow
+		}
+		switch p.b[p.pos] {
+		case '}':
+			p.pos++
+			return d, nil
+		case ',':
+			p.pos++
+			if err := p.ws(parent); err != nil || p.b[p.pos] == '}' {
+				return nil, errSlow
+			}
+		default:
+			return nil, errSlow
+		}
+	}
+}
+
+// flowItem reads an entry of a flow collection, or a key of a flow
+// mapping (a scalar on one line, pos at its ':').
+func (p *fastParser) flowItem(parent int, key bool) (any, error) {
+	ls := p.ls
+	switch c := p.b[p.pos]; c {
+	case '[', '{':
+		if key {
+			return nil, errSlow
+		}
+		return p.flow(parent)
+	case '\'', '"':
+		s, err := p.quoted(parent)
+		if err != nil || key && p.ls != ls {
+			return nil, errSlow
+		}
+		return s, nil
+	case '!':
+		if key {
+			return nil, errSlow
+		}
+		return p.tagged(parent, true)
+	default:
+		if indicator(c) && (c != '-' || p.sep(p.pos+1) || strings.IndexByte(",[]{}", p.b[p.pos+1]) >= 0) {
+			return nil, errSlow
+		}
+	}
+	text, isKey, err := p.plainLine(true)
+	if err != nil || isKey != key {
+		return nil, errSlow
+	}
+	if key {
+		return fastKey(text)
+	}
+	if text, err = p.flowMore(text, parent); err != nil {
+		return nil, err
+	}
+	return fastPlain(text)
+}
+
+// tagged reads a node of the two tags OONI's reports carry: !!binary
+// before a scalar (a literal one too, outside flow collections), !!set
+// before a flow mapping.
+func (p *fastParser) tagged(parent int, flow bool) (any, error) {
+	rest := p.b[p.pos:]
+	isSet := len(rest) > 6 && string(rest[:6]) == "!!set "
+	switch {
+	case isSet:
+		p.pos += 6
+	case len(rest) > 9 && string(rest[:9]) == "!!binary ":
+		p.pos += 9
+	default:
+		return nil, errSlow
+	}
+	for p.b[p.pos] == ' ' {
+		p.pos++
+	}
+	c := p.b[p.pos]
+	if isSet {
+		if c != '{' {
+			return nil, errSlow
+		}
+		keys, err := p.setKeys(parent)
+		if err == nil && !flow {
+			err = p.endLine()
+		}
+		return keys, err
+	}
+	var text string
+	var err error
+	switch {
+	case c == '|' && !flow:
+		var v any
+		if v, err = p.literal(parent); err == nil {
+			text = v.(string)
+		}
+	case c == '\'' || c == '"':
+		if text, err = p.quoted(parent); err == nil && !flow {
+			err = p.endLine()
+		}
+	case c == '\n' || indicator(c):
+		return nil, errSlow
+	case flow:
+		var isKey bool
+		if text, isKey, err = p.plainLine(true); err == nil && isKey {
+			err = errSlow
+		}
+		if err == nil {
+			text, err = p.flowMore(text, parent)
+		}
+	default:
+		var isKey bool
+		if text, isKey, err = p.plainLine(false); err == nil && isKey {
+			err = errSlow
+		}
+		if err == nil {
+			text, err = p.plainMore(text, parent)
+		}
+		if err == nil {
+			err = p.endLine()
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	b, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(text), ""))
+	if err != nil {
+		return nil, errSlow
+	}
+	return b, nil
+}
+
+// setKeys reads the flow mapping of a !!set: its keys, each as often as
+// it is written, as the faithful loader gives them.
+func (p *fastParser) setKeys(parent int) (any, error) {
+	p.pos++
+	var keys []any
+	if err := p.ws(parent); err != nil {
+		return nil, err
+	}
+	if p.b[p.pos] == '}' {
+		p.pos++
+		return keys, nil
+	}
+	for {
+		k, err := p.flowItem(parent, true)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+		if p.b[p.pos] != ':' || !p.sep(p.pos+1) {
+			return nil, errSlow
+		}
+		p.pos++
+		if err := p.ws(parent); err != nil {
+			return nil, err
+		}
+		if c := p.b[p.pos]; c != ',' && c != '}' {
+			if _, err = p.flowItem(parent, false); err != nil {
+				return nil, err
+			}
+			if err := p.ws(parent); err != nil {
+				return nil, err
+			}
+		}
+		switch p.b[p.pos] {
+		case '}':
+			p.pos++
+			return keys, nil
+		case ',':
+			p.pos++
+			if err := p.ws(parent); err != nil || p.b[p.pos] == '}' {
+				return nil, errSlow
+			}
+		default:
+			return nil, errSlow
+		}
+	}
+}
+
+// quoted reads a single- or double-quoted scalar, which may go on over
+// lines deeper than parent.
+func (p *fastParser) quoted(parent int) (string, error) {
+	q := p.b[p.pos]
+	p.pos++
+	out := p.scratch[:0]
+	defer func() { p.scratch = out[:0] }()
+	for {
+		c := p.b[p.pos]
+		switch {
+		case c == q && q == '\'':
+			if p.b[p.pos+1] == '\'' {
+				out = append(out, '\'')
+				p.pos += 2
+				continue
+			}
+			p.pos++
+			return string(out), nil
+		case c == q:
+			p.pos++
+			return string(out), nil
+		case c == '\\' && q == '"':
+			e := p.b[p.pos+1]
+			if e == '\n' {
+				p.pos++
+				n, err := p.breaks(parent)
+				if err != nil {
+					return "", err
+				}
+				for range n {
+					out = append(out, '\n')
+				}
+				continue
+			}
+			p.pos += 2
+			var r rune
+			switch e {
+			case '0':
+				r = 0
+			case 'a':
+				r = 7
+			case 'b':
+				r = 8
+			case 't':
+				r = 9
+			case 'n':
+				r = 10
+			case 'v':
+				r = 11
+			case 'f':
+				r = 12
+			case 'r':
+				r = 13
+			case 'e':
+				r = 27
+			case ' ', '"', '\\':
+				r = rune(e)
+			case 'N':
+				r = 0x85
+			case '_':
+				r = 0xa0
+			case 'L':
+				r = 0x2028
+			case 'P':
+				r = 0x2029
+			case 'x', 'u', 'U':
+				n := map[byte]int{'x': 2, 'u': 4, 'U': 8}[e]
+				if p.pos+n > len(p.b) {
+					return "", errSlow
+				}
+				for _, h := range p.b[p.pos : p.pos+n] {
+					var d byte
+					switch {
+					case h >= '0' && h <= '9':
+						d = h - '0'
+					case h >= 'a' && h <= 'f':
+						d = h - 'a' + 10
+					case h >= 'A' && h <= 'F':
+						d = h - 'A' + 10
+					default:
+						return "", errSlow
+					}
+					r = r<<4 | rune(d)
+				}
+				p.pos += n
+				if r > utf8.MaxRune || r >= 0xd800 && r <= 0xdfff {
+					return "", errSlow
+				}
+			default:
+				return "", errSlow
+			}
+			out = utf8.AppendRune(out, r)
+		case c == ' ':
+			j := p.pos
+			for p.b[j] == ' ' {
+				j++
+			}
+			if p.b[j] != '\n' {
+				out = append(out, p.b[p.pos:j]...)
+			}
+			p.pos = j
+		case c == '\n':
+			n, err := p.breaks(parent)
+			if err != nil {
+				return "", err
+			}
+			if n == 0 {
+				out = append(out, ' ')
+			}
+			for range n {
+				out = append(out, '\n')
+			}
+		default:
+			j := p.pos + 1
+			for p.b[j] != q && p.b[j] != '\\' && p.b[j] != ' ' && p.b[j] != '\n' {
+				j++
+			}
+			out = append(out, p.b[p.pos:j]...)
+			p.pos = j
+		}
+	}
+}
+
+// breaks moves pos from the '\n' it is at past the empty lines after it
+// and the next line's indentation, which must be deeper than parent; it
+// returns how many empty lines there were.
+func (p *fastParser) breaks(parent int) (int, error) {
+	n := 0
+	for {
+		p.pos++
+		p.ls = p.pos
+		if p.pos == len(p.b) {
+			return 0, errSlow
+		}
+		if p.b[p.pos] == '\n' {
+			n++
+			continue
+		}
+		for p.b[p.pos] == ' ' {
+			p.pos++
+		}
+		if p.b[p.pos] == '\n' || p.col() <= parent {
+			return 0, errSlow
+		}
+		return n, nil
+	}
+}
+
+// literal reads a literal block scalar ("|", "|-" or "|+"), whose lines
+// are deeper than parent, and moves pos to the line after it.
+func (p *fastParser) literal(parent int) (any, error) {
+	if parent < 0 {
+		return nil, errSlow
+	}
+	p.pos++
+	chomp := byte(0)
+	if c := p.b[p.pos]; c == '-' || c == '+' {
+		chomp = c
+		p.pos++
+	}
+	if !p.restBlank() {
+		return nil, errSlow
+	}
+	p.pos++
+	out := p.scratch[:0]
+	defer func() { p.scratch = out[:0] }()
+	indent := -1
+	empty := 0 // empty lines since the last line of text
+	lines := 0
+	for {
+		p.ls = p.pos
+		if p.pos == len(p.b) {
+			break
+		}
+		if p.b[p.pos] == '\n' {
+			if indent < 0 {
+				return nil, errSlow
+			}
+			empty++
+			p.pos++
+			continue
+		}
+		for p.b[p.pos] == ' ' {
+			p.pos++
+		}
+		if p.b[p.pos] == '\n' {
+			return nil, errSlow // a line of spaces
+		}
+		if indent < 0 {
+			if indent = p.col(); indent <= parent {
+				return nil, errSlow
+			}
+		}
+		if p.col() < indent {
+			p.pos = p.ls
+			if _, err := p.lineContent(); err != nil {
+				return nil, err
+			}
+			break
+		}
+		if lines > 0 {
+			out = append(out, '\n')
+		}
+		for range empty {
+			out = append(out, '\n')
+		}
+		empty = 0
+		lines++
+		end := p.ls + indent
+		for p.b[p.pos] != '\n' {
+			p.pos++
+		}
+		out = append(out, p.b[end:p.pos]...)
+		p.pos++
+	}
+	if lines == 0 {
+		return nil, errSlow
+	}
+	switch chomp {
+	case 0:
+		out = append(out, '\n')
+	case '+':
+		out = append(out, '\n')
+		for range empty {
+			out = append(out, '\n')
+		}
+	}
+	// pos is at the content of the line after the scalar (ls its start),
+	// or at the end.
+	return string(out), nil
+}
