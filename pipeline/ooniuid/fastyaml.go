@@ -3,7 +3,9 @@ package ooniuid
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
+	"math/big"
 	"strings"
 	"unicode/utf8"
 )
@@ -57,6 +59,14 @@ func fastLoad(doc []byte) (any, bool) {
 func fastBytes(body []byte) bool {
 	lineStart := true
 	for i := 0; i < len(body); {
+		if !lineStart && i+8 <= len(body) {
+			// Eight printable ASCII bytes at once.
+			w := binary.LittleEndian.Uint64(body[i:])
+			if w&highs == 0 && (w-ones*0x20)&^w&highs == 0 && (w+ones)&highs == 0 {
+				i += 8
+				continue
+			}
+		}
 		c := body[i]
 		if lineStart && (c == '-' || c == '.') && i+2 < len(body) && body[i+1] == c && body[i+2] == c {
 			return false
@@ -346,7 +356,14 @@ func (p *fastParser) inline(parent int) (any, error) {
 func (p *fastParser) plainLine(flow bool) (string, bool, error) {
 	start, i := p.pos, p.pos
 	isKey := false
+	stop := plainStops
+	if flow {
+		stop = flowStops
+	}
 	for ; ; i++ {
+		for !stop[p.b[i]] {
+			i++
+		}
 		c := p.b[i]
 		if c == '\n' {
 			break
@@ -360,19 +377,21 @@ func (p *fastParser) plainLine(flow bool) (string, bool, error) {
 			if flow && n != '/' && (n < 'a' || n > 'z') && (n < 'A' || n > 'Z') && (n < '0' || n > '9') {
 				return "", false, errSlow
 			}
+			continue
 		}
-		if c == ' ' && p.b[i+1] == '#' {
+		if c == ' ' {
+			if p.b[i+1] != '#' {
+				continue
+			}
 			if flow {
 				return "", false, errSlow
 			}
 			break // a comment: pos at the space before it
 		}
-		if flow && strings.IndexByte(",[]{}?", c) >= 0 {
-			if c == '?' {
-				return "", false, errSlow
-			}
-			break
+		if c == '?' {
+			return "", false, errSlow
 		}
+		break // a flow indicator
 	}
 	p.pos = i
 	end := i
@@ -381,6 +400,18 @@ func (p *fastParser) plainLine(flow bool) (string, bool, error) {
 	}
 	return string(p.b[start:end]), isKey, nil
 }
+
+// The bytes that may end a plain scalar, outside flow collections and in
+// them.
+var plainStops, flowStops = func() (plain, flow [256]bool) {
+	for _, c := range []byte("\n: ") {
+		plain[c], flow[c] = true, true
+	}
+	for _, c := range []byte(",[]{}?") {
+		flow[c] = true
+	}
+	return
+}()
 
 // plainRest reads the lines a plain scalar goes on over, and ends the
 // scalar's line.
@@ -446,8 +477,26 @@ func (p *fastParser) flowMore(text string, parent int) (string, error) {
 	return text, nil
 }
 
-// fastPlain is a plain scalar's value, by PyYAML's implicit resolvers.
+// fastPlain is a plain scalar's value, by PyYAML's implicit resolvers;
+// a decimal number of a few digits is read straight away.
 func fastPlain(text string) (any, error) {
+	if n := len(text); n > 0 && n < 16 && text[0] >= '1' && text[0] <= '9' || text == "0" {
+		x := int64(0)
+		for i := 0; i < len(text); i++ {
+			c := text[i]
+			if c < '0' || c > '9' {
+				x = -1
+				break
+			}
+			x = x*10 + int64(c-'0')
+		}
+		switch {
+		case x >= 0 && x < int64(len(smallInts)):
+			return smallInts[x], nil
+		case x >= 0:
+			return big.NewInt(x), nil
+		}
+	}
 	v, err := scalarValue(resolve(text), text)
 	if err != nil {
 		return nil, errSlow

@@ -46,7 +46,7 @@ func pyEqual(a, b any) bool {
 		}
 		for i, k := range x.keys {
 			hk, _ := dictKey(k)
-			if !pyEqual(k, y.keys[i]) || !pyEqual(x.vals[hk], y.vals[hk]) {
+			if !pyEqual(k, y.keys[i]) || !pyEqual(x.val(hk), y.val(hk)) {
 				return false
 			}
 		}
@@ -79,7 +79,7 @@ func show(v any) string {
 		var parts []string
 		for _, k := range x.keys {
 			hk, _ := dictKey(k)
-			parts = append(parts, show(k)+": "+show(x.vals[hk]))
+			parts = append(parts, show(k)+": "+show(x.val(hk)))
 		}
 		return "{" + strings.Join(parts, ", ") + "}"
 	case []any:

@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/big"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -23,13 +24,18 @@ import (
 type pyTime struct{}
 
 // pyDict is a Python dict: keys in insertion order, a key set again
-// keeping its place.
+// keeping its place. A small dict is searched in order; a larger one
+// keeps an index too.
 type pyDict struct {
-	keys []any
-	vals map[any]any
+	keys  []any       // as loaded
+	hks   []any       // their hashable forms (dictKey)
+	vals  []any       // their values
+	index map[any]int // hashable key to position, past smallDict keys
 }
 
-func newDict() *pyDict { return &pyDict{vals: map[any]any{}} }
+const smallDict = 64
+
+func newDict() *pyDict { return &pyDict{} }
 
 // hashable keys: Go's comparable values of the kinds above; a *big.Int is
 // keyed by its text, a float64 equal to an integer by that integer, as
@@ -62,30 +68,105 @@ func (d *pyDict) set(k, v any) bool {
 	if !ok {
 		return false
 	}
-	if _, there := d.vals[hk]; !there {
-		d.keys = append(d.keys, k)
+	if i := d.find(hk); i >= 0 {
+		d.vals[i] = v
+		return true
 	}
-	d.vals[hk] = v
+	if len(d.keys) == cap(d.keys) {
+		d.grow()
+	}
+	d.keys = append(d.keys, k)
+	d.hks = append(d.hks, hk)
+	d.vals = append(d.vals, v)
+	if d.index != nil {
+		d.index[hk] = len(d.hks) - 1
+	} else if len(d.hks) > smallDict {
+		d.reindex()
+	}
 	return true
 }
 
-func (d *pyDict) get(k string) (any, bool) {
-	v, ok := d.vals[k]
-	return v, ok
+// grow makes room for more keys, in one allocation for the three slices.
+func (d *pyDict) grow() {
+	n := max(8, 2*cap(d.keys))
+	buf := make([]any, 3*n)
+	d.keys = append(buf[0:0:n], d.keys...)
+	d.hks = append(buf[n:n:2*n], d.hks...)
+	d.vals = append(buf[2*n:2*n:3*n], d.vals...)
 }
 
-func (d *pyDict) has(k string) bool { _, ok := d.vals[k]; return ok }
+// find is the position of the hashable key hk, or -1.
+func (d *pyDict) find(hk any) int {
+	if d.index != nil {
+		if i, ok := d.index[hk]; ok {
+			return i
+		}
+		return -1
+	}
+	for i, h := range d.hks {
+		if h == hk {
+			return i
+		}
+	}
+	return -1
+}
+
+// findStr is find of a string key.
+func (d *pyDict) findStr(k string) int {
+	if d.index != nil {
+		if i, ok := d.index[k]; ok {
+			return i
+		}
+		return -1
+	}
+	for i, h := range d.hks {
+		if s, ok := h.(string); ok && s == k {
+			return i
+		}
+	}
+	return -1
+}
+
+func (d *pyDict) reindex() {
+	d.index = make(map[any]int, len(d.hks))
+	for i, h := range d.hks {
+		d.index[h] = i
+	}
+}
+
+// at is the value of the hashable key hk.
+func (d *pyDict) at(hk any) (any, bool) {
+	if i := d.find(hk); i >= 0 {
+		return d.vals[i], true
+	}
+	return nil, false
+}
+
+// val is the value of the hashable key hk, nil where it is not there.
+func (d *pyDict) val(hk any) any { v, _ := d.at(hk); return v }
+
+func (d *pyDict) get(k string) (any, bool) {
+	if i := d.findStr(k); i >= 0 {
+		return d.vals[i], true
+	}
+	return nil, false
+}
+
+// v is the value of the key k, nil where it is not there.
+func (d *pyDict) v(k string) any { v, _ := d.get(k); return v }
+
+func (d *pyDict) has(k string) bool { return d.findStr(k) >= 0 }
 
 func (d *pyDict) del(k string) {
-	if _, ok := d.vals[k]; !ok {
+	i := d.findStr(k)
+	if i < 0 {
 		return
 	}
-	delete(d.vals, k)
-	for i, x := range d.keys {
-		if s, ok := x.(string); ok && s == k {
-			d.keys = append(d.keys[:i:i], d.keys[i+1:]...)
-			break
-		}
+	d.keys = slices.Delete(d.keys, i, i+1)
+	d.hks = slices.Delete(d.hks, i, i+1)
+	d.vals = slices.Delete(d.vals, i, i+1)
+	if d.index != nil {
+		d.reindex()
 	}
 }
 
@@ -93,7 +174,7 @@ func (d *pyDict) del(k string) {
 func (d *pyDict) update(o *pyDict) {
 	for _, k := range o.keys {
 		hk, _ := dictKey(k)
-		d.set(k, o.vals[hk])
+		d.set(k, o.val(hk))
 	}
 }
 
@@ -232,11 +313,16 @@ func Falsy(doc []byte) bool {
 // pyLoad loads a YAML document as yaml.safe_load does. A document that
 // does not parse is errConstructor's kind too: the entry is skipped.
 func pyLoad(doc []byte) (any, error) {
-	if v, ok := fastLoad(doc); ok {
-		return v, nil
+	if fastPath {
+		if v, ok := fastLoad(doc); ok {
+			return v, nil
+		}
 	}
 	return load(doc, false)
 }
+
+// fastPath is off only where a benchmark measures the faithful loader.
+var fastPath = true
 
 // load loads a YAML document as yaml.safe_load does, or with full as
 // yaml.CLoader does: with the constructors of the python/ tags that make
@@ -531,8 +617,8 @@ func (l *loader) merge(d *pyDict, vn *yaml.Node, depth int) error {
 	for _, m := range ms {
 		for _, k := range m.keys {
 			hk, _ := dictKey(k)
-			if _, there := d.vals[hk]; !there {
-				d.set(k, m.vals[hk])
+			if _, there := d.at(hk); !there {
+				d.set(k, m.val(hk))
 			}
 		}
 	}

@@ -43,7 +43,7 @@ func NewYAMLReport(header []byte) *YAMLReport {
 	if dfv, ok := h.get("data_format_version"); !ok || dfv == "0.2.0" {
 		return &YAMLReport{header: h}
 	}
-	if tn, ok := h.vals["test_name"].(string); ok {
+	if tn, ok := h.v("test_name").(string); ok {
 		if m, ok := testNames[tn]; ok {
 			tn = m
 		} else {
@@ -76,7 +76,7 @@ func reportID(h *pyDict) bool {
 			}
 		}
 	}
-	switch h.vals["probe_city"].(type) {
+	switch h.v("probe_city").(type) {
 	case nil, string, []byte:
 		return true
 	}
@@ -163,7 +163,7 @@ var (
 // normalize follows normalize_entry far enough to know the date of the
 // normalised measurement_start_time, or that it raises.
 func normalize(e *pyDict) (string, error) {
-	if r, ok := e.vals["report"].(*pyDict); ok {
+	if r, ok := e.v("report").(*pyDict); ok {
 		e.del("report")
 		e.update(r)
 	}
@@ -191,7 +191,7 @@ func normalize(e *pyDict) (string, error) {
 	}
 	if dfv, _ := e.get("data_format_version"); dfv == "0.2.0" {
 		// Returned as it is: trivial_id reads its measurement_start_time.
-		if s, ok := e.vals["measurement_start_time"].(string); ok && s != "" {
+		if s, ok := e.v("measurement_start_time").(string); ok && s != "" {
 			return Date(s), nil
 		}
 		return NoDate, nil
@@ -206,7 +206,7 @@ func normalize(e *pyDict) (string, error) {
 		return "", err
 	}
 	var mst time.Time
-	switch tst := e.vals["test_start_time"].(type) {
+	switch tst := e.v("test_start_time").(type) {
 	case float64:
 		if mst, err = fromTimestamp(tst); err != nil {
 			return "", err
@@ -218,7 +218,7 @@ func normalize(e *pyDict) (string, error) {
 		if !ok || Date(s) == NoDate {
 			return "", errNorm
 		}
-		m, ok := e.vals["measurement_start_time"].(string)
+		m, ok := e.v("measurement_start_time").(string)
 		if !ok || Date(m) == NoDate {
 			return "", errNorm
 		}
@@ -274,14 +274,14 @@ func fromTimestamp(v any) (time.Time, error) {
 // test_keys must take the keys moved into it, the test must be one OONI
 // normalises, and the normalisation of its kind must not fail.
 func checkRest(e *pyDict, tn string) error {
-	if o, ok := e.vals["options"].(*pyDict); ok {
+	if o, ok := e.v("options").(*pyDict); ok {
 		sub, there := o.get("subargs")
 		if !there {
 			sub = []any{}
 		}
 		e.set("options", sub)
 	}
-	tk := e.vals["test_keys"]
+	tk := e.v("test_keys")
 	if tk == nil {
 		tk = newDict()
 		e.set("test_keys", tk)
@@ -302,7 +302,7 @@ func checkRest(e *pyDict, tn string) error {
 	for _, k := range append([]any(nil), e.keys...) {
 		if s, isStr := k.(string); !isStr || !schemaKeys[s] {
 			hk, _ := dictKey(k)
-			keys.set(k, e.vals[hk])
+			keys.set(k, e.val(hk))
 		}
 	}
 	if processTests[tn] {
@@ -416,7 +416,7 @@ func index(v any, i int) (any, bool) {
 			return big.NewInt(int64(x[i])), true
 		}
 	case *pyDict:
-		if v, ok := x.vals[dictKeyOf(big.NewInt(int64(i)))]; ok {
+		if v, ok := x.at(dictKeyOf(big.NewInt(int64(i)))); ok {
 			return v, true
 		}
 	}
@@ -455,7 +455,7 @@ func httpt(e, keys *pyDict) error {
 	// two: an index past the end of the options raises, and so does
 	// bytes.index with a string.
 	in, _ := e.get("input")
-	switch o := e.vals["options"].(type) {
+	switch o := e.v("options").(type) {
 	case []byte:
 		return errNorm
 	case []any:
@@ -534,7 +534,7 @@ func httpt(e, keys *pyDict) error {
 			}
 			pd.set("headers", nh)
 		}
-		rq := sd.vals["request"].(*pyDict)
+		rq := sd.v("request").(*pyDict)
 		url, there := rq.get("url")
 		if !there {
 			return errNorm
@@ -553,8 +553,8 @@ func httpt(e, keys *pyDict) error {
 				}
 			}
 		}
-		rs := sd.vals["response"].(*pyDict)
-		if h, ok := rs.vals["headers"].(*pyDict); ok {
+		rs := sd.v("response").(*pyDict)
+		if h, ok := rs.v("headers").(*pyDict); ok {
 			for _, k := range h.keys {
 				switch k.(type) {
 				case string, []byte:
