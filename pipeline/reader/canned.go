@@ -396,6 +396,9 @@ type Handler struct {
 // CRC-32s of the reports every report. If that read finds anything at all
 // to record, the container is read again with every check, and only that
 // read counts, so the records are exactly those of a checked read. The
+// reports and measurements of the first read are held until it ends
+// clean (a container of more than maxHeldEvents measurements is read
+// again, with every check). The
 // first read walks a tar with fasttar, which leaves any header form but
 // the usual ones to that second read and archive/tar.
 // VerifySHA1 reads every container with every check.
@@ -413,6 +416,8 @@ type ContainerReader struct {
 	fileSHA    hash.Hash
 	fileCRC    hash.Hash32
 	bufIn      *bufio.Reader
+	events     []readEvent // the first read's, kept for the next container
+	checked    bool        // every container read with every check (a test's)
 }
 
 // NewContainerReader returns a ContainerReader.
@@ -426,6 +431,20 @@ func NewContainerReader() *ContainerReader {
 		bufIn:   bufio.NewReaderSize(nil, 256<<10),
 	}
 }
+
+// readEvent is a report or a measurement the first read of a container
+// holds until the read proves clean.
+type readEvent struct {
+	isReport bool
+	report   ContainerReport
+	textname string
+	m        report.Measurement
+}
+
+// maxHeldEvents bounds what the first read holds: a container of more
+// measurements is read again with every check, which hands them on as it
+// goes.
+const maxHeldEvents = 1 << 16
 
 // streamError is an error of the container stream with the reason it
 // gives to the dead-letter archive.
@@ -441,19 +460,38 @@ func (e *streamError) Error() string { return e.err.Error() }
 // the data is a dead-letter record; the error is only ctx's or the store's
 // (see store.Failed).
 func (cr *ContainerReader) Read(ctx context.Context, b *Bucket, c Container, h Handler) (ContainerStats, error) {
-	if c.Indexed && !c.Missing && !cr.VerifySHA1 && h.Blob == nil {
-		var reports []ContainerReport
+	if c.Indexed && !c.Missing && !cr.VerifySHA1 && !cr.checked {
+		// The reports and measurements are handed on, in their order,
+		// once the read proves clean.
+		events := cr.events[:0]
 		clean := true
-		st, err := cr.read(ctx, b, c, Handler{
-			Report:  func(r ContainerReport) { reports = append(reports, r) },
+		fh := Handler{
+			Report:  func(r ContainerReport) { events = append(events, readEvent{report: r, isReport: true}) },
 			Problem: func(deadletter.Record) { clean = false },
-		}, true)
+		}
+		if h.Blob != nil {
+			fh.Blob = func(textname string, m report.Measurement) {
+				if len(events) == maxHeldEvents {
+					clean = false // too many to hold: the checked read hands them on
+					return
+				}
+				events = append(events, readEvent{textname: textname, m: m})
+			}
+		}
+		st, err := cr.read(ctx, b, c, fh, true)
+		if cap(events) <= maxHeldEvents/16 {
+			cr.events = events[:0]
+		}
 		if err != nil {
 			return st, err
 		}
 		if clean {
-			for _, r := range reports {
-				h.Report(r)
+			for _, e := range events {
+				if e.isReport {
+					h.Report(e.report)
+				} else {
+					h.Blob(e.textname, e.m)
+				}
 			}
 			return st, nil
 		}

@@ -172,8 +172,8 @@ func TestOpen_UnlistedInOrder(t *testing.T) {
 }
 
 // readRecords reads data as container c and returns every call the
-// handler got, in order; with checked, the handler also takes blobs,
-// which makes the reader check the LZ4 checksums on its only read.
+// handler got, measurements and their uids included, in order; with
+// checked, a reader that checks the LZ4 checksums on its only read.
 func readRecords(t testing.TB, cr *reader.ContainerReader, b *reader.Bucket, c reader.Container, data []byte, checked bool) []string {
 	t.Helper()
 	b, c = inTemp(t, b, c, data)
@@ -183,9 +183,12 @@ func readRecords(t testing.TB, cr *reader.ContainerReader, b *reader.Bucket, c r
 		Report:  func(r reader.ContainerReport) { calls = append(calls, fmt.Sprintf("report %+v", r.Stats)) },
 		Problem: func(d deadletter.Record) { calls = append(calls, fmt.Sprintf("record %+v", d)) },
 	}
+	h.Blob = func(textname string, m report.Measurement) { calls = append(calls, fmt.Sprintf("blob %s %+v", textname, m)) }
 	if checked {
-		h.Blob = func(string, report.Measurement) {}
+		cr = reader.NewContainerReader()
+		reader.Checked(cr)
 	}
+	cr.Reports.UIDs = true
 	st, err := cr.Read(context.Background(), b, c, h)
 	if err != nil {
 		t.Fatal(err)
