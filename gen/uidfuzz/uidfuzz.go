@@ -26,10 +26,11 @@ const (
 	YAMLRefused = "yaml_refused" // tests OONI refuses, in reports of data_format_version 0.2.0 or not
 	YAMLBinary  = "yaml_binary"  // request bodies that are bytes, UTF-8 or not
 	YAMLErrors  = "yaml_errors"  // what PyYAML's scanner and composer refuse, and yaml.v3 may not
+	YAMLEmitter = "yaml_emitter" // entries as PyYAML's emitter wrote them: nested blocks, wrapped flows and scalars, quoting, literals, comments
 )
 
 // Categories are every category, in order.
-var Categories = []string{JSONFraming, JSONValues, YAMLBasic, YAMLFalsy, YAMLRefused, YAMLBinary, YAMLErrors}
+var Categories = []string{JSONFraming, JSONValues, YAMLBasic, YAMLFalsy, YAMLRefused, YAMLBinary, YAMLErrors, YAMLEmitter}
 
 // Report is a generated raw report.
 type Report struct {
@@ -202,6 +203,10 @@ func (g gen) yaml(cat string) []byte {
 		for range n {
 			docs = append(docs, g.entry(""), "---\n"+g.pick(`!!binary ""`, "!!python/int 0", "!!python/complex 0j", "!!set {}", "!!bool no", "!!python/tuple []",
 				"0000", "0.", "!!python/none x", "!!python/str ''", "null", "~", "{}", "!!python/complex 1j", "!!binary AA==", "0:00", "!!value =", "!foo 0")+"\n...\n")
+		}
+	case YAMLEmitter:
+		for range n {
+			docs = append(docs, g.entry(g.emitted()))
 		}
 	case YAMLErrors:
 		for range n {

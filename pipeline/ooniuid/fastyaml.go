@@ -398,8 +398,28 @@ func (p *fastParser) plainLine(flow bool) (string, bool, error) {
 	for end > start && p.b[end-1] == ' ' {
 		end--
 	}
-	return string(p.b[start:end]), isKey, nil
+	return intern(p.b[start:end]), isKey, nil
 }
+
+// intern is b as a string, without a copy for the keys and words OONI's
+// entries repeat.
+func intern(b []byte) string {
+	if s, ok := common[string(b)]; ok {
+		return s
+	}
+	return string(b)
+}
+
+var common = func() map[string]string {
+	m := map[string]string{}
+	for _, w := range append(strings.Fields(`agent input requests request response body headers method url tor is_tor code
+		queries answers addrs query query_type resolver failure hostname tampering test_resolvers headers_diff
+		body_length_match body_proportion control_failure experiment_failure factor headers_match title_match
+		socksproxy received sent transport_name status_code null true false GET POST A AAAA CNAME`), schema...) {
+		m[w] = w
+	}
+	return m
+}()
 
 // The bytes that may end a plain scalar, outside flow collections and in
 // them.
@@ -480,6 +500,9 @@ func (p *fastParser) flowMore(text string, parent int) (string, error) {
 // fastPlain is a plain scalar's value, by PyYAML's implicit resolvers;
 // a decimal number of a few digits is read straight away.
 func fastPlain(text string) (any, error) {
+	if text == "" {
+		return nil, nil
+	}
 	if n := len(text); n > 0 && n < 16 && text[0] >= '1' && text[0] <= '9' || text == "0" {
 		x := int64(0)
 		for i := 0; i < len(text); i++ {
@@ -497,11 +520,43 @@ func fastPlain(text string) (any, error) {
 			return big.NewInt(x), nil
 		}
 	}
+	if c := text[0]; c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' {
+		// A word: a bool, a null, or a string.
+		if b, ok := boolWords[text]; ok {
+			return b, nil
+		}
+		if text == "null" || text == "Null" || text == "NULL" {
+			return nil, nil
+		}
+		return text, nil
+	}
+	if dotted(text) {
+		return text, nil // an address, a version: no number nor date has two dots
+	}
 	v, err := scalarValue(resolve(text), text)
 	if err != nil {
 		return nil, errSlow
 	}
 	return v, nil
+}
+
+// boolWords are the plain scalars PyYAML resolves to a bool.
+var boolWords = map[string]bool{"yes": true, "Yes": true, "YES": true, "no": false, "No": false, "NO": false,
+	"true": true, "True": true, "TRUE": true, "false": false, "False": false, "FALSE": false,
+	"on": true, "On": true, "ON": true, "off": false, "Off": false, "OFF": false}
+
+// dotted tells whether text is digits and dots, two dots at least.
+func dotted(text string) bool {
+	dots := 0
+	for i := 0; i < len(text); i++ {
+		switch c := text[i]; {
+		case c == '.':
+			dots++
+		case c < '0' || c > '9':
+			return false
+		}
+	}
+	return dots >= 2
 }
 
 // ws skips spaces and line breaks inside a flow collection; its lines
