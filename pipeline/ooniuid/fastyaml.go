@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math/big"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -41,7 +42,9 @@ func fastLoad(doc []byte) (any, bool) {
 	if len(body) == 0 {
 		return nil, true
 	}
-	p := fastParser{b: body}
+	p := parsers.Get().(*fastParser)
+	defer p.release()
+	*p = fastParser{b: body, scratch: p.scratch[:0], items: p.items[:0], ents: p.ents[:0]}
 	if _, err := p.lineContent(); err != nil {
 		return nil, false
 	}
@@ -50,6 +53,20 @@ func fastLoad(doc []byte) (any, bool) {
 		return nil, false
 	}
 	return v, true
+}
+
+// parsers keep their stacks from one document to the next.
+var parsers = sync.Pool{New: func() any { return new(fastParser) }}
+
+// release hands p back, with its stacks unless a large document grew them.
+func (p *fastParser) release() {
+	clear(p.items[:cap(p.items)])
+	clear(p.ents[:cap(p.ents)])
+	if cap(p.items) > 1<<12 || cap(p.ents) > 1<<12 || cap(p.scratch) > 1<<16 {
+		*p = fastParser{}
+	}
+	p.b = nil
+	parsers.Put(p)
 }
 
 // fastBytes tells whether body holds only characters the fast path
@@ -96,6 +113,75 @@ type fastParser struct {
 	pos, ls int
 	depth   int
 	scratch []byte
+	// The entries of the collections being read, above those of the
+	// collections that hold them: a collection is copied out at its size
+	// when it ends.
+	items []any
+	ents  []fastEnt
+}
+
+type fastEnt struct {
+	k, v any
+	hk   string
+}
+
+// list ends the sequence whose items start at mark.
+func (p *fastParser) list(mark int) []any {
+	out := make([]any, len(p.items)-mark)
+	copy(out, p.items[mark:])
+	clear(p.items[mark:])
+	p.items = p.items[:mark]
+	return out
+}
+
+// entry sets the key k of the mapping whose entries start at mark, whose
+// index (once it has more than smallDict keys) is idx.
+func (p *fastParser) entry(mark int, idx *map[string]int, k, v any) bool {
+	hk, ok := dictKey(k)
+	if !ok {
+		return false
+	}
+	if *idx != nil {
+		if i, there := (*idx)[hk]; there {
+			p.ents[mark+i].v = v
+			return true
+		}
+	} else {
+		for i := mark; i < len(p.ents); i++ {
+			if p.ents[i].hk == hk {
+				p.ents[i].v = v
+				return true
+			}
+		}
+	}
+	p.ents = append(p.ents, fastEnt{k: k, v: v, hk: hk})
+	n := len(p.ents) - mark
+	switch {
+	case *idx != nil:
+		(*idx)[hk] = n - 1
+	case n > smallDict:
+		*idx = make(map[string]int, 2*n)
+		for i, e := range p.ents[mark:] {
+			(*idx)[e.hk] = i
+		}
+	}
+	return true
+}
+
+// dict ends the mapping whose entries start at mark.
+func (p *fastParser) dict(mark int) *pyDict {
+	n := len(p.ents) - mark
+	buf := make([]any, 2*n)
+	d := &pyDict{keys: buf[:n:n], vals: buf[n:], hks: make([]string, n)}
+	for i, e := range p.ents[mark:] {
+		d.keys[i], d.hks[i], d.vals[i] = e.k, e.hk, e.v
+	}
+	clear(p.ents[mark:])
+	p.ents = p.ents[:mark]
+	if n > smallDict {
+		d.reindex()
+	}
+	return d
 }
 
 func (p *fastParser) col() int       { return p.pos - p.ls }
@@ -204,7 +290,7 @@ func (p *fastParser) node(parent int) (any, error) {
 
 // seq reads a block sequence whose entries are at column col.
 func (p *fastParser) seq(col int) (any, error) {
-	out := []any{}
+	mark := len(p.items)
 	for {
 		p.pos++ // the '-'
 		var v any
@@ -228,15 +314,15 @@ func (p *fastParser) seq(col int) (any, error) {
 				return nil, err
 			}
 		}
-		out = append(out, v)
+		p.items = append(p.items, v)
 		if p.atEnd() || p.col() < col {
-			return out, nil
+			return p.list(mark), nil
 		}
 		if p.col() > col {
 			return nil, errSlow
 		}
 		if p.b[p.pos] != '-' || !p.sep(p.pos+1) {
-			return out, nil // the next key of the mapping this sequence is a value of
+			return p.list(mark), nil // the next key of the mapping this sequence is a value of
 		}
 	}
 }
@@ -244,17 +330,18 @@ func (p *fastParser) seq(col int) (any, error) {
 // mapping reads a block mapping whose keys are at column col, from the
 // value of its first key, key.
 func (p *fastParser) mapping(col int, key any) (any, error) {
-	d := newDict()
+	mark := len(p.ents)
+	var idx map[string]int
 	for {
 		v, err := p.mapValue(col)
 		if err != nil {
 			return nil, err
 		}
-		if !d.set(key, v) {
+		if !p.entry(mark, &idx, key, v) {
 			return nil, errSlow
 		}
 		if p.atEnd() || p.col() < col {
-			return d, nil
+			return p.dict(mark), nil
 		}
 		if p.col() > col {
 			return nil, errSlow
@@ -398,10 +485,13 @@ func (p *fastParser) plainLine(flow bool) (string, bool, error) {
 	for end > start && p.b[end-1] == ' ' {
 		end--
 	}
-	return intern(p.b[start:end]), isKey, nil
+	if isKey {
+		return intern(p.b[start:end]), true, nil
+	}
+	return string(p.b[start:end]), false, nil
 }
 
-// intern is b as a string, without a copy for the keys and words OONI's
+// intern is the key b as a string, without a copy for the keys OONI's
 // entries repeat.
 func intern(b []byte) string {
 	if s, ok := common[string(b)]; ok {
@@ -415,7 +505,7 @@ var common = func() map[string]string {
 	for _, w := range append(strings.Fields(`agent input requests request response body headers method url tor is_tor code
 		queries answers addrs query query_type resolver failure hostname tampering test_resolvers headers_diff
 		body_length_match body_proportion control_failure experiment_failure factor headers_match title_match
-		socksproxy received sent transport_name status_code null true false GET POST A AAAA CNAME`), schema...) {
+		socksproxy received sent transport_name status_code`), schema...) {
 		m[w] = w
 	}
 	return m
@@ -592,27 +682,27 @@ func (p *fastParser) flow(parent int) (any, error) {
 	defer func() { p.depth-- }()
 	if p.b[p.pos] == '[' {
 		p.pos++
-		out := []any{}
+		mark := len(p.items)
 		if err := p.ws(parent); err != nil {
 			return nil, err
 		}
 		if p.b[p.pos] == ']' {
 			p.pos++
-			return out, nil
+			return p.list(mark), nil
 		}
 		for {
 			v, err := p.flowItem(parent, false)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, v)
+			p.items = append(p.items, v)
 			if err := p.ws(parent); err != nil {
 				return nil, err
 			}
 			switch p.b[p.pos] {
 			case ']':
 				p.pos++
-				return out, nil
+				return p.list(mark), nil
 			case ',':
 				p.pos++
 				if err := p.ws(parent); err != nil || p.b[p.pos] == ']' {
@@ -624,13 +714,14 @@ func (p *fastParser) flow(parent int) (any, error) {
 		}
 	}
 	p.pos++
-	d := newDict()
+	mark := len(p.ents)
+	var idx map[string]int
 	if err := p.ws(parent); err != nil {
 		return nil, err
 	}
 	if p.b[p.pos] == '}' {
 		p.pos++
-		return d, nil
+		return p.dict(mark), nil
 	}
 	for {
 		k, err := p.flowItem(parent, true)
@@ -653,13 +744,13 @@ func (p *fastParser) flow(parent int) (any, error) {
 				return nil, err
 			}
 		}
-		if !d.set(k, v) {
+		if !p.entry(mark, &idx, k, v) {
 			return nil, errSlow
 		}
 		switch p.b[p.pos] {
 		case '}':
 			p.pos++
-			return d, nil
+			return p.dict(mark), nil
 		case ',':
 			p.pos++
 			if err := p.ws(parent); err != nil || p.b[p.pos] == '}' {

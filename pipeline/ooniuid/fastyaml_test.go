@@ -45,8 +45,7 @@ func pyEqual(a, b any) bool {
 			return false
 		}
 		for i, k := range x.keys {
-			hk, _ := dictKey(k)
-			if !pyEqual(k, y.keys[i]) || !pyEqual(x.val(hk), y.val(hk)) {
+			if !pyEqual(k, y.keys[i]) || !pyEqual(x.vals[i], y.vals[i]) {
 				return false
 			}
 		}
@@ -77,9 +76,8 @@ func show(v any) string {
 	switch x := v.(type) {
 	case *pyDict:
 		var parts []string
-		for _, k := range x.keys {
-			hk, _ := dictKey(k)
-			parts = append(parts, show(k)+": "+show(x.val(hk)))
+		for i, k := range x.keys {
+			parts = append(parts, show(k)+": "+show(x.vals[i]))
 		}
 		return "{" + strings.Join(parts, ", ") + "}"
 	case []any:
@@ -192,4 +190,18 @@ func FuzzFastLoad(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		checkFast(t, b)
 	})
+}
+
+// isSchemaKey's switch and schema name the same keys.
+func TestSchemaKeys(t *testing.T) {
+	for _, k := range schema {
+		if !isSchemaKey(k) {
+			t.Errorf("%s is in schema, not a schema key", k)
+		}
+	}
+	for _, k := range []string{"", "agent", "requests", "Input", "test_keys "} {
+		if isSchemaKey(k) {
+			t.Errorf("%q is a schema key", k)
+		}
+	}
 }

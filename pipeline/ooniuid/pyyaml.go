@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
@@ -27,50 +28,69 @@ type pyTime struct{}
 // keeping its place. A small dict is searched in order; a larger one
 // keeps an index too.
 type pyDict struct {
-	keys  []any       // as loaded
-	hks   []any       // their hashable forms (dictKey)
-	vals  []any       // their values
-	index map[any]int // hashable key to position, past smallDict keys
+	keys  []any          // as loaded
+	hks   []string       // their hashable forms (dictKey)
+	vals  []any          // their values
+	index map[string]int // hashable key to position, past smallDict keys
 }
 
 const smallDict = 64
 
 func newDict() *pyDict { return &pyDict{} }
 
-// hashable keys: Go's comparable values of the kinds above; a *big.Int is
-// keyed by its text, a float64 equal to an integer by that integer, as
-// Python's 1 == 1.0 == True.
-func dictKey(k any) (any, bool) {
+// dictKey is the hashable form of a key: a string is itself, other kinds
+// are written after a NUL and their kind, so that keys Python holds equal
+// have the same form (1 == 1.0 == True) and no others do. A list or a
+// dict is unhashable.
+func dictKey(k any) (string, bool) {
 	switch v := k.(type) {
-	case nil, string, pyTime:
+	case string:
+		if strings.HasPrefix(v, "\x00") {
+			return "\x00str:" + v, true
+		}
 		return v, true
+	case nil:
+		return "\x00none", true
+	case pyTime:
+		return "\x00time", true
 	case bool:
 		if v {
-			return dictKey(big.NewInt(1))
+			return "\x00int:1", true
 		}
-		return dictKey(big.NewInt(0))
+		return "\x00int:0", true
 	case *big.Int:
 		return "\x00int:" + v.String(), true
 	case float64:
-		if v == math.Trunc(v) && !math.IsInf(v, 0) {
+		switch {
+		case math.IsNaN(v):
+			// Never equal to another: each NaN is a key of its own.
+			return "\x00nan:" + strconv.FormatUint(nans.Add(1), 10), true
+		case v == math.Trunc(v) && !math.IsInf(v, 0):
 			bf, _ := new(big.Float).SetFloat64(v).Int(nil)
 			return dictKey(bf)
 		}
-		return v, true
+		return "\x00float:" + strconv.FormatFloat(v, 'g', -1, 64), true
 	case []byte:
 		return "\x00bytes:" + string(v), true
 	}
-	return nil, false // a list or a dict: unhashable
+	return "", false
 }
+
+var nans atomic.Uint64
 
 func (d *pyDict) set(k, v any) bool {
 	hk, ok := dictKey(k)
-	if !ok {
-		return false
+	if ok {
+		d.put(k, hk, v)
 	}
+	return ok
+}
+
+// put sets the key k, whose hashable form is hk.
+func (d *pyDict) put(k any, hk string, v any) {
 	if i := d.find(hk); i >= 0 {
 		d.vals[i] = v
-		return true
+		return
 	}
 	if len(d.keys) == cap(d.keys) {
 		d.grow()
@@ -83,20 +103,25 @@ func (d *pyDict) set(k, v any) bool {
 	} else if len(d.hks) > smallDict {
 		d.reindex()
 	}
-	return true
 }
 
-// grow makes room for more keys, in one allocation for the three slices.
-func (d *pyDict) grow() {
-	n := max(8, 2*cap(d.keys))
-	buf := make([]any, 3*n)
+// grow makes room for more keys, in one allocation for keys and values.
+func (d *pyDict) grow() { d.reserve(max(8, cap(d.keys))) }
+
+// reserve makes room for n more keys.
+func (d *pyDict) reserve(more int) {
+	if len(d.keys)+more <= cap(d.keys) {
+		return
+	}
+	n := len(d.keys) + more
+	buf := make([]any, 2*n)
 	d.keys = append(buf[0:0:n], d.keys...)
-	d.hks = append(buf[n:n:2*n], d.hks...)
-	d.vals = append(buf[2*n:2*n:3*n], d.vals...)
+	d.vals = append(buf[n:n:2*n], d.vals...)
+	d.hks = append(make([]string, 0, n), d.hks...)
 }
 
 // find is the position of the hashable key hk, or -1.
-func (d *pyDict) find(hk any) int {
+func (d *pyDict) find(hk string) int {
 	if d.index != nil {
 		if i, ok := d.index[hk]; ok {
 			return i
@@ -111,31 +136,15 @@ func (d *pyDict) find(hk any) int {
 	return -1
 }
 
-// findStr is find of a string key.
-func (d *pyDict) findStr(k string) int {
-	if d.index != nil {
-		if i, ok := d.index[k]; ok {
-			return i
-		}
-		return -1
-	}
-	for i, h := range d.hks {
-		if s, ok := h.(string); ok && s == k {
-			return i
-		}
-	}
-	return -1
-}
-
 func (d *pyDict) reindex() {
-	d.index = make(map[any]int, len(d.hks))
+	d.index = make(map[string]int, len(d.hks))
 	for i, h := range d.hks {
 		d.index[h] = i
 	}
 }
 
 // at is the value of the hashable key hk.
-func (d *pyDict) at(hk any) (any, bool) {
+func (d *pyDict) at(hk string) (any, bool) {
 	if i := d.find(hk); i >= 0 {
 		return d.vals[i], true
 	}
@@ -143,10 +152,11 @@ func (d *pyDict) at(hk any) (any, bool) {
 }
 
 // val is the value of the hashable key hk, nil where it is not there.
-func (d *pyDict) val(hk any) any { v, _ := d.at(hk); return v }
+func (d *pyDict) val(hk string) any { v, _ := d.at(hk); return v }
 
+// get is the value of the string key k, which does not start with a NUL.
 func (d *pyDict) get(k string) (any, bool) {
-	if i := d.findStr(k); i >= 0 {
+	if i := d.find(k); i >= 0 {
 		return d.vals[i], true
 	}
 	return nil, false
@@ -155,10 +165,10 @@ func (d *pyDict) get(k string) (any, bool) {
 // v is the value of the key k, nil where it is not there.
 func (d *pyDict) v(k string) any { v, _ := d.get(k); return v }
 
-func (d *pyDict) has(k string) bool { return d.findStr(k) >= 0 }
+func (d *pyDict) has(k string) bool { return d.find(k) >= 0 }
 
 func (d *pyDict) del(k string) {
-	i := d.findStr(k)
+	i := d.find(k)
 	if i < 0 {
 		return
 	}
@@ -172,9 +182,8 @@ func (d *pyDict) del(k string) {
 
 // update is dict.update(o): o's keys win.
 func (d *pyDict) update(o *pyDict) {
-	for _, k := range o.keys {
-		hk, _ := dictKey(k)
-		d.set(k, o.val(hk))
+	for i, k := range o.keys {
+		d.put(k, o.hks[i], o.vals[i])
 	}
 }
 
@@ -615,10 +624,9 @@ func (l *loader) merge(d *pyDict, vn *yaml.Node, depth int) error {
 		return errConstructor
 	}
 	for _, m := range ms {
-		for _, k := range m.keys {
-			hk, _ := dictKey(k)
-			if _, there := d.at(hk); !there {
-				d.set(k, m.val(hk))
+		for i, k := range m.keys {
+			if d.find(m.hks[i]) < 0 {
+				d.put(k, m.hks[i], m.vals[i])
 			}
 		}
 	}

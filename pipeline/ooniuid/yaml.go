@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/big"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -105,6 +106,7 @@ func (y *YAMLReport) UID(doc []byte, h Hash) string {
 	if entry.has("test_start_time") && y.header.has("test_start_time") {
 		y.header.del("test_start_time")
 	}
+	entry.reserve(len(y.header.keys) + len(schema))
 	entry.update(y.header)
 	mst, err := normalize(entry)
 	if err != nil {
@@ -157,8 +159,18 @@ var (
 	processTests = set("lantern", "psiphon")
 	scapytTests  = set("chinatrigger", "keyword_filtering", "parasitic_traceroute", "multi_protocol_traceroute", "dns_spoof")
 	refusedTests = set("captive_portal", "tls_handshake", "tcp_connect", "bridge_reachability")
-	schemaKeys   = set(schema...)
 )
+
+// isSchemaKey tells whether k is one of schema's keys.
+func isSchemaKey(k string) bool {
+	switch k {
+	case "id", "input", "input_hashes", "report_id", "report_filename", "options", "probe_cc", "probe_asn", "probe_ip",
+		"probe_city", "backend_version", "data_format_version", "test_name", "test_version", "test_start_time", "measurement_start_time",
+		"test_runtime", "test_helpers", "software_name", "software_version", "bucket_date", "test_keys":
+		return true
+	}
+	return false
+}
 
 // normalize follows normalize_entry far enough to know the date of the
 // normalised measurement_start_time, or that it raises.
@@ -289,7 +301,7 @@ func checkRest(e *pyDict, tn string) error {
 	keys, ok := tk.(*pyDict)
 	moving := false
 	for _, k := range e.keys {
-		if s, isStr := k.(string); !isStr || !schemaKeys[s] {
+		if s, isStr := k.(string); !isStr || !isSchemaKey(s) {
 			moving = true
 		}
 	}
@@ -299,10 +311,14 @@ func checkRest(e *pyDict, tn string) error {
 	if !ok {
 		return errNorm // not a dict: every test's normalisation reads it as one
 	}
-	for _, k := range append([]any(nil), e.keys...) {
-		if s, isStr := k.(string); !isStr || !schemaKeys[s] {
-			hk, _ := dictKey(k)
-			keys.set(k, e.val(hk))
+	ks, hks, vals := e.keys, e.hks, e.vals
+	if keys == e {
+		ks, hks, vals = slices.Clone(ks), slices.Clone(hks), slices.Clone(vals)
+	}
+	keys.reserve(len(ks))
+	for i, k := range ks {
+		if s, isStr := k.(string); !isStr || !isSchemaKey(s) {
+			keys.put(k, hks[i], vals[i])
 		}
 	}
 	if processTests[tn] {
@@ -423,7 +439,7 @@ func index(v any, i int) (any, bool) {
 	return nil, false
 }
 
-func dictKeyOf(v any) any { k, _ := dictKey(v); return k }
+func dictKeyOf(v any) string { k, _ := dictKey(v); return k }
 
 // length is len(v); false where Python raises.
 func length(v any) (int, bool) {
