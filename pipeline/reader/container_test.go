@@ -183,7 +183,9 @@ func readRecords(t testing.TB, cr *reader.ContainerReader, b *reader.Bucket, c r
 		Report:  func(r reader.ContainerReport) { calls = append(calls, fmt.Sprintf("report %+v", r.Stats)) },
 		Problem: func(d deadletter.Record) { calls = append(calls, fmt.Sprintf("record %+v", d)) },
 	}
-	h.Blob = func(textname string, m report.Measurement) { calls = append(calls, fmt.Sprintf("blob %s %+v", textname, m)) }
+	h.Blob = func(textname string, m report.Measurement) {
+		calls = append(calls, fmt.Sprintf("blob %s %+v", textname, m))
+	}
 	if checked {
 		cr = reader.NewContainerReader()
 		reader.Checked(cr)
