@@ -45,8 +45,8 @@ func fastLoad(doc []byte) (any, bool) {
 	p := parsers.Get().(*fastParser)
 	defer p.release()
 	*p = fastParser{b: body, scratch: p.scratch[:0], items: p.items[:0], ents: p.ents[:0]}
-	if _, err := p.lineContent(); err != nil {
-		return nil, false
+	if ind, err := p.lineContent(); err != nil || ind < 0 {
+		return nil, err == nil // blank lines and comments alone: null
 	}
 	v, err := p.node(-1)
 	if err != nil || p.pos < len(p.b) {
