@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/big"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -612,15 +613,27 @@ func fastPlain(text string) (any, error) {
 	}
 	if c := text[0]; c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' {
 		// A word: a bool, a null, or a string.
-		if b, ok := boolWords[text]; ok {
-			return b, nil
-		}
-		if text == "null" || text == "Null" || text == "NULL" {
-			return nil, nil
+		if len(text) <= 5 && strings.IndexByte("yYnNtTfFoO", c) >= 0 {
+			switch text {
+			case "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON":
+				return true, nil
+			case "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF":
+				return false, nil
+			case "null", "Null", "NULL":
+				return nil, nil
+			}
 		}
 		return text, nil
 	}
-	if dotted(text) {
+	switch dots(text) {
+	case 1:
+		// digits, a dot, digits: a float (no int nor date has a dot alone)
+		if text[0] != '.' {
+			if x, err := strconv.ParseFloat(text, 64); err == nil {
+				return x, nil
+			}
+		}
+	case 2, 3, 4, 5, 6, 7, 8:
 		return text, nil // an address, a version: no number nor date has two dots
 	}
 	v, err := scalarValue(resolve(text), text)
@@ -630,23 +643,19 @@ func fastPlain(text string) (any, error) {
 	return v, nil
 }
 
-// boolWords are the plain scalars PyYAML resolves to a bool.
-var boolWords = map[string]bool{"yes": true, "Yes": true, "YES": true, "no": false, "No": false, "NO": false,
-	"true": true, "True": true, "TRUE": true, "false": false, "False": false, "FALSE": false,
-	"on": true, "On": true, "ON": true, "off": false, "Off": false, "OFF": false}
-
-// dotted tells whether text is digits and dots, two dots at least.
-func dotted(text string) bool {
-	dots := 0
+// dots is how many dots text holds, when it is digits and dots only
+// (and 0 for any other text).
+func dots(text string) int {
+	n := 0
 	for i := 0; i < len(text); i++ {
 		switch c := text[i]; {
 		case c == '.':
-			dots++
+			n++
 		case c < '0' || c > '9':
-			return false
+			return 0
 		}
 	}
-	return dots >= 2
+	return n
 }
 
 // ws skips spaces and line breaks inside a flow collection; its lines

@@ -103,6 +103,7 @@ var fastTaken = []string{
 	"'quoted key': 1\n\"k2\": 'it''s'\n3: three\nnull: x\n",
 	"a: \"folded\n  line\n\n  and break\"\nb: 'single\n  folded'\n",
 	"x: !!set {a: null, a: null, b: 1}\ny: [!!binary 'aGk=', {body: !!binary aGk=}]\n", "a:  \n  b\n",
+	"[1., 01.5, 1.5e3, 1.0e+3, 1_0.5, ., 1..2, 1.2.3, 10.0.0.1, 99999999999999999, 0, 00, 08, yes, yEs, n, y, nULL, oN, Off, ~, 2014-01-02]\n",
 	"a: 1 # c\nb: [x] # c\nc: |\n  x\n # c\nd: # c\n  e # c\n",
 	"# c\nk: v\n\nk2: v\n  # c\nb: |\n  x\n   # not a comment\n\n# c\nc: d\n",
 }
