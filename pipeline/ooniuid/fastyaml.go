@@ -527,7 +527,7 @@ var plainStops, flowStops = func() (plain, flow [256]bool) {
 // plainRest reads the lines a plain scalar goes on over, and ends the
 // scalar's line.
 func (p *fastParser) plainRest(first string, parent int) (any, error) {
-	text, err := p.plainMore(first, parent)
+	text, err := p.more(first, parent, false)
 	if err != nil {
 		return nil, err
 	}
@@ -537,53 +537,32 @@ func (p *fastParser) plainRest(first string, parent int) (any, error) {
 	return fastPlain(text)
 }
 
-// plainMore reads the lines a plain scalar outside flow collections goes
-// on over, those deeper than parent, up to a comment; pos stays at the
-// end of its last line's text.
-func (p *fastParser) plainMore(text string, parent int) (string, error) {
+// more reads the lines a plain scalar goes on over, those deeper than
+// parent: outside flow collections up to a comment or a line that is not
+// deeper (pos stays at the end of its last line's text); in one, up to
+// an indicator, which ws reads on to, and any other line ends the subset.
+func (p *fastParser) more(text string, parent int, flow bool) (string, error) {
 	for p.b[p.pos] == '\n' {
 		i := p.pos + 1
 		j := i
 		for j < len(p.b) && p.b[j] == ' ' {
 			j++
 		}
-		if j == len(p.b) || p.b[j] == '\n' || j-i <= parent || p.b[j] == '#' {
+		shallow := j == len(p.b) || p.b[j] == '\n' || j-i <= parent
+		switch {
+		case shallow && flow:
+			return "", errSlow
+		case shallow, !flow && p.b[j] == '#', flow && indicator(p.b[j]):
 			return text, nil
-		}
-		if indicator(p.b[j]) {
+		case indicator(p.b[j]):
 			return "", errSlow
 		}
 		p.pos, p.ls = j, i
-		more, isKey, err := p.plainLine(false)
+		line, isKey, err := p.plainLine(flow)
 		if err != nil || isKey {
 			return "", errSlow
 		}
-		text += " " + more
-	}
-	return text, nil
-}
-
-// flowMore reads the lines a plain scalar in a flow collection goes on
-// over, which must be deeper than parent.
-func (p *fastParser) flowMore(text string, parent int) (string, error) {
-	for p.b[p.pos] == '\n' {
-		i := p.pos + 1
-		j := i
-		for j < len(p.b) && p.b[j] == ' ' {
-			j++
-		}
-		if j == len(p.b) || p.b[j] == '\n' || j-i <= parent {
-			return "", errSlow
-		}
-		if indicator(p.b[j]) {
-			break // ws reads on to it
-		}
-		p.pos, p.ls = j, i
-		more, isKey, err := p.plainLine(true)
-		if err != nil || isKey {
-			return "", errSlow
-		}
-		text += " " + more
+		text += " " + line
 	}
 	return text, nil
 }
@@ -722,51 +701,59 @@ func (p *fastParser) flow(parent int) (any, error) {
 			}
 		}
 	}
-	p.pos++
 	mark := len(p.ents)
 	var idx map[string]int
-	if err := p.ws(parent); err != nil {
+	if err := p.flowMap(parent, func(k, v any) bool { return p.entry(mark, &idx, k, v) }); err != nil {
 		return nil, err
+	}
+	return p.dict(mark), nil
+}
+
+// flowMap reads a flow mapping, handing each of its entries to put.
+func (p *fastParser) flowMap(parent int, put func(k, v any) bool) error {
+	p.pos++
+	if err := p.ws(parent); err != nil {
+		return err
 	}
 	if p.b[p.pos] == '}' {
 		p.pos++
-		return p.dict(mark), nil
+		return nil
 	}
 	for {
 		k, err := p.flowItem(parent, true)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if p.b[p.pos] != ':' || !p.sep(p.pos+1) {
-			return nil, errSlow
+			return errSlow
 		}
 		p.pos++
 		if err := p.ws(parent); err != nil {
-			return nil, err
+			return err
 		}
 		var v any
 		if c := p.b[p.pos]; c != ',' && c != '}' {
 			if v, err = p.flowItem(parent, false); err != nil {
-				return nil, err
+				return err
 			}
 			if err := p.ws(parent); err != nil {
-				return nil, err
+				return err
 			}
 		}
-		if !p.entry(mark, &idx, k, v) {
-			return nil, errSlow
+		if !put(k, v) {
+			return errSlow
 		}
 		switch p.b[p.pos] {
 		case '}':
 			p.pos++
-			return p.dict(mark), nil
+			return nil
 		case ',':
 			p.pos++
 			if err := p.ws(parent); err != nil || p.b[p.pos] == '}' {
-				return nil, errSlow
+				return errSlow
 			}
 		default:
-			return nil, errSlow
+			return errSlow
 		}
 	}
 }
@@ -804,7 +791,7 @@ func (p *fastParser) flowItem(parent int, key bool) (any, error) {
 	if key {
 		return fastKey(text)
 	}
-	if text, err = p.flowMore(text, parent); err != nil {
+	if text, err = p.more(text, parent, true); err != nil {
 		return nil, err
 	}
 	return fastPlain(text)
@@ -858,7 +845,7 @@ func (p *fastParser) tagged(parent int, flow bool) (any, error) {
 			err = errSlow
 		}
 		if err == nil {
-			text, err = p.flowMore(text, parent)
+			text, err = p.more(text, parent, true)
 		}
 	default:
 		var isKey bool
@@ -866,7 +853,7 @@ func (p *fastParser) tagged(parent int, flow bool) (any, error) {
 			err = errSlow
 		}
 		if err == nil {
-			text, err = p.plainMore(text, parent)
+			text, err = p.more(text, parent, false)
 		}
 		if err == nil {
 			err = p.endLine()
@@ -885,49 +872,15 @@ func (p *fastParser) tagged(parent int, flow bool) (any, error) {
 // setKeys reads the flow mapping of a !!set: its keys, each as often as
 // it is written, as the faithful loader gives them.
 func (p *fastParser) setKeys(parent int) (any, error) {
-	p.pos++
 	var keys []any
-	if err := p.ws(parent); err != nil {
+	err := p.flowMap(parent, func(k, _ any) bool {
+		keys = append(keys, k)
+		return true
+	})
+	if err != nil {
 		return nil, err
 	}
-	if p.b[p.pos] == '}' {
-		p.pos++
-		return keys, nil
-	}
-	for {
-		k, err := p.flowItem(parent, true)
-		if err != nil {
-			return nil, err
-		}
-		keys = append(keys, k)
-		if p.b[p.pos] != ':' || !p.sep(p.pos+1) {
-			return nil, errSlow
-		}
-		p.pos++
-		if err := p.ws(parent); err != nil {
-			return nil, err
-		}
-		if c := p.b[p.pos]; c != ',' && c != '}' {
-			if _, err = p.flowItem(parent, false); err != nil {
-				return nil, err
-			}
-			if err := p.ws(parent); err != nil {
-				return nil, err
-			}
-		}
-		switch p.b[p.pos] {
-		case '}':
-			p.pos++
-			return keys, nil
-		case ',':
-			p.pos++
-			if err := p.ws(parent); err != nil || p.b[p.pos] == '}' {
-				return nil, errSlow
-			}
-		default:
-			return nil, errSlow
-		}
-	}
+	return keys, nil
 }
 
 // quoted reads a single- or double-quoted scalar, which may go on over
