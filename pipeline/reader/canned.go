@@ -397,8 +397,9 @@ type Handler struct {
 // to record, the container is read again with every check, and only that
 // read counts, so the records are exactly those of a checked read. The
 // reports and measurements of the first read are held until it ends
-// clean (a container of more than maxHeldEvents measurements is read
-// again, with every check). The
+// clean (the first read of a container of more than maxHeldEvents
+// measurements stops at the report that passes the bound, and the
+// container is read again with every check). The
 // first read walks a tar with fasttar, which leaves any header form but
 // the usual ones to that second read and archive/tar.
 // VerifySHA1 reads every container with every check.
@@ -444,7 +445,7 @@ type readEvent struct {
 // maxHeldEvents bounds what the first read holds: a container of more
 // measurements is read again with every check, which hands them on as it
 // goes.
-const maxHeldEvents = 1 << 16
+var maxHeldEvents = 1 << 16
 
 // streamError is an error of the container stream with the reason it
 // gives to the dead-letter archive.
@@ -465,6 +466,8 @@ func (cr *ContainerReader) Read(ctx context.Context, b *Bucket, c Container, h H
 		// once the read proves clean.
 		events := cr.events[:0]
 		clean := true
+		fctx, stop := context.WithCancel(ctx)
+		defer stop()
 		fh := Handler{
 			Report:  func(r ContainerReport) { events = append(events, readEvent{report: r, isReport: true}) },
 			Problem: func(deadletter.Record) { clean = false },
@@ -472,17 +475,20 @@ func (cr *ContainerReader) Read(ctx context.Context, b *Bucket, c Container, h H
 		if h.Blob != nil {
 			fh.Blob = func(textname string, m report.Measurement) {
 				if len(events) == maxHeldEvents {
-					clean = false // too many to hold: the checked read hands them on
+					// Too many to hold: the read stops at the next
+					// report, and the checked read hands them on.
+					clean = false
+					stop()
 					return
 				}
 				events = append(events, readEvent{textname: textname, m: m})
 			}
 		}
-		st, err := cr.read(ctx, b, c, fh, true)
+		st, err := cr.read(fctx, b, c, fh, true)
 		if cap(events) <= maxHeldEvents/16 {
 			cr.events = events[:0]
 		}
-		if err != nil {
+		if err != nil && (clean || ctx.Err() != nil) {
 			return st, err
 		}
 		if clean {

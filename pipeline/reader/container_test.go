@@ -212,6 +212,11 @@ func TestContainerReader_FastReadSameAsChecked(t *testing.T) {
 		}
 	}
 	same("clean", data)
+	// A container of more measurements than the first read holds is read
+	// again, with every check: the same calls.
+	restore := reader.SetMaxHeldEvents(5)
+	same("over the bound of what the first read holds", data)
+	restore()
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range 300 {
 		bad := append([]byte(nil), data...)
