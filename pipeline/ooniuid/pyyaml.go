@@ -151,9 +151,6 @@ func (d *pyDict) at(hk string) (any, bool) {
 	return nil, false
 }
 
-// val is the value of the hashable key hk, nil where it is not there.
-func (d *pyDict) val(hk string) any { v, _ := d.at(hk); return v }
-
 // get is the value of the string key k, which does not start with a NUL.
 func (d *pyDict) get(k string) (any, bool) {
 	if i := d.find(k); i >= 0 {
