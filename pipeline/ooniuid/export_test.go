@@ -7,3 +7,13 @@ func SetMaxNodes(n int) (restore func()) {
 	maxNodes = n
 	return func() { maxNodes = old }
 }
+
+// FullDate is Date without its reading of the canonical form.
+var FullDate = fullDate
+
+// JSONDateBytewise is JSONDate with its strings read eight bytes at a
+// time, not 64 (scan64).
+func JSONDateBytewise(line []byte) (string, bool) { return jsonDate(line, false) }
+
+// HasScan64 tells whether scan64 runs here.
+var HasScan64 = hasScan64

@@ -9,14 +9,21 @@ import (
 
 // JSONDate and Date never panic, whatever the bytes, and a date is
 // NoDate or eight digits (five to seven for a year below 1000, which
-// strftime writes without padding: year 1 is "10101").
+// strftime writes without padding: year 1 is "10101"). JSONDate reads
+// every line as it does with its strings read eight bytes at a time.
 func FuzzJSONDate(f *testing.F) {
 	for _, s := range []string{`{"measurement_start_time": "2017-06-01 10:11:12"}`, `{"a": [1, {"b": "\ud800"}], "measurement_start_time": "２０１７-6- 1\u00a01:2:3"}`,
 		`{"a": -Infinity, "b": 01.e5}`, `{"measurement_start_time": "0999-01-01 00:00:00"}`, "{\"a\": \"\xed\xa0\x80\"}"} {
 		f.Add([]byte(s))
 	}
+	// Strings over several 64-byte chunks, with escapes and bytes past ASCII.
+	f.Add([]byte(`{"body": "` + strings.Repeat(`<a href=\"/x\">é</a>\n\t`, 12) + `", "measurement_start_time": "2017-06-01 10:11:12"}`))
+	f.Add([]byte("{\"b\": \"\xed\xa0\x80" + strings.Repeat("€x\\u00e9", 20) + "\"}\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		date, ok := ooniuid.JSONDate(b)
+		if d, k := ooniuid.JSONDateBytewise(b); d != date || k != ok {
+			t.Fatalf("%q: %q, %v; read eight bytes at a time %q, %v", b, date, ok, d, k)
+		}
 		if ok && date != ooniuid.NoDate && (len(date) < 5 || len(date) > 8 || strings.Trim(date, "0123456789") != "") {
 			t.Fatalf("%q: date %q", b, date)
 		}

@@ -1,6 +1,7 @@
 package ooniuid
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/bits"
 	"strings"
@@ -23,7 +24,12 @@ import (
 // nesting deeper than 1024, whitespace other than space, tab, CR and LF,
 // and anything after the value but that whitespace.
 func JSONDate(line []byte) (string, bool) {
-	p := jsonParser{b: line, utf8: utf8.Valid(line)}
+	return jsonDate(line, hasScan64)
+}
+
+// jsonDate is JSONDate, its strings skipped with scan64 or not.
+func jsonDate(line []byte, scan bool) (string, bool) {
+	p := jsonParser{b: line, utf8: utf8.Valid(line), scan: scan}
 	p.ws()
 	if p.i >= len(p.b) || p.b[p.i] != '{' {
 		// Not an object: OONI reads no date of it, but gives a uid.
@@ -44,6 +50,7 @@ type jsonParser struct {
 	// refuses may still hold UTF-8-encoded surrogates, which ujson takes:
 	// its strings are checked one sequence at a time.
 	utf8 bool
+	scan bool // skip strings with scan64
 }
 
 const maxDepth = 1024
@@ -75,7 +82,7 @@ func (p *jsonParser) object() (string, bool) {
 	}
 	for {
 		p.ws()
-		key, ok := p.str(true)
+		isDate, ok := p.dateKey()
 		if !ok {
 			return "", false
 		}
@@ -85,7 +92,7 @@ func (p *jsonParser) object() (string, bool) {
 		}
 		p.i++
 		p.ws()
-		if key == "measurement_start_time" {
+		if isDate {
 			if p.i < len(p.b) && p.b[p.i] == '"' {
 				v, ok := p.str(true)
 				if !ok {
@@ -116,6 +123,25 @@ func (p *jsonParser) object() (string, bool) {
 		}
 	}
 }
+
+// dateKey reads a key of the top-level object: whether it is
+// measurement_start_time. A key without escapes is compared as it is
+// written, with no copy.
+func (p *jsonParser) dateKey() (bool, bool) {
+	from := p.i
+	if _, ok := p.str(false); !ok {
+		return false, false
+	}
+	raw := p.b[from+1 : p.i-1]
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw) == dateKey, true
+	}
+	p.i = from
+	key, ok := p.str(true)
+	return key == dateKey, ok
+}
+
+const dateKey = "measurement_start_time"
 
 // value skips one value at nesting depth.
 func (p *jsonParser) value(depth int) bool {
@@ -257,6 +283,9 @@ func (p *jsonParser) str(decode bool) (string, bool) {
 	if p.i >= len(p.b) || p.b[p.i] != '"' {
 		return "", false
 	}
+	if !decode && p.scan {
+		return "", p.skip()
+	}
 	p.i++
 	var sb strings.Builder
 	b := p.b
@@ -312,6 +341,91 @@ func (p *jsonParser) str(decode bool) (string, bool) {
 	}
 }
 
+// skip reads a string whose value is not wanted (p.i at its quote), 64
+// bytes at a time (scan64): only its quotes, backslashes and NULs, and in
+// a line that is not all UTF-8 its bytes past ASCII, are looked at one by
+// one, as str looks at them.
+func (p *jsonParser) skip() bool {
+	b := p.b
+	p.i++
+	var high uint64
+	if !p.utf8 {
+		high = ^uint64(0)
+	}
+	for {
+		base := p.i
+		var m uint64
+		if len(b)-base >= 64 {
+			off, mm := scan64(&b[base], len(b)-base, high)
+			base, m = base+off, mm
+		}
+		full := len(b)-base >= 64
+		if m == 0 {
+			if full {
+				panic("ooniuid: scan64 stopped at a plain chunk")
+			}
+			m = tailMask(b[base:], high)
+		}
+		next := base + 64
+		for m != 0 {
+			at := base + bits.TrailingZeros64(m)
+			var n int
+			switch c := b[at]; {
+			case c == '"':
+				p.i = at + 1
+				return true
+			case c == '\\':
+				n = escapeLen(b[at:])
+			case c == 0:
+			default:
+				n, _ = utf8Len(b[at:])
+			}
+			if n == 0 {
+				return false
+			}
+			if at+n >= next {
+				next = at + n
+				break
+			}
+			m &= ^uint64(0) << (at + n - base)
+		}
+		if !full {
+			return false // the line ends inside the string
+		}
+		p.i = next
+	}
+}
+
+// tailMask is scan64's mask of b, fewer than 64 bytes.
+func tailMask(b []byte, high uint64) uint64 {
+	var m uint64
+	for j, c := range b {
+		if c == '"' || c == '\\' || c == 0 || c >= 0x80 && high != 0 {
+			m |= 1 << j
+		}
+	}
+	return m
+}
+
+// escapeLen is the length of the escape b starts with (a backslash), 0
+// when ujson refuses it.
+func escapeLen(b []byte) int {
+	switch {
+	case len(b) < 2:
+		return 0
+	case simpleEscape[b[1]]:
+		return 2
+	case b[1] != 'u' || len(b) < 6:
+		return 0
+	}
+	for _, c := range b[2:6] {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return 0
+		}
+	}
+	return 6
+}
+
 const (
 	ones  = 0x0101010101010101
 	highs = 0x8080808080808080
@@ -322,8 +436,8 @@ const (
 // past ASCII, set as its lowest bit; 0 when there is none. (The zero-byte
 // test may also flag bytes after the first, never before it.)
 func special8(w, ascii uint64) uint64 {
-	zero := func(v uint64) uint64 { return (v - ones) &^ v & highs }
-	return w&ascii | zero(w) | zero(w^(ones*'"')) | zero(w^(ones*'\\'))
+	q, bs := w^(ones*'"'), w^(ones*'\\')
+	return w&ascii | ((w-ones)&^w|(q-ones)&^q|(bs-ones)&^bs)&highs
 }
 
 // simpleEscape are the bytes that may follow a backslash but u.

@@ -18,6 +18,14 @@ import (
 // 2017-02-29, no second 60). The year is written as strftime does on
 // Linux, without padding below 1000.
 func Date(t string) string {
+	if d, ok := canonicalDate(t); ok {
+		return d
+	}
+	return fullDate(t)
+}
+
+// fullDate is Date by Python's expression, in every form it reads.
+func fullDate(t string) string {
 	var rs []rune
 	for i := 0; i < len(t); {
 		r, n := utf8.DecodeRuneInString(t[i:])
@@ -33,6 +41,35 @@ func Date(t string) string {
 		return NoDate
 	}
 	return fmt.Sprintf("%d%02d%02d", y, mo, d)
+}
+
+// canonicalDate reads t when it is written as the probes write it,
+// "YYYY-MM-DD HH:MM:SS" in ASCII digits, with a year from 1000 and every
+// field in its range; false leaves t to the full reading. In that form
+// every field's first alternative of two digits matches, so Python's
+// expression reads the same fields.
+func canonicalDate(t string) (string, bool) {
+	if len(t) != 19 || t[4] != '-' || t[7] != '-' || t[10] != ' ' || t[13] != ':' || t[16] != ':' {
+		return "", false
+	}
+	var f [6]int
+	for k, at := range [6]int{0, 5, 8, 11, 14, 17} {
+		n := 2
+		if k == 0 {
+			n = 4
+		}
+		for _, c := range []byte(t[at : at+n]) {
+			if c < '0' || c > '9' {
+				return "", false
+			}
+			f[k] = f[k]*10 + int(c-'0')
+		}
+	}
+	y, mo, d, h, mi, s := f[0], f[1], f[2], f[3], f[4], f[5]
+	if y < 1000 || mo < 1 || mo > 12 || d < 1 || d > daysIn(y, mo) || h > 23 || mi > 59 || s > 59 {
+		return "", false
+	}
+	return t[0:4] + t[5:7] + t[8:10], true
 }
 
 func daysIn(y, m int) int {

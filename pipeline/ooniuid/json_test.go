@@ -1,0 +1,54 @@
+package ooniuid_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/backfill-dev/backfill/pipeline/ooniuid"
+)
+
+// TestJSONDate_StringsAcrossChunks puts each thing a string's reading
+// must look at (escapes, a NUL, bytes past ASCII, the closing quote, the
+// end of the line) at every place around the first two 64-byte chunks of
+// a long string, in a line that is all UTF-8 and in one that is not, and
+// holds JSONDate to what it must say and to its reading eight bytes at a
+// time.
+func TestJSONDate_StringsAcrossChunks(t *testing.T) {
+	cases := []struct {
+		mid  string
+		want bool
+	}{
+		{`\"`, true}, {`\\`, true}, {`\\\"`, true}, {`\/\b\f\n\r\t`, true}, {`\u00e9`, true}, {`\ud800\udc00`, true}, {`\uDBFF`, true},
+		{`\x`, false}, {`\u12`, false}, {`\u12g4`, false}, {`\`, false}, {"\x00", false},
+		{"\t\x01\x1f", true}, {"é€😀", true}, {"\xed\xa0\x80", true}, {"\xc0\xaf", false}, {"\xf4\x90\x80\x80", false}, {"\xe2\x82", false},
+		{`"`, false}, // the string ends early: what follows is no JSON
+	}
+	for _, c := range cases {
+		// A UTF-8-encoded surrogate, which ujson takes, makes a line not all UTF-8.
+		for _, other := range []string{"", "\xed\xa0\x80"} {
+			for at := 0; at < 140; at++ {
+				line := `{"a": "` + strings.Repeat("x", at) + c.mid + strings.Repeat("y", 140-at) + `", "b": "` + other + `"}` + "\n"
+				date, ok := ooniuid.JSONDate([]byte(line))
+				if ok != c.want {
+					t.Errorf("%q at %d: ok %v, want %v", c.mid, at, ok, c.want)
+				}
+				if d, k := ooniuid.JSONDateBytewise([]byte(line)); d != date || k != ok {
+					t.Errorf("%q at %d: %q %v, read eight bytes at a time %q %v", c.mid, at, date, ok, d, k)
+				}
+			}
+		}
+	}
+	// A string the line ends in, at every length around the chunks.
+	for n := 0; n < 140; n++ {
+		line := `{"a": "` + strings.Repeat("x", n)
+		if _, ok := ooniuid.JSONDate([]byte(line)); ok {
+			t.Errorf("a line that ends inside a string of %d bytes reads", n)
+		}
+		if _, ok := ooniuid.JSONDate([]byte(line + `"}`)); !ok {
+			t.Errorf("a string of %d plain bytes does not read", n)
+		}
+	}
+	if !ooniuid.HasScan64 {
+		t.Log("scan64 does not run here: both readings are the bytewise one")
+	}
+}

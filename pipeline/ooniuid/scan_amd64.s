@@ -1,0 +1,59 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// func scan64(b *byte, n int, high uint64) (off int, mask uint64)
+TEXT ·scan64(SB), NOSPLIT, $0-40
+	MOVQ b+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ high+16(FP), DX
+	XORQ AX, AX
+	MOVL $0x22, R8
+	MOVQ R8, X13
+	VPBROADCASTB X13, Y13 // '"'
+	MOVL $0x5c, R8
+	MOVQ R8, X14
+	VPBROADCASTB X14, Y14 // '\\'
+	VPXOR Y15, Y15, Y15   // NUL
+
+loop:
+	LEAQ 64(AX), R9
+	CMPQ R9, CX
+	JA   none
+	VMOVDQU (SI)(AX*1), Y0
+	VMOVDQU 32(SI)(AX*1), Y1
+	VPCMPEQB Y0, Y13, Y2
+	VPCMPEQB Y0, Y14, Y3
+	VPCMPEQB Y0, Y15, Y4
+	VPOR Y2, Y3, Y2
+	VPOR Y2, Y4, Y2
+	VPCMPEQB Y1, Y13, Y5
+	VPCMPEQB Y1, Y14, Y6
+	VPCMPEQB Y1, Y15, Y7
+	VPOR Y5, Y6, Y5
+	VPOR Y5, Y7, Y5
+	VPMOVMSKB Y2, R10
+	VPMOVMSKB Y5, R11
+	VPMOVMSKB Y0, R12
+	VPMOVMSKB Y1, R13
+	SHLQ $32, R11
+	ORQ  R11, R10
+	SHLQ $32, R13
+	ORQ  R13, R12
+	ANDQ DX, R12
+	ORQ  R12, R10
+	JNZ  found
+	MOVQ R9, AX
+	JMP  loop
+
+found:
+	VZEROUPPER
+	MOVQ AX, off+24(FP)
+	MOVQ R10, mask+32(FP)
+	RET
+
+none:
+	VZEROUPPER
+	MOVQ AX, off+24(FP)
+	MOVQ $0, mask+32(FP)
+	RET
