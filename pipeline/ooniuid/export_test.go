@@ -1,5 +1,7 @@
 package ooniuid
 
+import "unicode/utf8"
+
 // SetMaxNodes sets the bound on the nodes a document's aliases expand to,
 // for a test, and returns the function that restores it.
 func SetMaxNodes(n int) (restore func()) {
@@ -13,7 +15,7 @@ var FullDate = fullDate
 
 // JSONDateBytewise is JSONDate with its strings read eight bytes at a
 // time, not 64 (scan64).
-func JSONDateBytewise(line []byte) (string, bool) { return jsonDate(line, false) }
+func JSONDateBytewise(line []byte) (string, bool) { return jsonDate(line, utf8.Valid(line), false) }
 
 // HasScan64 tells whether scan64 runs here.
 var HasScan64 = hasScan64

@@ -28,60 +28,82 @@ func Lanes() int {
 	return 4
 }
 
-// Sum sets out[i] to the hash of msgs[i], for every message.
+// Sum sets out[i] to the hash of msgs[i], for every message. The
+// messages go through the lanes in turn: a lane that has taken the last
+// block of its message takes the next message at once, so messages of
+// unequal lengths keep every lane busy but at the end.
 func (h *Hasher) Sum(msgs [][]byte, out []Hash) {
-	for len(msgs) > 0 {
-		n := min(len(msgs), Lanes())
-		switch {
-		case n > 4:
-			clear(h.x8[:])
-			h.lanes(h.x8[:], 8, msgs[:n], out[:n], func() { keccakF1600x8(&h.x8) })
-		case n == 1 || !keccakf1600.IsEnabledX4():
-			for i := range n {
-				out[i] = Sum(msgs[i])
-			}
-		default:
-			st := h.x4.Initialize(false)
-			clear(st)
-			h.lanes(st, 4, msgs[:n], out[:n], h.x4.Permute)
+	switch {
+	case len(msgs) > 4 && hasX8:
+		clear(h.x8[:])
+		h.lanes(h.x8[:], 8, msgs, out, func() { keccakF1600x8(&h.x8) })
+	case len(msgs) > 1 && keccakf1600.IsEnabledX4():
+		st := h.x4.Initialize(false)
+		clear(st)
+		h.lanes(st, 4, msgs, out, h.x4.Permute)
+	default:
+		for i, m := range msgs {
+			out[i] = Sum(m)
 		}
-		msgs, out = msgs[n:], out[n:]
 	}
 }
 
-// lanes hashes up to w messages in the w interleaved states st (word i of
-// state k at st[w*i+k]), which permute permutes. Lane k takes its
-// message's full blocks, then its padded last block; its output is read
-// right after the permutation that took that block (a lane done goes on
-// being permuted, to no effect on what was read).
+// lanes hashes msgs in the w interleaved states st (word i of state k at
+// st[w*i+k]), which permute permutes, all zero to begin with. Lane k
+// takes its message's full blocks, then its padded last block; its
+// output is read right after the permutation that took that block, and
+// the lane is cleared for the next message. A lane left without one goes
+// on being permuted, to no effect.
 func (h *Hasher) lanes(st []uint64, w int, msgs [][]byte, out []Hash, permute func()) {
-	var blocks [8]int
-	steps := 0
-	for k, m := range msgs {
-		blocks[k] = len(m) / rate
-		steps = max(steps, blocks[k]+1)
+	var msg, block [8]int // lane k: the message it hashes (-1: none) and its next block
+	next := 0
+	for k := range w {
+		msg[k] = -1
+		if next < len(msgs) {
+			msg[k] = next
+			next++
+		}
 	}
-	for s := range steps {
-		for k, m := range msgs {
-			switch {
-			case s < blocks[k]:
-				absorb(st, w, k, m[s*rate:(s+1)*rate])
-			case s == blocks[k]:
-				rest := m[s*rate:]
-				clear(h.block[:])
-				copy(h.block[:], rest)
-				h.block[len(rest)] ^= 0x1f
-				h.block[rate-1] ^= 0x80
-				absorb(st, w, k, h.block[:])
+	for busy := min(w, len(msgs)); busy > 0; {
+		for k := range w {
+			if msg[k] < 0 {
+				continue
 			}
+			m, s := msgs[msg[k]], block[k]
+			if s < len(m)/rate {
+				absorb(st, w, k, m[s*rate:(s+1)*rate])
+				continue
+			}
+			rest := m[s*rate:]
+			clear(h.block[:])
+			copy(h.block[:], rest)
+			h.block[len(rest)] ^= 0x1f
+			h.block[rate-1] ^= 0x80
+			absorb(st, w, k, h.block[:])
 		}
 		permute()
-		for k := range msgs {
-			if s == blocks[k] {
-				var lanes [16]byte
-				binary.LittleEndian.PutUint64(lanes[:8], st[k])
-				binary.LittleEndian.PutUint64(lanes[8:], st[w+k])
-				copy(out[k][:], lanes[:15])
+		for k := range w {
+			i := msg[k]
+			if i < 0 {
+				continue
+			}
+			if block[k] < len(msgs[i])/rate {
+				block[k]++
+				continue
+			}
+			var lanes [16]byte
+			binary.LittleEndian.PutUint64(lanes[:8], st[k])
+			binary.LittleEndian.PutUint64(lanes[8:], st[w+k])
+			copy(out[i][:], lanes[:15])
+			for j := range 25 {
+				st[w*j+k] = 0
+			}
+			block[k], msg[k] = 0, -1
+			if next < len(msgs) {
+				msg[k] = next
+				next++
+			} else {
+				busy--
 			}
 		}
 	}

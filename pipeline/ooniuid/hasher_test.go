@@ -9,19 +9,22 @@ import (
 
 // A Hasher gives each message the hash one SHAKE128 state gives it, in
 // batches of any size and whatever the lengths: across the block size,
-// empty, and unequal in one batch. Batches of four or fewer, and the
-// rest of a batch past its eights, take four lanes, so both widths are
-// held to Sum.
+// empty, and unequal in one batch, so that lanes take new messages while
+// others still hash theirs. Batches of four or fewer take four lanes, so
+// both widths are held to Sum.
 func TestHasher_EqualsOneByOne(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 8))
 	var h ooniuid.Hasher
 	lengths := []int{0, 1, 15, 167, 168, 169, 335, 336, 337, 1000, 5000}
 	for trial := range 400 {
-		msgs := make([][]byte, 1+trial%19)
+		msgs := make([][]byte, 1+trial%41)
 		for k := range msgs {
 			l := lengths[rng.IntN(len(lengths))]
-			if trial%3 == 0 {
+			switch trial % 3 {
+			case 0:
 				l = rng.IntN(3000)
+			case 1:
+				l = rng.IntN(3) * rng.IntN(20000) // some empty, some long
 			}
 			msgs[k] = make([]byte, l)
 			for i := range msgs[k] {
@@ -49,6 +52,34 @@ func BenchmarkHasher(b *testing.B) {
 	for b.Loop() {
 		h.Sum(msgs, out)
 	}
+}
+
+// BenchmarkHasherUnequal hashes 32 messages of 500 bytes to 60 KB, as
+// the lines of a web_connectivity report come.
+func BenchmarkHasherUnequal(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	msgs := make([][]byte, 32)
+	var size int64
+	for k := range msgs {
+		msgs[k] = make([]byte, 500+rng.IntN(60000))
+		size += int64(len(msgs[k]))
+	}
+	out := make([]ooniuid.Hash, len(msgs))
+	var h ooniuid.Hasher
+	b.Run("eights", func(b *testing.B) { // as batches of eight take them
+		b.SetBytes(size)
+		for b.Loop() {
+			for i := 0; i < len(msgs); i += 8 {
+				h.Sum(msgs[i:i+8], out[i:i+8])
+			}
+		}
+	})
+	b.Run("all", func(b *testing.B) {
+		b.SetBytes(size)
+		for b.Loop() {
+			h.Sum(msgs, out)
+		}
+	})
 }
 
 func BenchmarkSum(b *testing.B) {

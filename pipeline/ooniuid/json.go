@@ -24,12 +24,18 @@ import (
 // nesting deeper than 1024, whitespace other than space, tab, CR and LF,
 // and anything after the value but that whitespace.
 func JSONDate(line []byte) (string, bool) {
-	return jsonDate(line, hasScan64)
+	return jsonDate(line, utf8.Valid(line), hasScan64)
+}
+
+// JSONDateOf is JSONDate of a line known to be all UTF-8 (isUTF8 true) or
+// not, as a reader that has checked it knows.
+func JSONDateOf(line []byte, isUTF8 bool) (string, bool) {
+	return jsonDate(line, isUTF8, hasScan64)
 }
 
 // jsonDate is JSONDate, its strings skipped with scan64 or not.
-func jsonDate(line []byte, scan bool) (string, bool) {
-	p := jsonParser{b: line, utf8: utf8.Valid(line), scan: scan}
+func jsonDate(line []byte, isUTF8, scan bool) (string, bool) {
+	p := jsonParser{b: line, utf8: isUTF8, scan: scan}
 	p.ws()
 	if p.i >= len(p.b) || p.b[p.i] != '{' {
 		// Not an object: OONI reads no date of it, but gives a uid.

@@ -57,6 +57,9 @@ type JSONSlicer struct {
 	// streamedCut is set when the report ended inside a blob streamed to
 	// Content: the bytes from the cut on went there, not to the buffer.
 	streamedCut bool
+	// Joined tells whether the last blob Next returned holds a newline:
+	// it spans lines.
+	Joined bool
 }
 
 // NewJSONSlicer returns a slicer of r.
@@ -100,8 +103,11 @@ func (s *JSONSlicer) Next() (Blob, error) {
 	}
 	// The blob in the buffer: in what is buffered, else in a full buffer.
 	searched := 0
+	s.Joined = false
 	for {
-		if n := jsonEnd(buf, searched); n > 0 {
+		n, joined := jsonEnd(buf, searched)
+		s.Joined = s.Joined || joined
+		if n > 0 {
 			if err := s.emit(buf[:n]); err != nil {
 				return Blob{}, err
 			}
@@ -128,18 +134,20 @@ func (s *JSONSlicer) Next() (Blob, error) {
 
 // jsonEnd is the length of the blob at the start of buf (the index of the
 // "\n" of its "}\n"), 0 when buf does not hold its end; the first from
-// bytes of buf are known to hold none.
-func jsonEnd(buf []byte, from int) int {
+// bytes of buf are known to hold none. joined tells whether it passed a
+// newline of the blob's own.
+func jsonEnd(buf []byte, from int) (n int, joined bool) {
 	i := max(from, 1)
 	for {
 		j := bytes.IndexByte(buf[i:], '\n')
 		if j < 0 {
-			return 0
+			return 0, joined
 		}
 		i += j
 		if buf[i-1] == '}' {
-			return i
+			return i, joined
 		}
+		joined = true
 		i++
 	}
 }
@@ -175,6 +183,7 @@ func (s *JSONSlicer) stream() (Blob, error) {
 			}
 			// A newline inside the document: it goes on, and the newline is
 			// part of it.
+			s.Joined = true
 			if err := s.emit(newline); err != nil {
 				return Blob{}, err
 			}

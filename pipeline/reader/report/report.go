@@ -121,11 +121,13 @@ type Reader struct {
 	shake *sha3.SHAKE // with UIDs: the content hash of a blob too long to keep
 	// With UIDs, the blobs kept whole are hashed several at a time
 	// (ooniuid.Hasher): their measurements wait in batch, and go to
-	// onBlob, in order, once it holds ooniuid.Lanes() or the report ends.
+	// onBlob, in order, once it is full (maxBatch, batchBytes) or the
+	// report ends.
 	streamed bool // the current blob went past what is kept: shake has it
 	hasher   ooniuid.Hasher
 	batch    [maxBatch]pending
 	nbatch   int
+	nbytes   int // of the batch's kept blobs
 	kind     Kind
 	onBlob   func(Measurement)
 	problem  func(deadletter.Record)
@@ -173,15 +175,24 @@ func (s *blobSink) Write(p []byte) (int, error) {
 	return rr.blob.Write(p)
 }
 
-// maxBatch is the most measurements a batch holds: an ooniuid.Hasher's
-// lanes at most.
-const maxBatch = 8
+// A batch is hashed when it holds maxBatch measurements or batchBytes of
+// blobs, or its report ends: with more messages than lanes, the
+// ooniuid.Hasher's lanes stay busy when lengths differ. A slot's buffer
+// past keepBuf is let go once hashed, so what the batch keeps between
+// reports stays near maxBatch*keepBuf.
+const (
+	maxBatch   = 32
+	batchBytes = 4 << 20
+	keepBuf    = 1 << 20
+)
 
 // pending is a measurement whose hash waits for its batch.
 type pending struct {
 	m        Measurement
 	buf      []byte // the blob (a JSON line and its "\n"), unless streamed
 	streamed bool
+	joined   bool // a JSON blob that spans lines
+	utf8     bool // the blob is all UTF-8
 }
 
 // queue adds the measurement m of the current blob to the batch, which
@@ -189,6 +200,7 @@ type pending struct {
 func (rr *Reader) queue(m Measurement) {
 	p := &rr.batch[rr.nbatch]
 	p.m, p.streamed = m, rr.streamed
+	p.joined, p.utf8 = rr.kind == KindJSON && rr.json.Joined, rr.blob.valid()
 	if rr.streamed {
 		if rr.kind == KindJSON {
 			rr.shake.Write([]byte{'\n'})
@@ -202,7 +214,8 @@ func (rr *Reader) queue(m Measurement) {
 		}
 	}
 	rr.nbatch++
-	if rr.nbatch == min(maxBatch, ooniuid.Lanes()) {
+	rr.nbytes += len(p.buf)
+	if rr.nbatch == maxBatch || rr.nbytes >= batchBytes {
 		rr.flush()
 	}
 }
@@ -228,9 +241,9 @@ func (rr *Reader) flush() {
 		p := &rr.batch[i]
 		switch {
 		case rr.kind == KindJSON && !p.streamed:
-			if line := p.buf[:len(p.buf)-1]; bytes.IndexByte(line, '\n') >= 0 {
+			if p.joined {
 				rr.joined(p.m, p.buf)
-			} else if date, ok := ooniuid.JSONDate(line); ok {
+			} else if date, ok := ooniuid.JSONDateOf(p.buf[:len(p.buf)-1], p.utf8); ok {
 				p.m.ID.UID = ooniuid.UID(date, p.m.ID.Hash)
 			}
 		case rr.kind == KindYAML && !p.streamed && rr.yamlUIDs != nil:
@@ -239,8 +252,11 @@ func (rr *Reader) flush() {
 		if rr.onBlob != nil {
 			rr.onBlob(p.m)
 		}
+		if cap(p.buf) > keepBuf {
+			p.buf = nil
+		}
 	}
-	rr.nbatch = 0
+	rr.nbatch, rr.nbytes = 0, 0
 }
 
 // Write feeds the report's hashes: the raw bytes pass through here.
@@ -260,7 +276,7 @@ func (rr *Reader) Write(p []byte) (int, error) {
 // e.g. a truncated container: the measurements before it were counted
 // and the stats say so.
 func (rr *Reader) Read(r io.Reader, kind Kind, onBlob func(Measurement), problem func(deadletter.Record)) (Stats, error) {
-	rr.kind, rr.onBlob, rr.problem, rr.nbatch, rr.yamlUIDs = kind, onBlob, problem, 0, nil
+	rr.kind, rr.onBlob, rr.problem, rr.nbatch, rr.nbytes, rr.yamlUIDs = kind, onBlob, problem, 0, 0, nil
 	st, err := rr.read(r, kind, onBlob, problem)
 	if rr.nbatch > 0 {
 		rr.flush()
