@@ -358,10 +358,22 @@ func (p *jsonParser) skip() bool {
 	if !p.utf8 {
 		high = ^uint64(0)
 	}
+	var ms [5]uint64
 	for {
 		base := p.i
 		var m uint64
-		if len(b)-base >= 64 {
+		if len(b)-base >= 64 && p.utf8 {
+			base += scanEscapes(&b[base], len(b)-base, &ms)
+			if ms[0]|ms[1]|ms[2] != 0 {
+				next, end, ok := escapedChunk(b, base, &ms)
+				if !ok || end {
+					p.i = next
+					return ok
+				}
+				p.i = next
+				continue
+			}
+		} else if len(b)-base >= 64 {
 			off, mm := scan64(&b[base], len(b)-base, high)
 			base, m = base+off, mm
 		}
@@ -400,6 +412,55 @@ func (p *jsonParser) skip() bool {
 		}
 		p.i = next
 	}
+}
+
+// escapedChunk reads the 64 bytes of a string at base in a line that is
+// all UTF-8, from the masks scanEscapes gave (quotes, backslashes, NULs,
+// bytes that may follow a backslash, u's) with no per-byte branch but
+// at a \u escape: a byte is escaped when an odd run of backslashes comes
+// before it. It returns where the string goes on (next), or, with end,
+// where it ended, past its closing quote; false where ujson refuses it.
+// A run of backslashes at the end of the chunk leaves an odd last one to
+// the next chunk, which then starts with no escape open.
+func escapedChunk(b []byte, base int, ms *[5]uint64) (next int, end bool, ok bool) {
+	q, bs, nul, follows, u := ms[0], ms[1], ms[2], ms[3], ms[4]
+	esc := escaped(bs)
+	limit := 64
+	if bs>>63 != 0 && bits.LeadingZeros64(^bs)&1 == 1 {
+		limit = 63
+	}
+	in := ^uint64(0) >> (64 - limit) // the bits read here
+	closing := q &^ esc & in
+	if closing != 0 {
+		in = closing&-closing - 1 // the bits before the closing quote
+	}
+	if (esc&^follows|nul)&in != 0 {
+		return 0, false, false
+	}
+	// A \u escape's hex digits are neither quotes nor backslashes: the
+	// next chunk may start among them.
+	for us := esc & u & in; us != 0; us &= us - 1 {
+		if escapeLen(b[base+bits.TrailingZeros64(us)-1:]) == 0 {
+			return 0, false, false
+		}
+	}
+	if closing != 0 {
+		return base + bits.TrailingZeros64(closing) + 1, true, true
+	}
+	return base + limit, false, true
+}
+
+// escaped is the mask of the bytes of a chunk that a backslash escapes
+// (bs, the chunk's backslashes, with none escaped from before it): those
+// just after a run of backslashes of odd length. A run that starts on an
+// even bit and ends on an odd one is odd, and the other way round; adding
+// a run's first bit to the run carries to the bit after it.
+func escaped(bs uint64) uint64 {
+	const even = 0x5555555555555555
+	starts := bs &^ (bs << 1)
+	afterEven := (bs + starts&even) &^ bs
+	afterOdd := (bs + starts&^even) &^ bs
+	return afterEven&^even | afterOdd&even
 }
 
 // tailMask is scan64's mask of b, fewer than 64 bytes.

@@ -1,6 +1,7 @@
 package ooniuid_test
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -50,5 +51,64 @@ func TestJSONDate_StringsAcrossChunks(t *testing.T) {
 	}
 	if !ooniuid.HasScan64 {
 		t.Log("scan64 does not run here: both readings are the bytewise one")
+	}
+}
+
+// TestJSONDate_Escapes puts every byte after a backslash, and runs of one
+// to five backslashes before a quote, at every place across the first two
+// 64-byte chunks of a string: ujson takes a byte of "\\/bfnrt" and a u
+// with four hex digits, and an odd run escapes the quote.
+func TestJSONDate_Escapes(t *testing.T) {
+	check := func(line string, want bool) {
+		t.Helper()
+		date, ok := ooniuid.JSONDate([]byte(line))
+		if ok != want {
+			t.Fatalf("%q: ok %v, want %v", line, ok, want)
+		}
+		if d, k := ooniuid.JSONDateBytewise([]byte(line)); d != date || k != ok {
+			t.Fatalf("%q: %q %v, read eight bytes at a time %q %v", line, date, ok, d, k)
+		}
+	}
+	for at := 50; at < 140; at++ {
+		pad := strings.Repeat("x", at)
+		for c := range 256 {
+			want := strings.IndexByte(`"\/bfnrt`, byte(c)) >= 0
+			if c == 'u' {
+				check(`{"a": "`+pad+`\u00e9`+strings.Repeat("y", 80)+`"}`, true)
+				check(`{"a": "`+pad+`\u0"`+strings.Repeat("y", 80)+`"}`, false)
+				continue
+			}
+			check(`{"a": "`+pad+"\\"+string([]byte{byte(c)})+strings.Repeat("y", 80)+`"}`, want)
+		}
+		for n := 1; n <= 5; n++ {
+			// An odd run escapes the quote: the string goes on to the next one.
+			run := strings.Repeat("\\", n)
+			check(`{"a": "`+pad+run+`"}`, n%2 == 0)
+			check(`{"a": "`+pad+run+`"x"}`, n%2 == 1)
+		}
+	}
+}
+
+// escaped marks the byte after every odd run of backslashes, as a reading
+// from the left does (a backslash a backslash escapes is not marked).
+func TestEscaped(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := range 100000 {
+		bs := rng.Uint64() & rng.Uint64()
+		if trial%2 == 0 {
+			bs |= rng.Uint64() // long runs
+		}
+		var want uint64
+		for i := 0; i < 64; i++ {
+			if bs>>i&1 == 1 {
+				if i+1 < 64 && bs>>(i+1)&1 == 0 {
+					want |= 1 << (i + 1)
+				}
+				i++ // the byte it escapes, a backslash or not
+			}
+		}
+		if got := ooniuid.Escaped(bs); got != want {
+			t.Fatalf("backslashes %064b: escaped %064b, want %064b", bs, got, want)
+		}
 	}
 }

@@ -57,3 +57,120 @@ none:
 	MOVQ AX, off+24(FP)
 	MOVQ $0, mask+32(FP)
 	RET
+
+// The escapes' classes (scanEscapes): a byte may follow a backslash when
+// escLo[its low nibble] & escHi[its high nibble] is not 0.
+DATA escLo<>+0(SB)/8, $0x00040808000d0000
+DATA escLo<>+8(SB)/8, $0x0104000200000000
+DATA escLo<>+16(SB)/8, $0x00040808000d0000
+DATA escLo<>+24(SB)/8, $0x0104000200000000
+GLOBL escLo<>(SB), RODATA|NOPTR, $32
+DATA escHi<>+0(SB)/8, $0x0804020000010000
+DATA escHi<>+8(SB)/8, $0x0000000000000000
+DATA escHi<>+16(SB)/8, $0x0804020000010000
+DATA escHi<>+24(SB)/8, $0x0000000000000000
+GLOBL escHi<>(SB), RODATA|NOPTR, $32
+
+// func scanEscapes(b *byte, n int, m *[5]uint64) (off int)
+TEXT ·scanEscapes(SB), NOSPLIT, $0-32
+	MOVQ b+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ m+16(FP), DI
+	XORQ AX, AX
+	MOVL $0x22, R8
+	MOVQ R8, X12
+	VPBROADCASTB X12, Y12 // '"'
+	MOVL $0x5c, R8
+	MOVQ R8, X11
+	VPBROADCASTB X11, Y11 // '\\'
+	VPXOR Y10, Y10, Y10   // NUL
+	MOVL $0x75, R8
+	MOVQ R8, X9
+	VPBROADCASTB X9, Y9 // 'u'
+	MOVL $0x0f, R8
+	MOVQ R8, X15
+	VPBROADCASTB X15, Y15 // low nibble
+	VMOVDQU escLo<>(SB), Y14
+	VMOVDQU escHi<>(SB), Y13
+
+eloop:
+	LEAQ 64(AX), R9
+	CMPQ R9, CX
+	JA   enone
+	VMOVDQU (SI)(AX*1), Y0
+	VMOVDQU 32(SI)(AX*1), Y1
+	VPCMPEQB Y0, Y12, Y2
+	VPCMPEQB Y0, Y11, Y3
+	VPCMPEQB Y0, Y10, Y4
+	VPCMPEQB Y1, Y12, Y5
+	VPCMPEQB Y1, Y11, Y6
+	VPCMPEQB Y1, Y10, Y7
+	VPOR Y2, Y3, Y8
+	VPOR Y8, Y4, Y8
+	VPOR Y8, Y5, Y8
+	VPOR Y8, Y6, Y8
+	VPOR Y8, Y7, Y8
+	VPTEST Y8, Y8
+	JNZ  efound
+	MOVQ R9, AX
+	JMP  eloop
+
+efound:
+	VPMOVMSKB Y2, R10
+	VPMOVMSKB Y5, R11
+	SHLQ $32, R11
+	ORQ  R11, R10
+	MOVQ R10, 0(DI) // quotes
+	VPMOVMSKB Y3, R10
+	VPMOVMSKB Y6, R11
+	SHLQ $32, R11
+	ORQ  R11, R10
+	MOVQ R10, 8(DI) // backslashes
+	VPMOVMSKB Y4, R10
+	VPMOVMSKB Y7, R11
+	SHLQ $32, R11
+	ORQ  R11, R10
+	MOVQ R10, 16(DI) // NULs
+
+	// The bytes that may follow a backslash: the classes of their two
+	// nibbles meet.
+	VPAND    Y0, Y15, Y2
+	VPSHUFB  Y2, Y14, Y2
+	VPSRLW   $4, Y0, Y3
+	VPAND    Y3, Y15, Y3
+	VPSHUFB  Y3, Y13, Y3
+	VPAND    Y2, Y3, Y2
+	VPCMPEQB Y2, Y10, Y2
+	VPAND    Y1, Y15, Y5
+	VPSHUFB  Y5, Y14, Y5
+	VPSRLW   $4, Y1, Y6
+	VPAND    Y6, Y15, Y6
+	VPSHUFB  Y6, Y13, Y6
+	VPAND    Y5, Y6, Y5
+	VPCMPEQB Y5, Y10, Y5
+	VPMOVMSKB Y2, R10
+	VPMOVMSKB Y5, R11
+	SHLQ $32, R11
+	ORQ  R11, R10
+	NOTQ R10
+	MOVQ R10, 24(DI) // may follow a backslash
+	VPCMPEQB Y0, Y9, Y2
+	VPCMPEQB Y1, Y9, Y5
+	VPMOVMSKB Y2, R10
+	VPMOVMSKB Y5, R11
+	SHLQ $32, R11
+	ORQ  R11, R10
+	MOVQ R10, 32(DI) // u
+	VZEROUPPER
+	MOVQ AX, off+24(FP)
+	RET
+
+enone:
+	VZEROUPPER
+	MOVQ $0, 0(DI)
+	MOVQ $0, 8(DI)
+	MOVQ $0, 16(DI)
+	MOVQ $0, 24(DI)
+	MOVQ $0, 32(DI)
+	MOVQ AX, off+24(FP)
+	RET

@@ -5,3 +5,5 @@ package ooniuid
 func scan64(b *byte, n int, high uint64) (int, uint64) { panic("ooniuid: no scan64 here") }
 
 const hasScan64 = false
+
+func scanEscapes(b *byte, n int, m *[5]uint64) int { panic("ooniuid: no scanEscapes here") }
