@@ -19,7 +19,3 @@ func JSONDateBytewise(line []byte) (string, bool) { return jsonDate(line, utf8.V
 
 // HasScan64 tells whether scan64 runs here.
 var HasScan64 = hasScan64
-
-// Escaped is the mask of the bytes of a 64-byte chunk its backslashes
-// (bs) escape.
-var Escaped = escaped

@@ -62,15 +62,13 @@ type jsonParser struct {
 const maxDepth = 1024
 
 func (p *jsonParser) ws() {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case ' ', '\t', '\r', '\n':
-			p.i++
-		default:
-			return
-		}
+	for p.i < len(p.b) && p.b[p.i] <= ' ' && wsByte[p.b[p.i]] {
+		p.i++
 	}
 }
+
+// wsByte are the bytes ujson skips between tokens.
+var wsByte = [256]bool{' ': true, '\t': true, '\r': true, '\n': true}
 
 func (p *jsonParser) end() bool {
 	p.ws()
@@ -358,22 +356,45 @@ func (p *jsonParser) skip() bool {
 	if !p.utf8 {
 		high = ^uint64(0)
 	}
-	var ms [5]uint64
+	// Most strings are short (keys, numbers as text): their first words
+	// are read as str reads them, and only a longer string goes on to
+	// the 64-byte reading, whose setup costs more than a word's.
+	for range 3 {
+		if p.i+8 > len(b) {
+			break
+		}
+		m := special8(binary.LittleEndian.Uint64(b[p.i:]), high&highs)
+		if m == 0 {
+			p.i += 8
+			continue
+		}
+		if at := p.i + bits.TrailingZeros64(m)>>3; b[at] == '"' {
+			p.i = at + 1
+			return true
+		}
+		break
+	}
+	if p.utf8 {
+		for len(b)-p.i >= 64 {
+			pos, status := skipString(&b[p.i], len(b)-p.i)
+			p.i += pos
+			switch status {
+			case strEnd:
+				return true
+			case strRefused:
+				return false
+			case strEscapeU:
+				if escapeLen(b[p.i:]) == 0 {
+					return false
+				}
+				p.i += 6
+			}
+		}
+	}
 	for {
 		base := p.i
 		var m uint64
-		if len(b)-base >= 64 && p.utf8 {
-			base += scanEscapes(&b[base], len(b)-base, &ms)
-			if ms[0]|ms[1]|ms[2] != 0 {
-				next, end, ok := escapedChunk(b, base, &ms)
-				if !ok || end {
-					p.i = next
-					return ok
-				}
-				p.i = next
-				continue
-			}
-		} else if len(b)-base >= 64 {
+		if len(b)-base >= 64 && !p.utf8 {
 			off, mm := scan64(&b[base], len(b)-base, high)
 			base, m = base+off, mm
 		}
@@ -414,54 +435,13 @@ func (p *jsonParser) skip() bool {
 	}
 }
 
-// escapedChunk reads the 64 bytes of a string at base in a line that is
-// all UTF-8, from the masks scanEscapes gave (quotes, backslashes, NULs,
-// bytes that may follow a backslash, u's) with no per-byte branch but
-// at a \u escape: a byte is escaped when an odd run of backslashes comes
-// before it. It returns where the string goes on (next), or, with end,
-// where it ended, past its closing quote; false where ujson refuses it.
-// A run of backslashes at the end of the chunk leaves an odd last one to
-// the next chunk, which then starts with no escape open.
-func escapedChunk(b []byte, base int, ms *[5]uint64) (next int, end bool, ok bool) {
-	q, bs, nul, follows, u := ms[0], ms[1], ms[2], ms[3], ms[4]
-	esc := escaped(bs)
-	limit := 64
-	if bs>>63 != 0 && bits.LeadingZeros64(^bs)&1 == 1 {
-		limit = 63
-	}
-	in := ^uint64(0) >> (64 - limit) // the bits read here
-	closing := q &^ esc & in
-	if closing != 0 {
-		in = closing&-closing - 1 // the bits before the closing quote
-	}
-	if (esc&^follows|nul)&in != 0 {
-		return 0, false, false
-	}
-	// A \u escape's hex digits are neither quotes nor backslashes: the
-	// next chunk may start among them.
-	for us := esc & u & in; us != 0; us &= us - 1 {
-		if escapeLen(b[base+bits.TrailingZeros64(us)-1:]) == 0 {
-			return 0, false, false
-		}
-	}
-	if closing != 0 {
-		return base + bits.TrailingZeros64(closing) + 1, true, true
-	}
-	return base + limit, false, true
-}
-
-// escaped is the mask of the bytes of a chunk that a backslash escapes
-// (bs, the chunk's backslashes, with none escaped from before it): those
-// just after a run of backslashes of odd length. A run that starts on an
-// even bit and ends on an odd one is odd, and the other way round; adding
-// a run's first bit to the run carries to the bit after it.
-func escaped(bs uint64) uint64 {
-	const even = 0x5555555555555555
-	starts := bs &^ (bs << 1)
-	afterEven := (bs + starts&even) &^ bs
-	afterOdd := (bs + starts&^even) &^ bs
-	return afterEven&^even | afterOdd&even
-}
+// What skipString says of where it stopped.
+const (
+	strEnd = iota
+	strRefused
+	strShort
+	strEscapeU
+)
 
 // tailMask is scan64's mask of b, fewer than 64 bytes.
 func tailMask(b []byte, high uint64) uint64 {

@@ -1,7 +1,6 @@
 package ooniuid_test
 
 import (
-	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -21,6 +20,7 @@ func TestJSONDate_StringsAcrossChunks(t *testing.T) {
 	}{
 		{`\"`, true}, {`\\`, true}, {`\\\"`, true}, {`\/\b\f\n\r\t`, true}, {`\u00e9`, true}, {`\ud800\udc00`, true}, {`\uDBFF`, true},
 		{`\x`, false}, {`\u12`, false}, {`\u12g4`, false}, {`\`, false}, {"\x00", false},
+		{`\n` + "\x00", false}, {"\x00" + `\"`, false}, {`\u00e9x\x`, false}, {`\\\u00e9` + "\x00", false}, // with escapes in the same chunk
 		{"\t\x01\x1f", true}, {"é€😀", true}, {"\xed\xa0\x80", true}, {"\xc0\xaf", false}, {"\xf4\x90\x80\x80", false}, {"\xe2\x82", false},
 		{`"`, false}, // the string ends early: what follows is no JSON
 	}
@@ -85,30 +85,6 @@ func TestJSONDate_Escapes(t *testing.T) {
 			run := strings.Repeat("\\", n)
 			check(`{"a": "`+pad+run+`"}`, n%2 == 0)
 			check(`{"a": "`+pad+run+`"x"}`, n%2 == 1)
-		}
-	}
-}
-
-// escaped marks the byte after every odd run of backslashes, as a reading
-// from the left does (a backslash a backslash escapes is not marked).
-func TestEscaped(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	for trial := range 100000 {
-		bs := rng.Uint64() & rng.Uint64()
-		if trial%2 == 0 {
-			bs |= rng.Uint64() // long runs
-		}
-		var want uint64
-		for i := 0; i < 64; i++ {
-			if bs>>i&1 == 1 {
-				if i+1 < 64 && bs>>(i+1)&1 == 0 {
-					want |= 1 << (i + 1)
-				}
-				i++ // the byte it escapes, a backslash or not
-			}
-		}
-		if got := ooniuid.Escaped(bs); got != want {
-			t.Fatalf("backslashes %064b: escaped %064b, want %064b", bs, got, want)
 		}
 	}
 }

@@ -16,12 +16,13 @@ func scan64(b *byte, n int, high uint64) (off int, mask uint64)
 // hasScan64 tells whether scan64 runs here.
 var hasScan64 = cpu.X86.HasAVX2
 
-// scanEscapes is scan64 of a line that is all UTF-8 (bytes past ASCII
-// are plain): it returns the first off whose 64 bytes hold a quote, a
-// backslash or a NUL, and sets m to the masks of those 64 bytes that are
-// a quote, a backslash, a NUL, a byte that may follow a backslash
-// (`"\/bfnrtu`) and a u; past the last whole 64 bytes, off with m all 0
-// (scan_amd64.s, AVX2).
+// skipString reads a string of a line that is all UTF-8 from b (just
+// past its opening quote, or past a character of it) while 64 bytes
+// remain, and returns where it stopped and why: strEnd, pos just past the
+// closing quote; strRefused, ujson refuses the string (a NUL, a backslash
+// before a byte that may not follow one); strShort, fewer than 64 bytes
+// remain from pos; strEscapeU, a \u escape's backslash at pos, whose four
+// hex digits are left to the caller (scan_amd64.s, AVX2).
 //
 //go:noescape
-func scanEscapes(b *byte, n int, m *[5]uint64) (off int)
+func skipString(b *byte, n int) (pos int, status int)

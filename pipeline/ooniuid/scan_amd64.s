@@ -71,11 +71,19 @@ DATA escHi<>+16(SB)/8, $0x0804020000010000
 DATA escHi<>+24(SB)/8, $0x0000000000000000
 GLOBL escHi<>(SB), RODATA|NOPTR, $32
 
-// func scanEscapes(b *byte, n int, m *[5]uint64) (off int)
-TEXT ·scanEscapes(SB), NOSPLIT, $0-32
+// func skipString(b *byte, n int) (pos int, status int)
+//
+// Reads a string of a line that is all UTF-8 from b (no escape open
+// there) while 64 bytes remain, a chunk at a time: a chunk with no quote,
+// backslash or NUL is passed at once; in one with a backslash, a byte is
+// escaped when an odd run of backslashes comes before it (a run that
+// starts on an even bit and ends on an odd one is odd, and the other way
+// round; adding a run's first bit to the run carries to the bit after
+// it). An odd run at the chunk's end leaves its last backslash to the
+// next chunk, which so starts with no escape open.
+TEXT ·skipString(SB), NOSPLIT, $0-32
 	MOVQ b+0(FP), SI
 	MOVQ n+8(FP), CX
-	MOVQ m+16(FP), DI
 	XORQ AX, AX
 	MOVL $0x22, R8
 	MOVQ R8, X12
@@ -93,10 +101,10 @@ TEXT ·scanEscapes(SB), NOSPLIT, $0-32
 	VMOVDQU escLo<>(SB), Y14
 	VMOVDQU escHi<>(SB), Y13
 
-eloop:
+sloop:
 	LEAQ 64(AX), R9
 	CMPQ R9, CX
-	JA   enone
+	JA   sshort
 	VMOVDQU (SI)(AX*1), Y0
 	VMOVDQU 32(SI)(AX*1), Y1
 	VPCMPEQB Y0, Y12, Y2
@@ -111,29 +119,38 @@ eloop:
 	VPOR Y8, Y6, Y8
 	VPOR Y8, Y7, Y8
 	VPTEST Y8, Y8
-	JNZ  efound
+	JNZ  sspecial
 	MOVQ R9, AX
-	JMP  eloop
+	JMP  sloop
 
-efound:
+sspecial:
 	VPMOVMSKB Y2, R10
-	VPMOVMSKB Y5, R11
-	SHLQ $32, R11
-	ORQ  R11, R10
-	MOVQ R10, 0(DI) // quotes
-	VPMOVMSKB Y3, R10
-	VPMOVMSKB Y6, R11
-	SHLQ $32, R11
-	ORQ  R11, R10
-	MOVQ R10, 8(DI) // backslashes
-	VPMOVMSKB Y4, R10
-	VPMOVMSKB Y7, R11
-	SHLQ $32, R11
-	ORQ  R11, R10
-	MOVQ R10, 16(DI) // NULs
+	VPMOVMSKB Y5, R8
+	SHLQ $32, R8
+	ORQ  R8, R10 // quotes
+	VPMOVMSKB Y3, R11
+	VPMOVMSKB Y6, R8
+	SHLQ $32, R8
+	ORQ  R8, R11 // backslashes
+	VPMOVMSKB Y4, R12
+	VPMOVMSKB Y7, R8
+	SHLQ $32, R8
+	ORQ  R8, R12 // NULs
+	TESTQ R11, R11
+	JNZ  sescapes
 
-	// The bytes that may follow a backslash: the classes of their two
-	// nibbles meet.
+	// No backslash: the first quote or NUL decides.
+	MOVQ R10, R8
+	ORQ  R12, R8
+	BSFQ R8, R8
+	BTQ  R8, R12
+	JCS  srefused
+	LEAQ 1(AX)(R8*1), AX
+	JMP  sended
+
+sescapes:
+	// R13: the bytes that may follow a backslash (the classes of their
+	// two nibbles meet); BX: the u's.
 	VPAND    Y0, Y15, Y2
 	VPSHUFB  Y2, Y14, Y2
 	VPSRLW   $4, Y0, Y3
@@ -148,29 +165,112 @@ efound:
 	VPSHUFB  Y6, Y13, Y6
 	VPAND    Y5, Y6, Y5
 	VPCMPEQB Y5, Y10, Y5
-	VPMOVMSKB Y2, R10
-	VPMOVMSKB Y5, R11
-	SHLQ $32, R11
-	ORQ  R11, R10
-	NOTQ R10
-	MOVQ R10, 24(DI) // may follow a backslash
+	VPMOVMSKB Y2, R13
+	VPMOVMSKB Y5, R8
+	SHLQ $32, R8
+	ORQ  R8, R13
+	NOTQ R13
 	VPCMPEQB Y0, Y9, Y2
 	VPCMPEQB Y1, Y9, Y5
-	VPMOVMSKB Y2, R10
-	VPMOVMSKB Y5, R11
-	SHLQ $32, R11
-	ORQ  R11, R10
-	MOVQ R10, 32(DI) // u
+	VPMOVMSKB Y2, BX
+	VPMOVMSKB Y5, R8
+	SHLQ $32, R8
+	ORQ  R8, BX
+
+	// DX: the escaped bytes.
+	MOVQ R11, R8
+	SHLQ $1, R8
+	NOTQ R8
+	ANDQ R11, R8 // the runs' first bits
+	MOVQ $0x5555555555555555, R9
+	MOVQ R8, DX
+	ANDQ R9, DX // those on even bits
+	NOTQ R9
+	ANDQ R9, R8 // those on odd bits
+	ADDQ R11, DX
+	ADDQ R11, R8
+	MOVQ R11, DI
+	NOTQ DI
+	ANDQ DI, DX // after the runs that start on even bits
+	ANDQ DI, R8 // after those that start on odd bits
+	ANDQ R9, DX
+	NOTQ R9
+	ANDQ R9, R8
+	ORQ  R8, DX
+
+	// R9: the bytes read here, 64 or 63; DI: their mask.
+	MOVQ $64, R9
+	MOVQ $-1, DI
+	BTQ  $63, R11
+	JCC  slimit
+	MOVQ R11, R8
+	NOTQ R8
+	TESTQ R8, R8
+	JZ   slimit // 64 backslashes: an even run
+	BSRQ R8, R8 // the last byte that is not a backslash: the run is 63-R8 long
+	BTQ  $0, R8
+	JCS  slimit
+	MOVQ $63, R9
+	MOVQ $0x7fffffffffffffff, DI
+
+slimit:
+	// R10: the closing quote, if here; DI: the bits before it.
+	MOVQ DX, R8
+	NOTQ R8
+	ANDQ R8, R10
+	ANDQ DI, R10
+	JZ   scheck
+	MOVQ R10, DI
+	SUBQ $1, DI
+	MOVQ R10, R8
+	NOTQ R8
+	ANDQ R8, DI
+
+scheck:
+	// An escaped byte that may not follow a backslash, or a NUL.
+	MOVQ R13, R8
+	NOTQ R8
+	ANDQ DX, R8
+	ORQ  R12, R8
+	ANDQ DI, R8
+	JNZ  srefused
+	// A \u escape: its digits are checked by the caller.
+	MOVQ DX, R8
+	ANDQ BX, R8
+	ANDQ DI, R8
+	JNZ  su
+	TESTQ R10, R10
+	JZ   snext
+	BSFQ R10, R8
+	LEAQ 1(AX)(R8*1), AX
+	JMP  sended
+
+snext:
+	ADDQ R9, AX
+	JMP  sloop
+
+su:
+	BSFQ R8, R8
+	LEAQ -1(AX)(R8*1), AX
 	VZEROUPPER
-	MOVQ AX, off+24(FP)
+	MOVQ AX, pos+16(FP)
+	MOVQ $3, status+24(FP)
 	RET
 
-enone:
+sended:
 	VZEROUPPER
-	MOVQ $0, 0(DI)
-	MOVQ $0, 8(DI)
-	MOVQ $0, 16(DI)
-	MOVQ $0, 24(DI)
-	MOVQ $0, 32(DI)
-	MOVQ AX, off+24(FP)
+	MOVQ AX, pos+16(FP)
+	MOVQ $0, status+24(FP)
+	RET
+
+srefused:
+	VZEROUPPER
+	MOVQ AX, pos+16(FP)
+	MOVQ $1, status+24(FP)
+	RET
+
+sshort:
+	VZEROUPPER
+	MOVQ AX, pos+16(FP)
+	MOVQ $2, status+24(FP)
 	RET

@@ -191,8 +191,9 @@ type pending struct {
 	m        Measurement
 	buf      []byte // the blob (a JSON line and its "\n"), unless streamed
 	streamed bool
-	joined   bool // a JSON blob that spans lines
-	utf8     bool // the blob is all UTF-8
+	joined   bool   // a JSON blob that spans lines
+	date     string // a JSON line's uid date, when it has a uid (dated)
+	dated    bool
 }
 
 // queue adds the measurement m of the current blob to the batch, which
@@ -200,7 +201,7 @@ type pending struct {
 func (rr *Reader) queue(m Measurement) {
 	p := &rr.batch[rr.nbatch]
 	p.m, p.streamed = m, rr.streamed
-	p.joined, p.utf8 = rr.kind == KindJSON && rr.json.Joined, rr.blob.valid()
+	p.joined, p.dated = rr.kind == KindJSON && rr.json.Joined, false
 	if rr.streamed {
 		if rr.kind == KindJSON {
 			rr.shake.Write([]byte{'\n'})
@@ -208,8 +209,13 @@ func (rr *Reader) queue(m Measurement) {
 		rr.shake.Read(p.m.ID.Hash[:])
 	} else {
 		// The kept blob becomes the batch's; its old buffer is kept next.
+		// A JSON line is checked now, while its bytes are still in the
+		// processor's cache.
 		p.buf, rr.blob.head = rr.blob.head, p.buf[:0]
 		if rr.kind == KindJSON {
+			if !p.joined {
+				p.date, p.dated = ooniuid.JSONDateOf(p.buf, rr.blob.valid())
+			}
 			p.buf = append(p.buf, '\n')
 		}
 	}
@@ -243,8 +249,8 @@ func (rr *Reader) flush() {
 		case rr.kind == KindJSON && !p.streamed:
 			if p.joined {
 				rr.joined(p.m, p.buf)
-			} else if date, ok := ooniuid.JSONDateOf(p.buf[:len(p.buf)-1], p.utf8); ok {
-				p.m.ID.UID = ooniuid.UID(date, p.m.ID.Hash)
+			} else if p.dated {
+				p.m.ID.UID = ooniuid.UID(p.date, p.m.ID.Hash)
 			}
 		case rr.kind == KindYAML && !p.streamed && rr.yamlUIDs != nil:
 			p.m.ID.UID = rr.yamlUIDs.UID(p.buf, p.m.ID.Hash)
