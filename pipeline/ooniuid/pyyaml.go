@@ -92,6 +92,11 @@ func (d *pyDict) put(k any, hk string, v any) {
 		d.vals[i] = v
 		return
 	}
+	d.add(k, hk, v)
+}
+
+// add adds the key k, whose hashable form is hk, known not to be there.
+func (d *pyDict) add(k any, hk string, v any) {
 	if len(d.keys) == cap(d.keys) {
 		d.grow()
 	}
@@ -318,9 +323,13 @@ func Falsy(doc []byte) bool {
 
 // pyLoad loads a YAML document as yaml.safe_load does. A document that
 // does not parse is errConstructor's kind too: the entry is skipped.
-func pyLoad(doc []byte) (any, error) {
+func pyLoad(doc []byte) (any, error) { return pyLoadRoom(doc, 0) }
+
+// pyLoadRoom is pyLoad, with room for that many more keys in a top-level
+// mapping (where the fast path loads it), which a merge will add.
+func pyLoadRoom(doc []byte, room int) (any, error) {
 	if fastPath {
-		if v, ok := fastLoad(doc); ok {
+		if v, ok := fastLoad(doc, room); ok {
 			return v, nil
 		}
 	}

@@ -90,7 +90,7 @@ func (y *YAMLReport) UID(doc []byte, h Hash) string {
 	if y.dead {
 		return ""
 	}
-	v, err := pyLoad(doc)
+	v, err := pyLoadRoom(doc, len(y.header.keys)+len(schema))
 	if errors.Is(err, errReader) || errors.Is(err, errFatal) {
 		y.dead = true
 		return ""
@@ -144,6 +144,15 @@ var schema = []string{"id", "input", "input_hashes", "report_id", "report_filena
 	"probe_city", "backend_version", "data_format_version", "test_name", "test_version", "test_start_time", "measurement_start_time",
 	"test_runtime", "test_helpers", "software_name", "software_version", "bucket_date", "test_keys"}
 
+// schemaKeys are schema's keys as values, made once.
+var schemaKeys = func() []any {
+	ks := make([]any, len(schema))
+	for i, k := range schema {
+		ks[i] = k
+	}
+	return ks
+}()
+
 func set(names ...string) map[string]bool {
 	m := map[string]bool{}
 	for _, n := range names {
@@ -196,9 +205,9 @@ func normalize(e *pyDict) (string, error) {
 		tn = strings.ToLower(tn)
 	}
 	e.set("test_name", tn)
-	for _, k := range schema {
+	for i, k := range schema {
 		if !e.has(k) {
-			e.set(k, nil)
+			e.add(schemaKeys[i], k, nil)
 		}
 	}
 	if dfv, _ := e.get("data_format_version"); dfv == "0.2.0" {
@@ -299,13 +308,13 @@ func checkRest(e *pyDict, tn string) error {
 		e.set("test_keys", tk)
 	}
 	keys, ok := tk.(*pyDict)
-	moving := false
+	moving := 0
 	for _, k := range e.keys {
 		if s, isStr := k.(string); !isStr || !isSchemaKey(s) {
-			moving = true
+			moving++
 		}
 	}
-	if moving && !ok {
+	if moving > 0 && !ok {
 		return errNorm // test_keys[key] = ... on a list or a string
 	}
 	if !ok {
@@ -315,7 +324,7 @@ func checkRest(e *pyDict, tn string) error {
 	if keys == e {
 		ks, hks, vals = slices.Clone(ks), slices.Clone(hks), slices.Clone(vals)
 	}
-	keys.reserve(len(ks))
+	keys.reserve(moving)
 	for i, k := range ks {
 		if s, isStr := k.(string); !isStr || !isSchemaKey(s) {
 			keys.put(k, hks[i], vals[i])
