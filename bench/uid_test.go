@@ -57,7 +57,7 @@ func BenchmarkMeasurementUID(b *testing.B) {
 	}
 	dir := corpus(b, 1)
 	args := []string{"run", "--in", dir, "-q", "--json", "--workers", "2"}
-	var plain, flag time.Duration
+	var plain, flag, plainCPU, flagCPU time.Duration
 	var flagPer float64 // seconds a run with the flag takes
 	b.Run("run", func(b *testing.B) {
 		for b.Loop() {
@@ -66,17 +66,20 @@ func BenchmarkMeasurementUID(b *testing.B) {
 				if uid {
 					a = append(a, "--measurement-uid")
 				}
-				d, _ := timed(b, "", &bytes.Buffer{}, binary(b), a...)
+				d, cpu := cpuTimed(b, binary(b), a...)
 				if uid {
-					flag += d
+					flag, flagCPU = flag+d, flagCPU+cpu
 				} else {
-					plain += d
+					plain, plainCPU = plain+d, plainCPU+cpu
 				}
 			}
 		}
 		b.ReportMetric(plain.Seconds()/float64(b.N), "s_without")
 		b.ReportMetric(flag.Seconds()/float64(b.N), "s_with")
 		b.ReportMetric(plain.Seconds()/flag.Seconds(), "ratio_with_to_without")
+		// The same in CPU time (user and system): less swayed by what
+		// else the machine runs.
+		b.ReportMetric(plainCPU.Seconds()/flagCPU.Seconds(), "ratio_cpu")
 		flagPer = flag.Seconds() / float64(b.N)
 	})
 	raw := rawReports(b, dir)
@@ -113,4 +116,17 @@ func BenchmarkMeasurementUID(b *testing.B) {
 			b.ReportMetric(jsonS/n/flagPer, "x_against_json_alone")
 		}
 	})
+}
+
+// cpuTimed runs name with args and returns its wall-clock time and the
+// CPU time (user and system) it and its children used.
+func cpuTimed(b *testing.B, name string, args ...string) (wall, cpu time.Duration) {
+	b.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = &bytes.Buffer{}, os.Stderr
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("%s %v: %v", name, args, err)
+	}
+	return time.Since(start), cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 }

@@ -32,7 +32,7 @@ const maxFastNest = 200
 
 // fastLoad loads doc ("---\n" ... "\n...\n") as pyLoad does; false where
 // the document leaves the fast path's subset, and pyLoad must load it.
-func fastLoad(doc []byte, room int) (any, bool) {
+func fastLoad(doc []byte, room int, a *arena) (any, bool) {
 	if len(doc) < 8 || string(doc[:4]) != "---\n" || string(doc[len(doc)-5:]) != "\n...\n" {
 		return nil, false
 	}
@@ -45,7 +45,7 @@ func fastLoad(doc []byte, room int) (any, bool) {
 	}
 	p := parsers.Get().(*fastParser)
 	defer p.release()
-	*p = fastParser{b: body, room: room, scratch: p.scratch[:0], items: p.items[:0], ents: p.ents[:0]}
+	*p = fastParser{b: body, room: room, arena: a, scratch: p.scratch[:0], items: p.items[:0], ents: p.ents[:0]}
 	if ind, err := p.lineContent(); err != nil || ind < 0 {
 		return nil, err == nil // blank lines and comments alone: null
 	}
@@ -113,7 +113,8 @@ type fastParser struct {
 	b       []byte
 	pos, ls int
 	depth   int
-	room    int // more keys a top-level mapping is made with room for
+	room    int    // more keys a top-level mapping is made with room for
+	arena   *arena // where collections are made, when not nil
 	scratch []byte
 	// The entries of the collections being read, above those of the
 	// collections that hold them: a collection is copied out at its size
@@ -129,7 +130,8 @@ type fastEnt struct {
 
 // list ends the sequence whose items start at mark.
 func (p *fastParser) list(mark int) []any {
-	out := make([]any, len(p.items)-mark)
+	n := len(p.items) - mark
+	out := p.arena.anySlice(n, n)
 	copy(out, p.items[mark:])
 	clear(p.items[mark:])
 	p.items = p.items[:mark]
@@ -177,8 +179,9 @@ func (p *fastParser) dict(mark int) *pyDict {
 	if mark == 0 {
 		c += p.room // the top-level mapping, or the first of a top-level sequence
 	}
-	buf := make([]any, 2*c)
-	d := &pyDict{keys: buf[:n:c], vals: buf[c : c+n : 2*c], hks: make([]string, n, c)}
+	buf := p.arena.anySlice(2*c, 2*c)
+	d := p.arena.dict()
+	d.keys, d.vals, d.hks = buf[:n:c], buf[c:c+n:2*c], p.arena.strSlice(n, c)
 	for i, e := range p.ents[mark:] {
 		d.keys[i], d.hks[i], d.vals[i] = e.k, e.hk, e.v
 	}

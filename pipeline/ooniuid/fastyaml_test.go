@@ -58,7 +58,7 @@ func pyEqual(a, b any) bool {
 // faithful loader makes of it.
 func checkFast(t *testing.T, doc []byte) bool {
 	t.Helper()
-	v, ok := fastLoad(doc, 0)
+	v, ok := fastLoad(doc, 0, nil)
 	if !ok {
 		return false
 	}

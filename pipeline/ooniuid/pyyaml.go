@@ -323,13 +323,15 @@ func Falsy(doc []byte) bool {
 
 // pyLoad loads a YAML document as yaml.safe_load does. A document that
 // does not parse is errConstructor's kind too: the entry is skipped.
-func pyLoad(doc []byte) (any, error) { return pyLoadRoom(doc, 0) }
+func pyLoad(doc []byte) (any, error) { return pyLoadIn(doc, 0, nil) }
 
-// pyLoadRoom is pyLoad, with room for that many more keys in a top-level
-// mapping (where the fast path loads it), which a merge will add.
-func pyLoadRoom(doc []byte, room int) (any, error) {
+// pyLoadIn is pyLoad, with room for that many more keys in a top-level
+// mapping, which a merge will add, and the collections made in a (not
+// nil: the values are dead when it is reset), where the fast path loads
+// the document.
+func pyLoadIn(doc []byte, room int, a *arena) (any, error) {
 	if fastPath {
-		if v, ok := fastLoad(doc, room); ok {
+		if v, ok := fastLoad(doc, room, a); ok {
 			return v, nil
 		}
 	}

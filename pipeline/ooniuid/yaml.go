@@ -28,6 +28,7 @@ import (
 type YAMLReport struct {
 	header *pyDict // nil when the header does not load: no entry gets a uid
 	dead   bool
+	arena  arena // the entry's collections, reused from one entry to the next
 }
 
 // NewYAMLReport starts a report whose header document is header.
@@ -90,7 +91,8 @@ func (y *YAMLReport) UID(doc []byte, h Hash) string {
 	if y.dead {
 		return ""
 	}
-	v, err := pyLoadRoom(doc, len(y.header.keys)+len(schema))
+	y.arena.reset()
+	v, err := pyLoadIn(doc, len(y.header.keys)+len(schema), &y.arena)
 	if errors.Is(err, errReader) || errors.Is(err, errFatal) {
 		y.dead = true
 		return ""
