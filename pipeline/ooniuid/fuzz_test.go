@@ -58,3 +58,28 @@ func FuzzFalsy(f *testing.F) {
 		_ = ooniuid.Falsy(doc)
 	})
 }
+
+// FuzzJSONStream: a line given to JSONStream in pieces (cut where the
+// fuzzer says) reads as JSONDate reads it whole.
+func FuzzJSONStream(f *testing.F) {
+	for _, s := range []string{`{"measurement_start_time": "2017-06-01 10:11:12"}`, `{"a": [1, {"b": "\ud800"}], "measurement_start_time": "２０１７-6- 1\u00a01:2:3"}`,
+		`{"a": -Infinity, "b": 01.e5}`, `{"measurement_start_time": "\ud835\udfce017-06-01 10:11:12", "measurement_start_time": 5}`,
+		"{\"a\": \"\xed\xa0\x80\", \"measurement\\u005fstart_time\": \"2017-06-01 10:11:12\"}", `[1, 2e5, -, -.5, true, null, NaN]`, `"x"`, `12`} {
+		f.Add([]byte(s), uint64(0x0102030405060708))
+	}
+	f.Fuzz(func(t *testing.T, b []byte, cuts uint64) {
+		var s ooniuid.JSONStream
+		rest := b
+		for len(rest) > 0 {
+			n := min(len(rest), 1+int(cuts&15))
+			cuts = cuts>>4 | cuts<<60
+			s.Write(rest[:n])
+			rest = rest[n:]
+		}
+		date, ok, unread := s.Date()
+		wantDate, wantOK := ooniuid.JSONDate(b)
+		if ok != wantOK || ok && !unread && date != wantDate || unread {
+			t.Fatalf("%q: streamed %q %v (unread %v), whole %q %v", b, date, ok, unread, wantDate, wantOK)
+		}
+	})
+}

@@ -36,6 +36,9 @@ func TestJSONDate_StringsAcrossChunks(t *testing.T) {
 				if d, k := ooniuid.JSONDateBytewise([]byte(line)); d != date || k != ok {
 					t.Errorf("%q at %d: %q %v, read eight bytes at a time %q %v", c.mid, at, date, ok, d, k)
 				}
+				if d, k := streamed(line, 7); d != date || k != ok {
+					t.Errorf("%q at %d: %q %v, streamed %q %v", c.mid, at, date, ok, d, k)
+				}
 			}
 		}
 	}
@@ -68,6 +71,9 @@ func TestJSONDate_Escapes(t *testing.T) {
 		if d, k := ooniuid.JSONDateBytewise([]byte(line)); d != date || k != ok {
 			t.Fatalf("%q: %q %v, read eight bytes at a time %q %v", line, date, ok, d, k)
 		}
+		if d, k := streamed(line, 5); d != date || k != ok {
+			t.Fatalf("%q: %q %v, streamed %q %v", line, date, ok, d, k)
+		}
 	}
 	for at := 50; at < 140; at++ {
 		pad := strings.Repeat("x", at)
@@ -87,4 +93,16 @@ func TestJSONDate_Escapes(t *testing.T) {
 			check(`{"a": "`+pad+run+`"x"}`, n%2 == 1)
 		}
 	}
+}
+
+// streamed is what JSONStream says of line, given in pieces of n bytes.
+func streamed(line string, n int) (string, bool) {
+	var s ooniuid.JSONStream
+	for len(line) > 0 {
+		k := min(n, len(line))
+		s.Write([]byte(line[:k]))
+		line = line[k:]
+	}
+	date, ok, _ := s.Date()
+	return date, ok
 }

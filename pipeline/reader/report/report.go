@@ -119,6 +119,11 @@ type Reader struct {
 	sha   hash.Hash
 	orig  hash.Hash   // with OrigSHA1: the current blob's orig_sha1
 	shake *sha3.SHAKE // with UIDs: the content hash of a blob too long to keep
+	// With UIDs, a JSON line too long to keep is checked as it streams:
+	// its date, when OONI gives it a uid, is sdate (sdated).
+	jstream ooniuid.JSONStream
+	sdate   string
+	sdated  bool
 	// With UIDs, the blobs kept whole are hashed several at a time
 	// (ooniuid.Hasher): their measurements wait in batch, and go to
 	// onBlob, in order, once it is full (maxBatch, batchBytes) or the
@@ -163,13 +168,21 @@ func (s *blobSink) Write(p []byte) (int, error) {
 	}
 	if rr.UIDs {
 		if !rr.streamed && rr.blob.size+len(p) > rr.blob.keep {
-			// Too long to keep: hashed as it streams, from what was kept.
+			// Too long to keep: hashed (and a JSON line checked) as it
+			// streams, from what was kept.
 			rr.streamed = true
 			rr.shake.Reset()
 			rr.shake.Write(rr.blob.head)
+			if rr.kind == KindJSON {
+				rr.jstream = ooniuid.JSONStream{}
+				rr.jstream.Write(rr.blob.head)
+			}
 		}
 		if rr.streamed {
 			rr.shake.Write(p)
+			if rr.kind == KindJSON {
+				rr.jstream.Write(p)
+			}
 		}
 	}
 	return rr.blob.Write(p)
@@ -205,6 +218,7 @@ func (rr *Reader) queue(m Measurement) {
 	if rr.streamed {
 		if rr.kind == KindJSON {
 			rr.shake.Write([]byte{'\n'})
+			p.date, p.dated = rr.sdate, rr.sdated
 		}
 		rr.shake.Read(p.m.ID.Hash[:])
 	} else {
@@ -246,8 +260,8 @@ func (rr *Reader) flush() {
 	for i := range rr.nbatch {
 		p := &rr.batch[i]
 		switch {
-		case rr.kind == KindJSON && !p.streamed:
-			if p.joined {
+		case rr.kind == KindJSON:
+			if p.joined && !p.streamed {
 				rr.joined(p.m, p.buf)
 			} else if p.dated {
 				p.m.ID.UID = ooniuid.UID(p.date, p.m.ID.Hash)
@@ -389,7 +403,7 @@ func (rr *Reader) read(r io.Reader, kind Kind, onBlob func(Measurement), problem
 			return rr.finish(tee, st)
 		}
 		if b.Size > maxBlob {
-			flag(deadletter.OversizedBlob, b.Offset, fmt.Sprintf("measurement %d is %d bytes, over the %d-byte limit; it keeps its ID", m.Ndx, b.Size, maxBlob))
+			flag(deadletter.OversizedBlob, b.Offset, fmt.Sprintf("measurement %d is %d bytes, over the %d-byte limit; it keeps its ID%s", m.Ndx, b.Size, maxBlob, rr.streamedUID()))
 		} else if !rr.blob.valid() {
 			flag(deadletter.InvalidUTF8, b.Offset, fmt.Sprintf("measurement %d is not valid UTF-8; it keeps its ID", m.Ndx))
 		}
@@ -426,6 +440,26 @@ func (rr *Reader) end(err error, tee io.Reader, st Stats, flag func(reason strin
 	}
 	st, _ = rr.finish(nil, st)
 	return st, err
+}
+
+// streamedUID reads the date of the JSON line just streamed (with UIDs),
+// for queue, and says what became of its uid.
+func (rr *Reader) streamedUID() string {
+	rr.sdate, rr.sdated = "", false
+	if !rr.UIDs || rr.kind != KindJSON || !rr.streamed {
+		return ""
+	}
+	date, ok, unread := rr.jstream.Date()
+	switch {
+	case rr.json.Joined:
+		return "; it spans lines, which OONI's fastpath reads each as a measurement: their uids were not read"
+	case !ok:
+		return "; ujson refuses it, so OONI gives it no uid"
+	case unread:
+		return fmt.Sprintf("; its measurement_start_time is over %d bytes: its uid was not read", ooniuid.MaxDateValue)
+	}
+	rr.sdate, rr.sdated = date, true
+	return "; its uid was read as it streamed"
 }
 
 // joined records the lines of a JSON measurement that spans several

@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"io"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -185,6 +186,21 @@ func TestReportReader_HugeLine(t *testing.T) {
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4<<20 {
 		t.Errorf("reading a %d-byte line allocated %d bytes", size, alloc)
 	}
+	// With UIDs it is hashed and checked as it streams, and gets its
+	// uid; what it allocates is the growth of what it keeps of the line
+	// before it streams (MaxBlob, by 1.25 at a time), not the line.
+	rr = NewReader()
+	rr.MaxBlob, rr.UIDs = 4<<20, true
+	size = 32 << 20
+	runtime.ReadMemStats(&before)
+	res = readReport(t, rr, &lineOf{n: size}, KindJSON)
+	runtime.ReadMemStats(&after)
+	if res.err != nil || res.st.N != 1 || len(res.ms) != 1 || !strings.HasPrefix(res.ms[0].ID.UID, "0100000000") {
+		t.Fatalf("with UIDs: n=%d problems %v err %v", res.st.N, res.problems, res.err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > uint64(6*rr.MaxBlob+4<<20) {
+		t.Errorf("with UIDs, reading a %d-byte line allocated %d bytes", size, alloc)
+	}
 }
 
 // With OrigSHA1 every measurement carries the autoclaved index's
@@ -225,5 +241,50 @@ func TestReportReader_OrigSHA1(t *testing.T) {
 				t.Errorf("%s #%d: orig_sha1 %x, want the SHA-1 of %q", tc.kind, i, m.OrigSHA1, tc.blobs[i])
 			}
 		}
+	}
+}
+
+// With UIDs, a JSON line longer than MaxBlob (streamed, not kept) gets
+// the uid it gets when kept whole: its date read as it streams, escapes,
+// a date past the first pieces and a last measurement_start_time that
+// wins included; a line ujson refuses gets none; and its oversized record
+// says which.
+func TestReportReader_StreamedLineUID(t *testing.T) {
+	pad := strings.Repeat(`<p class=\"x\">\u00e9t\u00e9 \ud83d\ude00</p>\n`, 400)
+	lines := []string{
+		`{"measurement_start_time": "2017-06-01 10:11:12", "body": "` + pad + `"}`,
+		`{"body": "` + pad + `", "measurement\u005fstart_time": "2016-02-29 23:59:59"}`,
+		`{"measurement_start_time": "2017-06-01 10:11:12", "body": "` + pad + `", "measurement_start_time": null}`,
+		`{"measurement_start_time": "\ud835\udfd0017-06-01 10:11:12", "body": "` + pad + `"}`,
+		`{"body": "` + pad + `", "n": [1, -.5, 2e5, NaN, -Infinity, true]}`,
+		`{"body": "` + pad + `", "n": 01.e}`, // ujson refuses the exponent
+		`{"short": 1, "measurement_start_time": "2017-06-01 10:11:12"}`,
+	}
+	data := []byte(strings.Join(lines, "\n") + "\n")
+	uids := func(maxBlob int64) ([]string, []deadletter.Record) {
+		rr := NewReader()
+		rr.UIDs, rr.MaxBlob = true, maxBlob
+		res := readReport(t, rr, bytes.NewReader(data), KindJSON)
+		testutil.Check(t, res.err)
+		var out []string
+		for _, m := range res.ms {
+			out = append(out, m.ID.UID)
+		}
+		return out, res.problems
+	}
+	whole, _ := uids(1 << 20)
+	streamed, problems := uids(1000)
+	if len(whole) != len(lines) || whole[len(lines)-2] != "" || whole[0] == "" {
+		t.Fatalf("held whole, the uids are %q", whole)
+	}
+	if !slices.Equal(streamed, whole) {
+		t.Errorf("streamed, the uids are\n%q\nheld whole\n%q", streamed, whole)
+	}
+	var said []string
+	for _, p := range problems {
+		said = append(said, p.Message)
+	}
+	if len(problems) != len(lines)-1 || !strings.Contains(said[0], "its uid was read as it streamed") || !strings.Contains(said[5], "ujson refuses it") {
+		t.Errorf("the oversized records say %q", said)
 	}
 }
