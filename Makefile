@@ -122,7 +122,7 @@ granule-diff: reference ## GRANULE_DIFF (default 5,000) generated messages writt
 
 UID_DIFF ?= 20000
 UID_DIFF_SEED ?= $(shell date +%s)
-UID_DIFF_CATS ?= json_framing,json_values,yaml_basic,yaml_falsy,yaml_refused,yaml_binary,yaml_errors
+UID_DIFF_CATS ?= json_framing,json_values,yaml_basic,yaml_falsy,yaml_refused,yaml_binary,yaml_errors,yaml_emitter
 
 uid-diff: ## UID_DIFF (default 20,000) generated raw reports of UID_DIFF_CATS, their measurement_uids compared with OONI's own code's, row by row and uid by uid (ORACLE=path to the oracle script: it reads RAW/<bucket>/<basename> and prints textname, ndx, uid, hash); UID_DIFF_SEED to repeat a run
 	@test -n "$(ORACLE)" || { echo "uid-diff: set ORACLE to the oracle script that runs OONI's code" >&2; exit 2; }

@@ -22,7 +22,7 @@ func (g gen) emitted() string {
 			"# a comment\n", "numbers: ["+g.numbers()+"]\n", "n: "+g.number()+" # a trailing comment\n",
 			"'quoted key': "+g.scalar()+"\n", "1: one\n2.5: two\nnull: three\n", "empty:\nalso_empty: ''\ntilde: ~\n",
 			"wrapped: "+g.wrapped()+"\n", "dup: 1\ndup: 2\n", "scalar: "+g.scalar()+"\n",
-			g.requests(), g.queries(),
+			g.requests(), g.queries(), g.aliased(),
 		))
 	}
 	return strings.Join(parts, "")
@@ -102,4 +102,28 @@ func (g gen) queries() string {
 			g.pick("type=A", "type=MX", "type=TXT", "type=", "TYPE=A"), g.pick("<A address=106.120.167.66\n      ttl=300>", "7", "null", "'x'", "[a]"))
 	}
 	return b.String()
+}
+
+// aliased are requests in which an object appears twice, as the emitter
+// writes it: an anchor where it first appears, an alias where again. A
+// shared object is one object to OONI's normalisation, which changes some
+// in place (a request's headers become a dict).
+func (g gen) aliased() string {
+	headers := g.pick("\n    - [Host, example.com]\n    - [Server, nginx]", " [[Host, example.com]]", " []")
+	// The emitter names an entry's anchors id001, id002, …; the same name
+	// twice (which PyYAML's composer refuses) comes now and then.
+	id := fmt.Sprintf("id%03d", 1+g.rng.IntN(4))
+	switch g.rng.IntN(4) {
+	case 0: // the headers list of a request and its response
+		return "requests:\n- request:\n    body: null\n    headers: &" + id + headers +
+			"\n    method: GET\n    tor: {is_tor: false}\n    url: http://example.com/\n  response:\n    body: x\n    code: 200\n    headers: *" + id + "\n"
+	case 1: // the tor dict of two requests
+		return "requests:\n- request: {body: null, headers: [], method: GET, tor: &" + id + " {is_tor: false}, url: 'http://a/'}\n  response: {body: a, headers: []}\n" +
+			"- request: {body: null, headers: [], method: GET, tor: *" + id + ", url: 'http://b/'}\n  response: {body: b, headers: []}\n"
+	case 2: // one request twice
+		return "requests:\n- request: &" + id + "\n    body: null\n    headers:" + headers + "\n    method: GET\n    tor: null\n    url: http://example.com/\n" +
+			"  response: {body: a, headers: []}\n- request: *" + id + "\n  response: {body: b, headers: []}\n"
+	}
+	// one session twice
+	return "requests:\n- &" + id + "\n  request: {body: null, headers: [[Host, a]], method: GET, tor: null, url: 'http://a/'}\n  response:\n    body: a\n    headers:" + headers + "\n- *" + id + "\n"
 }

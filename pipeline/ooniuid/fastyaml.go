@@ -115,6 +115,12 @@ type fastParser struct {
 	depth   int
 	room    int    // more keys a top-level mapping is made with room for
 	arena   *arena // where collections are made, when not nil
+	// The values of the document's anchors read so far, with twice the
+	// nodes and the height each stands for, and the nodes its aliases
+	// stand for, against maxNodes.
+	anchors map[string]anchored
+	aliased int
+	sizes   map[any][2]int // sizeOf's, by collection
 	scratch []byte
 	// The entries of the collections being read, above those of the
 	// collections that hold them: a collection is copied out at its size
@@ -276,7 +282,7 @@ func (p *fastParser) node(parent int) (any, error) {
 			return p.mapping(col, s)
 		}
 		return s, p.endLine()
-	case '[', '{', '!', '|':
+	case '[', '{', '!', '|', '*':
 		return p.inline(parent)
 	}
 	if indicator(p.b[p.pos]) && (p.b[p.pos] != '-' || p.sep(p.pos+1)) {
@@ -297,12 +303,161 @@ func (p *fastParser) node(parent int) (any, error) {
 	return p.plainRest(text, parent)
 }
 
+// anchor reads "&name" after pos and its spaces, where there is one, and
+// moves past it; "" where there is none. A name is of the characters
+// both scanners take, and ends at a space or the line's end; an anchor
+// named again is left to the faithful loader (PyYAML's composer refuses
+// it).
+func (p *fastParser) anchor() (string, error) {
+	i := p.pos
+	for p.b[i] == ' ' {
+		i++
+	}
+	if p.b[i] != '&' {
+		return "", nil
+	}
+	j := i + 1
+	for anchorChar(p.b[j]) {
+		j++
+	}
+	if j == i+1 || !p.sep(j) {
+		return "", errSlow
+	}
+	// The node it anchors, on this line or a later one, may not be an
+	// alias or anchored again: those are errors.
+	k := j
+	for k < len(p.b) {
+		for k < len(p.b) && p.b[k] == ' ' {
+			k++
+		}
+		if k < len(p.b) && p.b[k] == '#' {
+			k += bytes.IndexByte(p.b[k:], '\n')
+		}
+		if k >= len(p.b) || p.b[k] != '\n' {
+			break
+		}
+		k++
+	}
+	if k < len(p.b) && (p.b[k] == '*' || p.b[k] == '&') {
+		return "", errSlow
+	}
+	name := string(p.b[i+1 : j])
+	if _, again := p.anchors[name]; again {
+		return "", errSlow
+	}
+	p.pos = j
+	return name, nil
+}
+
+// flowNext tells whether a flow collection starts after pos's spaces.
+func (p *fastParser) flowNext() bool {
+	i := p.pos
+	for p.b[i] == ' ' {
+		i++
+	}
+	return p.b[i] == '[' || p.b[i] == '{'
+}
+
+func anchorChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
+}
+
+type anchored struct {
+	v            any
+	nodes, depth int
+}
+
+// setAnchor records v, the value of the anchor name (none when "").
+func (p *fastParser) setAnchor(name string, v any) {
+	if name == "" {
+		return
+	}
+	if p.anchors == nil {
+		p.anchors = map[string]anchored{}
+	}
+	nodes, depth := p.sizeOf(v)
+	p.anchors[name] = anchored{v, nodes, depth}
+}
+
+// sizeOf counts two nodes for each value and key v stands for, more than
+// the faithful loader counts, and its height. A collection an alias put
+// in more than one place is counted once for each, and walked once.
+func (p *fastParser) sizeOf(v any) (nodes, depth int) {
+	var id any
+	switch x := v.(type) {
+	case []any:
+		if len(x) == 0 {
+			return 2, 0
+		}
+		id = &x[0]
+	case *pyDict:
+		id = x
+	default:
+		return 2, 0
+	}
+	if s, ok := p.sizes[id]; ok {
+		return s[0], s[1]
+	}
+	nodes = 2
+	switch x := v.(type) {
+	case []any:
+		for _, e := range x {
+			n, d := p.sizeOf(e)
+			nodes, depth = nodes+n, max(depth, d+1)
+		}
+	case *pyDict:
+		for _, e := range x.vals {
+			n, d := p.sizeOf(e)
+			nodes, depth = nodes+2+n, max(depth, d+1)
+		}
+	}
+	if p.sizes == nil {
+		p.sizes = map[any][2]int{}
+	}
+	p.sizes[id] = [2]int{nodes, depth}
+	return nodes, depth
+}
+
+// alias reads "*name" at pos: its anchor's value, the same object, as
+// PyYAML's constructor gives it. An alias to an anchor not yet read to
+// its end (its own ancestor) is left to the faithful loader, and so is
+// one past the bounds of what aliases stand for.
+func (p *fastParser) alias(flow bool) (any, error) {
+	j := p.pos + 1
+	for anchorChar(p.b[j]) {
+		j++
+	}
+	switch c := p.b[j]; {
+	case j == p.pos+1:
+		return nil, errSlow
+	case c == ' ' || c == '\n' || flow && (c == ',' || c == ']' || c == '}'):
+	default:
+		return nil, errSlow
+	}
+	a, ok := p.anchors[string(p.b[p.pos+1:j])]
+	if !ok {
+		return nil, errSlow
+	}
+	if p.aliased += a.nodes; p.aliased > maxNodes || p.depth+a.depth > maxFastNest {
+		return nil, errSlow
+	}
+	p.pos = j
+	return a.v, nil
+}
+
 // seq reads a block sequence whose entries are at column col.
 func (p *fastParser) seq(col int) (any, error) {
 	mark := len(p.items)
 	for {
 		p.pos++ // the '-'
 		var v any
+		name, err := p.anchor()
+		if err != nil {
+			return nil, err
+		}
+		if name != "" && !p.restBlank() && !p.flowNext() && bytes.IndexByte(p.b[p.pos:p.pos+bytes.IndexByte(p.b[p.pos:], '\n')], ':') >= 0 {
+			return nil, errSlow // maybe "- &a key: value", whose anchor is the key's
+		}
 		if p.restBlank() {
 			p.pos++
 			ind, err := p.lineContent()
@@ -323,6 +478,7 @@ func (p *fastParser) seq(col int) (any, error) {
 				return nil, err
 			}
 		}
+		p.setAnchor(name, v)
 		p.items = append(p.items, v)
 		if p.atEnd() || p.col() < col {
 			return p.list(mark), nil
@@ -395,6 +551,17 @@ func fastKey(text string) (any, error) {
 
 // mapValue reads the value after a block mapping's key.
 func (p *fastParser) mapValue(col int) (any, error) {
+	name, err := p.anchor()
+	if err != nil {
+		return nil, err
+	}
+	v, err := p.mapValueAfter(col)
+	p.setAnchor(name, v)
+	return v, err
+}
+
+// mapValueAfter is mapValue past an anchor.
+func (p *fastParser) mapValueAfter(col int) (any, error) {
 	if p.restBlank() {
 		p.pos++
 		ind, err := p.lineContent()
@@ -434,6 +601,12 @@ func (p *fastParser) inline(parent int) (any, error) {
 		return p.literal(parent)
 	case '!':
 		return p.tagged(parent, false)
+	case '*':
+		v, err := p.alias(false)
+		if err != nil {
+			return nil, err
+		}
+		return v, p.endLine()
 	default:
 		if indicator(c) && (c != '-' || p.sep(p.pos+1)) {
 			return nil, errSlow
@@ -787,6 +960,11 @@ func (p *fastParser) flowItem(parent int, key bool) (any, error) {
 			return nil, errSlow
 		}
 		return p.tagged(parent, true)
+	case '*':
+		if key {
+			return nil, errSlow
+		}
+		return p.alias(true)
 	default:
 		if indicator(c) && (c != '-' || p.sep(p.pos+1) || strings.IndexByte(",[]{}", p.b[p.pos+1]) >= 0) {
 			return nil, errSlow

@@ -106,10 +106,15 @@ var fastTaken = []string{
 	"[1., 01.5, 1.5e3, 1.0e+3, 1_0.5, ., 1..2, 1.2.3, 10.0.0.1, 99999999999999999, 0, 00, 08, yes, yEs, n, y, nULL, oN, Off, ~, 2014-01-02]\n",
 	"a: 1 # c\nb: [x] # c\nc: |\n  x\n # c\nd: # c\n  e # c\n",
 	"# c\nk: v\n\nk2: v\n  # c\nb: |\n  x\n   # not a comment\n\n# c\nc: d\n",
+	// Anchors and aliases as PyYAML's emitter writes an object it meets
+	// twice: each alias is a copy.
+	"a: &x 1\nb: *x\n", "h: &id001\n- [Host, [x]]\nr:\n  headers: *id001\n  more: [*id001, *id001]\n",
+	"- &id001\n  k: v\n  l: [1, 2]\n- *id001\n- &id002 [a, {b: c}]\n- {x: *id002}\n", "a: &e\nb: *e\nc: &s 'q'\nd: *s # c\n",
 }
 
 var fastLeft = []string{
-	"a: b: c\n", "a: &x 1\nb: *x\n", "a:\tb\n", "a: >\n  folded\n", "? a\n: b\n", "a: [b, ]\n",
+	"a: b: c\n", "a:\tb\n", "a: *x\n", "a: &x [*x]\n", "a: &x 1\nb: &x 2\n", "- &x k: v\n", "&x\nk: v\n",
+	"a: [&x 1, *x]\n", "a: &x 1\n*x : 2\n", "a: &x 1\nb: *x: 2\n", "a: &x! 1\n", "a: &x 1\nb: *x,\n", "a: &x 1\n<<: *x\n", "a: &e\nb: &f *e\n", "a: &e &f 1\n", "a: &e\nb: &f\n  # c\n\n *e\n", "a: >\n  folded\n", "? a\n: b\n", "a: [b, ]\n",
 	"a: 'x\ny'\n", "a:\n  b: 1\n c: 2\n", "- a\nb: 1\n", "a: !!str 1\n", "a: \"\\/\"\n", "[a, b]: c\n",
 	"a: [x: y]\n", "a: {x}\n", "a: -\n", "a: - b\n", "<<: {a: 1}\n", "a: =\n", "a: x\n\n  y\n", "a: [x,\n\n  y]\n", "a: [x,\n  # c\n  y]\n",
 }

@@ -73,7 +73,7 @@ func FuzzJSONStream(f *testing.F) {
 		for len(rest) > 0 {
 			n := min(len(rest), 1+int(cuts&15))
 			cuts = cuts>>4 | cuts<<60
-			s.Write(rest[:n])
+			s.Add(rest[:n])
 			rest = rest[n:]
 		}
 		date, ok, unread := s.Date()

@@ -100,7 +100,7 @@ func streamed(line string, n int) (string, bool) {
 	var s ooniuid.JSONStream
 	for len(line) > 0 {
 		k := min(n, len(line))
-		s.Write([]byte(line[:k]))
+		s.Add([]byte(line[:k]))
 		line = line[k:]
 	}
 	date, ok, _ := s.Date()

@@ -10,7 +10,7 @@ import (
 // given whole: for a line too long to hold. It holds the open containers
 // (at most 1024), the bytes of a UTF-8 sequence or an escape split
 // between pieces, and a top-level measurement_start_time's value up to
-// MaxDateValue bytes. Write the line's bytes (without its "\n") in order,
+// MaxDateValue bytes. Add the line's bytes (without its "\n") in order,
 // then ask Date.
 type JSONStream struct {
 	st    jsState
@@ -66,12 +66,11 @@ const (
 	numExpDigits
 )
 
-// Write reads p, the next piece of the line.
-func (s *JSONStream) Write(p []byte) (int, error) {
+// Add reads p, the next piece of the line.
+func (s *JSONStream) Add(p []byte) {
 	for i := 0; i < len(p) && !s.fail; {
 		i += s.step(p[i:])
 	}
-	return len(p), nil
 }
 
 // step reads from the start of p, and returns how many bytes it took.

@@ -368,24 +368,32 @@ func load(doc []byte, full bool) (any, error) {
 	if n.Kind == 0 || len(n.Content) == 0 {
 		return nil, nil
 	}
-	l := loader{budget: maxNodes, full: full}
+	if anchoredTwice(&n, map[string]bool{}) {
+		return nil, errFatal // PyYAML's composer refuses an anchor named again
+	}
+	l := loader{budget: maxNodes, full: full, done: map[*yaml.Node]any{}, sizes: map[*yaml.Node][2]int{}}
 	return l.value(n.Content[0], 0)
 }
 
-// Bounds of a document's values: aliases are expanded, so an alias to an
-// ancestor, or aliases of aliases (a billion laughs), would never end.
-// maxNodes bounds the nodes visited again through aliases only: the
-// nodes of the document itself are the parser's already, and a document
-// of many (a list of a million scalars, which PyYAML loads) keeps its uid.
+// Bounds of a document's values. An alias is the value of its anchor's
+// node, the same object, as PyYAML's constructor makes it (OONI's
+// normalisation changes some values in place, which every alias sees);
+// an alias to its own ancestor, which PyYAML makes a value that holds
+// itself, is refused. What aliases stand for is bounded all the same,
+// as if they were expanded (aliases of aliases, a billion laughs, make
+// the walks of the normalisation long): maxNodes bounds the nodes
+// counted again through aliases only, so a document of many of its own
+// (a list of a million scalars, which PyYAML loads) keeps its uid.
 var maxNodes = 1 << 20
 
 const maxNest = 1000
 
 // loader converts a document's nodes within the bounds.
 type loader struct {
-	budget    int  // of nodes visited through aliases
-	expanding int  // aliases being followed
-	full      bool // the full loader's python/ tags too
+	budget int                   // of nodes counted through aliases
+	full   bool                  // the full loader's python/ tags too
+	done   map[*yaml.Node]any    // the values of the anchored nodes converted
+	sizes  map[*yaml.Node][2]int // an anchored node's nodes and height, aliases expanded
 }
 
 var (
@@ -423,21 +431,70 @@ func resolve(v string) string {
 	return "!!str"
 }
 
+// anchoredTwice tells whether an anchor of n's is named twice in it.
+func anchoredTwice(n *yaml.Node, seen map[string]bool) bool {
+	if n.Anchor != "" {
+		if seen[n.Anchor] {
+			return true
+		}
+		seen[n.Anchor] = true
+	}
+	for _, c := range n.Content {
+		if anchoredTwice(c, seen) {
+			return true
+		}
+	}
+	return false
+}
+
+// value is the value of n, at depth; an alias's is its anchor's.
 func (l *loader) value(n *yaml.Node, depth int) (any, error) {
 	if depth > maxNest {
 		return nil, errConstructor
 	}
-	if l.expanding > 0 {
-		if l.budget--; l.budget < 0 {
+	if n.Kind == yaml.AliasNode {
+		v, ok := l.done[n.Alias]
+		if !ok {
+			return nil, errConstructor // its own ancestor
+		}
+		size := l.size(n.Alias)
+		if l.budget -= size[0]; l.budget < 0 || depth+1+size[1] > maxNest {
 			return nil, errConstructor
 		}
+		return v, nil
 	}
+	v, err := l.convert(n, depth)
+	if err == nil && n.Anchor != "" {
+		l.done[n] = v
+	}
+	return v, err
+}
+
+// size is how many nodes n stands for, and its height, its aliases
+// expanded.
+func (l *loader) size(n *yaml.Node) [2]int {
+	if n.Kind == yaml.AliasNode {
+		s := l.size(n.Alias)
+		return [2]int{1 + s[0], 1 + s[1]}
+	}
+	if s, ok := l.sizes[n]; ok {
+		return s
+	}
+	s := [2]int{1, 0}
+	for _, c := range n.Content {
+		cs := l.size(c)
+		s[0] += cs[0]
+		s[1] = max(s[1], 1+cs[1])
+	}
+	if n.Anchor != "" {
+		l.sizes[n] = s
+	}
+	return s
+}
+
+// convert is the value of n, not an alias.
+func (l *loader) convert(n *yaml.Node, depth int) (any, error) {
 	switch n.Kind {
-	case yaml.AliasNode:
-		l.expanding++
-		v, err := l.value(n.Alias, depth+1)
-		l.expanding--
-		return v, err
 	case yaml.SequenceNode:
 		if n.Style&yaml.TaggedStyle != 0 && n.Tag != "!!seq" && n.Tag != "!!omap" && n.Tag != "!!pairs" &&
 			!(l.full && (n.Tag == "!!python/list" || n.Tag == "!!python/tuple")) {

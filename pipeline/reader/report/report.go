@@ -175,13 +175,13 @@ func (s *blobSink) Write(p []byte) (int, error) {
 			rr.shake.Write(rr.blob.head)
 			if rr.kind == KindJSON {
 				rr.jstream = ooniuid.JSONStream{}
-				rr.jstream.Write(rr.blob.head)
+				rr.jstream.Add(rr.blob.head)
 			}
 		}
 		if rr.streamed {
 			rr.shake.Write(p)
 			if rr.kind == KindJSON {
-				rr.jstream.Write(p)
+				rr.jstream.Add(p)
 			}
 		}
 	}
