@@ -2,7 +2,6 @@ package ooniuid
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"math/big"
@@ -983,17 +982,21 @@ func (p *fastParser) flowItem(parent int, key bool) (any, error) {
 	return fastPlain(text)
 }
 
-// tagged reads a node of the two tags OONI's reports carry: !!binary
-// before a scalar (a literal one too, outside flow collections), !!set
-// before a flow mapping.
+// tagged reads a tagged node: a scalar (a literal one too, outside flow
+// collections) of !!binary, which OONI's reports carry, or of another of
+// the safe loader's scalar tags, made as the faithful loader makes it;
+// !!set before a flow mapping.
 func (p *fastParser) tagged(parent int, flow bool) (any, error) {
 	rest := p.b[p.pos:]
-	isSet := len(rest) > 6 && string(rest[:6]) == "!!set "
-	switch {
-	case isSet:
-		p.pos += 6
-	case len(rest) > 9 && string(rest[:9]) == "!!binary ":
-		p.pos += 9
+	end := bytes.IndexByte(rest, ' ')
+	if end < 0 {
+		return nil, errSlow
+	}
+	tag := string(rest[:end])
+	isSet := tag == "!!set"
+	switch tag {
+	case "!!set", "!!binary", "!!str", "!!int", "!!float", "!!bool", "!!null", "!!timestamp":
+		p.pos += end + 1
 	default:
 		return nil, errSlow
 	}
@@ -1048,11 +1051,11 @@ func (p *fastParser) tagged(parent int, flow bool) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(text), ""))
+	v, err := scalarValue(tag, text)
 	if err != nil {
-		return nil, errSlow
+		return nil, errSlow // the faithful loader says which error
 	}
-	return b, nil
+	return v, nil
 }
 
 // setKeys reads the flow mapping of a !!set: its keys, each as often as

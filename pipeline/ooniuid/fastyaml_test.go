@@ -110,12 +110,14 @@ var fastTaken = []string{
 	// twice: each alias is a copy.
 	"a: &x 1\nb: *x\n", "h: &id001\n- [Host, [x]]\nr:\n  headers: *id001\n  more: [*id001, *id001]\n",
 	"- &id001\n  k: v\n  l: [1, 2]\n- *id001\n- &id002 [a, {b: c}]\n- {x: *id002}\n", "a: &e\nb: *e\nc: &s 'q'\nd: *s # c\n",
+	// The safe loader's scalar tags.
+	"a: !!str 1\nb: !!int '0x1F'\nc: !!float 1\nd: !!bool yes\ne: !!null x\nf: !!timestamp 2014-01-02\ng: [!!str 2, !!int \"3\"]\nh: !!str |\n  x\n",
 }
 
 var fastLeft = []string{
 	"a: b: c\n", "a:\tb\n", "a: *x\n", "a: &x [*x]\n", "a: &x 1\nb: &x 2\n", "- &x k: v\n", "&x\nk: v\n",
-	"a: [&x 1, *x]\n", "a: &x 1\n*x : 2\n", "a: &x 1\nb: *x: 2\n", "a: &x! 1\n", "a: &x 1\nb: *x,\n", "a: &x 1\n<<: *x\n", "a: &e\nb: &f *e\n", "a: &e &f 1\n", "a: &e\nb: &f\n  # c\n\n *e\n", "a: >\n  folded\n", "? a\n: b\n", "a: [b, ]\n",
-	"a: 'x\ny'\n", "a:\n  b: 1\n c: 2\n", "- a\nb: 1\n", "a: !!str 1\n", "a: \"\\/\"\n", "[a, b]: c\n",
+	"a: [&x 1, *x]\n", "a: &x 1\n*x : 2\n", "a: &x 1\nb: *x: 2\n", "a: &x! 1\n", "a: &x 1\nb: *x,\n", "a: &x 1\n<<: *x\n", "a: &e\nb: &f *e\n", "a: &e &f 1\n", "a: !!int x\n", "a: !!map {}\n", "a: !!python/none x\n", "a: &e\nb: &f\n  # c\n\n *e\n", "a: >\n  folded\n", "? a\n: b\n", "a: [b, ]\n",
+	"a: 'x\ny'\n", "a:\n  b: 1\n c: 2\n", "- a\nb: 1\n", "a: \"\\/\"\n", "[a, b]: c\n",
 	"a: [x: y]\n", "a: {x}\n", "a: -\n", "a: - b\n", "<<: {a: 1}\n", "a: =\n", "a: x\n\n  y\n", "a: [x,\n\n  y]\n", "a: [x,\n  # c\n  y]\n",
 }
 
