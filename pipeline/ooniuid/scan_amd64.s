@@ -2,44 +2,43 @@
 
 #include "textflag.h"
 
+// BCAST sets every byte of y to c (through R8 and x).
+#define BCAST(c, x, y) MOVL $c, R8; MOVQ R8, x; VPBROADCASTB x, y
+
+// MASK64 sets r to the 64-bit mask of the high bits of the bytes of lo
+// and hi, the two halves of a chunk (through R8).
+#define MASK64(lo, hi, r) VPMOVMSKB lo, r; VPMOVMSKB hi, R8; SHLQ $32, R8; ORQ R8, r
+
+// SPECIALS sets the quotes', backslashes' and NULs' bytes of the chunk at
+// (SI)(AX*1) (Y0, Y1) to all ones in Y2 and Y5, Y3 and Y6, Y4 and Y7 (its
+// halves), against '"' in Y12, '\\' in Y11 and NUL in Y10.
+#define SPECIALS \
+	VMOVDQU (SI)(AX*1), Y0; VMOVDQU 32(SI)(AX*1), Y1; \
+	VPCMPEQB Y0, Y12, Y2; VPCMPEQB Y0, Y11, Y3; VPCMPEQB Y0, Y10, Y4; \
+	VPCMPEQB Y1, Y12, Y5; VPCMPEQB Y1, Y11, Y6; VPCMPEQB Y1, Y10, Y7
+
+// SPECIALCONSTS sets what SPECIALS compares with.
+#define SPECIALCONSTS BCAST(0x22, X12, Y12); BCAST(0x5c, X11, Y11); VPXOR Y10, Y10, Y10
+
 // func scan64(b *byte, n int, high uint64) (off int, mask uint64)
 TEXT ·scan64(SB), NOSPLIT, $0-40
 	MOVQ b+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ high+16(FP), DX
 	XORQ AX, AX
-	MOVL $0x22, R8
-	MOVQ R8, X13
-	VPBROADCASTB X13, Y13 // '"'
-	MOVL $0x5c, R8
-	MOVQ R8, X14
-	VPBROADCASTB X14, Y14 // '\\'
-	VPXOR Y15, Y15, Y15   // NUL
+	SPECIALCONSTS
 
 loop:
 	LEAQ 64(AX), R9
 	CMPQ R9, CX
 	JA   none
-	VMOVDQU (SI)(AX*1), Y0
-	VMOVDQU 32(SI)(AX*1), Y1
-	VPCMPEQB Y0, Y13, Y2
-	VPCMPEQB Y0, Y14, Y3
-	VPCMPEQB Y0, Y15, Y4
+	SPECIALS
 	VPOR Y2, Y3, Y2
 	VPOR Y2, Y4, Y2
-	VPCMPEQB Y1, Y13, Y5
-	VPCMPEQB Y1, Y14, Y6
-	VPCMPEQB Y1, Y15, Y7
 	VPOR Y5, Y6, Y5
 	VPOR Y5, Y7, Y5
-	VPMOVMSKB Y2, R10
-	VPMOVMSKB Y5, R11
-	VPMOVMSKB Y0, R12
-	VPMOVMSKB Y1, R13
-	SHLQ $32, R11
-	ORQ  R11, R10
-	SHLQ $32, R13
-	ORQ  R13, R12
+	MASK64(Y2, Y5, R10)
+	MASK64(Y0, Y1, R12) // bytes past ASCII
 	ANDQ DX, R12
 	ORQ  R12, R10
 	JNZ  found
@@ -85,19 +84,9 @@ TEXT ·skipString(SB), NOSPLIT, $0-32
 	MOVQ b+0(FP), SI
 	MOVQ n+8(FP), CX
 	XORQ AX, AX
-	MOVL $0x22, R8
-	MOVQ R8, X12
-	VPBROADCASTB X12, Y12 // '"'
-	MOVL $0x5c, R8
-	MOVQ R8, X11
-	VPBROADCASTB X11, Y11 // '\\'
-	VPXOR Y10, Y10, Y10   // NUL
-	MOVL $0x75, R8
-	MOVQ R8, X9
-	VPBROADCASTB X9, Y9 // 'u'
-	MOVL $0x0f, R8
-	MOVQ R8, X15
-	VPBROADCASTB X15, Y15 // low nibble
+	SPECIALCONSTS
+	BCAST(0x75, X9, Y9)   // 'u'
+	BCAST(0x0f, X15, Y15) // low nibble
 	VMOVDQU escLo<>(SB), Y14
 	VMOVDQU escHi<>(SB), Y13
 
@@ -105,14 +94,7 @@ sloop:
 	LEAQ 64(AX), R9
 	CMPQ R9, CX
 	JA   sshort
-	VMOVDQU (SI)(AX*1), Y0
-	VMOVDQU 32(SI)(AX*1), Y1
-	VPCMPEQB Y0, Y12, Y2
-	VPCMPEQB Y0, Y11, Y3
-	VPCMPEQB Y0, Y10, Y4
-	VPCMPEQB Y1, Y12, Y5
-	VPCMPEQB Y1, Y11, Y6
-	VPCMPEQB Y1, Y10, Y7
+	SPECIALS
 	VPOR Y2, Y3, Y8
 	VPOR Y8, Y4, Y8
 	VPOR Y8, Y5, Y8
@@ -124,18 +106,9 @@ sloop:
 	JMP  sloop
 
 sspecial:
-	VPMOVMSKB Y2, R10
-	VPMOVMSKB Y5, R8
-	SHLQ $32, R8
-	ORQ  R8, R10 // quotes
-	VPMOVMSKB Y3, R11
-	VPMOVMSKB Y6, R8
-	SHLQ $32, R8
-	ORQ  R8, R11 // backslashes
-	VPMOVMSKB Y4, R12
-	VPMOVMSKB Y7, R8
-	SHLQ $32, R8
-	ORQ  R8, R12 // NULs
+	MASK64(Y2, Y5, R10) // quotes
+	MASK64(Y3, Y6, R11) // backslashes
+	MASK64(Y4, Y7, R12) // NULs
 	TESTQ R11, R11
 	JNZ  sescapes
 
@@ -165,17 +138,11 @@ sescapes:
 	VPSHUFB  Y6, Y13, Y6
 	VPAND    Y5, Y6, Y5
 	VPCMPEQB Y5, Y10, Y5
-	VPMOVMSKB Y2, R13
-	VPMOVMSKB Y5, R8
-	SHLQ $32, R8
-	ORQ  R8, R13
+	MASK64(Y2, Y5, R13)
 	NOTQ R13
 	VPCMPEQB Y0, Y9, Y2
 	VPCMPEQB Y1, Y9, Y5
-	VPMOVMSKB Y2, BX
-	VPMOVMSKB Y5, R8
-	SHLQ $32, R8
-	ORQ  R8, BX
+	MASK64(Y2, Y5, BX)
 
 	// DX: the escaped bytes.
 	MOVQ R11, R8
@@ -252,25 +219,22 @@ snext:
 su:
 	BSFQ R8, R8
 	LEAQ -1(AX)(R8*1), AX
-	VZEROUPPER
-	MOVQ AX, pos+16(FP)
-	MOVQ $3, status+24(FP)
-	RET
+	MOVQ $3, DX // strEscapeU
+	JMP  sreturn
 
 sended:
-	VZEROUPPER
-	MOVQ AX, pos+16(FP)
-	MOVQ $0, status+24(FP)
-	RET
+	MOVQ $0, DX // strEnd
+	JMP  sreturn
 
 srefused:
-	VZEROUPPER
-	MOVQ AX, pos+16(FP)
-	MOVQ $1, status+24(FP)
-	RET
+	MOVQ $1, DX // strRefused
+	JMP  sreturn
 
 sshort:
+	MOVQ $2, DX // strShort
+
+sreturn:
 	VZEROUPPER
 	MOVQ AX, pos+16(FP)
-	MOVQ $2, status+24(FP)
+	MOVQ DX, status+24(FP)
 	RET
