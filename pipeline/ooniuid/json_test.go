@@ -106,3 +106,30 @@ func streamed(line string, n int) (string, bool) {
 	date, ok, _ := s.Date()
 	return date, ok
 }
+
+// A measurement_start_time longer than JSONStream reads is named as
+// unread, not given a date; a later one that is short is read.
+func TestJSONStream_LongDateValue(t *testing.T) {
+	long := `{"measurement_start_time": "2017-06-01` + strings.Repeat(" ", ooniuid.MaxDateValue) + `10:11:12"`
+	for _, c := range []struct {
+		line   string
+		date   string
+		unread bool
+	}{
+		{long + "}", "", true},
+		{long + `, "measurement_start_time": "2016-02-29 23:59:59"}`, "20160229", false},
+		{long + `, "measurement_start_time": 7}`, ooniuid.NoDate, false},
+	} {
+		var s ooniuid.JSONStream
+		for b := []byte(c.line); len(b) > 0; b = b[min(len(b), 4096):] {
+			s.Add(b[:min(len(b), 4096)])
+		}
+		date, ok, unread := s.Date()
+		if !ok || unread != c.unread || !unread && date != c.date {
+			t.Errorf("%q…: %q %v unread %v, want %q unread %v", c.line[:40], date, ok, unread, c.date, c.unread)
+		}
+		if whole, _ := ooniuid.JSONDate([]byte(c.line)); !c.unread && whole != date {
+			t.Errorf("%q…: whole %q, streamed %q", c.line[:40], whole, date)
+		}
+	}
+}
