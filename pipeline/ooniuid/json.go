@@ -163,19 +163,14 @@ func (p *jsonParser) value(depth int) bool {
 		return p.container(depth + 1)
 	case c == '-' || c >= '0' && c <= '9':
 		return p.number()
-	case c == 't':
-		return p.literal("true")
-	case c == 'f':
-		return p.literal("false")
-	case c == 'n':
-		return p.literal("null")
-	case c == 'N':
-		return p.literal("NaN")
-	case c == 'I':
-		return p.literal("Infinity")
+	case literals[c] != "":
+		return p.literal(literals[c])
 	}
 	return false
 }
+
+// literals are the words ujson reads as values, by their first letter.
+var literals = [256]string{'t': "true", 'f': "false", 'n': "null", 'N': "NaN", 'I': "Infinity"}
 
 func (p *jsonParser) container(depth int) bool {
 	close := byte(']')
@@ -234,7 +229,12 @@ func (p *jsonParser) wordGoesOn() bool {
 	if p.i >= len(p.b) {
 		return false
 	}
-	c := p.b[p.i]
+	return wordByte(p.b[p.i])
+}
+
+// wordByte tells whether c runs a number or a literal on into a word,
+// which ujson refuses.
+func wordByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-' || c == '+'
 }
 
@@ -466,7 +466,7 @@ func escapeLen(b []byte) int {
 		return 0
 	}
 	for _, c := range b[2:6] {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+		if _, ok := hexDigit(c); !ok {
 			return 0
 		}
 	}
@@ -534,39 +534,34 @@ func (p *jsonParser) hex4() (rune, bool) {
 	}
 	var v rune
 	for _, c := range p.b[p.i : p.i+4] {
-		v <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			v |= rune(c - '0')
-		case c >= 'a' && c <= 'f':
-			v |= rune(c-'a') + 10
-		case c >= 'A' && c <= 'F':
-			v |= rune(c-'A') + 10
-		default:
+		d, ok := hexDigit(c)
+		if !ok {
 			return 0, false
 		}
+		v = v<<4 | d
 	}
 	p.i += 4
 	return v, true
+}
+
+func hexDigit(c byte) (rune, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return rune(c - '0'), true
+	case c >= 'a' && c <= 'f':
+		return rune(c-'a') + 10, true
+	case c >= 'A' && c <= 'F':
+		return rune(c-'A') + 10, true
+	}
+	return 0, false
 }
 
 // utf8Len is the length of the UTF-8 sequence b starts with, as ujson
 // takes it: well formed but for UTF-8-encoded surrogates, which it keeps.
 func utf8Len(b []byte) (int, bool) {
 	c := b[0]
-	var n int
-	var min rune
-	switch {
-	case c&0xe0 == 0xc0:
-		n, min = 2, 0x80
-	case c&0xf0 == 0xe0:
-		n, min = 3, 0x800
-	case c&0xf8 == 0xf0:
-		n, min = 4, 0x10000
-	default:
-		return 0, false
-	}
-	if len(b) < n {
+	n := leadLen(c)
+	if n == 0 || len(b) < n {
 		return 0, false
 	}
 	r := rune(c) & (0x7f >> n)
@@ -576,8 +571,26 @@ func utf8Len(b []byte) (int, bool) {
 		}
 		r = r<<6 | rune(x&0x3f)
 	}
-	if r < min || r > utf8.MaxRune {
+	if r < leastRune[n] || r > utf8.MaxRune {
 		return 0, false
 	}
 	return n, true
+}
+
+// leastRune is the least rune a sequence of each length writes: a less
+// one is an overlong form.
+var leastRune = [5]rune{2: 0x80, 3: 0x800, 4: 0x10000}
+
+// leadLen is the length of the UTF-8 sequence c begins, 0 when c begins
+// none.
+func leadLen(c byte) int {
+	switch {
+	case c&0xe0 == 0xc0:
+		return 2
+	case c&0xf0 == 0xe0:
+		return 3
+	case c&0xf8 == 0xf0:
+		return 4
+	}
+	return 0
 }

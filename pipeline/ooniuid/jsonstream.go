@@ -196,23 +196,11 @@ func (s *JSONStream) value(c byte) {
 			s.digits, s.part = 1, numInt
 		}
 	default:
-		var w string
-		switch c {
-		case 't':
-			w = "true"
-		case 'f':
-			w = "false"
-		case 'n':
-			w = "null"
-		case 'N':
-			w = "NaN"
-		case 'I':
-			w = "Infinity"
-		default:
+		if literals[c] == "" {
 			s.fail = true
 			return
 		}
-		s.st, s.word, s.got = jsWord, w, 1
+		s.st, s.word, s.got = jsWord, literals[c], 1
 	}
 }
 
@@ -251,10 +239,6 @@ func (s *JSONStream) number(c byte) int {
 	s.fail = wordByte(c)
 	s.ended()
 	return 0
-}
-
-func wordByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-' || c == '+'
 }
 
 func (s *JSONStream) startString(key bool) {
@@ -334,14 +318,7 @@ func (s *JSONStream) str(p []byte) int {
 	case c >= 0x80:
 		// A sequence: its length from its first byte, then utf8Len on
 		// the whole of it.
-		switch {
-		case c&0xe0 == 0xc0:
-			s.need = 2
-		case c&0xf0 == 0xe0:
-			s.need = 3
-		case c&0xf8 == 0xf0:
-			s.need = 4
-		default:
+		if s.need = leadLen(c); s.need == 0 {
 			s.fail = true
 			return 1
 		}
@@ -357,18 +334,6 @@ func (s *JSONStream) str(p []byte) int {
 		s.put(string(p[:n]))
 	}
 	return n
-}
-
-func hexDigit(c byte) (rune, bool) {
-	switch {
-	case c >= '0' && c <= '9':
-		return rune(c - '0'), true
-	case c >= 'a' && c <= 'f':
-		return rune(c-'a') + 10, true
-	case c >= 'A' && c <= 'F':
-		return rune(c-'A') + 10, true
-	}
-	return 0, false
 }
 
 // putRune adds an escape's rune to what is decoded, pairing surrogates
