@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/backfill-dev/backfill/internal/cli"
 	"github.com/backfill-dev/backfill/internal/store"
@@ -12,13 +13,13 @@ import (
 	"github.com/backfill-dev/backfill/pipeline/output"
 	"github.com/backfill-dev/backfill/pipeline/scaleout"
 	"github.com/backfill-dev/backfill/pipeline/sink"
-	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
 )
 
-func runLoad(ctx context.Context, args []string, std cli.Stdio) error {
+func runLoad(ctx context.Context, args []string, std cli.Stdio) (err error) {
 	fs := newFlags("load", std)
 	var planFile, out, sinkName string
 	var createSchema, replace, noWithdraw bool
+	var lockWait time.Duration
 	var pf pgFlags
 	pf.register(fs, true)
 	shard := -1
@@ -27,7 +28,8 @@ func runLoad(ctx context.Context, args []string, std cli.Stdio) error {
 	fs.StringVar(&sinkName, "sink", "parquet", "`NAME`: parquet (into OUT) or postgres")
 	fs.BoolVar(&createSchema, "create-schema", false, "create the tables when they are missing")
 	fs.BoolVar(&replace, "replace", false, "replace buckets the output holds from another input (without it the load refuses, exit 1)")
-	fs.BoolVar(&noWithdraw, "no-withdraw", false, "refuse a load that would withdraw IDs the output published (Parquet: before anything is copied; PostgreSQL: the bucket that would)")
+	fs.BoolVar(&noWithdraw, "no-withdraw", false, "refuse a bucket that would withdraw IDs the output published, before anything of it is written (exit 1)")
+	fs.DurationVar(&lockWait, "lock-wait", 10*time.Minute, "how long to wait for another writer of a Parquet OUT (a run, another shard's load) to release its lock; 0 refuses at once")
 	fs.IntVar(&shard, "shard", -1, "the shard `I` to load (default: JOB_COMPLETION_INDEX)")
 	rest, err := cli.ParseFlags(fs, args)
 	if err != nil {
@@ -47,6 +49,8 @@ func runLoad(ctx context.Context, args []string, std cli.Stdio) error {
 		return cli.Usagef("load: --connections must be 1 to 256 (a PostgreSQL server holds about 100 by default)")
 	case pf.timeout <= 0:
 		return cli.Usagef("load: --pg-timeout must be positive")
+	case lockWait < 0 || lockWait > 24*time.Hour:
+		return cli.Usagef("load: --lock-wait must be 0 to 24h")
 	}
 	p, err := readPlan(ctx, "load", planFile)
 	if err != nil {
@@ -59,29 +63,6 @@ func runLoad(ctx context.Context, args []string, std cli.Stdio) error {
 	if err != nil {
 		return err
 	}
-	if sinkName == "postgres" {
-		pg := pf.options(std)
-		pg.CreateSchema, pg.NoWithdraw = createSchema, noWithdraw
-		return loadPostgres(ctx, std, p, planFile, shard, dst, pg, replace)
-	}
-	n, ws, err := scaleout.Load(ctx, p, shard, dst, scaleout.LoadOptions{Replace: replace, NoWithdraw: noWithdraw})
-	if isOrder(err) {
-		return cli.Usagef("load: %v", err)
-	} else if err != nil {
-		return err
-	}
-	fmt.Fprintf(std.Err, "backfill: loaded shard %d: %s into %s\n", shard, cli.Count(n, "bucket", "buckets"), out)
-	if len(ws) > 0 {
-		warnWithdrawn(std, ws)
-		return &cli.RejectsError{N: len(ws), What: "reports", Note: "whose published IDs the load withdrew", Verb: "named"}
-	}
-	return nil
-}
-
-// loadPostgres loads the buckets of shard from the job's output dst into
-// the schema of pg (replacing buckets loaded from another input with
-// replace).
-func loadPostgres(ctx context.Context, std cli.Stdio, p scaleout.Plan, planFile string, shard int, dst store.Store, pg pgcopy.Options, replace bool) (err error) {
 	src := scaleout.ShardOut(dst, shard)
 	if len(p.Names(shard)) == 0 {
 		fmt.Fprintf(std.Err, "backfill: shard %d of %s has no bucket; nothing to do\n", shard, planFile)
@@ -92,12 +73,21 @@ func loadPostgres(ctx context.Context, std cli.Stdio, p scaleout.Plan, planFile 
 	} else if err != nil {
 		return err
 	}
-	o, err := openOutput(ctx, std, output.Config{Postgres: true, PG: pg})
+	cfg := output.Config{Folder: dst, LockWait: lockWait, Waiting: func(le *store.LockedError) {
+		fmt.Fprintf(std.Err, "backfill: %v; waiting up to %v for it (--lock-wait)\n", le, lockWait)
+	}}
+	if sinkName == "postgres" {
+		pg := pf.options(std)
+		pg.CreateSchema, pg.NoWithdraw = createSchema, noWithdraw
+		cfg = output.Config{Postgres: true, PG: pg}
+	}
+	o, err := openOutput(ctx, std, cfg)
 	if err != nil {
 		return err
 	}
 	defer cli.CloseAlso(&err, o.Sink)
-	ws, err := scaleout.LoadInto(ctx, p, shard, dst, o.Sink, replace)
+	sum, err := scaleout.Load(ctx, p, shard, dst, o.Sink, scaleout.LoadOptions{Replace: replace, NoWithdraw: noWithdraw})
+	warnWithdrawn(std, sum.Withdrawn)
 	if isOrder(err) {
 		return cli.Usagef("load: %v", err)
 	} else if err != nil {
@@ -106,10 +96,13 @@ func loadPostgres(ctx context.Context, std cli.Stdio, p scaleout.Plan, planFile 
 		}
 		return err
 	}
-	fmt.Fprintf(std.Err, "backfill: loaded %s of %s into %s\n", cli.Count(len(p.Names(shard)), "bucket", "buckets"), src.Where("."), o.Dest)
-	if len(ws) > 0 {
-		warnWithdrawn(std, ws)
-		return &cli.RejectsError{N: len(ws), What: "reports", Note: "whose published IDs the load withdrew", Verb: "named"}
+	fmt.Fprintf(std.Err, "backfill: loaded shard %d: %s of %s into %s\n", shard, cli.Count(sum.Buckets, "bucket", "buckets"), src.Where("."), o.Dest)
+	warnStrays(std, sum.Strays)
+	switch {
+	case len(sum.Withdrawn) > 0:
+		return &cli.RejectsError{N: len(sum.Withdrawn), What: "reports", Note: "whose published IDs the load withdrew", Verb: "named"}
+	case len(sum.Strays) > 0:
+		return &cli.RejectsError{N: len(sum.Strays), What: "stray files", Note: "in the output's folders, held by no committed bucket", Verb: "found"}
 	}
 	return nil
 }

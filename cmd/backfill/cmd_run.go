@@ -270,9 +270,7 @@ func (o *runOptions) report(std cli.Stdio, sum job.Summary, deadLetters string) 
 		return fmt.Errorf("write the summary: %w", err)
 	}
 	warnWithdrawn(std, sum.Withdrawn)
-	for _, f := range sum.Strays {
-		fmt.Fprintf(std.Err, "backfill: stray file %s: no committed bucket holds it, and readers that glob its folder read it; move it out of the output\n", cli.Printable(f))
-	}
+	warnStrays(std, sum.Strays)
 	switch {
 	case o.planFile != "":
 		// A shard that completed exits 0 whatever it recorded, so that a
@@ -289,6 +287,13 @@ func (o *runOptions) report(std cli.Stdio, sum job.Summary, deadLetters string) 
 		return &cli.RejectsError{N: int(sum.Notices), What: "notices", Note: "--strict; records in " + deadLetters, Verb: "recorded"}
 	}
 	return nil
+}
+
+// warnStrays names each stray file a writer found in the output.
+func warnStrays(std cli.Stdio, strays []string) {
+	for _, f := range strays {
+		fmt.Fprintf(std.Err, "backfill: stray file %s: no committed bucket holds it, and readers that glob its folder read it; move it out of the output\n", cli.Printable(f))
+	}
 }
 
 // warnWithdrawn names each committed report whose IDs the run took back.

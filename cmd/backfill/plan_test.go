@@ -301,14 +301,38 @@ func TestPlan_ShardProcesses(t *testing.T) {
 
 // lockedBuffer is a buffer several processes' output goes to at once.
 type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu    sync.Mutex
+	b     bytes.Buffer
+	watch map[string]chan struct{}
 }
 
 func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.b.Write(p)
+	n, err := l.b.Write(p)
+	for s, c := range l.watch {
+		if strings.Contains(l.b.String(), s) {
+			close(c)
+			delete(l.watch, s)
+		}
+	}
+	return n, err
+}
+
+// Said returns a channel closed once the buffer holds s.
+func (l *lockedBuffer) Said(s string) <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := make(chan struct{})
+	if strings.Contains(l.b.String(), s) {
+		close(c)
+		return c
+	}
+	if l.watch == nil {
+		l.watch = map[string]chan struct{}{}
+	}
+	l.watch[s] = c
+	return c
 }
 
 func (l *lockedBuffer) String() string {
@@ -558,12 +582,24 @@ func TestLoad_SettlesAgainstTheOutput(t *testing.T) {
 	mapped(rest, job, dir+"/rest.json", narrow...)
 	lock, err := store.Local(job).Lock(t.Context(), parquetfile.LockName)
 	testutil.Check(t, err)
-	if codes, out := loadAll(job, dir+"/rest.json"); codes[0] != cli.ExitFailure || !strings.Contains(out, "is writing to") {
-		t.Errorf("load while a run holds the output: exits %v, want 1\n%s", codes, out)
+	if codes, out := loadAll(job, dir+"/rest.json", "--lock-wait", "0"); codes[0] != cli.ExitFailure || !strings.Contains(out, "is writing to") {
+		t.Errorf("load while a run holds the output, --lock-wait 0: exits %v, want 1\n%s", codes, out)
 	}
+	// With a wait, the load says so, waits for the run and goes on once
+	// the run is done.
+	var said lockedBuffer
+	waited := make(chan int)
+	go func() {
+		args := []string{"load", "--plan", dir + "/rest.json", "--shard", "0", "--out", job, "--lock-wait", "5m"}
+		waited <- exitCode(run(t.Context(), args, cli.Stdio{In: strings.NewReader(""), Out: &said, Err: &said}), &said)
+	}()
+	<-said.Said("waiting up to 5m0s")
 	testutil.Check(t, lock.Unlock())
-	if codes, out := loadAll(job, dir+"/rest.json"); !slices.Equal(codes, []int{0, 0}) {
-		t.Errorf("load beside a bucket whose reports beat the plan's: exits %v, want 0 (nothing published is withdrawn)\n%s", codes, out)
+	if code := <-waited; code != cli.ExitOK {
+		t.Errorf("load waiting for a run, then beside a bucket whose reports beat the plan's: exit %d, want 0 (nothing published is withdrawn)\n%s", code, said.String())
+	}
+	if code, out := callIn("", "load", "--plan", dir+"/rest.json", "--shard", "1", "--out", job); code != cli.ExitOK {
+		t.Errorf("load of shard 1: exit %d\n%s", code, out)
 	}
 	asOneRun("the run of the first and the load of the others", job)
 

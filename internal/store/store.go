@@ -29,6 +29,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Store is a folder tree: a local folder or an S3 prefix. Every call
@@ -93,6 +94,32 @@ type Lock interface {
 	// is found out here, not at the next renewal. A writer calls it before
 	// each commit. On S3 it renews the lock object (one conditional PUT).
 	Held(ctx context.Context) error
+}
+
+// LockWithin takes the lock name of st, waiting up to wait for another
+// holder to release it (a *LockedError past it; at once when wait is 0).
+// waiting, if not nil, is told of the holder once, when the wait begins.
+func LockWithin(ctx context.Context, st Store, name string, wait time.Duration, waiting func(*LockedError)) (Lock, error) {
+	deadline := time.Now().Add(wait)
+	told := false
+	for {
+		lock, err := st.Lock(ctx, name)
+		var le *LockedError
+		if !errors.As(err, &le) || !time.Now().Before(deadline) {
+			return lock, err
+		}
+		if !told && waiting != nil {
+			waiting(le)
+		}
+		told = true
+		t := time.NewTimer(min(200*time.Millisecond, time.Until(deadline)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // ErrLockLost is wrapped by the error of Held when another run has taken

@@ -18,8 +18,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 
@@ -164,7 +162,7 @@ func Run(ctx context.Context, cfg Config, s sink.Sink) (sum Summary, err error) 
 			return sum, err
 		}
 	}
-	if err := oneScheme(cfg, plan.Buckets, committed); err != nil {
+	if err := sink.OneScheme(cfg.Scheme, cfg.policy(), plan.Buckets, committed); err != nil {
 		return sum, err
 	}
 	if cfg.NoWithdraw {
@@ -353,37 +351,6 @@ func (cfg Config) policy() string {
 		return string(reader.NdxBlobs)
 	}
 	return string(cfg.Ndx)
-}
-
-// oneScheme refuses a run that would leave the output with buckets of two
-// schemes or ndx policies: one the run writes and one it leaves as it is.
-func oneScheme(cfg Config, scope []string, committed map[string]stamped.State) error {
-	in := make(map[string]bool, len(scope))
-	for _, b := range scope {
-		in[b] = true
-	}
-	policy := cfg.policy()
-	var others []string
-	var first stamped.Meta
-	for _, b := range slices.Sorted(maps.Keys(committed)) {
-		m := committed[b].Meta
-		if in[b] || (m.Scheme.Equal(cfg.Scheme) && m.NdxPolicy == policy) {
-			continue
-		}
-		if others == nil {
-			first = m
-		}
-		others = append(others, b)
-	}
-	if others == nil {
-		return nil
-	}
-	more := ""
-	if len(others) > 1 {
-		more = fmt.Sprintf(" and %d more", len(others)-1)
-	}
-	return fmt.Errorf("the output holds bucket %s%s made under %s with --ndx %s, and this run writes under %s with --ndx %s: one output holds one scheme and one ndx policy; name every bucket of the output to write them all again (their IDs are withdrawn, and named), or write to another folder",
-		others[0], more, first.Scheme, first.NdxPolicy, cfg.Scheme, policy)
 }
 
 // committedState returns the committed buckets of the ledger of s.

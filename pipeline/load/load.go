@@ -33,6 +33,12 @@ type Settler interface {
 	// will commit or keep (sorted); the others of the output stand as
 	// they are.
 	Start(ctx context.Context, buckets []string) error
+	// Expect adds, after Start, the reports other writers of the same
+	// plan commit (a scale-out load: the plan's other shards), on the
+	// days the run's buckets (days) and their committed versions reach;
+	// pending returns them, by day. A Settler that settles in the sink
+	// has the sink settle against them as they commit, and calls nothing.
+	Expect(ctx context.Context, days []int32, pending func(days []int32) ([]Pending, error)) error
 	// Keep adds a committed bucket the run leaves as it is (--resume).
 	Keep(ctx context.Context, bucket string) error
 	// Settle decides the verdicts of the bucket's reports before it is
@@ -68,9 +74,12 @@ type InSink struct{}
 var _ Settler = InSink{}
 
 func (InSink) Start(context.Context, []string) error { return nil }
-func (InSink) Keep(context.Context, string) error    { return nil }
-func (InSink) Finish(context.Context) error          { return nil }
-func (InSink) Done(context.Context, string) error    { return nil }
+func (InSink) Expect(context.Context, []int32, func([]int32) ([]Pending, error)) error {
+	return nil
+}
+func (InSink) Keep(context.Context, string) error { return nil }
+func (InSink) Finish(context.Context) error       { return nil }
+func (InSink) Done(context.Context, string) error { return nil }
 func (InSink) Settle(context.Context, *stamped.Bucket) ([]deadletter.Record, error) {
 	return nil, nil
 }
@@ -134,6 +143,12 @@ func (l *Loader) Start(ctx context.Context, buckets []string) error {
 // Keep leaves a committed bucket as it is.
 func (l *Loader) Keep(ctx context.Context, b *stamped.Bucket) error {
 	return l.settler.Keep(ctx, b.Meta.Bucket)
+}
+
+// Expect tells the settler of the reports the plan's other shards
+// commit (Settler.Expect).
+func (l *Loader) Expect(ctx context.Context, days []int32, pending func([]int32) ([]Pending, error)) error {
+	return l.settler.Expect(ctx, days, pending)
 }
 
 // Finish settles what only the whole output shows.

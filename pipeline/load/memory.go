@@ -64,6 +64,10 @@ type Memory struct {
 	waiting map[string]*waiting
 	byDay   map[int32][]*waiting
 	reached map[int32]bool
+	// pending are the tags of the reports other writers of the same plan
+	// commit (Expect): settled against, never written.
+	pending map[uint32]bool
+	names   []string // the buckets of Start
 }
 
 var _ Settler = (*Memory)(nil)
@@ -71,7 +75,8 @@ var _ Settler = (*Memory)(nil)
 // NewMemory returns the in-memory Settler of s.
 func NewMemory(scheme ooid.Scheme, s sink.Rewriter) *Memory {
 	return &Memory{scheme: scheme, s: s, res: collisions.NewResolver(scheme.CounterBits), persisted: map[uint32]string{},
-		kept: map[uint32]bool{}, before: map[string]bool{}, waiting: map[string]*waiting{}, byDay: map[int32][]*waiting{}, reached: map[int32]bool{}}
+		kept: map[uint32]bool{}, before: map[string]bool{}, waiting: map[string]*waiting{}, byDay: map[int32][]*waiting{}, reached: map[int32]bool{},
+		pending: map[uint32]bool{}}
 }
 
 // Forbid makes the Settler refuse any withdrawal (--no-withdraw).
@@ -105,6 +110,7 @@ func (v *Memory) Start(ctx context.Context, names []string) error {
 	if v.forbid {
 		v.pub = collisions.NewResolver(v.scheme.CounterBits)
 	}
+	v.names = names
 	for _, b := range committed {
 		v.before[b] = true
 		_, in := slices.BinarySearch(names, b)
@@ -128,6 +134,7 @@ type waiting struct {
 	bucket    string
 	zone      stamped.Zone
 	keep, pub bool // to be added to the resolver, to the published one
+	pending   bool // reports another writer of the plan commits (Expect)
 	// Read once the first of its days is reached: its meta, its
 	// reports by day, and the days added to each resolver so far.
 	m              *stamped.Meta
@@ -228,7 +235,7 @@ func (v *Memory) add(ctx context.Context, w *waiting, d int32) error {
 				return err
 			}
 			w.tag, w.tagged = v.tag(w.bucket), true
-			v.kept[w.tag] = true
+			v.kept[w.tag], v.pending[w.tag] = !w.pending, w.pending
 		}
 		return v.keep(w.bucket, w.tag, w.byDay[d])
 	}
@@ -279,6 +286,70 @@ func (v *Memory) tag(bucket string) uint32 {
 	return uint32(len(v.buckets) - 1)
 }
 
+// Pending is a report that another writer of the same plan commits (a
+// shard of a plan loaded by another process): the Settler settles
+// against it, as against a committed report, and never writes it.
+type Pending struct {
+	Bucket string
+	Report stamped.ManifestEntry
+}
+
+// Expect adds the reports other writers of the run's plan commit
+// (Pending), on the days the run can reach: days, those of the reports
+// of the buckets it will commit, and those of their committed versions.
+// pending returns the reports on a set of days; it is called once. The
+// buckets of the pending reports are among those Start was told of, so
+// their committed versions are not kept.
+func (v *Memory) Expect(ctx context.Context, days []int32, pending func(days []int32) ([]Pending, error)) error {
+	all := slices.Clone(days)
+	for _, b := range v.names {
+		if v.before[b] {
+			w, err := v.waitFor(ctx, b)
+			if err != nil {
+				return err
+			}
+			all = append(all, w.zone.Days...)
+		}
+	}
+	ps, err := pending(stamped.NewZone(all).Days)
+	if err != nil {
+		return err
+	}
+	byBucket := map[string]*waiting{}
+	var order []*waiting
+	for _, p := range ps {
+		w := byBucket[p.Bucket]
+		if w == nil {
+			w = &waiting{bucket: p.Bucket, keep: true, pending: true, m: &stamped.Meta{Bucket: p.Bucket, Scheme: v.scheme},
+				byDay: map[int32][]stamped.ManifestEntry{}, kept: map[int32]bool{}, pubd: map[int32]bool{}}
+			byBucket[p.Bucket] = w
+			order = append(order, w)
+		}
+		id, err := v.scheme.Report(p.Report.Textname)
+		if err != nil {
+			return fmt.Errorf("bucket %s of the plan: report %s: %w", p.Bucket, p.Report.Textname, err)
+		}
+		d := stamped.Day(id.TS)
+		w.byDay[d] = append(w.byDay[d], p.Report)
+	}
+	for _, w := range order {
+		var ds []int32
+		for d := range w.byDay {
+			ds = append(ds, d)
+		}
+		w.zone = stamped.NewZone(ds)
+		for _, d := range w.zone.Days {
+			v.byDay[d] = append(v.byDay[d], w)
+			if v.reached[d] {
+				if err := v.add(ctx, w, d); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // Keep adds a committed bucket's reports as the sink holds them, a day
 // at a time as buckets the run settles reach it; a sink.Zoned checks the
 // bucket first (what it checks, the other sinks' Manifest does).
@@ -319,7 +390,9 @@ func (v *Memory) keep(bucket string, tag uint32, reports []stamped.ManifestEntry
 			return fmt.Errorf("bucket %s: committed report %s: %w", bucket, r.Textname, err)
 		}
 		ref, _ := v.res.Add(r.Textname, collisions.RangeOf(id, r.N), tag)
-		v.persist(ref, r.RejectedBy)
+		if !v.pending[tag] {
+			v.persist(ref, r.RejectedBy)
+		}
 	}
 	return v.res.Err()
 }
@@ -340,6 +413,7 @@ func (v *Memory) Settle(ctx context.Context, b *stamped.Bucket) ([]deadletter.Re
 	// reports its committed version held (a report it no longer holds
 	// may have kept IDs that another report now gets back).
 	v.settling = b.Meta.Bucket
+	dropVerdicts(b)
 	z := stamped.ZoneOf(b.Reports)
 	if v.before[b.Meta.Bucket] {
 		w, err := v.waitFor(ctx, b.Meta.Bucket)
@@ -398,6 +472,23 @@ func (v *Memory) Settle(ctx context.Context, b *stamped.Bucket) ([]deadletter.Re
 	return collisionRecords(b, msgs), nil
 }
 
+// dropVerdicts drops the collision verdicts a bucket comes with (a
+// plan's, settled by check) and their records: the Settler decides them
+// again, from every report it knows, the plan's other shards' included
+// (Expect).
+func dropVerdicts(b *stamped.Bucket) {
+	rejected := map[string]bool{}
+	for i := range b.Reports {
+		if b.Reports[i].RejectedBy != "" {
+			rejected[b.Reports[i].Textname] = true
+			b.Reports[i].RejectedBy = ""
+		}
+	}
+	if len(rejected) > 0 {
+		b.Records = slices.DeleteFunc(b.Records, func(d deadletter.Record) bool { return d.Reason == deadletter.Collision && rejected[d.Textname] })
+	}
+}
+
 // keptBefore returns how a committed bucket the run writes again was
 // made, and the reports that keep their IDs in it, with their
 // measurements; none when its manifest cannot be read (the bucket is
@@ -431,6 +522,9 @@ func (v *Memory) winner(ref uint32) (string, string) {
 func (v *Memory) sync(ctx context.Context, refs []uint32) error {
 	byBucket := map[uint32][]uint32{}
 	for _, ref := range refs {
+		if v.pending[v.res.Tag(ref)] {
+			continue // another writer of the plan commits it
+		}
 		if w, _ := v.winner(ref); w != v.persisted[ref] {
 			byBucket[v.res.Tag(ref)] = append(byBucket[v.res.Tag(ref)], ref)
 		}

@@ -5,6 +5,7 @@ package output
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -20,6 +21,12 @@ type Config struct {
 	Folder   store.Store    // the Parquet folder
 	PG       pgcopy.Options // the PostgreSQL schema
 	Bulk     bool           // a one-off load into an empty schema
+	// LockWait is how long a Parquet output held by another writer is
+	// waited for (0: refused at once).
+	LockWait time.Duration
+	// Waiting, if not nil, is told who holds the Parquet output's lock
+	// when a wait for it begins.
+	Waiting func(*store.LockedError)
 }
 
 // Output is an opened sink, with what a command says of it.
@@ -38,7 +45,7 @@ type Output struct {
 // Open opens the sink cfg names.
 func Open(ctx context.Context, cfg Config) (Output, error) {
 	if !cfg.Postgres {
-		ps, err := parquetfile.Open(ctx, cfg.Folder)
+		ps, err := parquetfile.OpenWait(ctx, cfg.Folder, cfg.LockWait, cfg.Waiting)
 		if err != nil {
 			return Output{}, err
 		}

@@ -2,9 +2,12 @@ package sink
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
+	"github.com/backfill-dev/backfill/pipeline/ooid"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
 )
 
@@ -65,4 +68,36 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// OneScheme refuses a writer that would leave the output with buckets of
+// two schemes or ndx policies: one it writes (scope, made under scheme
+// and policy) and one it leaves as it is. Every writer (a run, a load)
+// checks it before anything is written.
+func OneScheme(scheme ooid.Scheme, policy string, scope []string, committed map[string]stamped.State) error {
+	in := make(map[string]bool, len(scope))
+	for _, b := range scope {
+		in[b] = true
+	}
+	var others []string
+	var first stamped.Meta
+	for _, b := range slices.Sorted(maps.Keys(committed)) {
+		m := committed[b].Meta
+		if in[b] || (m.Scheme.Equal(scheme) && m.NdxPolicy == policy) {
+			continue
+		}
+		if others == nil {
+			first = m
+		}
+		others = append(others, b)
+	}
+	if others == nil {
+		return nil
+	}
+	more := ""
+	if len(others) > 1 {
+		more = fmt.Sprintf(" and %d more", len(others)-1)
+	}
+	return fmt.Errorf("the output holds bucket %s%s made under %s with --ndx %s, and the buckets written now are made under %s with --ndx %s: one output holds one scheme and one ndx policy; write every bucket of the output again (their IDs are withdrawn, and named), or write to another folder",
+		others[0], more, first.Scheme, first.NdxPolicy, scheme, policy)
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -95,59 +94,6 @@ type manifestRow struct {
 
 // Scheme is the scheme the bucket was made under.
 func (l Ledger) Scheme() ooid.Scheme { return l.meta().Scheme }
-
-// CopyBucket copies a committed bucket's files from src (another output,
-// a shard's) into the sink's output, the ledger entry last, as a commit
-// does, and returns its ledger entry.
-func (s *Sink) CopyBucket(ctx context.Context, src store.Store, bucket string) (Ledger, error) {
-	c, err := readChecked(ctx, src, bucket)
-	if err != nil {
-		return c.ledger, fmt.Errorf("not committed whole in %s: %w", src.Where("."), err)
-	}
-	l := c.ledger
-	lb, err := store.ReadFile(ctx, src, s.path("ledger", bucket, ".json"))
-	if err != nil {
-		return l, err
-	}
-	if err := s.lock.Held(ctx); err != nil {
-		return l, err
-	}
-	files := bucketFiles(bucket)
-	delete(s.known, bucket) // its entry changes from here; catalogued once it has
-	// As a commit: the measurements leave first and come back last.
-	if err := s.st.Remove(ctx, files[0]); err != nil {
-		return l, err
-	}
-	if err := s.st.Remove(ctx, s.path("ledger", bucket, ".json")); err != nil {
-		return l, err
-	}
-	copyFile := func(f string) error {
-		data, err := store.ReadFile(ctx, src, f)
-		if err != nil {
-			return err
-		}
-		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != l.Files[f].SHA256 {
-			return &MismatchError{bucket, src.Where(f), "changed while it was copied"}
-		}
-		return store.WriteFile(ctx, s.st, f, data)
-	}
-	for _, f := range files[1:] {
-		if err := copyFile(f); err != nil {
-			return l, err
-		}
-	}
-	if err := s.lock.Held(ctx); err != nil { // again, just before the commit point
-		return l, err
-	}
-	if err := store.WriteFile(ctx, s.st, s.path("ledger", bucket, ".json"), lb); err != nil {
-		return l, err
-	}
-	if err := copyFile(files[0]); err != nil {
-		return l, err
-	}
-	s.catalogued(ctx, l)
-	return l, nil
-}
 
 func (l Ledger) meta() stamped.Meta {
 	return stamped.Meta{Bucket: l.Bucket, Fingerprint: l.Fingerprint, Listing: l.Listing, Source: l.Source, Scheme: ooid.Scheme{CounterBits: l.CounterBits, SHA1Offset: l.SHA1Offset, Table: l.KeyTable},

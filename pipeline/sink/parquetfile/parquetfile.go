@@ -233,21 +233,44 @@ const LockName = ".lock"
 // Open prepares the output st (a local folder or an s3:// prefix), takes
 // its lock (a second writer fails at once with a *store.LockedError) and clears
 // what runs that died left in its temporary folder.
-func Open(ctx context.Context, st store.Store) (*Sink, error) { return OpenLocked(ctx, st, LockName) }
+func Open(ctx context.Context, st store.Store) (*Sink, error) { return OpenWait(ctx, st, 0, nil) }
+
+// OpenWait is Open, which waits up to wait for another writer to release
+// the output's lock (a *store.LockedError past it), telling waiting (if
+// not nil) who holds it when the wait begins. Every writer of the output
+// (a run, a load of a plan's shard) holds that one lock from its first
+// read of the output to its last write.
+func OpenWait(ctx context.Context, st store.Store, wait time.Duration, waiting func(*store.LockedError)) (*Sink, error) {
+	return open(ctx, st, LockName, wait, waiting)
+}
 
 // OpenLocked opens st as Open does, under the lock lockName instead of
-// the output's: writers of disjoint buckets (the load of a plan's shards)
-// each take their own.
+// the output's: a shard output a load reads takes a lock of its own, so
+// that its map cannot run meanwhile.
 func OpenLocked(ctx context.Context, st store.Store, lockName string) (*Sink, error) {
+	return open(ctx, st, lockName, 0, nil)
+}
+
+func open(ctx context.Context, st store.Store, lockName string, wait time.Duration, waiting func(*store.LockedError)) (*Sink, error) {
 	for _, d := range Dirs {
 		if err := st.MkdirAll(ctx, d); err != nil {
 			return nil, err
 		}
 	}
-	lock, err := st.Lock(ctx, lockName)
+	named := func(le *store.LockedError) { le.Where, le.Verb = st.Where("."), "is writing to" }
+	lock, err := store.LockWithin(ctx, st, lockName, wait, func(le *store.LockedError) {
+		if waiting != nil {
+			named(le)
+			waiting(le)
+		}
+	})
 	var le *store.LockedError
 	if errors.As(err, &le) {
-		le.Where, le.Verb, le.Advice = st.Where("."), "is writing to", "wait for it to finish, or write to another folder"
+		named(le)
+		le.Advice = "wait for it to finish, or write to another folder"
+		if wait > 0 {
+			le.Advice = fmt.Sprintf("it still held it after %v (--lock-wait); wait for it to finish, or write to another folder", wait)
+		}
 		return nil, le
 	}
 	if store.Failed(err) {
