@@ -373,4 +373,3 @@ func readVerdicts(ctx context.Context, p Plan, out store.Store) (map[string][]st
 }
 
 func short(sum string) string { return sum[:min(len(sum), 12)] }
-
