@@ -87,7 +87,8 @@ func runLoad(ctx context.Context, args []string, std cli.Stdio) (err error) {
 	}
 	defer cli.CloseAlso(&err, o.Sink)
 	sum, err := scaleout.Load(ctx, p, shard, dst, o.Sink, scaleout.LoadOptions{Replace: replace, NoWithdraw: noWithdraw})
-	warnWithdrawn(std, sum.Withdrawn)
+	// A load that fails names no withdrawal: the journal keeps them for
+	// the next writer, which names them once the settlement is done.
 	if isOrder(err) {
 		return cli.Usagef("load: %v", err)
 	} else if err != nil {
@@ -97,6 +98,7 @@ func runLoad(ctx context.Context, args []string, std cli.Stdio) (err error) {
 		return err
 	}
 	fmt.Fprintf(std.Err, "backfill: loaded shard %d: %s of %s into %s\n", shard, cli.Count(sum.Buckets, "bucket", "buckets"), src.Where("."), o.Dest)
+	warnWithdrawn(std, sum.Withdrawn)
 	warnStrays(std, sum.Strays)
 	switch {
 	case len(sum.Withdrawn) > 0:

@@ -62,7 +62,10 @@ func runStatus(ctx context.Context, args []string, std cli.Stdio) error {
 	} else {
 		rep.WriteText(std.Out, in != "")
 	}
-	if len(rep.Strays) > 0 {
+	switch {
+	case rep.Unsettled != "" && rep.WriterPID == 0:
+		return &cli.RejectsError{N: 1, What: "unfinished settlement", Note: "left by a writer that stopped; its buckets are not as a run leaves them until the next run or load completes it", Verb: "found"}
+	case len(rep.Strays) > 0:
 		return &cli.RejectsError{N: len(rep.Strays), What: "stray files", Note: "in the output's folders, held by no committed bucket", Verb: "found"}
 	}
 	return nil

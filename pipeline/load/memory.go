@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/backfill-dev/backfill/pipeline/collisions"
 	"github.com/backfill-dev/backfill/pipeline/deadletter"
@@ -68,6 +69,19 @@ type Memory struct {
 	// commit (Expect): settled against, never written.
 	pending map[uint32]bool
 	names   []string // the buckets of Start
+	// The settlement's journal (sink.Journal): every committed report
+	// whose verdict a writer changed since the journal began, with its
+	// verdict before the first change (a writer that stopped left the
+	// first entries: prior, by textname); kept until the run's end,
+	// when the withdrawals it holds are named. named are the reports
+	// named so far.
+	log   []sink.SettlingChange
+	prior map[string]sink.SettlingChange
+	named map[string]bool
+	// unpublished are, with forbid, the reports that had IDs before a
+	// writer that stopped left their bucket uncommitted: published, for
+	// the run to refuse what would take their IDs.
+	unpublished []sink.Withdrawal
 }
 
 var _ Settler = (*Memory)(nil)
@@ -76,7 +90,7 @@ var _ Settler = (*Memory)(nil)
 func NewMemory(scheme ooid.Scheme, s sink.Rewriter) *Memory {
 	return &Memory{scheme: scheme, s: s, res: collisions.NewResolver(scheme.CounterBits), persisted: map[uint32]string{},
 		kept: map[uint32]bool{}, before: map[string]bool{}, waiting: map[string]*waiting{}, byDay: map[int32][]*waiting{}, reached: map[int32]bool{},
-		pending: map[uint32]bool{}}
+		pending: map[uint32]bool{}, prior: map[string]sink.SettlingChange{}, named: map[string]bool{}}
 }
 
 // Forbid makes the Settler refuse any withdrawal (--no-withdraw).
@@ -109,6 +123,17 @@ func (v *Memory) Start(ctx context.Context, names []string) error {
 	}
 	if v.forbid {
 		v.pub = collisions.NewResolver(v.scheme.CounterBits)
+		for _, w := range v.unpublished {
+			v.pubOf = append(v.pubOf, w.Bucket)
+			id, err := v.scheme.Report(w.Textname)
+			if err != nil {
+				return fmt.Errorf("bucket %s: report %s of the journal: %w", w.Bucket, w.Textname, err)
+			}
+			v.pub.Add(w.Textname, collisions.RangeOf(id, w.N), uint32(len(v.pubOf)))
+		}
+		if err := v.pub.Err(); err != nil {
+			return err
+		}
 	}
 	v.names = names
 	for _, b := range committed {
@@ -266,8 +291,8 @@ func (v *Memory) checkPublished(b *stamped.Bucket) error {
 		r := &b.Reports[i]
 		ref, changed := v.pub.Add(r.Textname, collisions.RangeOf(r.ID, r.N), 0)
 		for _, c := range changed {
-			if c == ref || v.pub.Tag(c) == 0 {
-				continue
+			if c == ref || v.pub.Tag(c) == 0 || v.pub.Name(c) == r.Textname {
+				continue // the run's own, or the report itself published
 			}
 			ws = append(ws, sink.Withdrawal{Bucket: v.pubOf[v.pub.Tag(c)-1], Textname: v.pub.Name(c), N: v.pub.Range(c).N, Winner: r.Textname, Cause: sink.CauseCollision})
 		}
@@ -440,7 +465,9 @@ func (v *Memory) Settle(ctx context.Context, b *stamped.Bucket) ([]deadletter.Re
 			return nil, err
 		}
 	}
-	v.withdrawn = append(v.withdrawn, rewritten...)
+	for _, w := range rewritten {
+		v.withdraw(w)
+	}
 	tag := v.tag(b.Meta.Bucket)
 	refs := make([]uint32, len(b.Reports))
 	var others []uint32
@@ -462,8 +489,8 @@ func (v *Memory) Settle(ctx context.Context, b *stamped.Bucket) ([]deadletter.Re
 		r := &b.Reports[i]
 		r.RejectedBy, msgs[i] = v.winner(refs[i])
 		v.persist(refs[i], r.RejectedBy)
-		if r.RejectedBy != "" && was[r.Textname] > 0 && !slices.ContainsFunc(rewritten, func(w sink.Withdrawal) bool { return w.Textname == r.Textname }) {
-			v.withdrawn = append(v.withdrawn, sink.Withdrawal{Bucket: b.Meta.Bucket, Textname: r.Textname, N: r.N, Winner: r.RejectedBy, Cause: sink.CauseCollision})
+		if r.RejectedBy != "" && was[r.Textname] > 0 {
+			v.withdraw(sink.Withdrawal{Bucket: b.Meta.Bucket, Textname: r.Textname, N: r.N, Winner: r.RejectedBy, Cause: sink.CauseCollision})
 		}
 	}
 	if err := v.res.Err(); err != nil {
@@ -548,7 +575,7 @@ func (v *Memory) sync(ctx context.Context, refs []uint32) error {
 			w, msg := v.winner(ref)
 			vs = append(vs, stamped.Verdict{Textname: v.res.Name(ref), RejectedBy: w, Message: msg})
 			if w != "" && v.persisted[ref] == "" && v.kept[t] && v.res.Range(ref).N > 0 {
-				v.withdrawn = append(v.withdrawn, sink.Withdrawal{Bucket: v.buckets[t], Textname: v.res.Name(ref), N: v.res.Range(ref).N, Winner: w, Cause: sink.CauseCollision})
+				v.withdraw(sink.Withdrawal{Bucket: v.buckets[t], Textname: v.res.Name(ref), N: v.res.Range(ref).N, Winner: w, Cause: sink.CauseCollision})
 			}
 		}
 		if err := v.res.Err(); err != nil {
@@ -573,27 +600,35 @@ func (v *Memory) journal(ctx context.Context, tags []uint32, byBucket map[uint32
 	if !ok || v.repairing || len(tags) == 0 {
 		return nil
 	}
-	st := &sink.Settling{Bucket: v.settling}
+	in := map[string]int{}
+	for i, c := range v.log {
+		in[c.Textname] = i
+	}
 	for _, t := range tags {
 		for _, ref := range byBucket[t] {
 			w, _ := v.winner(ref)
-			st.Changes = append(st.Changes, sink.SettlingChange{Bucket: v.buckets[t], Textname: v.res.Name(ref), N: v.res.Range(ref).N, Before: v.persisted[ref], After: w})
+			c := sink.SettlingChange{Bucket: v.buckets[t], Textname: v.res.Name(ref), N: v.res.Range(ref).N, Before: v.persisted[ref], After: w}
+			if i, ok := in[c.Textname]; ok {
+				v.log[i].After = w // the verdict before the first change stays
+				continue
+			}
+			in[c.Textname] = len(v.log)
+			v.log = append(v.log, c)
 		}
 	}
-	st.Changes = slices.CompactFunc(st.Changes, func(a, b sink.SettlingChange) bool { return a == b })
 	if err := v.res.Err(); err != nil {
 		return err
 	}
-	if err := j.Record(ctx, st); err != nil {
+	if err := j.Record(ctx, &sink.Settling{Bucket: v.settling, Changes: v.log}); err != nil {
 		return fmt.Errorf("recording the settlement of %q: %w", v.settling, err)
 	}
 	v.journaled = true
 	return nil
 }
 
-// Done implements Settler: the bucket settled last has committed, and
-// the settlement's journal goes.
-func (v *Memory) Done(ctx context.Context, _ string) error { return v.clearJournal(ctx) }
+// Done implements Settler: the bucket settled last has committed. The
+// journal stays until Finish has named its withdrawals.
+func (v *Memory) Done(context.Context, string) error { return nil }
 
 func (v *Memory) clearJournal(ctx context.Context) error {
 	if !v.journaled {
@@ -603,12 +638,87 @@ func (v *Memory) clearJournal(ctx context.Context) error {
 	return v.s.(sink.Journal).Clear(ctx)
 }
 
-// repair completes or undoes a settlement a run began and did not finish
-// (its journal is there), before anything else: the reports it changed
-// are read again with every committed report of their days, and their
-// verdicts set to what the output holds (a report that lost its IDs to
-// a bucket that never committed gets them back). A withdrawal that
-// stands, its winner committed, is named; with forbid it is refused.
+// withdraw names a withdrawal, once per report, unless the report had
+// no IDs before the settlement the journal holds began (a writer that
+// stopped gave it IDs a moment, which the output never kept).
+func (v *Memory) withdraw(w sink.Withdrawal) {
+	if p, ok := v.prior[w.Textname]; (ok && p.Before != "") || v.named[w.Textname] {
+		return
+	}
+	v.named[w.Textname] = true
+	v.withdrawn = append(v.withdrawn, w)
+}
+
+// nameJournal names the withdrawals the journal holds that nothing named
+// yet: each report that had IDs before its first change and has none
+// now, as the output holds it at the end of the run (a writer that
+// stopped made them, and never named them).
+func (v *Memory) nameJournal(ctx context.Context) error {
+	ws, err := v.journalWithdrawals(ctx)
+	for _, w := range ws {
+		v.withdraw(w)
+	}
+	return err
+}
+
+// journalWithdrawals returns the withdrawals the journal holds that
+// nothing named yet, as the output holds its reports now.
+func (v *Memory) journalWithdrawals(ctx context.Context) ([]sink.Withdrawal, error) {
+	var out []sink.Withdrawal
+	byBucket := map[string][]sink.SettlingChange{}
+	for _, c := range v.log {
+		if c.Before == "" && c.N > 0 && !v.named[c.Textname] {
+			byBucket[c.Bucket] = append(byBucket[c.Bucket], c)
+		}
+	}
+	if len(byBucket) == 0 {
+		return nil, nil
+	}
+	states, err := v.s.State(ctx) // the buckets whole, not only those with a ledger entry
+	if err != nil {
+		return nil, err
+	}
+	committed := stamped.Committed(states)
+	for _, b := range slices.Sorted(maps.Keys(byBucket)) {
+		now := map[string]stamped.ManifestEntry{}
+		if _, ok := committed[b]; ok {
+			_, reports, err := v.s.Manifest(ctx, b)
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range reports {
+				now[r.Textname] = r
+			}
+		}
+		for _, c := range byBucket[b] {
+			w := sink.Withdrawal{Bucket: b, Textname: c.Textname, N: c.N, Cause: sink.CauseCollision}
+			r, ok := now[c.Textname]
+			switch {
+			case !ok:
+				w.Cause, w.Detail = sink.CauseVanished, "its bucket no longer holds it, or is not committed: a run of the bucket gives back what its input holds"
+			case r.RejectedBy == "":
+				continue
+			default:
+				w.Winner = r.RejectedBy
+			}
+			if _, ok := v.prior[c.Textname]; ok {
+				w.Detail = strings.TrimPrefix(w.Detail+"; withdrawn by a writer that stopped before it named it", "; ")
+			}
+			out = append(out, w)
+		}
+	}
+	return out, nil
+}
+
+// repair completes or undoes a settlement a writer began and did not
+// finish (its journal is there), before anything else: the reports it
+// changed are read again with every committed report of their days, and
+// their verdicts set to what the output holds (a report that lost its
+// IDs to a bucket that never committed gets them back). The journal's
+// entries stay, with the verdicts they had before the first change,
+// until Finish names the withdrawals that stand; with forbid, one that
+// stands now is refused, and the reports that had IDs in a bucket the
+// writer left uncommitted are published.
 func (v *Memory) repair(ctx context.Context) error {
 	j, ok := v.s.(sink.Journal)
 	if !ok {
@@ -617,6 +727,13 @@ func (v *Memory) repair(ctx context.Context) error {
 	st, err := j.Pending(ctx)
 	if err != nil || st == nil {
 		return err
+	}
+	v.journaled = true
+	for _, c := range st.Changes {
+		if _, ok := v.prior[c.Textname]; !ok {
+			v.prior[c.Textname] = c
+			v.log = append(v.log, c)
+		}
 	}
 	fix := NewMemory(v.scheme, v.s)
 	fix.repairing = true
@@ -634,25 +751,28 @@ func (v *Memory) repair(ctx context.Context) error {
 	if err := fix.reach(ctx, stamped.NewZone(days)); err != nil {
 		return err
 	}
-	now := map[string]string{} // the winner each changed report has once repaired
-	for ref := range uint32(fix.res.Len()) {
-		now[fix.res.Name(ref)], _ = fix.winner(ref)
-	}
 	if err := fix.Finish(ctx); err != nil {
 		return err
 	}
+	if !v.forbid {
+		return nil
+	}
+	ws, err := v.journalWithdrawals(ctx)
+	if err != nil {
+		return err
+	}
 	var stands []sink.Withdrawal
-	for _, c := range st.Changes {
-		if w := now[c.Textname]; c.Before == "" && c.After != "" && w != "" && c.N > 0 {
-			stands = append(stands, sink.Withdrawal{Bucket: c.Bucket, Textname: c.Textname, N: c.N, Winner: w, Cause: sink.CauseCollision,
-				Detail: "withdrawn by a run that stopped before it named it"})
+	for _, w := range ws {
+		if w.Cause == sink.CauseCollision {
+			stands = append(stands, w)
+		} else {
+			v.unpublished = append(v.unpublished, w)
 		}
 	}
-	if v.forbid && len(stands) > 0 {
+	if len(stands) > 0 {
 		return &sink.WithdrawError{Bucket: st.Bucket, Withdrawals: stands}
 	}
-	v.withdrawn = append(v.withdrawn, stands...)
-	return j.Clear(ctx)
+	return nil
 }
 
 // Finish syncs every report: at the end of a run, when every bucket of
@@ -669,7 +789,10 @@ func (v *Memory) Finish(ctx context.Context) error {
 	}
 	v.settling = ""
 	err := v.sync(ctx, refs)
-	if err == nil {
+	if err == nil && !v.repairing {
+		err = v.nameJournal(ctx)
+	}
+	if err == nil && !v.repairing {
 		err = v.clearJournal(ctx)
 	}
 	if v.pub != nil {

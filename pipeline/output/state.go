@@ -3,9 +3,14 @@ package output
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/backfill-dev/backfill/internal/store"
+	"github.com/backfill-dev/backfill/pipeline/sink"
 	"github.com/backfill-dev/backfill/pipeline/sink/parquetfile"
 	"github.com/backfill-dev/backfill/pipeline/sink/pgcopy"
 	"github.com/backfill-dev/backfill/pipeline/stamped"
@@ -60,12 +65,38 @@ func ReadState(ctx context.Context, cfg Config) (rep status.Output, states []sta
 	if rep.Input, err = parquetfile.ReadInputDeadLetters(ctx, cfg.Folder); err != nil {
 		return rep, nil, err
 	}
-	if _, err := cfg.Folder.Stat(ctx, parquetfile.SettlingName); err == nil {
-		rep.Unsettled = "a run stopped inside a settlement (" + parquetfile.SettlingName + "): the next run completes it, or undoes it, and names what it withdrew"
-	}
 	rep.Output = "Parquet in " + store.Abs(cfg.Folder.Where("."))
-	if pid, locked := parquetfile.Holder(ctx, cfg.Folder); locked {
+	pid, locked := parquetfile.Holder(ctx, cfg.Folder)
+	if locked {
 		rep.WriterPID = max(pid, -1)
 	}
+	if j, err := parquetfile.ReadSettling(ctx, cfg.Folder); err != nil {
+		rep.Unsettled = err.Error()
+	} else if j != nil {
+		rep.Unsettled = unsettled(j, locked)
+	}
 	return rep, states, nil
+}
+
+// unsettled says what the journal of a settlement holds: under way while
+// a writer holds the output, else left by one that stopped.
+func unsettled(j *sink.Settling, locked bool) string {
+	buckets := map[string]bool{}
+	for _, c := range j.Changes {
+		buckets[c.Bucket] = true
+	}
+	names := slices.Sorted(maps.Keys(buckets))
+	what := fmt.Sprintf("the verdicts of %d %s in %s %s (%s)", len(j.Changes), plural(len(j.Changes), "report", "reports"),
+		plural(len(names), "bucket", "buckets"), strings.Join(names, ", "), parquetfile.SettlingName)
+	if locked {
+		return "under way: the writer that holds the output is changing " + what
+	}
+	return "unfinished: a writer stopped while it changed " + what + "; the next run or load completes it, or undoes it, and names what it withdrew"
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

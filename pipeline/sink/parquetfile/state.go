@@ -337,25 +337,29 @@ func ReadInputDeadLetters(ctx context.Context, st store.Store) ([]deadletter.Rec
 }
 
 // SettlingName is the file of a settlement under way (sink.Journal), at
-// the root of the output: it is there only while a run rewrites
-// committed buckets for the bucket it settles, or after a run was killed
-// meanwhile.
+// the root of the output: it is there from a writer's first change to a
+// committed bucket's verdicts to the end of the writer, when it has named
+// the withdrawals it made, or after a writer was killed meanwhile.
 const SettlingName = "settling.json"
 
 // Pending implements sink.Journal.
-func (s *Sink) Pending(ctx context.Context) (*sink.Settling, error) {
-	b, err := store.ReadFile(ctx, s.st, SettlingName)
+func (s *Sink) Pending(ctx context.Context) (*sink.Settling, error) { return ReadSettling(ctx, s.st) }
+
+// ReadSettling reads the journal of the output st (sink.Journal); nil
+// when no settlement is under way.
+func ReadSettling(ctx context.Context, st store.Store) (*sink.Settling, error) {
+	b, err := store.ReadFile(ctx, st, SettlingName)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	var st sink.Settling
-	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, fmt.Errorf("%s: %w: a settlement a run began and did not finish; its bucket's files are whole, but which of its verdicts changed is not known: run backfill verify, then remove it", s.st.Where(SettlingName), err)
+	var j sink.Settling
+	if err := json.Unmarshal(b, &j); err != nil {
+		return nil, fmt.Errorf("%s: %w: a settlement a writer began and did not finish; its bucket's files are whole, but which of its verdicts changed is not known: run backfill verify, then remove it", st.Where(SettlingName), err)
 	}
-	return &st, nil
+	return &j, nil
 }
 
 // Record implements sink.Journal.
