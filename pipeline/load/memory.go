@@ -581,6 +581,11 @@ func (v *Memory) sync(ctx context.Context, refs []uint32) error {
 		if err := v.res.Err(); err != nil {
 			return err // the textnames could not be read back
 		}
+		if j, ok := v.s.(sink.Journal); ok && (v.journaled || v.repairing) {
+			if err := j.Keep(ctx, v.buckets[t]); err != nil {
+				return err
+			}
+		}
 		if err := v.s.Reassign(ctx, v.scheme, v.buckets[t], vs); err != nil {
 			return fmt.Errorf("bucket %s: recording collision verdicts: %w", v.buckets[t], err)
 		}
@@ -729,6 +734,11 @@ func (v *Memory) repair(ctx context.Context) error {
 		return err
 	}
 	v.journaled = true
+	// A bucket the writer left half rewritten comes back as it was
+	// before the settlement began; the fix below settles it again.
+	if _, err := j.Restore(ctx); err != nil {
+		return err
+	}
 	for _, c := range st.Changes {
 		if _, ok := v.prior[c.Textname]; !ok {
 			v.prior[c.Textname] = c

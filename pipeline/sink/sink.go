@@ -130,11 +130,22 @@ type SettlingChange struct {
 }
 
 // Journal is a Rewriter that keeps a Settling until the settlement is
-// done: written before the first committed bucket changes, removed once
-// the bucket settled commits.
+// done: written before the first committed bucket changes, removed at the
+// end of the writer, once it has named the withdrawals it made. Beside
+// it, a copy of each committed bucket as it was before the journal's
+// first change to it (Keep), which Restore puts back when a writer that
+// stopped left the bucket half rewritten: a bucket the writer has no
+// input of (one a load settles against) is never lost.
 type Journal interface {
 	Pending(ctx context.Context) (*Settling, error) // nil when none
 	Record(ctx context.Context, s *Settling) error
+	// Keep copies the committed bucket, unless a whole copy is kept.
+	Keep(ctx context.Context, bucket string) error
+	// Restore puts back each kept bucket the output does not hold whole
+	// (its copy checked against the copy's ledger entry first), and
+	// returns them.
+	Restore(ctx context.Context) ([]string, error)
+	// Clear removes the copies, then the journal.
 	Clear(ctx context.Context) error
 }
 

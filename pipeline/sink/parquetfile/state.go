@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"slices"
 	"strings"
@@ -374,5 +375,96 @@ func (s *Sink) Record(ctx context.Context, st *sink.Settling) error {
 	return store.WriteFile(ctx, s.st, SettlingName, append(b, '\n'))
 }
 
+// KeptDir is the folder, at the root of the output, of the copies of
+// the committed buckets a settlement under way rewrites (sink.Journal):
+// a bucket's folders and ledger entry as at its root, the ledger entry
+// copied last.
+const KeptDir = ".settling"
+
+// Keep implements sink.Journal.
+func (s *Sink) Keep(ctx context.Context, bucket string) error {
+	kept := s.st.Sub(KeptDir)
+	ledger := "ledger/" + bucket + ".json"
+	if _, err := kept.Stat(ctx, ledger); err == nil {
+		return nil // a whole copy: the bucket as it was before the settlement's first change to it
+	}
+	if err := s.lock.Held(ctx); err != nil {
+		return err
+	}
+	for _, f := range append(bucketFiles(bucket), ledger) {
+		if err := copyFile(ctx, s.st, kept, f); err != nil {
+			return fmt.Errorf("keeping a copy of bucket %s: %w", bucket, err)
+		}
+	}
+	return nil
+}
+
+// Restore implements sink.Journal.
+func (s *Sink) Restore(ctx context.Context) ([]string, error) {
+	kept := s.st.Sub(KeptDir)
+	ents, err := kept.ReadDir(ctx, "ledger")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	states, err := s.State(ctx)
+	if err != nil {
+		return nil, err
+	}
+	whole := stamped.Committed(states)
+	var out []string
+	for _, e := range ents {
+		b, ok := strings.CutSuffix(e.Name(), ".json")
+		if _, held := whole[b]; !ok || !isBucket(b) || held {
+			continue
+		}
+		if _, err := readChecked(ctx, kept, b); err != nil {
+			return out, fmt.Errorf("the copy of bucket %s in %s, which a writer that stopped left half rewritten: %w", b, kept.Where("."), err)
+		}
+		if err := s.lock.Held(ctx); err != nil {
+			return out, err
+		}
+		// As a commit does: no ledger entry while the files change.
+		ledger := "ledger/" + b + ".json"
+		if err := s.st.Remove(ctx, ledger); err != nil {
+			return out, err
+		}
+		for _, f := range append(bucketFiles(b), ledger) {
+			if err := copyFile(ctx, kept, s.st, f); err != nil {
+				return out, fmt.Errorf("restoring bucket %s: %w", b, err)
+			}
+		}
+		out = append(out, b)
+	}
+	if len(out) > 0 {
+		_, err = s.State(ctx) // what the output holds now
+	}
+	return out, err
+}
+
+// copyFile copies the file name of from to the same name in to, streamed.
+func copyFile(ctx context.Context, from, to store.Store, name string) error {
+	f, err := from.Open(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w, err := to.Create(ctx, name)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(w, f); err != nil {
+		return errors.Join(err, w.Abort())
+	}
+	return w.Commit()
+}
+
 // Clear implements sink.Journal.
-func (s *Sink) Clear(ctx context.Context) error { return s.st.Remove(ctx, SettlingName) }
+func (s *Sink) Clear(ctx context.Context) error {
+	if err := s.st.RemoveAll(ctx, KeptDir); err != nil {
+		return err
+	}
+	return s.st.Remove(ctx, SettlingName)
+}
