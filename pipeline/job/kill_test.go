@@ -2,16 +2,19 @@ package job_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/backfill-dev/backfill/internal/store"
 	"github.com/backfill-dev/backfill/internal/store/storetest"
+	"github.com/backfill-dev/backfill/internal/testutil"
 	"github.com/backfill-dev/backfill/pipeline/job"
 	"github.com/backfill-dev/backfill/pipeline/output"
 	"github.com/backfill-dev/backfill/pipeline/sink"
@@ -114,5 +117,71 @@ func TestRun_KilledAtEveryChange(t *testing.T) {
 		if rep, _, err := output.ReadState(t.Context(), output.Config{Folder: store.Local(out)}); err != nil || rep.Unsettled != "" {
 			t.Errorf("%s, then resumed: status says of the settlement %q (%v)", killed, rep.Unsettled, err)
 		}
+	}
+}
+
+// A zone edited in the catalogue (a cache) or in a ledger entry, to a day
+// the bucket's reports do not fall on, is never trusted to leave the
+// bucket out: after the catalogue edit the run of the buckets that take
+// its IDs reads it and names the withdrawals as it would have; after the
+// ledger edit it refuses, naming the entry that does not match its files.
+func TestRun_EditedZoneIsChecked(t *testing.T) {
+	skipUnderRace(t)
+	in, buckets, want := lastLoses(t)
+	last := buckets[len(buckets)-1]
+	others := job.Config{In: store.Local(in), Buckets: buckets[:len(buckets)-1]}
+	edit := func(out, file string, zone func(map[string]any) map[string]any) {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(out, file))
+		testutil.Check(t, err)
+		var doc map[string]any
+		testutil.Check(t, json.Unmarshal(b, &doc))
+		z := zone(doc)
+		if z == nil {
+			t.Fatalf("%s holds no zone of %s", file, last)
+		}
+		z["days"] = []int{1} // 2 January 1970
+		b, err = json.Marshal(doc)
+		testutil.Check(t, err)
+		testutil.Check(t, os.WriteFile(filepath.Join(out, file), b, 0o644))
+	}
+
+	out := t.TempDir()
+	if _, err := runNarrow(t, job.Config{In: store.Local(in), Buckets: []string{last}}, out); err != nil {
+		t.Fatal(err)
+	}
+	edit(out, parquetfile.CatalogueName, func(doc map[string]any) map[string]any {
+		for _, e := range doc["entries"].([]any) {
+			l := e.(map[string]any)["ledger"].(map[string]any)
+			if l["bucket"] == last {
+				z, _ := l["zone"].(map[string]any)
+				return z
+			}
+		}
+		return nil
+	})
+	sum, err := runNarrow(t, others, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, w := range sum.Withdrawn {
+		got[w.Textname] = w.Winner
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("after the catalogue's zone of %s was edited: withdrawn %v, want %v", last, got, want)
+	}
+
+	out = t.TempDir()
+	if _, err := runNarrow(t, job.Config{In: store.Local(in), Buckets: []string{last}}, out); err != nil {
+		t.Fatal(err)
+	}
+	edit(out, "ledger/"+last+".json", func(doc map[string]any) map[string]any {
+		z, _ := doc["zone"].(map[string]any)
+		return z
+	})
+	var me *parquetfile.MismatchError
+	if _, err := runNarrow(t, others, out); !errors.As(err, &me) || !strings.Contains(err.Error(), "days") {
+		t.Errorf("after the ledger's zone of %s was edited: %v, want the entry named as not matching its reports", last, err)
 	}
 }

@@ -2,6 +2,8 @@ package parquetfile
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,7 +32,7 @@ const CatalogueName = "catalogue.json"
 
 // catalogueFormat is the version of the catalogue's layout; a catalogue
 // of another is rebuilt.
-const catalogueFormat = 1
+const catalogueFormat = 2
 
 type catalogue struct {
 	Format  int        `json:"format"`
@@ -44,6 +46,21 @@ type catEntry struct {
 	// checked against the entry (written, or read whole); none when they
 	// have not been since the entry was read.
 	Files map[string]string `json:"files,omitempty"`
+	// Sum is the SHA-256 of the rest of the entry, as written: an entry
+	// changed since (edited by hand, damaged) is read again from its
+	// ledger entry, and its bucket checked whole before its zone is used.
+	Sum string `json:"sum"`
+}
+
+// sum is the digest of the entry but its Sum.
+func (e catEntry) sum() string {
+	e.Sum = ""
+	b, err := json.Marshal(e)
+	if err != nil {
+		return "" // never matches a written one
+	}
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
 }
 
 // stampOf is what a listing says of a file that changes whenever the file
@@ -79,7 +96,7 @@ func readCatalogue(ctx context.Context, st store.Store) map[string]catEntry {
 		return out
 	}
 	for _, e := range c.Entries {
-		if isBucket(e.Ledger.Bucket) && e.Stamp != "" {
+		if isBucket(e.Ledger.Bucket) && e.Stamp != "" && e.Sum == e.sum() {
 			out[e.Ledger.Bucket] = e
 		}
 	}
@@ -90,6 +107,7 @@ func readCatalogue(ctx context.Context, st store.Store) map[string]catEntry {
 func writeCatalogue(ctx context.Context, st store.Store, cat map[string]catEntry) error {
 	c := catalogue{Format: catalogueFormat, Entries: make([]catEntry, 0, len(cat))}
 	for _, e := range cat {
+		e.Sum = e.sum()
 		c.Entries = append(c.Entries, e)
 	}
 	sort.Slice(c.Entries, func(i, j int) bool { return c.Entries[i].Ledger.Bucket < c.Entries[j].Ledger.Bucket })

@@ -247,7 +247,14 @@ func (s *Sink) Zones(ctx context.Context) (map[string]*stamped.Zone, error) {
 	}
 	out := make(map[string]*stamped.Zone, len(s.cat))
 	for b, e := range s.cat {
-		if whole(s.present, b) {
+		switch {
+		case !whole(s.present, b):
+		case e.Files == nil:
+			// Read from its ledger entry since its files were last
+			// checked: its zone is not trusted to leave the bucket out
+			// until the bucket is read and checked whole (Manifest).
+			out[b] = nil
+		default:
 			out[b] = e.Ledger.Zone
 		}
 	}
