@@ -197,6 +197,19 @@ func ETag(info fs.FileInfo) string {
 	return ""
 }
 
+// Stamp is what a listing says of a file that changes whenever the file
+// is written again, or replaced: on S3 its size and ETag (a digest of its
+// bytes), on disk its size, modification time, inode and change time (a
+// copy made with its times kept, cp -p, rsync -t or touch -r, gets a new
+// inode or change time: no one can set a change time back), as git's
+// index keeps them.
+func Stamp(info fs.FileInfo) string {
+	if etag := ETag(info); etag != "" {
+		return fmt.Sprintf("%d %s", info.Size(), etag)
+	}
+	return fmt.Sprintf("%d %d %s", info.Size(), info.ModTime().UnixNano(), inodeStamp(info))
+}
+
 // IsRemote tells whether loc is an object-storage location (s3://…).
 func IsRemote(loc string) bool { return strings.HasPrefix(loc, "s3://") }
 

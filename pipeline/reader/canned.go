@@ -209,13 +209,11 @@ func listBucket(ctx context.Context, fsys store.Store, date string) (*listing, e
 }
 
 // entryFingerprint feeds w with what identifies a version of a folder
-// entry: its name, size and modification time, or on S3 its ETag.
+// entry: its name and store.Stamp (on disk its size, modification time,
+// inode and change time, so that other bytes copied in with the times
+// kept are another version; on S3 its size and ETag).
 func entryFingerprint(w io.Writer, name string, info fs.FileInfo) {
-	if etag := store.ETag(info); etag != "" {
-		fmt.Fprintf(w, "%s\x00%d\x00%s\x00", name, info.Size(), etag)
-	} else {
-		fmt.Fprintf(w, "%s\x00%d\x00%d\x00", name, info.Size(), info.ModTime().UnixNano())
-	}
+	fmt.Fprintf(w, "%s\x00%s\x00", name, store.Stamp(info))
 }
 
 // Listing is what a bucket folder's listing alone tells: the bytes of its

@@ -63,17 +63,9 @@ func (e catEntry) sum() string {
 	return hex.EncodeToString(h[:])
 }
 
-// stampOf is what a listing says of a file that changes whenever the file
-// is written again: on S3 its size and ETag (a digest of its bytes), on
-// disk its size, modification time, inode and change time (every write
-// of a ledger entry is a new file renamed into place, and no one can set
-// a change time back).
-func stampOf(info fs.FileInfo) string {
-	if etag := store.ETag(info); etag != "" {
-		return fmt.Sprintf("%d %s", info.Size(), etag)
-	}
-	return fmt.Sprintf("%d %d %s", info.Size(), info.ModTime().UnixNano(), inodeStamp(info))
-}
+// stampOf is store.Stamp: every write of a ledger entry is a new file
+// renamed into place.
+func stampOf(info fs.FileInfo) string { return store.Stamp(info) }
 
 // catalogued is the ledger entry as the catalogue keeps it: without the
 // digests of the bucket's files (whoever checks them reads the entry

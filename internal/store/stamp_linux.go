@@ -1,4 +1,4 @@
-package parquetfile
+package store
 
 import (
 	"fmt"

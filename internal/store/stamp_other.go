@@ -1,6 +1,6 @@
 //go:build !linux
 
-package parquetfile
+package store
 
 import "io/fs"
 
