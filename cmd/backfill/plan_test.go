@@ -617,9 +617,30 @@ func TestLoad_SettlesAgainstTheOutput(t *testing.T) {
 		t.Errorf("load whose reports beat published ones, --no-withdraw: exits %v, want a refusal\n%s", codes, out)
 	}
 	sameOutput(t, before, outputFiles(tree(t, job)), false)
-	if codes, out := loadAll(job, dir+"/first.json"); !slices.Contains(codes, cli.ExitRejects) || !strings.Contains(out, "published IDs withdrawn") || !strings.Contains(out, "loses its IDs to "+first) {
+	// A stray file in the output's folders is named by the load too.
+	stray := filepath.Join(job, "measurements", first+".old.parquet")
+	testutil.Check(t, os.WriteFile(stray, []byte("PAR1"), 0o644))
+	codes, out := loadAll(job, dir+"/first.json")
+	if !slices.Contains(codes, cli.ExitRejects) || !strings.Contains(out, "published IDs withdrawn") || !strings.Contains(out, "loses its IDs to "+first) {
 		t.Errorf("load whose reports beat published ones: exits %v, want 3 naming the withdrawals\n%s", codes, out)
 	}
+	// Each withdrawal is named once, by the one load of the two that
+	// makes it.
+	seen := map[string]int{}
+	for _, l := range strings.Split(out, "\n") {
+		if name, _, ok := strings.Cut(strings.TrimPrefix(l, "backfill:   "), " of bucket "); ok && strings.Contains(l, "loses its IDs to") {
+			seen[name]++
+		}
+	}
+	for name, n := range seen {
+		if n != 1 {
+			t.Errorf("%s is named withdrawn %d times by the shards' loads", name, n)
+		}
+	}
+	if !strings.Contains(out, "stray file measurements/"+first+".old.parquet") {
+		t.Errorf("the loads do not name the stray file %s\n%s", stray, out)
+	}
+	testutil.Check(t, os.Remove(stray))
 	asOneRun("the run of the others and the load of the first", job)
 
 	// A shard of 20 bits into an output of 28: refused, naming both.
@@ -641,7 +662,7 @@ func TestLoad_SettlesAgainstTheOutput(t *testing.T) {
 	}
 	before = outputFiles(tree(t, replan))
 	mapped(in, replan, dir+"/replan-all.json", narrow...)
-	codes, out := loadAll(replan, dir+"/replan-all.json", "--replace", "--no-withdraw")
+	codes, out = loadAll(replan, dir+"/replan-all.json", "--replace", "--no-withdraw")
 	if !slices.Contains(codes, cli.ExitFailure) || !strings.Contains(out, "--no-withdraw") {
 		t.Errorf("the plan of every bucket, --no-withdraw: exits %v, want a refusal\n%s", codes, out)
 	}

@@ -48,7 +48,11 @@ const (
 // Says is the withdrawal in words, as a run names it.
 func (w Withdrawal) Says() string {
 	if w.Cause == CauseCollision || w.Cause == "" {
-		return fmt.Sprintf("%s of bucket %s (%d measurements) loses its IDs to %s", w.Textname, w.Bucket, w.N, w.Winner)
+		s := fmt.Sprintf("%s of bucket %s (%d measurements) loses its IDs to %s", w.Textname, w.Bucket, w.N, w.Winner)
+		if w.Detail != "" {
+			s += " (" + w.Detail + ")"
+		}
+		return s
 	}
 	return fmt.Sprintf("%s of bucket %s loses the IDs of %d measurements (%s: %s)", w.Textname, w.Bucket, w.N, w.Cause, w.Detail)
 }
