@@ -267,6 +267,12 @@ func TestS3_KillAndResume(t *testing.T) {
 				t.Fatalf("%s: %v", n, err)
 			}
 			for _, f := range []string{"measurements/" + bucket + ".parquet", "reports/" + bucket + ".parquet"} {
+				if _, there := got[f]; !there && strings.HasPrefix(f, "measurements/") {
+					// Killed between the ledger entry and the measurements,
+					// which come back last: the bucket is not committed
+					// (State), and the next run writes it again.
+					continue
+				}
 				if !bytes.Contains(got[f], []byte(l.Fingerprint)) {
 					t.Fatalf("after a kill, %s is not the file its ledger entry commits", f)
 				}
